@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdint.h>
+#include <time.h>
+
+typedef uint64_t usec_t;
+#define USEC_INFINITY ((usec_t)UINT64_MAX)
+#define USEC_PER_MSEC ((usec_t)1000ULL)
+#define USEC_PER_SEC ((usec_t)1000000ULL)
+#define NSEC_PER_USEC ((uint64_t)1000ULL)
+
+/* Microseconds on the given clock. */
+static inline usec_t now_usec(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (usec_t)ts.tv_sec * USEC_PER_SEC + (usec_t)ts.tv_nsec / NSEC_PER_USEC;
+}
+
+/* Parses "1.5s", "250ms", "2m", "10us" or a plain number of seconds. Returns 0 or -EINVAL. */
+int parse_duration(const char *s, usec_t *ret);

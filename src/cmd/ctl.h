@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Shared by volplugctl's subcommands. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "catalog.h"
+#include "client.h"
+#include "time-util.h"
+
+typedef struct Ctl {
+	const char *endpoint;
+	bool json;      /* -o json */
+	usec_t timeout; /* per call */
+	RpcClient *client;
+} Ctl;
+
+/* Exit codes: 0 success, 1 the RPC or the operation failed, 2 bad usage. */
+#define CTL_EXIT_FAILED 1
+#define CTL_EXIT_USAGE 2
+
+/* Connects ctl->client on first use. Returns 0 or an exit code. */
+int ctl_connect(Ctl *ctl);
+
+/* Calls a method by name with a JSON request. On success *ret_reply holds the JSON reply;
+ * on failure prints "volplugctl: METHOD: CODE: message" and returns CTL_EXIT_FAILED. */
+int ctl_call(Ctl *ctl, const char *method, json_t *request, json_t **ret_reply);
+
+/* Prints a JSON reply as JSON (-o json) or as indented "key: value" lines. */
+void ctl_print(const Ctl *ctl, json_t *reply);
+
+/* Prints "volplugctl: ..." to stderr and returns code. */
+int ctl_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int ctl_bench(Ctl *ctl, int argc, char **argv);

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <getopt.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "client.h"
+#include "daemon-config.h"
+#include "parse-util.h"
+
+const char daemon_usage[] =
+	"Usage: volplugd [all|controller|node] [OPTIONS]\n"
+	"\n"
+	"Serves the CSI Identity, Controller and Node services over gRPC on a unix socket.\n"
+	"\n"
+	"  --endpoint unix:///PATH         socket to listen on (default unix:///run/volplug/csi.sock)\n"
+	"  --socket-mode MODE              socket file permissions, octal (default 0600)\n"
+	"  --node-id ID                    this node's id (default: the host name)\n"
+	"  --driver-name NAME              CSI driver name (default pool.volplug.io)\n"
+	"  --pool DIR                      pool directory (default /var/lib/volplug/pool)\n"
+	"  --pool-capacity SIZE            capacity of the pool, e.g. 100G (default: free space)\n"
+	"  --zone ZONE                     topology zone (default local)\n"
+	"  --max-volumes-per-node N        attach limit reported and enforced (default 32)\n"
+	"  --modify-coalesce-window TIME   merge expand/modify within this window (default 2s)\n"
+	"  --flexvolume-dir DIR            Flexvolume plugin directory\n"
+	"  --workers N                     handler threads (default 8)\n"
+	"  --shutdown-grace TIME           how long in-flight calls may finish on SIGTERM (30s)\n"
+	"  -v, --verbosity N               log detail: 0-3 info, 4+ debug (default 2)\n"
+	"  -h, --help                      show this help\n"
+	"      --version                   show the version\n";
+
+enum {
+	OPT_ENDPOINT = 0x100,
+	OPT_SOCKET_MODE,
+	OPT_NODE_ID,
+	OPT_DRIVER_NAME,
+	OPT_POOL,
+	OPT_POOL_CAPACITY,
+	OPT_ZONE,
+	OPT_MAX_VOLUMES,
+	OPT_COALESCE,
+	OPT_FLEX_DIR,
+	OPT_WORKERS,
+	OPT_GRACE,
+	OPT_VERSION,
+};
+
+static const struct option options[] = {
+	{ "endpoint", required_argument, NULL, OPT_ENDPOINT },
+	{ "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
+	{ "node-id", required_argument, NULL, OPT_NODE_ID },
+	{ "driver-name", required_argument, NULL, OPT_DRIVER_NAME },
+	{ "pool", required_argument, NULL, OPT_POOL },
+	{ "pool-capacity", required_argument, NULL, OPT_POOL_CAPACITY },
+	{ "zone", required_argument, NULL, OPT_ZONE },
+	{ "max-volumes-per-node", required_argument, NULL, OPT_MAX_VOLUMES },
+	{ "modify-coalesce-window", required_argument, NULL, OPT_COALESCE },
+	{ "flexvolume-dir", required_argument, NULL, OPT_FLEX_DIR },
+	{ "workers", required_argument, NULL, OPT_WORKERS },
+	{ "shutdown-grace", required_argument, NULL, OPT_GRACE },
+	{ "verbosity", required_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{}
+};
+
+static void set_string(char **field, const char *value)
+{
+	free(*field);
+	*field = xstrdup(value);
+}
+
+static void config_defaults(DaemonConfig *c)
+{
+	char host[256] = "localhost";
+
+	*c = (DaemonConfig){
+		.mode = DRIVER_MODE_ALL,
+		.socket_mode = 0600,
+		.max_volumes_per_node = 32,
+		.workers = 8,
+		.verbosity = 2,
+		.modify_coalesce_window = 2 * USEC_PER_SEC,
+		.shutdown_grace = 30 * USEC_PER_SEC,
+	};
+	gethostname(host, sizeof(host) - 1);
+	set_string(&c->endpoint, "unix:///run/volplug/csi.sock");
+	set_string(&c->node_id, host);
+	set_string(&c->driver_name, "pool.volplug.io");
+	set_string(&c->pool, "/var/lib/volplug/pool");
+	set_string(&c->zone, "local");
+	set_string(&c->flexvolume_dir, "/usr/libexec/kubernetes/kubelet-plugins/volume/exec");
+}
+
+/* CSI driver names: at most 63 characters, alphanumerics, '-', '.', starting and ending
+ * with an alphanumeric. */
+static bool driver_name_valid(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			     (ch >= '0' && ch <= '9');
+		if (!alnum && ((ch != '-' && ch != '.') || i == 0 || i == n - 1))
+			return false;
+	}
+	return true;
+}
+
+static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_error)
+{
+	uint32_t u32;
+	int r = 0;
+
+	switch (opt) {
+	case OPT_ENDPOINT:
+		set_string(&c->endpoint, arg);
+		break;
+	case OPT_SOCKET_MODE:
+		r = parse_mode(arg, &u32);
+		if (r == 0)
+			c->socket_mode = u32;
+		break;
+	case OPT_NODE_ID:
+		if (!*arg || strlen(arg) > 128)
+			r = -EINVAL;
+		set_string(&c->node_id, arg);
+		break;
+	case OPT_DRIVER_NAME:
+		if (!driver_name_valid(arg)) {
+			*ret_error = xasprintf("--driver-name '%s': want at most 63 characters of "
+					       "[a-zA-Z0-9.-], starting and ending alphanumeric",
+					       arg);
+			return -EINVAL;
+		}
+		set_string(&c->driver_name, arg);
+		break;
+	case OPT_POOL:
+		if (!*arg)
+			r = -EINVAL;
+		set_string(&c->pool, arg);
+		break;
+	case OPT_POOL_CAPACITY:
+		r = parse_size(arg, &c->pool_capacity);
+		break;
+	case OPT_ZONE:
+		if (!*arg)
+			r = -EINVAL;
+		set_string(&c->zone, arg);
+		break;
+	case OPT_MAX_VOLUMES:
+		r = parse_uint32(arg, &c->max_volumes_per_node);
+		if (r == 0 && c->max_volumes_per_node == 0)
+			r = -ERANGE;
+		break;
+	case OPT_COALESCE:
+		r = parse_duration(arg, &c->modify_coalesce_window);
+		break;
+	case OPT_GRACE:
+		r = parse_duration(arg, &c->shutdown_grace);
+		break;
+	case OPT_FLEX_DIR:
+		if (arg[0] != '/')
+			r = -EINVAL;
+		set_string(&c->flexvolume_dir, arg);
+		break;
+	case OPT_WORKERS:
+		r = parse_uint32(arg, &u32);
+		if (r == 0 && (u32 == 0 || u32 > 1024))
+			r = -ERANGE;
+		c->workers = u32;
+		break;
+	case 'v':
+		r = parse_uint32(arg, &u32);
+		if (r == 0 && u32 > 10)
+			r = -ERANGE;
+		c->verbosity = (int)u32;
+		break;
+	}
+	return r;
+}
+
+static const char *option_name(int opt)
+{
+	for (const struct option *o = options; o->name; o++)
+		if (o->val == opt)
+			return o->name;
+	return "?";
+}
+
+static int positional_mode(DaemonConfig *c, int argc, char **argv, char **ret_error)
+{
+	if (optind >= argc)
+		return 0;
+	int m = driver_mode_from_string(argv[optind]);
+	if (m < 0) {
+		*ret_error = xasprintf("unknown mode '%s': want all, controller or node",
+				       argv[optind]);
+		return -EINVAL;
+	}
+	c->mode = m;
+	if (optind + 1 < argc) {
+		*ret_error = xasprintf("unexpected argument '%s'", argv[optind + 1]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_error)
+{
+	DaemonConfig c;
+	int opt, r;
+
+	config_defaults(&c);
+	optind = 0;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "hv:", options, NULL)) >= 0) {
+		switch (opt) {
+		case 'h':
+			c.action = DAEMON_HELP;
+			break;
+		case OPT_VERSION:
+			c.action = DAEMON_VERSION;
+			break;
+		case '?':
+		case ':':
+			*ret_error = optopt ? xasprintf("option -%c: unknown or missing its value",
+							optopt)
+					    : xasprintf("unknown option '%s'", argv[optind - 1]);
+			daemon_config_done(&c);
+			return -EINVAL;
+		default:
+			r = option_apply(&c, opt, optarg, ret_error);
+			if (r < 0) {
+				if (!*ret_error)
+					*ret_error = xasprintf("--%s '%s': %s", option_name(opt),
+							       optarg,
+							       r == -ERANGE ? "out of range"
+									    : "invalid value");
+				daemon_config_done(&c);
+				return -EINVAL;
+			}
+		}
+	}
+	r = positional_mode(&c, argc, argv, ret_error);
+	if (r == 0) {
+		r = endpoint_to_path(c.endpoint, &c.socket_path);
+		if (r < 0)
+			*ret_error = xasprintf("--endpoint '%s': want unix:///absolute/path (at most "
+					       "107 bytes)",
+					       c.endpoint);
+	}
+	if (r < 0) {
+		daemon_config_done(&c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+void daemon_config_done(DaemonConfig *c)
+{
+	free(c->endpoint);
+	free(c->socket_path);
+	free(c->node_id);
+	free(c->driver_name);
+	free(c->pool);
+	free(c->zone);
+	free(c->flexvolume_dir);
+	*c = (DaemonConfig){};
+}

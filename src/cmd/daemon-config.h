@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "driver.h"
+#include "time-util.h"
+
+typedef struct DaemonConfig {
+	DriverMode mode;
+	char *endpoint;
+	char *socket_path; /* derived from endpoint */
+	mode_t socket_mode;
+	char *node_id;
+	char *driver_name;
+	char *pool;
+	uint64_t pool_capacity;
+	char *zone;
+	uint32_t max_volumes_per_node;
+	unsigned workers;
+	int verbosity;
+	usec_t modify_coalesce_window;
+	usec_t shutdown_grace;
+	char *flexvolume_dir;
+	enum { DAEMON_RUN, DAEMON_HELP, DAEMON_VERSION } action;
+} DaemonConfig;
+
+/* Parses volplugd's command line into *ret (which it initialises). On a bad flag returns
+ * -EINVAL and writes one line naming it to *ret_error (malloc'ed). */
+int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_error);
+void daemon_config_done(DaemonConfig *c);
+
+/* The --help text. */
+extern const char daemon_usage[];

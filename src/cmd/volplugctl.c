@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <grpc/grpc.h>
+
+#include "alloc.h"
+#include "ctl.h"
+#include "pbjson.h"
+#include "status.h"
+#include "version.h"
+
+static const char usage[] =
+	"Usage: volplugctl [OPTIONS] COMMAND [ARGS...]\n"
+	"\n"
+	"A CSI client for any driver socket.\n"
+	"\n"
+	"Options:\n"
+	"  -e, --endpoint unix:///PATH  driver socket (default $CSI_ENDPOINT or\n"
+	"                               unix:///run/volplug/csi.sock)\n"
+	"  -o, --output text|json       output format (default text)\n"
+	"  -t, --timeout TIME           per-call deadline (default 60s)\n"
+	"  -h, --help                   show this help\n"
+	"      --version                show the version\n"
+	"\n"
+	"Commands:\n"
+	"  info                         GetPluginInfo\n"
+	"  capabilities                 GetPluginCapabilities\n"
+	"  probe                        Probe; exits 1 when the driver is not ready\n"
+	"  call METHOD [JSON|-]         any RPC by name, request as JSON (default {})\n"
+	"  methods                      list the RPCs call knows\n"
+	"  bench [--help]               load a driver and print throughput and latency\n";
+
+int ctl_error(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("volplugctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+int ctl_connect(Ctl *ctl)
+{
+	if (ctl->client)
+		return 0;
+	if (rpc_client_new(ctl->endpoint, &ctl->client) < 0)
+		return ctl_error(CTL_EXIT_USAGE, "--endpoint '%s': want unix:///absolute/path",
+				 ctl->endpoint);
+	return 0;
+}
+
+int ctl_call(Ctl *ctl, const char *method, json_t *request, json_t **ret_reply)
+{
+	_cleanup_free_ char *error = NULL;
+	ProtobufCMessage *req = NULL, *reply = NULL;
+	RpcMethodInfo info;
+	RpcStatus st = {};
+
+	int r = ctl_connect(ctl);
+	if (r != 0)
+		return r;
+	if (rpc_catalog_lookup(method, &info) < 0)
+		return ctl_error(CTL_EXIT_USAGE, "unknown method '%s' (see 'volplugctl methods')",
+				 method);
+	if (pbjson_to_message(request, info.request, &req, &error) < 0)
+		return ctl_error(CTL_EXIT_USAGE, "%s request: %s", info.method->name, error);
+	r = rpc_client_call(ctl->client, info.path, req, info.reply, ctl->timeout, &reply, &st);
+	protobuf_c_message_free_unpacked(req, NULL);
+	if (r < 0)
+		return ctl_error(CTL_EXIT_FAILED, "%s: the reply is not a valid %s",
+				 info.method->name, info.reply->name);
+	if (st.code != 0) {
+		r = ctl_error(CTL_EXIT_FAILED, "%s: %s: %s", info.method->name,
+			      rpc_status_name(st.code) ?: "UNKNOWN", st.message ?: "");
+		rpc_status_done(&st);
+		return r;
+	}
+	*ret_reply = pbjson_from_message(reply);
+	protobuf_c_message_free_unpacked(reply, NULL);
+	return 0;
+}
+
+static void print_text(json_t *v, int indent, const char *key)
+{
+	if (json_is_object(v)) {
+		const char *k;
+		json_t *child;
+		if (key)
+			printf("%*s%s:\n", indent, "", key);
+		json_object_foreach(v, k, child)
+			print_text(child, key ? indent + 2 : indent, k);
+		return;
+	}
+	if (json_is_array(v)) {
+		size_t i;
+		json_t *child;
+		printf("%*s%s:\n", indent, "", key ? key : "");
+		json_array_foreach(v, i, child) {
+			char label[32];
+			snprintf(label, sizeof(label), "- [%zu]", i);
+			print_text(child, indent + 2, label);
+		}
+		return;
+	}
+	_cleanup_free_ char *s =
+		json_is_string(v) ? xstrdup(json_string_value(v)) : json_dumps(v, JSON_ENCODE_ANY);
+	printf("%*s%s: %s\n", indent, "", key ? key : "value", s ? s : "");
+}
+
+void ctl_print(const Ctl *ctl, json_t *reply)
+{
+	if (ctl->json) {
+		json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+		fputc('\n', stdout);
+	} else
+		print_text(reply, 0, NULL);
+}
+
+static int run_call(Ctl *ctl, const char *method, const char *body)
+{
+	json_error_t jerr;
+	json_t *request, *reply = NULL;
+
+	if (!body)
+		request = json_object();
+	else if (strcmp(body, "-") == 0)
+		request = json_loadf(stdin, 0, &jerr);
+	else
+		request = json_loads(body, 0, &jerr);
+	if (!request)
+		return ctl_error(CTL_EXIT_USAGE, "request JSON, line %d: %s", jerr.line, jerr.text);
+	int r = ctl_call(ctl, method, request, &reply);
+	json_decref(request);
+	if (r != 0)
+		return r;
+	ctl_print(ctl, reply);
+	json_decref(reply);
+	return 0;
+}
+
+static int run_probe(Ctl *ctl)
+{
+	json_t *reply = NULL, *request = json_object();
+	int r = ctl_call(ctl, "Probe", request, &reply);
+	json_decref(request);
+	if (r != 0)
+		return r;
+	json_t *ready = json_object_get(json_object_get(reply, "ready"), "value");
+	/* An absent "ready" means ready, by the spec. */
+	bool ok = !json_object_get(reply, "ready") || json_is_true(ready);
+	if (ctl->json)
+		ctl_print(ctl, reply);
+	else
+		printf("ready: %s\n", ok ? "yes" : "no");
+	json_decref(reply);
+	return ok ? 0 : CTL_EXIT_FAILED;
+}
+
+static void print_method(const RpcMethodInfo *info, _unused_ void *userdata)
+{
+	printf("%-40s %s -> %s\n", info->path, info->request->name, info->reply->name);
+}
+
+static int dispatch(Ctl *ctl, int argc, char **argv)
+{
+	const char *cmd = argv[0];
+
+	if (strcmp(cmd, "info") == 0 && argc == 1)
+		return run_call(ctl, "GetPluginInfo", NULL);
+	if (strcmp(cmd, "capabilities") == 0 && argc == 1)
+		return run_call(ctl, "GetPluginCapabilities", NULL);
+	if (strcmp(cmd, "probe") == 0 && argc == 1)
+		return run_probe(ctl);
+	if (strcmp(cmd, "call") == 0 && (argc == 2 || argc == 3))
+		return run_call(ctl, argv[1], argc == 3 ? argv[2] : NULL);
+	if (strcmp(cmd, "methods") == 0 && argc == 1) {
+		rpc_catalog_foreach(print_method, NULL);
+		return 0;
+	}
+	if (strcmp(cmd, "bench") == 0)
+		return ctl_bench(ctl, argc, argv);
+	return ctl_error(CTL_EXIT_USAGE, "unknown command or wrong arguments: '%s' (see --help)",
+			 cmd);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "endpoint", required_argument, NULL, 'e' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{}
+	};
+	Ctl ctl = { .timeout = 60 * USEC_PER_SEC };
+	int opt;
+
+	ctl.endpoint = getenv("CSI_ENDPOINT") ?: "unix:///run/volplug/csi.sock";
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "+e:o:t:h", options, NULL)) >= 0) {
+		switch (opt) {
+		case 'e':
+			ctl.endpoint = optarg;
+			break;
+		case 'o':
+			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0)
+				return ctl_error(CTL_EXIT_USAGE, "--output '%s': want text or json",
+						 optarg);
+			ctl.json = strcmp(optarg, "json") == 0;
+			break;
+		case 't':
+			if (parse_duration(optarg, &ctl.timeout) < 0 || ctl.timeout == 0)
+				return ctl_error(CTL_EXIT_USAGE, "--timeout '%s': want a duration "
+						 "such as 30s", optarg);
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		case 'V':
+			printf("volplugctl %s\n", VOLPLUG_VERSION);
+			return 0;
+		default:
+			return ctl_error(CTL_EXIT_USAGE, "unknown option '%s' (see --help)",
+					 argv[optind - 1]);
+		}
+	}
+	if (optind >= argc) {
+		fputs(usage, stderr);
+		return CTL_EXIT_USAGE;
+	}
+	grpc_init();
+	int r = dispatch(&ctl, argc - optind, argv + optind);
+	rpc_client_free(ctl.client);
+	grpc_shutdown();
+	return r;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "call.h"
+#include "pool.h"
+
+typedef enum {
+	DRIVER_MODE_ALL,
+	DRIVER_MODE_CONTROLLER,
+	DRIVER_MODE_NODE,
+} DriverMode;
+
+/* Everything a CSI handler needs, shared by all worker threads. Fields are set before the
+ * server starts and read-only afterwards; mutable state lives in the objects pointed to,
+ * each with its own lock. */
+typedef struct Driver {
+	DriverMode mode;
+	const char *name;
+	const char *version;
+	const char *node_id;
+	const char *zone;
+	uint32_t max_volumes_per_node;
+	Pool *pool;
+} Driver;
+
+static inline bool driver_has_controller(const Driver *d)
+{
+	return d->mode == DRIVER_MODE_ALL || d->mode == DRIVER_MODE_CONTROLLER;
+}
+
+static inline bool driver_has_node(const Driver *d)
+{
+	return d->mode == DRIVER_MODE_ALL || d->mode == DRIVER_MODE_NODE;
+}
+
+/* The method table the running mode serves; static storage. */
+const RpcMethod *csi_methods(DriverMode mode, size_t *ret_n);
+
+const char *driver_mode_to_string(DriverMode m);
+int driver_mode_from_string(const char *s);
+
+/* Identity handlers. */
+int identity_get_plugin_info(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret);
+int identity_get_plugin_capabilities(RpcCall *call, const ProtobufCMessage *req,
+				     ProtobufCMessage **ret);
+int identity_probe(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret);

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#pragma once
+
+#include <stdbool.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "macro.h"
+#include "time-util.h"
+
+/* One incoming RPC as a handler sees it. Owned by the server; valid during the handler. */
+typedef struct RpcCall RpcCall;
+
+/* A handler: returns 0 and a heap-allocated reply in *ret_reply (the server frees it with
+ * protobuf_c_message_free_unpacked, so every part of it must be malloc'ed), or a negative
+ * errno, mapped by the status table, with a message set by rpc_fail(). Runs on a worker
+ * thread and may block. */
+typedef int (*RpcHandler)(RpcCall *call, const ProtobufCMessage *request,
+			  ProtobufCMessage **ret_reply);
+
+typedef struct RpcMethod {
+	const char *path; /* "/csi.v1.Identity/Probe" */
+	const ProtobufCMessageDescriptor *request;
+	RpcHandler handler;
+} RpcMethod;
+
+/* Records the message the client will see with the status for err. Returns err (negative),
+ * so a handler can `return rpc_fail(call, -EINVAL, "volume_id: missing");`. */
+int rpc_fail(RpcCall *call, int err, const char *fmt, ...) _printf_(3, 4);
+
+/* True once the client cancelled or its deadline passed: the handler should stop early. */
+bool rpc_call_cancelled(RpcCall *call);
+
+/* The client's deadline on CLOCK_MONOTONIC, or USEC_INFINITY. */
+usec_t rpc_call_deadline(RpcCall *call);
+
+/* The method's short name ("CreateVolume"). */
+const char *rpc_call_method(RpcCall *call);
+
+/* The pointer given as RpcServerConfig.userdata. */
+void *rpc_call_userdata(RpcCall *call);

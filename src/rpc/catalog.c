@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
+#include <string.h>
+
+#include "admin.pb-c.h"
+#include "catalog.h"
+#include "csi.pb-c.h"
+#include "macro.h"
+
+static const ProtobufCServiceDescriptor *const services[] = {
+	&csi__v1__identity__descriptor,
+	&csi__v1__controller__descriptor,
+	&csi__v1__node__descriptor,
+	&volplug__admin__v1__admin__descriptor,
+};
+
+static void info_fill(const ProtobufCServiceDescriptor *s, unsigned i, RpcMethodInfo *ret)
+{
+	const ProtobufCMethodDescriptor *m = &s->methods[i];
+	snprintf(ret->path, sizeof(ret->path), "/%s/%s", s->name, m->name);
+	ret->method = m;
+	ret->request = m->input;
+	ret->reply = m->output;
+}
+
+int rpc_catalog_lookup(const char *name, RpcMethodInfo *ret)
+{
+	for (size_t s = 0; s < ELEMENTSOF(services); s++)
+		for (unsigned i = 0; i < services[s]->n_methods; i++) {
+			RpcMethodInfo info;
+			info_fill(services[s], i, &info);
+			const char *service_method = strchr(info.path + 1, '/');
+			const char *short_service = strrchr(services[s]->name, '.');
+			char qualified[128];
+			snprintf(qualified, sizeof(qualified), "%s/%s",
+				 short_service ? short_service + 1 : services[s]->name,
+				 info.method->name);
+			if (strcmp(name, info.method->name) == 0 || strcmp(name, info.path) == 0 ||
+			    strcmp(name, qualified) == 0 ||
+			    (service_method && strcmp(name, info.path + 1) == 0)) {
+				*ret = info;
+				return 0;
+			}
+		}
+	return -ENOENT;
+}
+
+void rpc_catalog_foreach(void (*fn)(const RpcMethodInfo *info, void *userdata), void *userdata)
+{
+	for (size_t s = 0; s < ELEMENTSOF(services); s++)
+		for (unsigned i = 0; i < services[s]->n_methods; i++) {
+			RpcMethodInfo info;
+			info_fill(services[s], i, &info);
+			fn(&info, userdata);
+		}
+}

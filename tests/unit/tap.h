@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Minimal TAP producer for unit tests: one binary per module, exit 77 means skipped. */
+#pragma once
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tap_n, tap_failed;
+
+#define TAP_SKIP_ALL(why)                                                                          \
+	do {                                                                                       \
+		printf("1..0 # SKIP %s\n", why);                                                  \
+		exit(77);                                                                          \
+	} while (0)
+
+__attribute__((format(printf, 5, 6), unused)) static int
+tap_ok(int cond, const char *expr, const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%sok %d - ", cond ? "" : "not ", ++tap_n);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (!cond) {
+		tap_failed++;
+		printf("#   failed at %s:%d: %s\n", file, line, expr);
+	}
+	fflush(stdout);
+	return cond;
+}
+
+#define ok(cond, ...) tap_ok(!!(cond), #cond, __FILE__, __LINE__, __VA_ARGS__)
+
+__attribute__((unused)) static int tap_is_int(long long got, long long want, int passed)
+{
+	if (!passed)
+		printf("#   got %lld, want %lld\n", got, want);
+	return passed;
+}
+
+__attribute__((unused)) static int tap_is_str(const char *got, const char *want, int passed)
+{
+	if (!passed)
+		printf("#   got '%s', want '%s'\n", got ? got : "(null)", want ? want : "(null)");
+	return passed;
+}
+
+#define is_int(got, want, ...)                                                                     \
+	tap_is_int((long long)(got), (long long)(want),                                            \
+		   ok((long long)(got) == (long long)(want), __VA_ARGS__))
+
+#define is_str(got, want, ...)                                                                     \
+	tap_is_str((got), (want),                                                                  \
+		   ok((got) && (want) && strcmp((got), (want)) == 0, __VA_ARGS__))
+
+static inline int tap_done(void)
+{
+	printf("1..%d\n", tap_n);
+	return tap_failed ? 1 : 0;
+}

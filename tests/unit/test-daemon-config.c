@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+
+#include "daemon-config.h"
+#include "tap.h"
+
+static int parse(char **argv, DaemonConfig *c, char **error)
+{
+	int argc = 0;
+	while (argv[argc])
+		argc++;
+	*error = NULL;
+	return daemon_config_parse(argc, argv, c, error);
+}
+
+#define ARGV(...) ((char *[]){ "volplugd", __VA_ARGS__, NULL })
+
+int main(void)
+{
+	DaemonConfig c;
+	char *error;
+
+	is_int(parse(ARGV("node", "--endpoint", "unix:///tmp/x.sock", "--node-id", "n7",
+			  "--pool", "/tmp/p", "-v", "5", "--max-volumes-per-node", "16",
+			  "--modify-coalesce-window", "500ms", "--socket-mode", "0660"),
+		     &c, &error),
+	       0, "full command line parses");
+	is_int(c.mode, DRIVER_MODE_NODE, "mode");
+	is_str(c.socket_path, "/tmp/x.sock", "socket path from endpoint");
+	is_str(c.node_id, "n7", "node id");
+	is_int(c.verbosity, 5, "verbosity");
+	is_int(c.max_volumes_per_node, 16, "attach limit");
+	is_int(c.modify_coalesce_window, 500000, "coalesce window");
+	is_int(c.socket_mode, 0660, "socket mode");
+	daemon_config_done(&c);
+
+	is_int(parse(ARGV("--pool", "/tmp/p"), &c, &error), 0, "mode defaults");
+	is_int(c.mode, DRIVER_MODE_ALL, "default mode is all");
+	is_int(c.socket_mode, 0600, "default socket mode 0600");
+	is_int(c.modify_coalesce_window, 2000000, "default window 2 s");
+	daemon_config_done(&c);
+
+	const struct {
+		char **argv;
+		const char *error;
+	} bad[] = {
+		{ ARGV("everything"), "unknown mode 'everything': want all, controller or node" },
+		{ ARGV("--endpoint", "tcp://1.2.3.4:5"),
+		  "--endpoint 'tcp://1.2.3.4:5': want unix:///absolute/path (at most 107 bytes)" },
+		{ ARGV("--workers", "0"), "--workers '0': out of range" },
+		{ ARGV("--max-volumes-per-node", "x"), "--max-volumes-per-node 'x': invalid value" },
+		{ ARGV("--bogus"), "unknown option '--bogus'" },
+		{ ARGV("--driver-name", "-bad-"),
+		  "--driver-name '-bad-': want at most 63 characters of [a-zA-Z0-9.-], starting and "
+		  "ending alphanumeric" },
+		{ ARGV("all", "extra"), "unexpected argument 'extra'" },
+		{ ARGV("--pool-capacity", "lots"), "--pool-capacity 'lots': invalid value" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		is_int(parse(bad[i].argv, &c, &error), -EINVAL, "rejects %s", bad[i].argv[1]);
+		is_str(error, bad[i].error, "message for %s", bad[i].argv[1]);
+		free(error);
+	}
+	return tap_done();
+}
