@@ -14,7 +14,7 @@ struct Pool {
 	char *zone;
 };
 
-static const char *const pool_subdirs[] = { "volumes", "snapshots", "tmp" };
+static const char *const pool_subdirs[] = {"volumes", "snapshots", "tmp"};
 
 static int pool_layout(int dir_fd)
 {

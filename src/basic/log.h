@@ -25,12 +25,12 @@ const char *log_get_context(void);
 int log_internal(LogLevel level, int err, const char *file, int line, const char *fmt, ...)
 	_printf_(5, 6);
 
-#define log_full_errno(level, err, ...)                                                            \
-	({                                                                                         \
-		int _e = (err);                                                                    \
-		(level) <= log_get_max_level()                                                     \
-			? log_internal((level), _e, __FILE__, __LINE__, __VA_ARGS__)               \
-			: -abs(_e);                                                                \
+#define log_full_errno(level, err, ...)                                              \
+	({                                                                           \
+		int _e = (err);                                                      \
+		(level) <= log_get_max_level()                                       \
+			? log_internal((level), _e, __FILE__, __LINE__, __VA_ARGS__) \
+			: -abs(_e);                                                  \
 	})
 
 #define log_error(...) log_full_errno(LOG_LEVEL_ERROR, 0, __VA_ARGS__)

@@ -70,7 +70,8 @@ int parse_size(const char *s, uint64_t *ret)
 			return -EINVAL;
 		mult = ldexp(1, 10 * (int)(u - units + 1));
 		end++;
-		if (strcasecmp(end, "i") == 0 || strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0)
+		if (strcasecmp(end, "i") == 0 || strcasecmp(end, "ib") == 0 ||
+		    strcasecmp(end, "b") == 0)
 			end += strlen(end);
 	}
 	if (*end)

@@ -12,7 +12,7 @@ int parse_duration(const char *s, usec_t *ret)
 		const char *suffix;
 		double usec;
 	} units[] = {
-		{ "us", 1 }, { "ms", 1e3 }, { "s", 1e6 }, { "m", 60e6 }, { "h", 3600e6 }, { "", 1e6 },
+		{"us", 1}, {"ms", 1e3}, {"s", 1e6}, {"m", 60e6}, {"h", 3600e6}, {"", 1e6},
 	};
 	char *end;
 

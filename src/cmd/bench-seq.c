@@ -51,8 +51,8 @@ static void single_rpc_iterate(BenchThread *t, RpcClient *client, BenchSeqConfig
 				    60 * USEC_PER_SEC, &reply, &reply_size, &st);
 	usec_t took = now_usec(CLOCK_MONOTONIC) - start;
 	if (r < 0 || st.code != 0)
-		bench_fail(t, "%s: %s: %s", cfg->path, r < 0 ? "transport" : rpc_status_name(st.code),
-			   st.message ?: "");
+		bench_fail(t, "%s: %s: %s", cfg->path,
+			   r < 0 ? "transport" : rpc_status_name(st.code), st.message ?: "");
 	else
 		bench_record(t, 0, took);
 	rpc_status_done(&st);

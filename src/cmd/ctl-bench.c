@@ -76,8 +76,7 @@ void bench_fail(BenchThread *t, const char *fmt, ...)
 static bool run_more(BenchRun *run, uint64_t *ret_i)
 {
 	uint64_t i = atomic_fetch_add(&run->next, 1);
-	if (run->count ? i >= run->count
-		       : now_usec(CLOCK_MONOTONIC) - run->start >= run->duration)
+	if (run->count ? i >= run->count : now_usec(CLOCK_MONOTONIC) - run->start >= run->duration)
 		return false;
 	*ret_i = i;
 	return true;
@@ -125,9 +124,9 @@ static unsigned long rss_kib(long pid)
 
 static void print_header(void)
 {
-	printf("%-20s %-22s %7s %9s %7s %10s %9s %9s %9s %9s %9s\n", "target", "step",
-	       "clients", "calls", "errors", "calls/s", "p50(us)", "p90(us)", "p99(us)",
-	       "max(us)", "rss(KiB)");
+	printf("%-20s %-22s %7s %9s %7s %10s %9s %9s %9s %9s %9s\n", "target", "step", "clients",
+	       "calls", "errors", "calls/s", "p50(us)", "p90(us)", "p99(us)", "max(us)",
+	       "rss(KiB)");
 }
 
 static void print_rows(BenchRun *run, BenchThread *threads, unsigned clients, usec_t elapsed,
@@ -154,20 +153,20 @@ static void print_rows(BenchRun *run, BenchThread *threads, unsigned clients, us
 	}
 }
 
-static int bench_row(BenchRun *base, unsigned clients, uint64_t warmup, long pid,
-		     const char *label)
+static int bench_row(BenchRun *base, unsigned clients, uint64_t warmup, long pid, const char *label)
 {
 	BenchThread *threads = xnew0(BenchThread, clients);
 	pthread_t *tids = xnew0(pthread_t, clients);
 	BenchRun run = *base;
 
 	/* Warm-up: the channel connects and the server's threads wake up. */
-	BenchThread warm = { .run = &run, .id = clients };
+	BenchThread warm = {.run = &run, .id = clients};
 	run.count = warmup;
 	atomic_store(&run.next, 0);
 	uint64_t i;
 	while (run_more(&run, &i))
-		run.seq->iterate(&warm, run.ctl->client, &run.seq_config, warm.id, i + (1ULL << 40));
+		run.seq->iterate(&warm, run.ctl->client, &run.seq_config, warm.id,
+				 i + (1ULL << 40));
 	for (unsigned s = 0; s < BENCH_MAX_STEPS; s++)
 		free(warm.lat[s]);
 
@@ -177,7 +176,7 @@ static int bench_row(BenchRun *base, unsigned clients, uint64_t warmup, long pid
 	atomic_store(&run.first_error, NULL);
 	run.start = now_usec(CLOCK_MONOTONIC);
 	for (unsigned c = 0; c < clients; c++) {
-		threads[c] = (BenchThread){ .run = &run, .id = c };
+		threads[c] = (BenchThread){.run = &run, .id = c};
 		pthread_create(&tids[c], NULL, bench_thread, &threads[c]);
 	}
 	for (unsigned c = 0; c < clients; c++)
@@ -219,23 +218,21 @@ static int parse_clients(const char *s, unsigned *list, size_t max, size_t *ret_
 
 int ctl_bench(Ctl *ctl, int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "rpc", required_argument, NULL, 'r' },
-		{ "request", required_argument, NULL, 'q' },
-		{ "sequence", required_argument, NULL, 's' },
-		{ "param", required_argument, NULL, 'P' },
-		{ "clients", required_argument, NULL, 'c' },
-		{ "count", required_argument, NULL, 'n' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "warmup", required_argument, NULL, 'w' },
-		{ "pid", required_argument, NULL, 'p' },
-		{ "label", required_argument, NULL, 'l' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
-	BenchRun run = { .ctl = ctl, .count = 10000 };
+	static const struct option options[] = {{"rpc", required_argument, NULL, 'r'},
+						{"request", required_argument, NULL, 'q'},
+						{"sequence", required_argument, NULL, 's'},
+						{"param", required_argument, NULL, 'P'},
+						{"clients", required_argument, NULL, 'c'},
+						{"count", required_argument, NULL, 'n'},
+						{"duration", required_argument, NULL, 'd'},
+						{"warmup", required_argument, NULL, 'w'},
+						{"pid", required_argument, NULL, 'p'},
+						{"label", required_argument, NULL, 'l'},
+						{"help", no_argument, NULL, 'h'},
+						{}};
+	BenchRun run = {.ctl = ctl, .count = 10000};
 	const char *rpc = "GetPluginInfo", *request = "{}", *sequence = NULL, *label = NULL;
-	unsigned clients[32] = { 1 };
+	unsigned clients[32] = {1};
 	size_t n_clients = 1;
 	uint64_t warmup = 100, pid = 0;
 	int opt;

@@ -11,7 +11,7 @@
 
 typedef struct Ctl {
 	const char *endpoint;
-	bool json;      /* -o json */
+	bool json;	/* -o json */
 	usec_t timeout; /* per call */
 	RpcClient *client;
 } Ctl;

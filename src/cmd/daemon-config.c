@@ -13,7 +13,8 @@ const char daemon_usage[] =
 	"\n"
 	"Serves the CSI Identity, Controller and Node services over gRPC on a unix socket.\n"
 	"\n"
-	"  --endpoint unix:///PATH         socket to listen on (default unix:///run/volplug/csi.sock)\n"
+	"  --endpoint unix:///PATH         socket to listen on (default "
+	"unix:///run/volplug/csi.sock)\n"
 	"  --socket-mode MODE              socket file permissions, octal (default 0600)\n"
 	"  --node-id ID                    this node's id (default: the host name)\n"
 	"  --driver-name NAME              CSI driver name (default pool.volplug.io)\n"
@@ -46,23 +47,22 @@ enum {
 };
 
 static const struct option options[] = {
-	{ "endpoint", required_argument, NULL, OPT_ENDPOINT },
-	{ "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
-	{ "node-id", required_argument, NULL, OPT_NODE_ID },
-	{ "driver-name", required_argument, NULL, OPT_DRIVER_NAME },
-	{ "pool", required_argument, NULL, OPT_POOL },
-	{ "pool-capacity", required_argument, NULL, OPT_POOL_CAPACITY },
-	{ "zone", required_argument, NULL, OPT_ZONE },
-	{ "max-volumes-per-node", required_argument, NULL, OPT_MAX_VOLUMES },
-	{ "modify-coalesce-window", required_argument, NULL, OPT_COALESCE },
-	{ "flexvolume-dir", required_argument, NULL, OPT_FLEX_DIR },
-	{ "workers", required_argument, NULL, OPT_WORKERS },
-	{ "shutdown-grace", required_argument, NULL, OPT_GRACE },
-	{ "verbosity", required_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, OPT_VERSION },
-	{}
-};
+	{"endpoint", required_argument, NULL, OPT_ENDPOINT},
+	{"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
+	{"node-id", required_argument, NULL, OPT_NODE_ID},
+	{"driver-name", required_argument, NULL, OPT_DRIVER_NAME},
+	{"pool", required_argument, NULL, OPT_POOL},
+	{"pool-capacity", required_argument, NULL, OPT_POOL_CAPACITY},
+	{"zone", required_argument, NULL, OPT_ZONE},
+	{"max-volumes-per-node", required_argument, NULL, OPT_MAX_VOLUMES},
+	{"modify-coalesce-window", required_argument, NULL, OPT_COALESCE},
+	{"flexvolume-dir", required_argument, NULL, OPT_FLEX_DIR},
+	{"workers", required_argument, NULL, OPT_WORKERS},
+	{"shutdown-grace", required_argument, NULL, OPT_GRACE},
+	{"verbosity", required_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{}};
 
 static void set_string(char **field, const char *value)
 {
@@ -196,8 +196,8 @@ static int positional_mode(DaemonConfig *c, int argc, char **argv, char **ret_er
 		return 0;
 	int m = driver_mode_from_string(argv[optind]);
 	if (m < 0) {
-		*ret_error = xasprintf("unknown mode '%s': want all, controller or node",
-				       argv[optind]);
+		*ret_error =
+			xasprintf("unknown mode '%s': want all, controller or node", argv[optind]);
 		return -EINVAL;
 	}
 	c->mode = m;
@@ -235,10 +235,9 @@ int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_err
 			r = option_apply(&c, opt, optarg, ret_error);
 			if (r < 0) {
 				if (!*ret_error)
-					*ret_error = xasprintf("--%s '%s': %s", option_name(opt),
-							       optarg,
-							       r == -ERANGE ? "out of range"
-									    : "invalid value");
+					*ret_error = xasprintf(
+						"--%s '%s': %s", option_name(opt), optarg,
+						r == -ERANGE ? "out of range" : "invalid value");
 				daemon_config_done(&c);
 				return -EINVAL;
 			}
@@ -248,9 +247,10 @@ int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_err
 	if (r == 0) {
 		r = endpoint_to_path(c.endpoint, &c.socket_path);
 		if (r < 0)
-			*ret_error = xasprintf("--endpoint '%s': want unix:///absolute/path (at most "
-					       "107 bytes)",
-					       c.endpoint);
+			*ret_error =
+				xasprintf("--endpoint '%s': want unix:///absolute/path (at most "
+					  "107 bytes)",
+					  c.endpoint);
 	}
 	if (r < 0) {
 		daemon_config_done(&c);

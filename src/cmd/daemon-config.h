@@ -23,7 +23,11 @@ typedef struct DaemonConfig {
 	usec_t modify_coalesce_window;
 	usec_t shutdown_grace;
 	char *flexvolume_dir;
-	enum { DAEMON_RUN, DAEMON_HELP, DAEMON_VERSION } action;
+	enum {
+		DAEMON_RUN,
+		DAEMON_HELP,
+		DAEMON_VERSION
+	} action;
 } DaemonConfig;
 
 /* Parses volplugd's command line into *ret (which it initialises). On a bad flag returns

@@ -93,7 +93,7 @@ static void print_text(json_t *v, int indent, const char *key)
 		json_t *child;
 		if (key)
 			printf("%*s%s:\n", indent, "", key);
-		json_object_foreach(v, k, child)
+		json_object_foreach (v, k, child)
 			print_text(child, key ? indent + 2 : indent, k);
 		return;
 	}
@@ -101,7 +101,7 @@ static void print_text(json_t *v, int indent, const char *key)
 		size_t i;
 		json_t *child;
 		printf("%*s%s:\n", indent, "", key ? key : "");
-		json_array_foreach(v, i, child) {
+		json_array_foreach (v, i, child) {
 			char label[32];
 			snprintf(label, sizeof(label), "- [%zu]", i);
 			print_text(child, indent + 2, label);
@@ -191,15 +191,13 @@ static int dispatch(Ctl *ctl, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "endpoint", required_argument, NULL, 'e' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{}
-	};
-	Ctl ctl = { .timeout = 60 * USEC_PER_SEC };
+	static const struct option options[] = {{"endpoint", required_argument, NULL, 'e'},
+						{"output", required_argument, NULL, 'o'},
+						{"timeout", required_argument, NULL, 't'},
+						{"help", no_argument, NULL, 'h'},
+						{"version", no_argument, NULL, 'V'},
+						{}};
+	Ctl ctl = {.timeout = 60 * USEC_PER_SEC};
 	int opt;
 
 	ctl.endpoint = getenv("CSI_ENDPOINT") ?: "unix:///run/volplug/csi.sock";
@@ -217,8 +215,10 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			if (parse_duration(optarg, &ctl.timeout) < 0 || ctl.timeout == 0)
-				return ctl_error(CTL_EXIT_USAGE, "--timeout '%s': want a duration "
-						 "such as 30s", optarg);
+				return ctl_error(CTL_EXIT_USAGE,
+						 "--timeout '%s': want a duration "
+						 "such as 30s",
+						 optarg);
 			break;
 		case 'h':
 			fputs(usage, stdout);

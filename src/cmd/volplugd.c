@@ -11,6 +11,7 @@
 #include "alloc.h"
 #include "daemon-config.h"
 #include "driver.h"
+#include "failpoint.h"
 #include "log.h"
 #include "server.h"
 #include "version.h"
@@ -115,7 +116,8 @@ static int run(const DaemonConfig *cfg)
 	r = rpc_server_new(&server_config, &server);
 	if (r < 0) {
 		if (r == -EADDRINUSE)
-			fprintf(stderr, "volplugd: --endpoint %s: another server is listening there\n",
+			fprintf(stderr,
+				"volplugd: --endpoint %s: another server is listening there\n",
 				cfg->endpoint);
 		else
 			fprintf(stderr, "volplugd: --endpoint %s: cannot listen: %s\n",
@@ -127,8 +129,8 @@ static int run(const DaemonConfig *cfg)
 
 	pthread_create(&sig_thread, NULL, signal_thread, server);
 	log_info("volplugd %s serving %s mode as %s on %s, node %s, pool %s", VOLPLUG_VERSION,
-		 driver_mode_to_string(cfg->mode), cfg->driver_name, cfg->socket_path,
-		 cfg->node_id, cfg->pool);
+		 driver_mode_to_string(cfg->mode), cfg->driver_name, cfg->socket_path, cfg->node_id,
+		 cfg->pool);
 	rpc_server_run(server);
 	rpc_server_free(server);
 	log_info("stopped");
@@ -157,6 +159,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_set_max_level(level_for_verbosity(cfg.verbosity));
+	if (failpoints_init() < 0) {
+		daemon_config_done(&cfg);
+		return 2;
+	}
 	signals_block();
 	int rc = run(&cfg);
 	daemon_config_done(&cfg);

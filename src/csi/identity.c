@@ -43,7 +43,8 @@ int identity_get_plugin_capabilities(RpcCall *call, _unused_ const ProtobufCMess
 				     ProtobufCMessage **ret)
 {
 	const Driver *d = rpc_call_userdata(call);
-	Csi__V1__GetPluginCapabilitiesResponse *r = xnew0(Csi__V1__GetPluginCapabilitiesResponse, 1);
+	Csi__V1__GetPluginCapabilitiesResponse *r =
+		xnew0(Csi__V1__GetPluginCapabilitiesResponse, 1);
 
 	csi__v1__get_plugin_capabilities_response__init(r);
 	r->capabilities = xnew0(Csi__V1__PluginCapability *, 3);

@@ -4,8 +4,10 @@
 #include "csi.pb-c.h"
 #include "driver.h"
 
-#define METHOD(service, name, request, fn)                                                         \
-	{ "/csi.v1." service "/" name, &csi__v1__##request##__descriptor, fn }
+#define METHOD(service, name, request, fn)                                         \
+	{                                                                          \
+		"/csi.v1." service "/" name, &csi__v1__##request##__descriptor, fn \
+	}
 
 static const RpcMethod identity_methods[] = {
 	METHOD("Identity", "GetPluginInfo", get_plugin_info_request, identity_get_plugin_info),

@@ -102,11 +102,11 @@ int rpc_client_call_raw(RpcClient *c, const char *method, const void *data, size
 	grpc_op ops[6] = {};
 	int tag;
 
-	gpr_timespec deadline = timeout == USEC_INFINITY
-					? gpr_inf_future(GPR_CLOCK_REALTIME)
-					: gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-						       gpr_time_from_micros((int64_t)timeout,
-									    GPR_TIMESPAN));
+	gpr_timespec deadline =
+		timeout == USEC_INFINITY
+			? gpr_inf_future(GPR_CLOCK_REALTIME)
+			: gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+				       gpr_time_from_micros((int64_t)timeout, GPR_TIMESPAN));
 	grpc_slice method_slice = grpc_slice_from_copied_string(method);
 	grpc_call *call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
 						   method_slice, NULL, deadline, NULL);
@@ -139,8 +139,8 @@ int rpc_client_call_raw(RpcClient *c, const char *method, const void *data, size
 
 	if (r == 0) {
 		ret_status->code = code;
-		ret_status->message = GRPC_SLICE_LENGTH(details) > 0 ? grpc_slice_to_c_string(details)
-								      : NULL;
+		ret_status->message =
+			GRPC_SLICE_LENGTH(details) > 0 ? grpc_slice_to_c_string(details) : NULL;
 		*ret_data = NULL;
 		*ret_size = 0;
 		if (code == GRPC_STATUS_OK && reply) {
@@ -180,8 +180,8 @@ int rpc_client_call(RpcClient *c, const char *method, const ProtobufCMessage *re
 	if (r < 0)
 		return r;
 	if (st.code == GRPC_STATUS_OK) {
-		ProtobufCMessage *m = protobuf_c_message_unpack(reply_type, NULL, reply_len,
-								 reply_data);
+		ProtobufCMessage *m =
+			protobuf_c_message_unpack(reply_type, NULL, reply_len, reply_data);
 		if (!m) {
 			rpc_status_done(&st);
 			return -EBADMSG;

@@ -132,8 +132,9 @@ static json_t *repeated_to_json(const ProtobufCFieldDescriptor *f, const void *p
 			const ProtobufCMessage *e = *(ProtobufCMessage *const *)elem;
 			const ProtobufCMessageDescriptor *d = f->descriptor;
 			const char *key = *(char *const *)field_ptr(e, &d->fields[0]);
-			json_object_set_new(out, key ? key : "",
-					    scalar_to_json(&d->fields[1], field_ptr(e, &d->fields[1])));
+			json_object_set_new(
+				out, key ? key : "",
+				scalar_to_json(&d->fields[1], field_ptr(e, &d->fields[1])));
 		} else
 			json_array_append_new(out, scalar_to_json(f, elem));
 	}
@@ -156,7 +157,8 @@ json_t *pbjson_from_message(const ProtobufCMessage *m)
 			continue;
 		}
 		if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
-			uint32_t which = *(const uint32_t *)((const char *)m + f->quantifier_offset);
+			uint32_t which =
+				*(const uint32_t *)((const char *)m + f->quantifier_offset);
 			if (which != f->id)
 				continue;
 		} else if (scalar_is_default(f, p))
@@ -249,8 +251,8 @@ static int scalar_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, 
 	return set_error(ret_error, path, "unsupported field type");
 }
 
-static int map_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, char **arr,
-			 size_t *n, const char *path, char **ret_error)
+static int map_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, char **arr, size_t *n,
+			 const char *path, char **ret_error)
 {
 	const ProtobufCMessageDescriptor *d = f->descriptor;
 	const char *key;
@@ -260,7 +262,7 @@ static int map_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, cha
 		return set_error(ret_error, path, "want an object");
 	ProtobufCMessage **entries = xnew0(ProtobufCMessage *, json_object_size(j));
 	*arr = (char *)entries;
-	json_object_foreach((json_t *)j, key, value) {
+	json_object_foreach ((json_t *)j, key, value) {
 		ProtobufCMessage *e = xmalloc(d->sizeof_message);
 		d->message_init(e);
 		entries[(*n)++] = e;
@@ -306,9 +308,9 @@ static int json_to_message_at(const json_t *j, const ProtobufCMessageDescriptor 
 		return set_error(ret_error, path, "want an object");
 	ProtobufCMessage *m = xmalloc(d->sizeof_message);
 	d->message_init(m);
-	json_object_foreach((json_t *)j, key, value) {
-		const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d,
-												   key);
+	json_object_foreach ((json_t *)j, key, value) {
+		const ProtobufCFieldDescriptor *f =
+			protobuf_c_message_descriptor_get_field_by_name(d, key);
 		_cleanup_free_ char *sub = path[0] ? xasprintf("%s.%s", path, key) : xstrdup(key);
 		if (!f) {
 			r = set_error(ret_error, sub, "no such field");
@@ -316,8 +318,9 @@ static int json_to_message_at(const json_t *j, const ProtobufCMessageDescriptor 
 		}
 		void *p = (char *)m + f->offset;
 		if (f->label == PROTOBUF_C_LABEL_REPEATED)
-			r = repeated_from_json(f, value, p, (size_t *)((char *)m + f->quantifier_offset),
-					       sub, ret_error);
+			r = repeated_from_json(f, value, p,
+					       (size_t *)((char *)m + f->quantifier_offset), sub,
+					       ret_error);
 		else {
 			r = scalar_from_json(f, value, p, sub, ret_error);
 			if (r == 0 && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))

@@ -22,6 +22,7 @@
 #include <grpc/support/time.h>
 
 #include "alloc.h"
+#include "failpoint.h"
 #include "log.h"
 #include "server.h"
 #include "status.h"
@@ -45,12 +46,12 @@ struct RpcCall {
 	grpc_call_details details;
 	grpc_metadata_array request_metadata;
 	grpc_byte_buffer *request_payload;
-	int close_cancelled;      /* written by the CLOSE batch */
-	atomic_bool cancelled;    /* read by the handler */
-	atomic_int refs;          /* SEND path + CLOSE batch */
-	const RpcMethod *method;  /* NULL: unknown method */
-	char name[96];            /* short method name */
-	char *error_message;      /* set by rpc_fail() */
+	int close_cancelled;	 /* written by the CLOSE batch */
+	atomic_bool cancelled;	 /* read by the handler */
+	atomic_int refs;	 /* SEND path + CLOSE batch */
+	const RpcMethod *method; /* NULL: unknown method */
+	char name[96];		 /* short method name */
+	char *error_message;	 /* set by rpc_fail() */
 	grpc_slice status_details;
 	grpc_byte_buffer *reply_payload;
 	Tag tag_new, tag_recv, tag_close, tag_send;
@@ -145,14 +146,14 @@ static int request_new_call(RpcServer *s)
 
 	c->server = s;
 	c->status_details = grpc_empty_slice();
-	c->tag_new = (Tag){ TAG_NEW, c };
-	c->tag_recv = (Tag){ TAG_RECV, c };
-	c->tag_close = (Tag){ TAG_CLOSE, c };
-	c->tag_send = (Tag){ TAG_SEND, c };
+	c->tag_new = (Tag){TAG_NEW, c};
+	c->tag_recv = (Tag){TAG_RECV, c};
+	c->tag_close = (Tag){TAG_CLOSE, c};
+	c->tag_send = (Tag){TAG_SEND, c};
 	grpc_call_details_init(&c->details);
 	grpc_metadata_array_init(&c->request_metadata);
-	grpc_call_error e = grpc_server_request_call(s->server, &c->call, &c->details,
-						     &c->request_metadata, s->cq, s->cq, &c->tag_new);
+	grpc_call_error e = grpc_server_request_call(
+		s->server, &c->call, &c->details, &c->request_metadata, s->cq, s->cq, &c->tag_new);
 	if (e != GRPC_CALL_OK) {
 		call_free(c);
 		return log_debug_errno(EIO, "grpc_server_request_call: %d", (int)e);
@@ -211,12 +212,12 @@ static void on_new_call(RpcServer *s, RpcCall *c, bool ok)
 	call_set_name(c);
 	atomic_store(&c->refs, 2);
 
-	grpc_op close_op = { .op = GRPC_OP_RECV_CLOSE_ON_SERVER };
+	grpc_op close_op = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER};
 	close_op.data.recv_close_on_server.cancelled = &c->close_cancelled;
 	if (!start_batch(c, &close_op, 1, &c->tag_close))
 		atomic_fetch_sub(&c->refs, 1);
 
-	grpc_op recv_op = { .op = GRPC_OP_RECV_MESSAGE };
+	grpc_op recv_op = {.op = GRPC_OP_RECV_MESSAGE};
 	recv_op.data.recv_message.recv_message = &c->request_payload;
 	if (!start_batch(c, &recv_op, 1, &c->tag_recv))
 		call_unref(c);
@@ -273,7 +274,8 @@ static ProtobufCMessage *decode_message(grpc_byte_buffer *bb, const ProtobufCMes
 		return NULL;
 	grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
 	grpc_byte_buffer_reader_destroy(&reader);
-	m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(slice), GRPC_SLICE_START_PTR(slice));
+	m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(slice),
+				      GRPC_SLICE_START_PTR(slice));
 	grpc_slice_unref(slice);
 	return m;
 }
@@ -296,6 +298,11 @@ static grpc_status_code call_dispatch(RpcCall *c, ProtobufCMessage **ret_reply)
 		rpc_fail(c, -EINVAL, "%s: the request is not a valid %s message", c->name,
 			 c->method->request->name);
 		return GRPC_STATUS_INVALID_ARGUMENT;
+	}
+	if (failpoints_enabled()) {
+		char fp[128];
+		snprintf(fp, sizeof(fp), "rpc:%s", c->name);
+		failpoint(fp);
 	}
 	int r = c->method->handler(c, request, &reply);
 	protobuf_c_message_free_unpacked(request, NULL);
@@ -336,12 +343,12 @@ static void call_reply(RpcCall *c)
 		  rpc_status_name(code));
 	log_set_context(NULL);
 
-	ops[n++] = (grpc_op){ .op = GRPC_OP_SEND_INITIAL_METADATA };
+	ops[n++] = (grpc_op){.op = GRPC_OP_SEND_INITIAL_METADATA};
 	if (c->reply_payload) {
-		ops[n] = (grpc_op){ .op = GRPC_OP_SEND_MESSAGE };
+		ops[n] = (grpc_op){.op = GRPC_OP_SEND_MESSAGE};
 		ops[n++].data.send_message.send_message = c->reply_payload;
 	}
-	ops[n] = (grpc_op){ .op = GRPC_OP_SEND_STATUS_FROM_SERVER };
+	ops[n] = (grpc_op){.op = GRPC_OP_SEND_STATUS_FROM_SERVER};
 	ops[n].data.send_status_from_server.status = code;
 	ops[n++].data.send_status_from_server.status_details =
 		code == GRPC_STATUS_OK ? NULL : &c->status_details;
@@ -407,7 +414,8 @@ int rpc_server_run(RpcServer *s)
 		}
 		if (s->stop_requested && !s->cancelled_all &&
 		    now_usec(CLOCK_MONOTONIC) - s->stop_requested > s->config.shutdown_grace) {
-			log_warning("calls still running after the shutdown grace period: cancelling");
+			log_warning(
+				"calls still running after the shutdown grace period: cancelling");
 			grpc_server_cancel_all_calls(s->server);
 			s->cancelled_all = true;
 		}
@@ -421,7 +429,7 @@ void rpc_server_stop(RpcServer *s)
 
 int unix_socket_alive(const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct stat st;
 
 	if (lstat(path, &st) < 0)
@@ -472,7 +480,7 @@ int rpc_server_new(const RpcServerConfig *config, RpcServer **ret)
 
 	s->config = *config;
 	s->socket_path = xstrdup(config->socket_path);
-	s->shutdown_tag = (Tag){ TAG_SHUTDOWN, NULL };
+	s->shutdown_tag = (Tag){TAG_SHUTDOWN, NULL};
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 

@@ -9,11 +9,11 @@ typedef struct RpcServer RpcServer;
 
 typedef struct RpcServerConfig {
 	const char *socket_path; /* absolute path of the unix socket */
-	mode_t socket_mode;      /* 0600 unless told otherwise */
-	unsigned workers;        /* handler threads */
+	mode_t socket_mode;	 /* 0600 unless told otherwise */
+	unsigned workers;	 /* handler threads */
 	const RpcMethod *methods;
 	size_t n_methods;
-	void *userdata;       /* handed to handlers through rpc_call_userdata() */
+	void *userdata;	       /* handed to handlers through rpc_call_userdata() */
 	usec_t shutdown_grace; /* in-flight calls get this long after stop, then are cancelled */
 } RpcServerConfig;
 

@@ -17,8 +17,8 @@
 /* After the program exits, how long its leftover children may hold our pipes open. */
 #define DRAIN_AFTER_EXIT (500 * USEC_PER_MSEC)
 
-static const char *const default_env[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-					    "LC_ALL=C", NULL };
+static const char *const default_env[] = {
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 
 typedef struct Stream {
 	int fd;
@@ -99,7 +99,7 @@ int exec_run(const ExecOptions *o, ExecResult *ret)
 	size_t cap = o->output_cap ? o->output_cap : DEFAULT_CAP;
 	usec_t grace = o->kill_grace ? o->kill_grace : DEFAULT_KILL_GRACE;
 	int out_pipe[2], err_pipe[2];
-	ExecResult res = { .exit_code = -1 };
+	ExecResult res = {.exit_code = -1};
 	pid_t pid;
 	int r;
 
@@ -118,8 +118,8 @@ int exec_run(const ExecOptions *o, ExecResult *ret)
 	close(out_pipe[1]);
 	close(err_pipe[1]);
 	Stream streams[2] = {
-		{ .fd = out_pipe[0], .buf = xmalloc(cap + 1), .cap = cap },
-		{ .fd = err_pipe[0], .buf = xmalloc(cap + 1), .cap = cap },
+		{.fd = out_pipe[0], .buf = xmalloc(cap + 1), .cap = cap},
+		{.fd = err_pipe[0], .buf = xmalloc(cap + 1), .cap = cap},
 	};
 	streams[0].buf[0] = streams[1].buf[0] = 0;
 	if (r < 0) {
@@ -132,7 +132,7 @@ int exec_run(const ExecOptions *o, ExecResult *ret)
 
 	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	usec_t deadline = (o->timeout == 0 || o->timeout == USEC_INFINITY) ? USEC_INFINITY
-									    : start + o->timeout;
+									   : start + o->timeout;
 	usec_t kill_at = USEC_INFINITY, drain_until = USEC_INFINITY;
 	bool termed = false, killed = false, exited = false;
 	int status = 0;
@@ -142,9 +142,9 @@ int exec_run(const ExecOptions *o, ExecResult *ret)
 		int n = 0;
 		for (int i = 0; i < 2; i++)
 			if (streams[i].fd >= 0)
-				pfd[n++] = (struct pollfd){ .fd = streams[i].fd, .events = POLLIN };
+				pfd[n++] = (struct pollfd){.fd = streams[i].fd, .events = POLLIN};
 		if (!exited && pidfd >= 0)
-			pfd[n++] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+			pfd[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
 		bool pipes_open = streams[0].fd >= 0 || streams[1].fd >= 0;
 		if (exited && !pipes_open)
 			break;

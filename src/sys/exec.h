@@ -11,9 +11,9 @@
 typedef struct ExecOptions {
 	const char *const *argv; /* argv[0]: an absolute path */
 	const char *const *envp; /* NULL: PATH only */
-	usec_t timeout;          /* 0 or USEC_INFINITY: none */
-	usec_t kill_grace;       /* SIGTERM -> SIGKILL; 0: 10 s */
-	size_t output_cap;       /* bytes kept per stream; 0: 64 KiB */
+	usec_t timeout;		 /* 0 or USEC_INFINITY: none */
+	usec_t kill_grace;	 /* SIGTERM -> SIGKILL; 0: 10 s */
+	size_t output_cap;	 /* bytes kept per stream; 0: 64 KiB */
 } ExecOptions;
 
 typedef struct ExecResult {

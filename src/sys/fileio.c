@@ -42,8 +42,8 @@ int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t 
 	    sizeof(tmp))
 		return -ENAMETOOLONG;
 
-	_cleanup_close_ int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
-						      O_NOFOLLOW, mode);
+	_cleanup_close_ int fd =
+		openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)
 		return negative_errno();
 	r = write_all(fd, data, len);

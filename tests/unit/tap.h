@@ -9,10 +9,10 @@
 
 static int tap_n, tap_failed;
 
-#define TAP_SKIP_ALL(why)                                                                          \
-	do {                                                                                       \
-		printf("1..0 # SKIP %s\n", why);                                                  \
-		exit(77);                                                                          \
+#define TAP_SKIP_ALL(why)                        \
+	do {                                     \
+		printf("1..0 # SKIP %s\n", why); \
+		exit(77);                        \
 	} while (0)
 
 __attribute__((format(printf, 5, 6), unused)) static int
@@ -49,13 +49,12 @@ __attribute__((unused)) static int tap_is_str(const char *got, const char *want,
 	return passed;
 }
 
-#define is_int(got, want, ...)                                                                     \
-	tap_is_int((long long)(got), (long long)(want),                                            \
+#define is_int(got, want, ...)                          \
+	tap_is_int((long long)(got), (long long)(want), \
 		   ok((long long)(got) == (long long)(want), __VA_ARGS__))
 
-#define is_str(got, want, ...)                                                                     \
-	tap_is_str((got), (want),                                                                  \
-		   ok((got) && (want) && strcmp((got), (want)) == 0, __VA_ARGS__))
+#define is_str(got, want, ...) \
+	tap_is_str((got), (want), ok((got) && (want) && strcmp((got), (want)) == 0, __VA_ARGS__))
 
 static inline int tap_done(void)
 {

@@ -13,15 +13,15 @@ static int parse(char **argv, DaemonConfig *c, char **error)
 	return daemon_config_parse(argc, argv, c, error);
 }
 
-#define ARGV(...) ((char *[]){ "volplugd", __VA_ARGS__, NULL })
+#define ARGV(...) ((char *[]){"volplugd", __VA_ARGS__, NULL})
 
 int main(void)
 {
 	DaemonConfig c;
 	char *error;
 
-	is_int(parse(ARGV("node", "--endpoint", "unix:///tmp/x.sock", "--node-id", "n7",
-			  "--pool", "/tmp/p", "-v", "5", "--max-volumes-per-node", "16",
+	is_int(parse(ARGV("node", "--endpoint", "unix:///tmp/x.sock", "--node-id", "n7", "--pool",
+			  "/tmp/p", "-v", "5", "--max-volumes-per-node", "16",
 			  "--modify-coalesce-window", "500ms", "--socket-mode", "0660"),
 		     &c, &error),
 	       0, "full command line parses");
@@ -44,17 +44,17 @@ int main(void)
 		char **argv;
 		const char *error;
 	} bad[] = {
-		{ ARGV("everything"), "unknown mode 'everything': want all, controller or node" },
-		{ ARGV("--endpoint", "tcp://1.2.3.4:5"),
-		  "--endpoint 'tcp://1.2.3.4:5': want unix:///absolute/path (at most 107 bytes)" },
-		{ ARGV("--workers", "0"), "--workers '0': out of range" },
-		{ ARGV("--max-volumes-per-node", "x"), "--max-volumes-per-node 'x': invalid value" },
-		{ ARGV("--bogus"), "unknown option '--bogus'" },
-		{ ARGV("--driver-name", "-bad-"),
-		  "--driver-name '-bad-': want at most 63 characters of [a-zA-Z0-9.-], starting and "
-		  "ending alphanumeric" },
-		{ ARGV("all", "extra"), "unexpected argument 'extra'" },
-		{ ARGV("--pool-capacity", "lots"), "--pool-capacity 'lots': invalid value" },
+		{ARGV("everything"), "unknown mode 'everything': want all, controller or node"},
+		{ARGV("--endpoint", "tcp://1.2.3.4:5"),
+		 "--endpoint 'tcp://1.2.3.4:5': want unix:///absolute/path (at most 107 bytes)"},
+		{ARGV("--workers", "0"), "--workers '0': out of range"},
+		{ARGV("--max-volumes-per-node", "x"), "--max-volumes-per-node 'x': invalid value"},
+		{ARGV("--bogus"), "unknown option '--bogus'"},
+		{ARGV("--driver-name", "-bad-"),
+		 "--driver-name '-bad-': want at most 63 characters of [a-zA-Z0-9.-], starting and "
+		 "ending alphanumeric"},
+		{ARGV("all", "extra"), "unexpected argument 'extra'"},
+		{ARGV("--pool-capacity", "lots"), "--pool-capacity 'lots': invalid value"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		is_int(parse(bad[i].argv, &c, &error), -EINVAL, "rejects %s", bad[i].argv[1]);

@@ -8,9 +8,11 @@
 
 static int run(ExecResult *r, usec_t timeout, size_t cap, const char *script)
 {
-	const char *argv[] = { "/bin/sh", "-c", script, NULL };
-	ExecOptions o = { .argv = argv, .timeout = timeout, .output_cap = cap,
-			  .kill_grace = 300 * USEC_PER_MSEC };
+	const char *argv[] = {"/bin/sh", "-c", script, NULL};
+	ExecOptions o = {.argv = argv,
+			 .timeout = timeout,
+			 .output_cap = cap,
+			 .kill_grace = 300 * USEC_PER_MSEC};
 	return exec_run(&o, r);
 }
 
@@ -56,9 +58,9 @@ int main(void)
 	is_str(r.out, "started\n", "output read");
 	exec_result_done(&r);
 
-	const char *missing[] = { "/nonexistent/prog", NULL };
-	is_int(exec_run(&(ExecOptions){ .argv = missing }, &r), -ENOENT, "missing program");
-	const char *relative[] = { "sh", NULL };
-	is_int(exec_run(&(ExecOptions){ .argv = relative }, &r), -EINVAL, "relative path refused");
+	const char *missing[] = {"/nonexistent/prog", NULL};
+	is_int(exec_run(&(ExecOptions){.argv = missing}, &r), -ENOENT, "missing program");
+	const char *relative[] = {"sh", NULL};
+	is_int(exec_run(&(ExecOptions){.argv = relative}, &r), -EINVAL, "relative path refused");
 	return tap_done();
 }

@@ -5,8 +5,7 @@
 #include "pbjson.h"
 #include "tap.h"
 
-static ProtobufCMessage *parse(const char *text, const ProtobufCMessageDescriptor *d,
-			       char **error)
+static ProtobufCMessage *parse(const char *text, const ProtobufCMessageDescriptor *d, char **error)
 {
 	ProtobufCMessage *m = NULL;
 	json_t *j = json_loads(text, 0, NULL);
@@ -20,12 +19,13 @@ static ProtobufCMessage *parse(const char *text, const ProtobufCMessageDescripto
 int main(void)
 {
 	char *error;
-	ProtobufCMessage *m = parse(
-		"{\"name\":\"v1\",\"capacity_range\":{\"required_bytes\":1073741824},"
-		"\"volume_capabilities\":[{\"mount\":{\"fs_type\":\"xfs\",\"mount_flags\":[\"noatime\"]},"
-		"\"access_mode\":{\"mode\":\"SINGLE_NODE_WRITER\"}}],"
-		"\"parameters\":{\"type\":\"gp3\",\"iops\":\"4000\"}}",
-		&csi__v1__create_volume_request__descriptor, &error);
+	ProtobufCMessage *m =
+		parse("{\"name\":\"v1\",\"capacity_range\":{\"required_bytes\":1073741824},"
+		      "\"volume_capabilities\":[{\"mount\":{\"fs_type\":\"xfs\",\"mount_flags\":["
+		      "\"noatime\"]},"
+		      "\"access_mode\":{\"mode\":\"SINGLE_NODE_WRITER\"}}],"
+		      "\"parameters\":{\"type\":\"gp3\",\"iops\":\"4000\"}}",
+		      &csi__v1__create_volume_request__descriptor, &error);
 	ok(m != NULL, "CreateVolumeRequest from JSON");
 	if (!m)
 		return tap_done();
@@ -44,8 +44,8 @@ int main(void)
 	size_t len = protobuf_c_message_get_packed_size(m);
 	uint8_t *buf = malloc(len);
 	protobuf_c_message_pack(m, buf);
-	ProtobufCMessage *back = protobuf_c_message_unpack(&csi__v1__create_volume_request__descriptor,
-							   NULL, len, buf);
+	ProtobufCMessage *back = protobuf_c_message_unpack(
+		&csi__v1__create_volume_request__descriptor, NULL, len, buf);
 	json_t *j = pbjson_from_message(back);
 	is_str(json_string_value(json_object_get(json_object_get(j, "parameters"), "iops")), "4000",
 	       "map back to an object");

@@ -1,0 +1,212 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Integration-test harness: starts the real volplugd on a temporary socket and talks CSI to
+it over gRPC (Debian's python3-grpcio). Tests are plain functions taking a Ctx; run() prints
+TAP, one line per test."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.environ.get("VOLPLUG_PROTO_PY", "build/proto"))
+
+import grpc  # noqa: E402
+from google.protobuf import json_format  # noqa: E402
+
+import admin_pb2  # noqa: E402
+import csi_pb2  # noqa: E402
+
+VOLPLUGD = os.environ.get("VOLPLUGD", "build/src/cmd/volplugd")
+VOLPLUGCTL = os.environ.get("VOLPLUGCTL", "build/src/cmd/volplugctl")
+SOURCE_ROOT = os.environ.get("VOLPLUG_SOURCE_ROOT", ".")
+
+_SERVICES = {}
+for _mod in (csi_pb2, admin_pb2):
+    for _svc in _mod.DESCRIPTOR.services_by_name.values():
+        for _m in _svc.methods:
+            _SERVICES[_m.name] = (
+                "/%s/%s" % (_svc.full_name, _m.name),
+                getattr(_mod, _m.input_type.name),
+                getattr(_mod, _m.output_type.name),
+            )
+
+
+def is_root():
+    return os.geteuid() == 0
+
+
+class Skip(Exception):
+    pass
+
+
+class Daemon:
+    """One volplugd process on its own socket and pool."""
+
+    def __init__(self, tmp, mode="all", args=(), env=None, pool=None, name="d"):
+        self.dir = tempfile.mkdtemp(prefix=name + "-", dir=tmp)
+        self.socket = os.path.join(self.dir, "csi.sock")
+        self.pool = pool or os.path.join(self.dir, "pool")
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        self.mode = mode
+        self.args = list(args)
+        self.env = dict(os.environ)
+        self.env.update(env or {})
+        self.proc = None
+        self.channel = None
+
+    @property
+    def endpoint(self):
+        return "unix://" + self.socket
+
+    def argv(self):
+        return [VOLPLUGD, self.mode, "--endpoint", self.endpoint, "--node-id", "node-1",
+                "--driver-name", "test.volplug.io", "--pool", self.pool, "-v", "4"] + self.args
+
+    def start(self, wait=True):
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdout=self.log, stderr=self.log, env=self.env)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("volplugd exited with %d:\n%s" % (self.proc.returncode, self.logs()))
+            if os.path.exists(self.socket):
+                try:
+                    s = socket.socket(socket.AF_UNIX)
+                    s.connect(self.socket)
+                    s.close()
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        raise AssertionError("volplugd did not listen within %ss" % timeout)
+
+    def logs(self):
+        try:
+            with open(self.log_path, "r", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def _channel(self):
+        if self.channel is None:
+            self.channel = grpc.insecure_channel("unix:" + self.socket)
+        return self.channel
+
+    def call(self, method, request=None, timeout=30, **fields):
+        """Calls a CSI method by name. request: a message, a dict (proto field names) or None
+        with keyword fields. Returns the reply message; raises grpc.RpcError."""
+        path, req_cls, rep_cls = _SERVICES[method]
+        if request is None:
+            request = fields
+        if isinstance(request, dict):
+            request = json_format.ParseDict(request, req_cls())
+        stub = self._channel().unary_unary(path, request_serializer=req_cls.SerializeToString,
+                                          response_deserializer=rep_cls.FromString)
+        return stub(request, timeout=timeout)
+
+    def call_raw(self, path, data, timeout=10):
+        stub = self._channel().unary_unary(path)
+        return stub(data, timeout=timeout)
+
+    def expect_error(self, code, method, request=None, match=None, **fields):
+        """Calls and asserts it fails with the gRPC code (and message containing match)."""
+        try:
+            reply = self.call(method, request, **fields)
+        except grpc.RpcError as e:
+            assert e.code() == code, "%s: want %s, got %s: %s" % (method, code, e.code(), e.details())
+            if match is not None:
+                assert match in (e.details() or ""), "%s: message %r lacks %r" % (method, e.details(), match)
+            return e
+        raise AssertionError("%s: want %s, got success: %s" % (method, code, reply))
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("volplugd did not stop within %ss" % timeout)
+
+    def kill9(self):
+        return self.stop(signal.SIGKILL)
+
+    def ctl(self, *args, check=True, input=None):
+        """Runs volplugctl against this daemon; returns CompletedProcess (text)."""
+        p = subprocess.run([VOLPLUGCTL, "--endpoint", self.endpoint] + list(args),
+                           capture_output=True, text=True, input=input)
+        if check and p.returncode != 0:
+            raise AssertionError("volplugctl %s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr))
+        return p
+
+    def ctl_json(self, *args):
+        return json.loads(self.ctl("-o", "json", *args).stdout)
+
+
+class Ctx:
+    """What a test gets: a temp dir and daemons that are stopped after the test."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="volplug-it-")
+        self.daemons = []
+
+    def daemon(self, mode="all", args=(), env=None, pool=None, start=True, name="d"):
+        d = Daemon(self.tmp, mode, args, env, pool, name)
+        self.daemons.append(d)
+        if start:
+            d.start()
+        return d
+
+    def cleanup(self):
+        for d in self.daemons:
+            try:
+                d.stop()
+            except Exception:
+                pass
+
+
+def to_dict(msg):
+    return json_format.MessageToDict(msg, preserving_proto_field_name=True)
+
+
+def run(tests):
+    """Runs test functions in order and prints TAP. Exit status 1 when any failed."""
+    failed = 0
+    print("1..%d" % len(tests), flush=True)
+    for i, fn in enumerate(tests, 1):
+        ctx = Ctx()
+        name = fn.__name__
+        start = time.monotonic()
+        try:
+            fn(ctx)
+            print("ok %d - %s (%.2fs)" % (i, name, time.monotonic() - start), flush=True)
+        except Skip as e:
+            print("ok %d - %s # SKIP %s" % (i, name, e), flush=True)
+        except Exception:
+            failed += 1
+            print("not ok %d - %s" % (i, name), flush=True)
+            for line in traceback.format_exc().splitlines():
+                print("#   " + line)
+            for d in ctx.daemons:
+                tail = d.logs().splitlines()[-30:]
+                print("#   --- %s log (last lines) ---" % d.dir)
+                for line in tail:
+                    print("#   " + line)
+        finally:
+            ctx.cleanup()
+    sys.exit(1 if failed else 0)
