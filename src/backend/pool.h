@@ -1,20 +1,72 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The pool: block volumes as sparse files in one directory, metadata beside them.
+ *
+ *   POOL/volumes/vol-<16 hex>/{meta.json,data}     one directory per volume
+ *   POOL/snapshots/snap-<16 hex>/{meta.json,data}  one per snapshot
+ *   POOL/nodes/<node id>.json                      nodes that serve this pool
+ *   POOL/tmp/                                      objects being made or removed
+ *
+ * An object is made in tmp/ and renamed into place, and removed by renaming it back into
+ * tmp/ first: after a crash at any moment an object is either whole or absent, and what is
+ * left in tmp/ is cleaned at the next open. IDs derive from the CSI name (a hash), so a
+ * retried create finds its volume without any index, also from another process. See
+ * docs/pool.md. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The pool: volumes as sparse files in one directory, with their metadata beside them. */
+#include "copy.h"
+#include "strmap.h"
+
 typedef struct Pool Pool;
 
 typedef struct PoolConfig {
 	const char *path;  /* the pool directory; created if missing */
-	uint64_t capacity; /* bytes; 0: the free space of the pool's filesystem */
+	uint64_t capacity; /* bytes; 0: free space of the pool's filesystem at open + in use */
 	const char *zone;  /* topology zone of this pool */
 } PoolConfig;
 
-/* Opens (and on first use lays out) a pool. Returns -ENOTDIR, -EACCES, ... when the directory
- * cannot hold a pool. */
+#define POOL_ID_MAX 32
+#define POOL_NAME_MAX 128
+
+typedef struct PoolAttachment {
+	char *node;
+	char *device;
+	bool readonly;
+} PoolAttachment;
+
+typedef struct PoolVolume {
+	char id[POOL_ID_MAX];
+	char *name;
+	uint64_t size;
+	int64_t created_ns; /* CLOCK_REALTIME */
+	Strmap params;	    /* the StorageClass parameters, normalised */
+	Strmap context;	    /* volume_context handed to the node */
+	char *source_kind;  /* "", "snapshot" or "volume" */
+	char *source_id;
+	char *access_mode; /* the CSI access mode name it was created for */
+	PoolAttachment *attachments;
+	size_t n_attachments;
+} PoolVolume;
+
+typedef struct PoolSnapshot {
+	char id[POOL_ID_MAX];
+	char *name;
+	char *source_volume_id;
+	uint64_t size;
+	int64_t created_ns;
+	Strmap params;
+} PoolSnapshot;
+
+typedef struct PoolNode {
+	char *id;
+	uint32_t max_volumes;
+	char *zone;
+} PoolNode;
+
+/* Opens (laying out on first use) and recovers a pool: removes what a crash left in tmp/.
+ * Returns -ENOTDIR, -EACCES, ... when the directory cannot hold a pool. Blocks. */
 int pool_open(const PoolConfig *config, Pool **ret);
 void pool_close(Pool *p);
 
@@ -22,3 +74,81 @@ void pool_close(Pool *p);
 int pool_probe(Pool *p);
 
 const char *pool_path(const Pool *p);
+const char *pool_zone(const Pool *p);
+
+/* Checks that a string is a volume ID ("vol-" + 16 lower-case hex) or a snapshot ID. */
+bool pool_volume_id_valid(const char *id);
+bool pool_snapshot_id_valid(const char *id);
+
+/* Checks a CSI name: 1..128 bytes, printable, no '/', not "." or "..". */
+bool pool_name_valid(const char *name);
+
+/* The ID a name maps to. */
+void pool_volume_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
+void pool_snapshot_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
+
+/* Capacity: total and what is left after every volume's and snapshot's size. */
+void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available);
+
+/* Volumes. All block; the per-volume ones take the volume's lock (flock, so also against
+ * other processes on the same pool) for their duration. */
+
+/* Makes a volume of spec->size bytes (spec->id derived from spec->name), blank or with the
+ * content of a snapshot or volume (spec->source_kind/source_id). Returns -EEXIST when a
+ * volume with that ID exists already (the caller loads and compares it), -ENOENT when the
+ * source does not exist, -ENOSPC beyond capacity, -ERANGE when the source is larger than
+ * spec->size. *ret_method tells how content was copied, when it was. */
+int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method);
+
+/* Loads a volume's metadata: -ENOENT when there is no such volume. */
+int pool_volume_load(Pool *p, const char *id, PoolVolume **ret);
+
+/* Removes a volume: 0, or -ENOENT when there was none. Takes its lock. */
+int pool_volume_delete(Pool *p, const char *id);
+
+/* Locks a volume against other writers (threads and processes) until pool_unlock(). */
+int pool_volume_lock(Pool *p, const char *id, int *ret_lock_fd);
+void pool_unlock(int lock_fd);
+
+/* Writes a loaded volume's metadata back (attachments, params). Hold its lock. */
+int pool_volume_save(Pool *p, const PoolVolume *v);
+
+/* Grows a volume's data file to new_size and saves v with it. Hold its lock. -ENOSPC beyond
+ * capacity; shrinking is refused with -ERANGE. */
+int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size);
+
+/* The data file of a volume (for the node's loop device). Caller frees. */
+char *pool_volume_data_path(const Pool *p, const char *id);
+
+/* All volume IDs, sorted. */
+int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
+
+void pool_volume_free(PoolVolume *v);
+void pool_volume_freep(PoolVolume **v);
+
+/* Snapshots: the same life cycle. create returns -EEXIST when the ID exists, -ENOENT when
+ * the source volume does not. */
+int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, CopyMethod *ret_method);
+int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret);
+int pool_snapshot_delete(Pool *p, const char *id);
+int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n);
+void pool_snapshot_free(PoolSnapshot *s);
+void pool_snapshot_freep(PoolSnapshot **s);
+
+/* Nodes that use this pool register themselves, so the controller can check a node ID and
+ * learn its attach limit. */
+int pool_node_register(Pool *p, const PoolNode *n);
+int pool_node_load(Pool *p, const char *id, PoolNode **ret);
+void pool_node_free(PoolNode *n);
+
+void strv_free(char **v, size_t n);
+
+/* pool check: what is wrong in a pool. */
+typedef struct PoolCheckReport {
+	size_t volumes, snapshots, problems;
+	char *text; /* one line per problem */
+} PoolCheckReport;
+
+/* Verifies every object without changing anything. Returns 0 (problems counted in the
+ * report) or a negative errno when the pool cannot be read. */
+int pool_check(const char *path, PoolCheckReport *ret);

@@ -11,7 +11,10 @@
 
 typedef struct Failpoint {
 	char *name;
-	enum { FP_SLEEP, FP_CRASH } action;
+	enum {
+		FP_SLEEP,
+		FP_CRASH
+	} action;
 	usec_t duration;
 } Failpoint;
 

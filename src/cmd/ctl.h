@@ -34,3 +34,4 @@ void ctl_print(const Ctl *ctl, json_t *reply);
 int ctl_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int ctl_bench(Ctl *ctl, int argc, char **argv);
+int ctl_pool(Ctl *ctl, int argc, char **argv);

@@ -31,7 +31,8 @@ static const char usage[] =
 	"  probe                        Probe; exits 1 when the driver is not ready\n"
 	"  call METHOD [JSON|-]         any RPC by name, request as JSON (default {})\n"
 	"  methods                      list the RPCs call knows\n"
-	"  bench [--help]               load a driver and print throughput and latency\n";
+	"  bench [--help]               load a driver and print throughput and latency\n"
+	"  pool check POOL_DIR          verify a pool on disk; exits 1 when it has problems\n";
 
 int ctl_error(int code, const char *fmt, ...)
 {
@@ -185,6 +186,8 @@ static int dispatch(Ctl *ctl, int argc, char **argv)
 	}
 	if (strcmp(cmd, "bench") == 0)
 		return ctl_bench(ctl, argc, argv);
+	if (strcmp(cmd, "pool") == 0)
+		return ctl_pool(ctl, argc, argv);
 	return ctl_error(CTL_EXIT_USAGE, "unknown command or wrong arguments: '%s' (see --help)",
 			 cmd);
 }

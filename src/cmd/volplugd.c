@@ -77,6 +77,7 @@ static int run(const DaemonConfig *cfg)
 		.node_id = cfg->node_id,
 		.zone = cfg->zone,
 		.max_volumes_per_node = cfg->max_volumes_per_node,
+		.coalesce_window = cfg->modify_coalesce_window,
 	};
 	PoolConfig pool_config = {
 		.path = cfg->pool,
@@ -92,6 +93,11 @@ static int run(const DaemonConfig *cfg)
 	if (r < 0) {
 		fprintf(stderr, "volplugd: --pool %s: cannot use it as a pool: %s\n", cfg->pool,
 			strerror(-r));
+		return 2;
+	}
+	r = driver_init(&driver);
+	if (r < 0) {
+		pool_close(driver.pool);
 		return 2;
 	}
 	r = mkdir_parents(cfg->socket_path);
@@ -135,6 +141,7 @@ static int run(const DaemonConfig *cfg)
 	rpc_server_free(server);
 	log_info("stopped");
 	grpc_shutdown();
+	driver_done(&driver);
 	pool_close(driver.pool);
 	return 0;
 }

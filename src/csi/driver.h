@@ -4,7 +4,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "call.h"
+#include "rpc-call.h"
+#include "devnames.h"
+#include "inflight.h"
 #include "pool.h"
 
 typedef enum {
@@ -23,8 +25,17 @@ typedef struct Driver {
 	const char *node_id;
 	const char *zone;
 	uint32_t max_volumes_per_node;
+	usec_t coalesce_window;
 	Pool *pool;
+	Inflight *inflight;	     /* keys of the calls being served */
+	DevNames *devnames;	     /* controller: device names per node */
+	struct Coalescer *coalescer; /* controller: expand + modify merging */
 } Driver;
+
+/* Sets up the driver's shared state for its mode: registers the node in the pool, restores
+ * device names from the volumes' attachments. Blocks. */
+int driver_init(Driver *d);
+void driver_done(Driver *d);
 
 static inline bool driver_has_controller(const Driver *d)
 {

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <string.h>
 
+#include "controller.h"
 #include "csi.pb-c.h"
 #include "driver.h"
+#include "node.h"
 
 #define METHOD(service, name, request, fn)                                         \
 	{                                                                          \
@@ -16,11 +18,66 @@ static const RpcMethod identity_methods[] = {
 	METHOD("Identity", "Probe", probe_request, identity_probe),
 };
 
+static const RpcMethod controller_methods[] = {
+	METHOD("Controller", "CreateVolume", create_volume_request, controller_create_volume),
+	METHOD("Controller", "DeleteVolume", delete_volume_request, controller_delete_volume),
+	METHOD("Controller", "ControllerPublishVolume", controller_publish_volume_request,
+	       controller_publish_volume),
+	METHOD("Controller", "ControllerUnpublishVolume", controller_unpublish_volume_request,
+	       controller_unpublish_volume),
+	METHOD("Controller", "ValidateVolumeCapabilities", validate_volume_capabilities_request,
+	       controller_validate_volume_capabilities),
+	METHOD("Controller", "ListVolumes", list_volumes_request, controller_list_volumes),
+	METHOD("Controller", "GetCapacity", get_capacity_request, controller_get_capacity),
+	METHOD("Controller", "ControllerGetCapabilities", controller_get_capabilities_request,
+	       controller_get_capabilities),
+	METHOD("Controller", "CreateSnapshot", create_snapshot_request, controller_create_snapshot),
+	METHOD("Controller", "DeleteSnapshot", delete_snapshot_request, controller_delete_snapshot),
+	METHOD("Controller", "ListSnapshots", list_snapshots_request, controller_list_snapshots),
+	METHOD("Controller", "ControllerExpandVolume", controller_expand_volume_request,
+	       controller_expand_volume),
+	METHOD("Controller", "ControllerGetVolume", controller_get_volume_request,
+	       controller_get_volume),
+	METHOD("Controller", "ControllerModifyVolume", controller_modify_volume_request,
+	       controller_modify_volume),
+};
+
+static const RpcMethod node_methods[] = {
+	METHOD("Node", "NodeStageVolume", node_stage_volume_request, node_stage_volume),
+	METHOD("Node", "NodeUnstageVolume", node_unstage_volume_request, node_unstage_volume),
+	METHOD("Node", "NodePublishVolume", node_publish_volume_request, node_publish_volume),
+	METHOD("Node", "NodeUnpublishVolume", node_unpublish_volume_request, node_unpublish_volume),
+	METHOD("Node", "NodeGetVolumeStats", node_get_volume_stats_request, node_get_volume_stats),
+	METHOD("Node", "NodeExpandVolume", node_expand_volume_request, node_expand_volume),
+	METHOD("Node", "NodeGetCapabilities", node_get_capabilities_request, node_get_capabilities),
+	METHOD("Node", "NodeGetInfo", node_get_info_request, node_get_info),
+};
+
+/* The table for a mode, built once: Identity always, then the services the mode serves. */
+static RpcMethod tables[3][ELEMENTSOF(identity_methods) + ELEMENTSOF(controller_methods) +
+			   ELEMENTSOF(node_methods)];
+static size_t table_sizes[3];
+
+static size_t table_append(RpcMethod *t, size_t n, const RpcMethod *m, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		t[n++] = m[i];
+	return n;
+}
+
 const RpcMethod *csi_methods(DriverMode mode, size_t *ret_n)
 {
-	(void)mode;
-	*ret_n = ELEMENTSOF(identity_methods);
-	return identity_methods;
+	RpcMethod *t = tables[mode];
+	size_t n = 0;
+
+	n = table_append(t, n, identity_methods, ELEMENTSOF(identity_methods));
+	if (mode == DRIVER_MODE_ALL || mode == DRIVER_MODE_CONTROLLER)
+		n = table_append(t, n, controller_methods, ELEMENTSOF(controller_methods));
+	if (mode == DRIVER_MODE_ALL || mode == DRIVER_MODE_NODE)
+		n = table_append(t, n, node_methods, ELEMENTSOF(node_methods));
+	table_sizes[mode] = n;
+	*ret_n = n;
+	return t;
 }
 
 static const char *const mode_names[] = {

@@ -3,7 +3,7 @@
 
 #include <sys/types.h>
 
-#include "call.h"
+#include "rpc-call.h"
 
 typedef struct RpcServer RpcServer;
 

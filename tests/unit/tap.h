@@ -35,26 +35,53 @@ tap_ok(int cond, const char *expr, const char *file, int line, const char *fmt, 
 
 #define ok(cond, ...) tap_ok(!!(cond), #cond, __FILE__, __LINE__, __VA_ARGS__)
 
-__attribute__((unused)) static int tap_is_int(long long got, long long want, int passed)
+__attribute__((format(printf, 6, 7), unused)) static int tap_is_int(long long got, long long want,
+								    const char *expr,
+								    const char *file, int line,
+								    const char *fmt, ...)
 {
-	if (!passed)
-		printf("#   got %lld, want %lld\n", got, want);
+	va_list ap;
+	int passed = got == want;
+
+	printf("%sok %d - ", passed ? "" : "not ", ++tap_n);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (!passed) {
+		tap_failed++;
+		printf("#   failed at %s:%d: %s\n#   got %lld, want %lld\n", file, line, expr, got,
+		       want);
+	}
+	fflush(stdout);
 	return passed;
 }
 
-__attribute__((unused)) static int tap_is_str(const char *got, const char *want, int passed)
+__attribute__((format(printf, 6, 7), unused)) static int
+tap_is_str(const char *got, const char *want, const char *expr, const char *file, int line,
+	   const char *fmt, ...)
 {
-	if (!passed)
-		printf("#   got '%s', want '%s'\n", got ? got : "(null)", want ? want : "(null)");
+	va_list ap;
+	int passed = got && want && strcmp(got, want) == 0;
+
+	printf("%sok %d - ", passed ? "" : "not ", ++tap_n);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	if (!passed) {
+		tap_failed++;
+		printf("#   failed at %s:%d: %s\n#   got '%s', want '%s'\n", file, line, expr,
+		       got ? got : "(null)", want ? want : "(null)");
+	}
+	fflush(stdout);
 	return passed;
 }
 
-#define is_int(got, want, ...)                          \
-	tap_is_int((long long)(got), (long long)(want), \
-		   ok((long long)(got) == (long long)(want), __VA_ARGS__))
-
-#define is_str(got, want, ...) \
-	tap_is_str((got), (want), ok((got) && (want) && strcmp((got), (want)) == 0, __VA_ARGS__))
+/* Each argument is evaluated once. */
+#define is_int(got, want, ...) \
+	tap_is_int((long long)(got), (long long)(want), #got, __FILE__, __LINE__, __VA_ARGS__)
+#define is_str(got, want, ...) tap_is_str((got), (want), #got, __FILE__, __LINE__, __VA_ARGS__)
 
 static inline int tap_done(void)
 {

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pool's metadata files: JSON, one object per volume, snapshot or node. Parsing is
+ * strict: a file that does not parse, or lacks a required field, is damage (pool check
+ * reports it) and never half-loaded. */
+#include <string.h>
+
+#include "alloc.h"
+#include "pool-meta.h"
+
+#define META_FORMAT 1
+
+static json_t *strmap_to_json(const Strmap *m)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; i < m->n; i++)
+		json_object_set_new(o, m->keys[i], json_string(m->values[i]));
+	return o;
+}
+
+static int strmap_from_json(json_t *o, Strmap *m)
+{
+	const char *k;
+	json_t *v;
+
+	if (!o)
+		return 0;
+	if (!json_is_object(o))
+		return -EBADMSG;
+	json_object_foreach (o, k, v) {
+		if (!json_is_string(v))
+			return -EBADMSG;
+		strmap_set(m, k, json_string_value(v));
+	}
+	return 0;
+}
+
+static const char *get_string(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int get_u64(json_t *o, const char *key, uint64_t *ret)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return -EBADMSG;
+	*ret = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static char *dump(json_t *o, size_t *ret_len)
+{
+	char *s = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS);
+	json_decref(o);
+	if (!s)
+		abort(); /* only on out of memory */
+	*ret_len = strlen(s);
+	return s;
+}
+
+char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len)
+{
+	json_t *o = json_object(), *att = json_array();
+
+	json_object_set_new(o, "format", json_integer(META_FORMAT));
+	json_object_set_new(o, "id", json_string(v->id));
+	json_object_set_new(o, "name", json_string(v->name));
+	json_object_set_new(o, "size", json_integer((json_int_t)v->size));
+	json_object_set_new(o, "created_ns", json_integer(v->created_ns));
+	json_object_set_new(o, "params", strmap_to_json(&v->params));
+	json_object_set_new(o, "context", strmap_to_json(&v->context));
+	json_object_set_new(o, "source_kind", json_string(v->source_kind ?: ""));
+	json_object_set_new(o, "source_id", json_string(v->source_id ?: ""));
+	json_object_set_new(o, "access_mode", json_string(v->access_mode ?: ""));
+	for (size_t i = 0; i < v->n_attachments; i++) {
+		json_t *a = json_object();
+		json_object_set_new(a, "node", json_string(v->attachments[i].node));
+		json_object_set_new(a, "device", json_string(v->attachments[i].device));
+		json_object_set_new(a, "readonly", json_boolean(v->attachments[i].readonly));
+		json_array_append_new(att, a);
+	}
+	json_object_set_new(o, "attachments", att);
+	return dump(o, ret_len);
+}
+
+static int attachments_from_json(json_t *arr, PoolVolume *v)
+{
+	size_t i;
+	json_t *a;
+
+	if (!json_is_array(arr))
+		return -EBADMSG;
+	v->attachments = xnew0(PoolAttachment, json_array_size(arr));
+	json_array_foreach (arr, i, a) {
+		const char *node = get_string(a, "node"), *dev = get_string(a, "device");
+		if (!node || !dev)
+			return -EBADMSG;
+		v->attachments[i].node = xstrdup(node);
+		v->attachments[i].device = xstrdup(dev);
+		v->attachments[i].readonly = json_is_true(json_object_get(a, "readonly"));
+		v->n_attachments++;
+	}
+	return 0;
+}
+
+static int volume_fields(json_t *o, PoolVolume *v)
+{
+	uint64_t u;
+	const char *id = get_string(o, "id"), *name = get_string(o, "name");
+	json_t *created = json_object_get(o, "created_ns");
+
+	if (!id || !name || strlen(id) >= POOL_ID_MAX || !json_is_integer(created))
+		return -EBADMSG;
+	if (get_u64(o, "format", &u) < 0 || u != META_FORMAT)
+		return -EBADMSG;
+	strcpy(v->id, id);
+	v->name = xstrdup(name);
+	v->created_ns = json_integer_value(created);
+	if (get_u64(o, "size", &v->size) < 0)
+		return -EBADMSG;
+	v->source_kind = xstrdup(get_string(o, "source_kind") ?: "");
+	v->source_id = xstrdup(get_string(o, "source_id") ?: "");
+	v->access_mode = xstrdup(get_string(o, "access_mode") ?: "");
+	if (strmap_from_json(json_object_get(o, "params"), &v->params) < 0 ||
+	    strmap_from_json(json_object_get(o, "context"), &v->context) < 0)
+		return -EBADMSG;
+	return attachments_from_json(json_object_get(o, "attachments"), v);
+}
+
+int pool_volume_from_json(const char *text, size_t len, PoolVolume **ret)
+{
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return -EBADMSG;
+	}
+	PoolVolume *v = xnew0(PoolVolume, 1);
+	int r = volume_fields(o, v);
+	json_decref(o);
+	if (r < 0) {
+		pool_volume_free(v);
+		return r;
+	}
+	*ret = v;
+	return 0;
+}
+
+char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "format", json_integer(META_FORMAT));
+	json_object_set_new(o, "id", json_string(s->id));
+	json_object_set_new(o, "name", json_string(s->name));
+	json_object_set_new(o, "source_volume_id", json_string(s->source_volume_id));
+	json_object_set_new(o, "size", json_integer((json_int_t)s->size));
+	json_object_set_new(o, "created_ns", json_integer(s->created_ns));
+	json_object_set_new(o, "params", strmap_to_json(&s->params));
+	return dump(o, ret_len);
+}
+
+static int snapshot_fields(json_t *o, PoolSnapshot *s)
+{
+	uint64_t u;
+	const char *id = get_string(o, "id"), *name = get_string(o, "name"),
+		   *src = get_string(o, "source_volume_id");
+	json_t *created = json_object_get(o, "created_ns");
+
+	if (!id || !name || !src || strlen(id) >= POOL_ID_MAX || !json_is_integer(created))
+		return -EBADMSG;
+	if (get_u64(o, "format", &u) < 0 || u != META_FORMAT)
+		return -EBADMSG;
+	strcpy(s->id, id);
+	s->name = xstrdup(name);
+	s->source_volume_id = xstrdup(src);
+	s->created_ns = json_integer_value(created);
+	if (get_u64(o, "size", &s->size) < 0)
+		return -EBADMSG;
+	return strmap_from_json(json_object_get(o, "params"), &s->params);
+}
+
+int pool_snapshot_from_json(const char *text, size_t len, PoolSnapshot **ret)
+{
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return -EBADMSG;
+	}
+	PoolSnapshot *s = xnew0(PoolSnapshot, 1);
+	int r = snapshot_fields(o, s);
+	json_decref(o);
+	if (r < 0) {
+		pool_snapshot_free(s);
+		return r;
+	}
+	*ret = s;
+	return 0;
+}
+
+char *pool_node_to_json(const PoolNode *n, size_t *ret_len)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "format", json_integer(META_FORMAT));
+	json_object_set_new(o, "id", json_string(n->id));
+	json_object_set_new(o, "max_volumes", json_integer(n->max_volumes));
+	json_object_set_new(o, "zone", json_string(n->zone ?: ""));
+	return dump(o, ret_len);
+}
+
+int pool_node_from_json(const char *text, size_t len, PoolNode **ret)
+{
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	uint64_t max;
+	const char *id = get_string(o, "id");
+
+	if (!json_is_object(o) || !id || get_u64(o, "max_volumes", &max) < 0 || max > UINT32_MAX) {
+		json_decref(o);
+		return -EBADMSG;
+	}
+	PoolNode *n = xnew0(PoolNode, 1);
+	n->id = xstrdup(id);
+	n->max_volumes = (uint32_t)max;
+	n->zone = xstrdup(get_string(o, "zone") ?: "");
+	json_decref(o);
+	*ret = n;
+	return 0;
+}

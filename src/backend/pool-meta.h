@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Serialisation of the pool's metadata files; internal to the pool. */
+#pragma once
+
+#include <jansson.h>
+
+#include "pool.h"
+
+/* Each *_to_json returns a malloc'ed NUL-terminated text; *_from_json returns -EBADMSG for
+ * anything that is not a whole, valid object of the current format. */
+char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len);
+int pool_volume_from_json(const char *text, size_t len, PoolVolume **ret);
+char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len);
+int pool_snapshot_from_json(const char *text, size_t len, PoolSnapshot **ret);
+char *pool_node_to_json(const PoolNode *n, size_t *ret_len);
+int pool_node_from_json(const char *text, size_t len, PoolNode **ret);

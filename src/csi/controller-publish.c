@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* ControllerPublishVolume / ControllerUnpublishVolume: a volume's attachment to a node is a
+ * record in its metadata, with a device name picked from the node's ordered list. */
+#include <string.h>
+
+#include "alloc.h"
+#include "controller.h"
+#include "csi-util.h"
+#include "log.h"
+
+#define PUBLISH_CONTEXT_DEVICE "devicePath"
+
+static ssize_t attachment_find(const PoolVolume *v, const char *node)
+{
+	for (size_t i = 0; i < v->n_attachments; i++)
+		if (strcmp(v->attachments[i].node, node) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+static ProtobufCMessage *publish_reply(const char *device)
+{
+	Csi__V1__ControllerPublishVolumeResponse *resp =
+		xnew0(Csi__V1__ControllerPublishVolumeResponse, 1);
+	Strmap m = {};
+
+	csi__v1__controller_publish_volume_response__init(resp);
+	strmap_set(&m, PUBLISH_CONTEXT_DEVICE, device);
+	resp->publish_context = pbmap_from_strmap(
+		&csi__v1__controller_publish_volume_response__publish_context_entry__descriptor, &m,
+		&resp->n_publish_context);
+	strmap_done(&m);
+	return &resp->base;
+}
+
+static int publish_check_request(RpcCall *call, const Csi__V1__ControllerPublishVolumeRequest *r)
+{
+	_cleanup_free_ char *err = NULL;
+
+	if (!r->volume_id || !*r->volume_id)
+		return rpc_fail(call, -EINVAL, "volume_id: missing");
+	if (!r->node_id || !*r->node_id)
+		return rpc_fail(call, -EINVAL, "node_id: missing");
+	if (capability_check(r->volume_capability, "volume_capability", &err) < 0)
+		return rpc_fail(call, -EINVAL, "%s", err);
+	return 0;
+}
+
+/* The checks against what the volume already has: same node again, other nodes, limit. */
+static int publish_check_volume(RpcCall *call, const PoolVolume *v,
+				const Csi__V1__ControllerPublishVolumeRequest *r)
+{
+	Csi__V1__VolumeCapability__AccessMode__Mode mode = r->volume_capability->access_mode->mode;
+
+	if (v->n_attachments > 0 && !access_mode_multi_node(mode))
+		return rpc_fail(call, -ENOTEMPTY,
+				"volume %s is published to node %s and its access mode %s allows "
+				"one node only",
+				v->id, v->attachments[0].node, access_mode_name(mode));
+	return 0;
+}
+
+static int publish_attach(RpcCall *call, Driver *d, PoolVolume *v, const PoolNode *node,
+			  bool readonly, char **ret_device)
+{
+	_cleanup_free_ char *device = NULL;
+	const char *node_id = node->id;
+
+	/* The limit is checked under the allocator's lock, so two publishes racing to a
+	 * node's last slot cannot both win. */
+	int e = devnames_allocate_max(d->devnames, node_id, v->id, node->max_volumes, &device);
+	if (e == -EMLINK)
+		return rpc_fail(call, -EMLINK,
+				"node %s already has %u volumes published, its limit", node_id,
+				node->max_volumes);
+	if (e < 0)
+		return rpc_fail(call, -EMLINK, "node %s has no free device name left", node_id);
+	v->attachments = xrealloc(v->attachments, (v->n_attachments + 1) * sizeof(PoolAttachment));
+	v->attachments[v->n_attachments++] = (PoolAttachment){
+		.node = xstrdup(node_id),
+		.device = xstrdup(device),
+		.readonly = readonly,
+	};
+	e = pool_volume_save(d->pool, v);
+	if (e < 0) {
+		devnames_mark_failed(d->devnames, node_id, device);
+		devnames_release(d->devnames, node_id, v->id);
+		return rpc_fail(call, e,
+				"volume %s: recording the attachment to node %s failed: %s", v->id,
+				node_id, strerror(-e));
+	}
+	*ret_device = TAKE_PTR(device);
+	return 0;
+}
+
+int controller_publish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+{
+	const Csi__V1__ControllerPublishVolumeRequest *r = (const void *)req;
+	Driver *d = rpc_call_userdata(call);
+	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_free_ char *device = NULL;
+	PoolNode *node = NULL;
+	int lock = -EBADF, e;
+
+	if ((e = publish_check_request(call, r)) < 0)
+		return e;
+	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
+		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
+				r->volume_id);
+	e = pool_volume_lock(d->pool, r->volume_id, &lock);
+	if (e < 0)
+		return rpc_fail(call, e == -ENOENT ? e : -EIO, "volume %s not found%s",
+				r->volume_id, e == -ENOENT ? "" : " (cannot lock it)");
+	if (pool_node_load(d->pool, r->node_id, &node) < 0) {
+		e = rpc_fail(call, -ENOENT,
+			     "node %s not found: no volplugd node serves this pool "
+			     "under that id",
+			     r->node_id);
+		goto out;
+	}
+	if ((e = pool_volume_load(d->pool, r->volume_id, &v)) < 0) {
+		e = rpc_fail(call, e, "volume %s: cannot read it: %s", r->volume_id, strerror(-e));
+		goto out;
+	}
+	ssize_t i = attachment_find(v, r->node_id);
+	if (i >= 0) {
+		if (v->attachments[i].readonly != r->readonly)
+			e = rpc_fail(call, -EEXIST,
+				     "volume %s is already published to node %s with readonly=%s",
+				     v->id, r->node_id,
+				     v->attachments[i].readonly ? "true" : "false");
+		else
+			*ret = publish_reply(v->attachments[i].device);
+		goto out;
+	}
+	if ((e = publish_check_volume(call, v, r)) < 0)
+		goto out;
+	if ((e = publish_attach(call, d, v, node, r->readonly, &device)) < 0)
+		goto out;
+	log_info("published volume %s to node %s as %s%s", v->id, r->node_id, device,
+		 r->readonly ? " (read-only)" : "");
+	*ret = publish_reply(device);
+out:
+	pool_node_free(node);
+	pool_unlock(lock);
+	return e;
+}
+
+int controller_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+{
+	const Csi__V1__ControllerUnpublishVolumeRequest *r = (const void *)req;
+	Driver *d = rpc_call_userdata(call);
+	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	int lock = -EBADF, e;
+
+	if (!r->volume_id || !*r->volume_id)
+		return rpc_fail(call, -EINVAL, "volume_id: missing");
+	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
+		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
+				r->volume_id);
+	Csi__V1__ControllerUnpublishVolumeResponse *resp =
+		xnew0(Csi__V1__ControllerUnpublishVolumeResponse, 1);
+	csi__v1__controller_unpublish_volume_response__init(resp);
+	*ret = &resp->base;
+
+	e = pool_volume_lock(d->pool, r->volume_id, &lock);
+	if (e == -ENOENT)
+		return 0; /* no volume: nothing is published */
+	if (e < 0)
+		return rpc_fail(call, e, "volume %s: cannot lock it: %s", r->volume_id,
+				strerror(-e));
+	if ((e = pool_volume_load(d->pool, r->volume_id, &v)) < 0) {
+		e = rpc_fail(call, e, "volume %s: cannot read it: %s", r->volume_id, strerror(-e));
+		goto out;
+	}
+	size_t kept = 0, removed = 0;
+	for (size_t i = 0; i < v->n_attachments; i++) {
+		PoolAttachment *a = &v->attachments[i];
+		/* No node: unpublish from every node, as the spec says. */
+		if (!r->node_id || !*r->node_id || strcmp(a->node, r->node_id) == 0) {
+			devnames_release(d->devnames, a->node, v->id);
+			log_info("unpublished volume %s from node %s (%s)", v->id, a->node,
+				 a->device);
+			free(a->node);
+			free(a->device);
+			removed++;
+		} else
+			v->attachments[kept++] = *a;
+	}
+	v->n_attachments = kept;
+	if (removed > 0 && (e = pool_volume_save(d->pool, v)) < 0)
+		e = rpc_fail(call, e, "volume %s: recording the detach failed: %s", v->id,
+			     strerror(-e));
+out:
+	pool_unlock(lock);
+	return e;
+}
+
+void controller_restore_attachments(Driver *d)
+{
+	char **ids;
+	size_t n;
+
+	if (pool_volume_list(d->pool, &ids, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+		if (pool_volume_load(d->pool, ids[i], &v) < 0)
+			continue;
+		for (size_t k = 0; k < v->n_attachments; k++)
+			if (devnames_restore(d->devnames, v->attachments[k].node, v->id,
+					     v->attachments[k].device) < 0)
+				log_warning("volume %s: attachment to node %s as %s conflicts with "
+					    "another volume",
+					    v->id, v->attachments[k].node,
+					    v->attachments[k].device);
+	}
+	strv_free(ids, n);
+}

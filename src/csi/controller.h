@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Controller service handlers, on the pool. */
+#pragma once
+
+#include "csi.pb-c.h"
+#include "driver.h"
+
+#define HANDLER(name) int name(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+
+HANDLER(controller_get_capabilities);
+HANDLER(controller_create_volume);
+HANDLER(controller_delete_volume);
+HANDLER(controller_validate_volume_capabilities);
+HANDLER(controller_list_volumes);
+HANDLER(controller_get_volume);
+HANDLER(controller_get_capacity);
+HANDLER(controller_publish_volume);
+HANDLER(controller_unpublish_volume);
+HANDLER(controller_create_snapshot);
+HANDLER(controller_delete_snapshot);
+HANDLER(controller_list_snapshots);
+HANDLER(controller_expand_volume);
+HANDLER(controller_modify_volume);
+
+/* Shared by the controller files. */
+
+/* A heap csi.v1.Volume describing a pool volume. */
+Csi__V1__Volume *volume_to_csi(const Driver *d, const PoolVolume *v);
+
+/* The VolumeStatus for ListVolumes / ControllerGetVolume: published nodes and condition. */
+void *volume_status_new(const Driver *d, const PoolVolume *v, bool list);
+
+/* Parses a pagination token: "" -> NULL, else an object ID (validated by valid()). */
+int page_token_check(const char *token, bool (*valid)(const char *));
+
+/* Restores device-name assignments from every volume's attachments (after a restart). */
+void controller_restore_attachments(Driver *d);
+
+/* Creates the coalescer that merges ControllerExpandVolume and ControllerModifyVolume. */
+int controller_coalescer_init(Driver *d);

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <string.h>
+
+#include "alloc.h"
+#include "csi-util.h"
+
+/* Every map entry message is { base; char *key; char *value; } for string maps. */
+typedef struct StringEntry {
+	ProtobufCMessage base;
+	char *key;
+	char *value;
+} StringEntry;
+
+ParamKV *pbmap_to_kv(void *const *entries, size_t n)
+{
+	ParamKV *kv = xnew0(ParamKV, n);
+	for (size_t i = 0; i < n; i++) {
+		const StringEntry *e = entries[i];
+		kv[i].key = e->key;
+		kv[i].value = e->value;
+	}
+	return kv;
+}
+
+void pbmap_to_strmap(void *const *entries, size_t n, Strmap *ret)
+{
+	for (size_t i = 0; i < n; i++) {
+		const StringEntry *e = entries[i];
+		strmap_set(ret, e->key, e->value);
+	}
+}
+
+void *pbmap_from_strmap(const ProtobufCMessageDescriptor *entry_type, const Strmap *m,
+			size_t *ret_n)
+{
+	*ret_n = m->n;
+	if (m->n == 0)
+		return NULL;
+	void **entries = xnew0(void *, m->n);
+	for (size_t i = 0; i < m->n; i++) {
+		StringEntry *e = xmalloc(entry_type->sizeof_message);
+		entry_type->message_init((ProtobufCMessage *)e);
+		e->key = xstrdup(m->keys[i]);
+		e->value = xstrdup(m->values[i]);
+		entries[i] = e;
+	}
+	return entries;
+}
+
+const char *access_mode_name(Csi__V1__VolumeCapability__AccessMode__Mode m)
+{
+	const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+		&csi__v1__volume_capability__access_mode__mode__descriptor, (int)m);
+	return v ? v->name : "UNKNOWN";
+}
+
+bool access_mode_multi_node(Csi__V1__VolumeCapability__AccessMode__Mode m)
+{
+	return m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
+}
+
+static bool access_mode_supported(Csi__V1__VolumeCapability__AccessMode__Mode m)
+{
+	switch (m) {
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER:
+	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool fs_type_supported(const char *fs)
+{
+	static const char *const fs_types[] = {"", "ext2", "ext3", "ext4", "xfs"};
+	for (size_t i = 0; i < ELEMENTSOF(fs_types); i++)
+		if (strcmp(fs, fs_types[i]) == 0)
+			return true;
+	return false;
+}
+
+int capability_check(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error)
+{
+	if (!cap) {
+		*ret_error = xasprintf("%s: missing", field);
+		return -EINVAL;
+	}
+	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT &&
+	    cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
+		*ret_error = xasprintf("%s: access_type must be mount or block", field);
+		return -EINVAL;
+	}
+	if (!cap->access_mode ||
+	    cap->access_mode->mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__UNKNOWN) {
+		*ret_error = xasprintf("%s.access_mode: missing", field);
+		return -EINVAL;
+	}
+	if (!access_mode_supported(cap->access_mode->mode)) {
+		*ret_error = xasprintf("%s.access_mode: %s is not supported by pool volumes", field,
+				       access_mode_name(cap->access_mode->mode));
+		return -EINVAL;
+	}
+	if (cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT &&
+	    !fs_type_supported(cap->mount->fs_type ?: "")) {
+		*ret_error = xasprintf("%s.mount.fs_type: '%s' is not supported (want ext2, ext3, "
+				       "ext4 or xfs)",
+				       field, cap->mount->fs_type);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, uint64_t *ret,
+			char **ret_error)
+{
+	int64_t required = range ? range->required_bytes : 0,
+		limit = range ? range->limit_bytes : 0;
+
+	if (required < 0 || limit < 0) {
+		*ret_error = xstrdup("capacity_range: bytes must not be negative");
+		return -EINVAL;
+	}
+	if (limit > 0 && required > limit) {
+		*ret_error =
+			xasprintf("capacity_range: required_bytes %lld exceeds limit_bytes %lld",
+				  (long long)required, (long long)limit);
+		return -ERANGE;
+	}
+	uint64_t size = required > 0 ? (uint64_t)required : fallback;
+	size = (size + MIB - 1) / MIB * MIB;
+	if (limit > 0 && size > (uint64_t)limit) {
+		size = (uint64_t)limit / MIB * MIB;
+		if (size < (uint64_t)required || size == 0) {
+			*ret_error = xasprintf("capacity_range: no size in whole MiB lies between "
+					       "%lld and %lld bytes",
+					       (long long)required, (long long)limit);
+			return -ERANGE;
+		}
+	}
+	*ret = size;
+	return 0;
+}
+
+bool capacity_range_allows(const Csi__V1__CapacityRange *range, uint64_t size)
+{
+	if (!range)
+		return true;
+	if (range->required_bytes > 0 && size < (uint64_t)range->required_bytes)
+		return false;
+	if (range->limit_bytes > 0 && size > (uint64_t)range->limit_bytes)
+		return false;
+	return true;
+}
+
+Csi__V1__Topology *topology_new(const char *zone)
+{
+	Csi__V1__Topology *t = xnew0(Csi__V1__Topology, 1);
+	Strmap m = {};
+
+	csi__v1__topology__init(t);
+	strmap_set(&m, TOPOLOGY_KEY, zone);
+	t->segments = pbmap_from_strmap(&csi__v1__topology__segments_entry__descriptor, &m,
+					&t->n_segments);
+	strmap_done(&m);
+	return t;
+}
+
+bool topology_matches(const Csi__V1__Topology *t, const char *zone)
+{
+	bool named = false;
+	for (size_t i = 0; i < t->n_segments; i++) {
+		const char *k = t->segments[i]->key, *v = t->segments[i]->value;
+		if (strcmp(k, TOPOLOGY_KEY) == 0 || strcmp(k, "topology.kubernetes.io/zone") == 0) {
+			if (strcmp(v, zone) != 0)
+				return false;
+			named = true;
+		}
+	}
+	return named;
+}
+
+Google__Protobuf__Timestamp *timestamp_new(int64_t ns)
+{
+	Google__Protobuf__Timestamp *ts = xnew0(Google__Protobuf__Timestamp, 1);
+	google__protobuf__timestamp__init(ts);
+	ts->seconds = ns / 1000000000;
+	ts->nanos = (int32_t)(ns % 1000000000);
+	return ts;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Helpers the CSI handlers share: protobuf map fields, capabilities, sizes, topology. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "csi.pb-c.h"
+#include "params.h"
+#include "strmap.h"
+
+#define MIB (1024ULL * 1024ULL)
+#define GIB (1024ULL * MIB)
+#define DEFAULT_VOLUME_SIZE GIB
+#define TOPOLOGY_KEY "topology.volplug.io/zone"
+
+/* A protobuf map field (an array of key/value entry messages) as borrowed ParamKVs: the
+ * strings point into the request. Free the array only. */
+ParamKV *pbmap_to_kv(void *const *entries, size_t n);
+
+/* Copies a protobuf map field into a Strmap. */
+void pbmap_to_strmap(void *const *entries, size_t n, Strmap *ret);
+
+/* Builds a heap map field of the given entry type from a Strmap: returns the entry array
+ * (NULL when empty) and its length in *ret_n. */
+void *pbmap_from_strmap(const ProtobufCMessageDescriptor *entry_type, const Strmap *m,
+			size_t *ret_n);
+
+/* Checks one volume capability: an access type (mount or block), a supported access mode
+ * and, for mount, a supported fs_type. -EINVAL with *ret_error naming what is wrong. */
+int capability_check(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error);
+
+/* Whether an access mode lets the volume be attached to more than one node at once. */
+bool access_mode_multi_node(Csi__V1__VolumeCapability__AccessMode__Mode m);
+
+/* Name of an access mode ("SINGLE_NODE_WRITER"). */
+const char *access_mode_name(Csi__V1__VolumeCapability__AccessMode__Mode m);
+
+/* The size a CreateVolume capacity range asks for: required rounded up to a MiB, or the
+ * default, kept within limit. -EINVAL for negative values, -ERANGE when the range cannot be
+ * met. */
+int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, uint64_t *ret,
+			char **ret_error);
+
+/* Whether size satisfies the range. */
+bool capacity_range_allows(const Csi__V1__CapacityRange *range, uint64_t size);
+
+/* A heap Topology {TOPOLOGY_KEY: zone}. */
+Csi__V1__Topology *topology_new(const char *zone);
+
+/* Whether a topology names zone (by TOPOLOGY_KEY or topology.kubernetes.io/zone). */
+bool topology_matches(const Csi__V1__Topology *t, const char *zone);
+
+/* A heap google.protobuf.Timestamp for a CLOCK_REALTIME nanosecond count. */
+Google__Protobuf__Timestamp *timestamp_new(int64_t ns);

@@ -1,0 +1,904 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "alloc.h"
+#include "call.h"
+#include "exec.h"
+#include "log.h"
+
+#define KEY_FSTYPE "kubernetes.io/fsType"
+#define KEY_READWRITE "kubernetes.io/readwrite"
+#define KEY_PV_OR_VOLUME_NAME "kubernetes.io/pvOrVolumeName"
+#define KEY_POD_NAME "kubernetes.io/pod.name"
+#define KEY_POD_NAMESPACE "kubernetes.io/pod.namespace"
+#define KEY_POD_UID "kubernetes.io/pod.uid"
+#define KEY_SERVICE_ACCOUNT "kubernetes.io/serviceAccount.name"
+#define KEY_SECRET_PREFIX "kubernetes.io/secret/"
+#define KEY_FSGROUP "kubernetes.io/mounterArgs.FsGroup"
+
+#define REDACTED "(redacted)"
+#define EXCERPT_MAX 240
+/* Bounds the search for the last JSON object in a hostile output (bytes parsed in total). */
+#define SEARCH_BUDGET (1024 * 1024)
+
+static const struct {
+	const char *name;
+	usec_t timeout;
+} commands[_FLEX_COMMAND_MAX] = {
+	[FLEX_INIT] = {"init", 30 * USEC_PER_SEC},
+	[FLEX_GETVOLUMENAME] = {"getvolumename", 120 * USEC_PER_SEC},
+	[FLEX_ATTACH] = {"attach", 120 * USEC_PER_SEC},
+	[FLEX_ISATTACHED] = {"isattached", 120 * USEC_PER_SEC},
+	[FLEX_DETACH] = {"detach", 120 * USEC_PER_SEC},
+	[FLEX_WAITFORATTACH] = {"waitforattach", 600 * USEC_PER_SEC},
+	[FLEX_MOUNTDEVICE] = {"mountdevice", 300 * USEC_PER_SEC},
+	[FLEX_UNMOUNTDEVICE] = {"unmountdevice", 120 * USEC_PER_SEC},
+	[FLEX_MOUNT] = {"mount", 120 * USEC_PER_SEC},
+	[FLEX_UNMOUNT] = {"unmount", 120 * USEC_PER_SEC},
+	[FLEX_EXPANDVOLUME] = {"expandvolume", 300 * USEC_PER_SEC},
+	[FLEX_EXPANDFS] = {"expandfs", 300 * USEC_PER_SEC},
+};
+
+const char *flex_command_to_string(FlexCommand c)
+{
+	if ((unsigned)c >= _FLEX_COMMAND_MAX)
+		return NULL;
+	return commands[c].name;
+}
+
+int flex_command_from_string(const char *s)
+{
+	for (int i = 0; i < _FLEX_COMMAND_MAX; i++)
+		if (s && strcmp(s, commands[i].name) == 0)
+			return i;
+	return -EINVAL;
+}
+
+usec_t flex_call_timeout(const FlexCallConfig *cfg, FlexCommand cmd)
+{
+	if ((unsigned)cmd >= _FLEX_COMMAND_MAX)
+		return USEC_INFINITY;
+	if (cfg && cfg->timeout[cmd] != 0)
+		return cfg->timeout[cmd];
+	return commands[cmd].timeout;
+}
+
+void flex_reply_done(FlexReply *r)
+{
+	free(r->status_text);
+	free(r->message);
+	free(r->device);
+	free(r->volume_name);
+	*r = (FlexReply){};
+}
+
+/* ---- options JSON ---- */
+
+typedef struct Pairs {
+	char **keys, **values;
+	size_t n, cap;
+} Pairs;
+
+static void pairs_set(Pairs *p, const char *key, const char *value)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->keys[i], key) == 0) {
+			free(p->values[i]);
+			p->values[i] = xstrdup(value ? value : "");
+			return;
+		}
+	if (p->n == p->cap) {
+		p->cap = p->cap ? p->cap * 2 : 16;
+		p->keys = xrealloc(p->keys, p->cap * sizeof(char *));
+		p->values = xrealloc(p->values, p->cap * sizeof(char *));
+	}
+	p->keys[p->n] = xstrdup(key);
+	p->values[p->n] = xstrdup(value ? value : "");
+	p->n++;
+}
+
+static void pairs_done(Pairs *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		free(p->keys[i]);
+		free(p->values[i]);
+	}
+	free(p->keys);
+	free(p->values);
+	*p = (Pairs){};
+}
+
+typedef struct Buf {
+	char *s;
+	size_t len, cap;
+} Buf;
+
+static void buf_add(Buf *b, const void *data, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		b->cap = MAX(b->cap * 2, b->len + n + 1);
+		b->cap = MAX(b->cap, (size_t)64);
+		b->s = xrealloc(b->s, b->cap);
+	}
+	memcpy(b->s + b->len, data, n);
+	b->len += n;
+	b->s[b->len] = 0;
+}
+
+static void buf_adds(Buf *b, const char *s)
+{
+	buf_add(b, s, strlen(s));
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 when invalid; the rules of
+ * Go's utf8.DecodeRune: no overlongs, no surrogates, nothing past U+10FFFF. Stores the rune. */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_rune)
+{
+	uint32_t r;
+	size_t len;
+
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		len = 2;
+		r = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		len = 3;
+		r = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		len = 4;
+		r = s[0] & 0x07;
+	} else
+		return 0;
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		r = (r << 6) | (s[i] & 0x3f);
+	}
+	if ((len == 3 && r < 0x800) || (len == 4 && r < 0x10000) || r > 0x10ffff ||
+	    (r >= 0xd800 && r <= 0xdfff))
+		return 0;
+	*ret_rune = r;
+	return len;
+}
+
+/* Go's encoding/json string encoding with HTML escaping (its default): <, >, & as \u003c...,
+ * U+2028/U+2029 escaped, invalid UTF-8 as \ufffd. */
+static void json_add_string(Buf *b, const char *str)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n = strlen(str);
+
+	buf_add(b, "\"", 1);
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		if (c < 0x80) {
+			char esc[7];
+			if (c == '"' || c == '\\') {
+				esc[0] = '\\';
+				esc[1] = (char)c;
+				buf_add(b, esc, 2);
+			} else if (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') {
+				esc[0] = '\\';
+				esc[1] = c == '\b'   ? 'b'
+					 : c == '\f' ? 'f'
+					 : c == '\n' ? 'n'
+					 : c == '\r' ? 'r'
+						     : 't';
+				buf_add(b, esc, 2);
+			} else if (c < 0x20 || c == '<' || c == '>' || c == '&') {
+				memcpy(esc, "\\u00", 4);
+				esc[4] = hex[c >> 4];
+				esc[5] = hex[c & 0xf];
+				buf_add(b, esc, 6);
+			} else
+				buf_add(b, &c, 1);
+			i++;
+			continue;
+		}
+		uint32_t rune;
+		size_t len = utf8_decode(s + i, n - i, &rune);
+		if (len == 0) {
+			buf_adds(b, "\\ufffd");
+			i++;
+		} else if (rune == 0x2028 || rune == 0x2029) {
+			buf_adds(b, rune == 0x2028 ? "\\u2028" : "\\u2029");
+			i += len;
+		} else {
+			buf_add(b, s + i, len);
+			i += len;
+		}
+	}
+	buf_add(b, "\"", 1);
+}
+
+static int cmp_index(const void *a, const void *b, void *keys)
+{
+	char **k = keys;
+	return strcmp(k[*(const size_t *)a], k[*(const size_t *)b]);
+}
+
+/* Compact, keys sorted bytewise: Go's json.Marshal of a map[string]string. */
+static char *pairs_to_json(const Pairs *p)
+{
+	_cleanup_free_ size_t *order = xnew0(size_t, p->n);
+	Buf b = {};
+
+	for (size_t i = 0; i < p->n; i++)
+		order[i] = i;
+	qsort_r(order, p->n, sizeof(size_t), cmp_index, p->keys);
+	buf_add(&b, "{", 1);
+	for (size_t i = 0; i < p->n; i++) {
+		if (i > 0)
+			buf_add(&b, ",", 1);
+		json_add_string(&b, p->keys[order[i]]);
+		buf_add(&b, ":", 1);
+		json_add_string(&b, p->values[order[i]]);
+	}
+	buf_add(&b, "}", 1);
+	return b.s;
+}
+
+static char *base64_encode(const char *data)
+{
+	static const char tbl[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *s = (const unsigned char *)data;
+	size_t n = strlen(data);
+	char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
+
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)s[i] << 16;
+		if (i + 1 < n)
+			v |= (uint32_t)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= s[i + 2];
+		*o++ = tbl[(v >> 18) & 63];
+		*o++ = tbl[(v >> 12) & 63];
+		*o++ = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < n ? tbl[v & 63] : '=';
+	}
+	*o = 0;
+	return out;
+}
+
+char *flex_options_json(const FlexVolumeSpec *spec, const FlexPodInfo *pod)
+{
+	Pairs p = {};
+
+	pairs_set(&p, KEY_FSTYPE, spec->fs_type);
+	pairs_set(&p, KEY_READWRITE, spec->read_only ? "ro" : "rw");
+	pairs_set(&p, KEY_PV_OR_VOLUME_NAME, spec->pv_or_volume_name);
+	if (pod) {
+		pairs_set(&p, KEY_POD_NAME, pod->name);
+		pairs_set(&p, KEY_POD_NAMESPACE, pod->namespace);
+		pairs_set(&p, KEY_POD_UID, pod->uid);
+		pairs_set(&p, KEY_SERVICE_ACCOUNT, pod->service_account);
+		for (size_t i = 0; i < pod->n_secrets; i++) {
+			_cleanup_free_ char *key =
+				xasprintf(KEY_SECRET_PREFIX "%s", pod->secrets[i].key);
+			_cleanup_free_ char *value = base64_encode(pod->secrets[i].value ?: "");
+			pairs_set(&p, key, value);
+		}
+		if (pod->fs_group >= 0) {
+			char v[32];
+			snprintf(v, sizeof(v), "%" PRId64, pod->fs_group);
+			pairs_set(&p, KEY_FSGROUP, v);
+		}
+	}
+	for (size_t i = 0; i < spec->n_options; i++)
+		if (spec->options[i].key)
+			pairs_set(&p, spec->options[i].key, spec->options[i].value);
+	char *json = pairs_to_json(&p);
+	pairs_done(&p);
+	return json;
+}
+
+char *flex_options_redact(const char *json)
+{
+	json_error_t e;
+	json_t *o = json_loads(json, 0, &e);
+	const char *key;
+	json_t *v;
+	Pairs p = {};
+
+	if (!o || !json_is_object(o)) {
+		json_decref(o);
+		return xstrdup("<options: not a JSON object>");
+	}
+	json_object_foreach (o, key, v) {
+		if (strncmp(key, KEY_SECRET_PREFIX, strlen(KEY_SECRET_PREFIX)) == 0)
+			pairs_set(&p, key, REDACTED);
+		else if (json_is_string(v))
+			pairs_set(&p, key, json_string_value(v));
+		else {
+			_cleanup_free_ char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+			pairs_set(&p, key, s);
+		}
+	}
+	json_decref(o);
+	char *out = pairs_to_json(&p);
+	pairs_done(&p);
+	return out;
+}
+
+/* ---- argv ---- */
+
+static void strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+static void strv_freep(char ***v)
+{
+	strv_free(*v);
+}
+
+/* Builds argv after the executable; *ret_json_index is the position of the options JSON (-1:
+ * none), so it can be redacted for logs. */
+static int build_argv(FlexCommand cmd, const FlexCallArgs *a, char ***ret_argv, int *ret_json_index)
+{
+	const FlexCallArgs none = {};
+	char *v[8] = {};
+	char size_new[24], size_old[24];
+	size_t n = 0;
+	int json_index = -1;
+
+	if (!a)
+		a = &none;
+	snprintf(size_new, sizeof(size_new), "%" PRIu64, a->new_size);
+	snprintf(size_old, sizeof(size_old), "%" PRIu64, a->old_size);
+
+#define ARG(s)                        \
+	do {                          \
+		if (!(s))             \
+			goto missing; \
+		v[n++] = xstrdup(s);  \
+	} while (0)
+#define JSON(pod)                                           \
+	do {                                                \
+		if (!a->spec)                               \
+			goto missing;                       \
+		json_index = (int)n;                        \
+		v[n++] = flex_options_json(a->spec, (pod)); \
+	} while (0)
+
+	switch (cmd) {
+	case FLEX_INIT:
+		break;
+	case FLEX_GETVOLUMENAME:
+		JSON(NULL);
+		break;
+	case FLEX_ATTACH:
+	case FLEX_ISATTACHED:
+		JSON(NULL);
+		ARG(a->node_name);
+		break;
+	case FLEX_DETACH:
+		ARG(a->volume_name);
+		ARG(a->node_name);
+		break;
+	case FLEX_WAITFORATTACH:
+		ARG(a->device);
+		JSON(NULL);
+		break;
+	case FLEX_MOUNTDEVICE:
+		ARG(a->device_mount_path);
+		ARG(a->device);
+		JSON(NULL);
+		break;
+	case FLEX_UNMOUNTDEVICE:
+		ARG(a->device_mount_path);
+		break;
+	case FLEX_MOUNT:
+		ARG(a->pod_volume_dir);
+		JSON(a->pod);
+		break;
+	case FLEX_UNMOUNT:
+		ARG(a->pod_volume_dir);
+		break;
+	case FLEX_EXPANDVOLUME:
+		JSON(NULL);
+		ARG(a->device_mount_path);
+		v[n++] = xstrdup(size_new);
+		v[n++] = xstrdup(size_old);
+		break;
+	case FLEX_EXPANDFS:
+		JSON(NULL);
+		ARG(a->device);
+		ARG(a->device_mount_path);
+		v[n++] = xstrdup(size_new);
+		v[n++] = xstrdup(size_old);
+		break;
+	default:
+		return -EINVAL;
+	}
+#undef ARG
+#undef JSON
+
+	char **argv = xnew0(char *, n + 1);
+	memcpy(argv, v, n * sizeof(char *));
+	*ret_argv = argv;
+	*ret_json_index = json_index;
+	return 0;
+
+missing:
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	return -EINVAL;
+}
+
+int flex_call_argv(FlexCommand cmd, const FlexCallArgs *args, char ***ret_argv)
+{
+	int json_index;
+	return build_argv(cmd, args, ret_argv, &json_index);
+}
+
+/* ---- answer ---- */
+
+static int take_string(json_t *v, char **field)
+{
+	if (json_is_null(v))
+		return 0; /* like Go: null leaves the field alone */
+	if (!json_is_string(v))
+		return -EPROTO;
+	free(*field);
+	*field = xstrdup(json_string_value(v));
+	return 0;
+}
+
+static int take_bool(json_t *v, bool *field)
+{
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v))
+		return -EPROTO;
+	*field = json_is_true(v);
+	return 0;
+}
+
+static int parse_capabilities(json_t *o, FlexCapabilities *caps)
+{
+	const char *key;
+	json_t *v;
+	int r = 0;
+
+	json_object_foreach (o, key, v) {
+		if (strcasecmp(key, "attach") == 0)
+			r = take_bool(v, &caps->attach);
+		else if (strcasecmp(key, "selinuxRelabel") == 0)
+			r = take_bool(v, &caps->selinux_relabel);
+		else if (strcasecmp(key, "supportsMetrics") == 0)
+			r = take_bool(v, &caps->supports_metrics);
+		else if (strcasecmp(key, "fsGroup") == 0)
+			r = take_bool(v, &caps->fs_group);
+		else if (strcasecmp(key, "requiresFSResize") == 0)
+			r = take_bool(v, &caps->requires_fs_resize);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int reply_from_object(json_t *o, FlexReply *ret)
+{
+	FlexReply rep = {.capabilities = FLEX_CAPABILITIES_DEFAULT};
+	const char *key;
+	json_t *v;
+	int r = 0;
+
+	json_object_foreach (o, key, v) {
+		if (strcasecmp(key, "status") == 0)
+			r = take_string(v, &rep.status_text);
+		else if (strcasecmp(key, "message") == 0)
+			r = take_string(v, &rep.message);
+		else if (strcasecmp(key, "device") == 0)
+			r = take_string(v, &rep.device);
+		else if (strcasecmp(key, "volumeName") == 0)
+			r = take_string(v, &rep.volume_name);
+		else if (strcasecmp(key, "attached") == 0) {
+			r = take_bool(v, &rep.attached);
+			rep.has_attached = rep.has_attached || json_is_boolean(v);
+		} else if (strcasecmp(key, "capabilities") == 0) {
+			if (json_is_null(v)) {
+				rep.capabilities = FLEX_CAPABILITIES_DEFAULT;
+				rep.has_capabilities = false;
+			} else if (json_is_object(v)) {
+				r = parse_capabilities(v, &rep.capabilities);
+				rep.has_capabilities = true;
+			} else
+				r = -EPROTO;
+		}
+		if (r < 0) {
+			flex_reply_done(&rep);
+			return r;
+		}
+	}
+	if (rep.status_text && strcmp(rep.status_text, "Success") == 0)
+		rep.status = FLEX_STATUS_SUCCESS;
+	else if (rep.status_text && strcmp(rep.status_text, "Not supported") == 0)
+		rep.status = FLEX_STATUS_NOT_SUPPORTED;
+	else
+		rep.status = FLEX_STATUS_FAILURE;
+	*ret = rep;
+	return 0;
+}
+
+/* The whole buffer as one JSON object (whitespace around it allowed), or NULL. */
+static json_t *whole_object(const char *buf, size_t len)
+{
+	if (!buf || len == 0)
+		return NULL;
+	json_t *o = json_loadb(buf, len, 0, NULL);
+	if (o && !json_is_object(o)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static bool has_status(json_t *o)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach (o, key, v)
+		if (strcasecmp(key, "status") == 0)
+			return true;
+	return false;
+}
+
+/* The last top-level JSON object printed in buf among other text (debug lines before or after
+ * it); one with a "status" key is preferred over one without. */
+static json_t *last_object(const char *buf, size_t len)
+{
+	json_t *best = NULL, *best_status = NULL;
+	size_t budget = SEARCH_BUDGET, i = 0;
+
+	while (buf && i < len && budget > 0) {
+		const char *b = memchr(buf + i, '{', len - i);
+		if (!b)
+			break;
+		size_t off = (size_t)(b - buf);
+		json_error_t e;
+		json_t *o = json_loadb(b, len - off, JSON_DISABLE_EOF_CHECK, &e);
+		size_t used = (size_t)MAX(e.position, 1);
+		budget -= MIN(budget, used);
+		if (o && json_is_object(o)) {
+			if (has_status(o)) {
+				json_decref(best_status);
+				best_status = json_incref(o);
+			}
+			json_decref(best);
+			best = o;
+			i = off + used;
+		} else {
+			json_decref(o);
+			i = off + 1;
+		}
+	}
+	if (best_status) {
+		json_decref(best);
+		return best_status;
+	}
+	return best;
+}
+
+/* Invalid UTF-8 replaced by U+FFFD, as Go's decoder does; jansson would refuse it. NULL when
+ * the text is valid (use it as is). */
+static char *utf8_sanitize(const char *s, size_t len, size_t *ret_len)
+{
+	Buf b = {};
+	size_t done = 0;
+
+	for (size_t i = 0; s && i < len;) {
+		uint32_t rune;
+		size_t n = (unsigned char)s[i] < 0x80
+				   ? 1
+				   : utf8_decode((const unsigned char *)s + i, len - i, &rune);
+		if (n > 0) {
+			i += n;
+			continue;
+		}
+		buf_add(&b, s + done, i - done);
+		buf_adds(&b, "\xef\xbf\xbd");
+		done = ++i;
+	}
+	if (!b.s)
+		return NULL;
+	buf_add(&b, s + done, len - done);
+	*ret_len = b.len;
+	return b.s;
+}
+
+int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t err_len,
+		     FlexReply *ret)
+{
+	size_t n;
+	_cleanup_free_ char *out_fixed = utf8_sanitize(out, out_len, &n);
+	if (out_fixed) {
+		out = out_fixed;
+		out_len = n;
+	}
+	_cleanup_free_ char *err_fixed = utf8_sanitize(err, err_len, &n);
+	if (err_fixed) {
+		err = err_fixed;
+		err_len = n;
+	}
+
+	json_t *o = whole_object(out, out_len);
+
+	if (!o)
+		o = whole_object(err, err_len);
+	if (!o)
+		o = last_object(out, out_len);
+	if (!o)
+		o = last_object(err, err_len);
+	if (!o)
+		return -EBADMSG;
+	int r = reply_from_object(o, ret);
+	json_decref(o);
+	return r;
+}
+
+/* ---- the call ---- */
+
+typedef struct Secrets {
+	char **values;
+	size_t n;
+} Secrets;
+
+static void secrets_done(Secrets *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->values[i]);
+	free(s->values);
+}
+
+/* Each secret as the driver got it (base64) and as the user gave it. */
+static void secrets_collect(const FlexCallArgs *a, FlexCommand cmd, Secrets *ret)
+{
+	*ret = (Secrets){};
+	if (cmd != FLEX_MOUNT || !a || !a->pod)
+		return;
+	ret->values = xnew0(char *, 2 * a->pod->n_secrets);
+	for (size_t i = 0; i < a->pod->n_secrets; i++) {
+		const char *v = a->pod->secrets[i].value ?: "";
+		if (!*v)
+			continue;
+		ret->values[ret->n++] = base64_encode(v);
+		ret->values[ret->n++] = xstrdup(v);
+	}
+}
+
+/* A copy of driver-written text with every secret value cut out. */
+static char *scrub(const char *text, size_t len, const Secrets *s)
+{
+	Buf b = {};
+
+	buf_add(&b, text ? text : "", text ? len : 0);
+	for (size_t k = 0; k < s->n; k++) {
+		size_t sl = strlen(s->values[k]);
+		Buf o = {};
+		const char *p = b.s, *hit;
+		while ((hit = strstr(p, s->values[k]))) {
+			buf_add(&o, p, (size_t)(hit - p));
+			buf_adds(&o, REDACTED);
+			p = hit + sl;
+		}
+		buf_adds(&o, p);
+		free(b.s);
+		b = o;
+	}
+	return b.s;
+}
+
+/* The tail of a stream, whitespace folded, at most max bytes. */
+static void excerpt_add(Buf *b, const char *label, const char *text, size_t max)
+{
+	size_t len = strlen(text);
+	while (len > 0 && strchr(" \n\r\t", text[len - 1]))
+		len--;
+	if (len == 0)
+		return;
+	size_t from = len > max ? len - max : 0;
+	if (b->len > 0)
+		buf_adds(b, "; ");
+	buf_adds(b, label);
+	buf_adds(b, " \"");
+	if (from > 0)
+		buf_adds(b, "...");
+	for (size_t i = from; i < len; i++) {
+		char c = text[i];
+		if (c == '\n' || c == '\r' || c == '\t')
+			c = ' ';
+		buf_add(b, &c, 1);
+	}
+	buf_adds(b, "\"");
+}
+
+static char *output_excerpt(const ExecResult *res, const Secrets *s)
+{
+	_cleanup_free_ char *out = scrub(res->out, res->out_len, s);
+	_cleanup_free_ char *err = scrub(res->err, res->err_len, s);
+	Buf b = {};
+
+	excerpt_add(&b, "stdout", out, EXCERPT_MAX);
+	excerpt_add(&b, "stderr", err, EXCERPT_MAX);
+	if (!b.s)
+		return xstrdup("no output");
+	return b.s;
+}
+
+static const char *how_it_ended(const ExecResult *res)
+{
+	static _Thread_local char buf[128];
+
+	if (res->timed_out)
+		snprintf(buf, sizeof(buf), "%s, stopped with %s", exec_describe(res),
+			 res->signal == SIGKILL ? "SIGKILL" : "SIGTERM");
+	else
+		snprintf(buf, sizeof(buf), "%s", exec_describe(res));
+	return buf;
+}
+
+static char *loggable_argv(const char *exe, char **argv, int json_index)
+{
+	Buf b = {};
+
+	buf_adds(&b, exe);
+	for (int i = 0; argv[i]; i++) {
+		buf_adds(&b, " ");
+		if (i == json_index) {
+			_cleanup_free_ char *red = flex_options_redact(argv[i]);
+			buf_adds(&b, "'");
+			buf_adds(&b, red);
+			buf_adds(&b, "'");
+		} else
+			buf_adds(&b, argv[i]);
+	}
+	return b.s;
+}
+
+static int fail(char **ret_error, int r, char *msg)
+{
+	log_debug("%s", msg);
+	if (ret_error)
+		*ret_error = msg;
+	else
+		free(msg);
+	return r;
+}
+
+int flex_call(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
+	      const FlexCallArgs *args, FlexReply *ret, char **ret_error)
+{
+	_cleanup_(strv_freep) char **argv = NULL;
+	const char *cmd_name = flex_command_to_string(cmd);
+	int json_index, r;
+
+	if (!cmd_name)
+		return fail(ret_error, -EINVAL,
+			    xasprintf("driver \"%s\": unknown command %d", driver, (int)cmd));
+	r = build_argv(cmd, args, &argv, &json_index);
+	if (r < 0)
+		return fail(ret_error, r,
+			    xasprintf("driver \"%s\" %s: missing argument", driver, cmd_name));
+
+	size_t n = 0;
+	while (argv[n])
+		n++;
+	_cleanup_free_ const char **full = xnew0(const char *, n + 3);
+	full[0] = exe;
+	full[1] = cmd_name;
+	for (size_t i = 0; i < n; i++)
+		full[i + 2] = argv[i];
+
+	if (log_get_max_level() >= LOG_LEVEL_DEBUG) {
+		_cleanup_free_ char *line = loggable_argv(exe, argv, json_index);
+		log_debug("driver \"%s\": running %s %s", driver, cmd_name, line);
+	}
+
+	usec_t timeout = flex_call_timeout(cfg, cmd);
+	ExecOptions o = {
+		.argv = full,
+		.timeout = timeout,
+		.kill_grace = cfg ? cfg->kill_grace : 0,
+		.output_cap = cfg ? cfg->output_cap : 0,
+	};
+	ExecResult res;
+	r = exec_run(&o, &res);
+	if (r < 0)
+		return fail(ret_error, r,
+			    xasprintf("driver \"%s\" %s: cannot run %s: %s", driver, cmd_name, exe,
+				      strerror(-r)));
+
+	Secrets secrets;
+	secrets_collect(args, cmd, &secrets);
+	FlexReply rep = {};
+	char *msg = NULL;
+
+	if (res.timed_out) {
+		_cleanup_free_ char *ex = output_excerpt(&res, &secrets);
+		r = -ETIMEDOUT;
+		msg = xasprintf("driver \"%s\" %s: no answer within the deadline (%s); %s", driver,
+				cmd_name, how_it_ended(&res), ex);
+		goto done;
+	}
+	r = flex_reply_parse(res.out, res.out_len, res.err, res.err_len, &rep);
+	if (r < 0) {
+		_cleanup_free_ char *ex = output_excerpt(&res, &secrets);
+		msg = xasprintf("driver \"%s\" %s: %s (%s); %s", driver, cmd_name,
+				r == -EBADMSG ? "answer is not a JSON object"
+					      : "answer has a key of the wrong type",
+				how_it_ended(&res), ex);
+		r = -EPROTO;
+		goto done;
+	}
+	if (rep.status == FLEX_STATUS_NOT_SUPPORTED) {
+		r = -EOPNOTSUPP;
+		msg = xasprintf("driver \"%s\" %s: Not supported (%s)", driver, cmd_name,
+				how_it_ended(&res));
+		goto done;
+	}
+	if (rep.status == FLEX_STATUS_FAILURE) {
+		_cleanup_free_ char *text =
+			rep.message ? scrub(rep.message, strlen(rep.message), &secrets) : NULL;
+		_cleanup_free_ char *st =
+			rep.status_text ? scrub(rep.status_text, strlen(rep.status_text), &secrets)
+					: NULL;
+		_cleanup_free_ char *ex = text ? NULL : output_excerpt(&res, &secrets);
+		r = -EIO;
+		if (st && strcmp(st, "Failure") == 0)
+			msg = xasprintf("driver \"%s\" %s failed (%s): %s", driver, cmd_name,
+					how_it_ended(&res), text ?: ex);
+		else
+			msg = xasprintf("driver \"%s\" %s failed (%s, status \"%s\"): %s", driver,
+					cmd_name, how_it_ended(&res), st ?: "", text ?: ex);
+		goto done;
+	}
+	if (!exec_succeeded(&res)) {
+		_cleanup_free_ char *ex = output_excerpt(&res, &secrets);
+		r = -EPROTO;
+		msg = xasprintf("driver \"%s\" %s: answered \"Success\" but ended with %s; %s",
+				driver, cmd_name, how_it_ended(&res), ex);
+		goto done;
+	}
+	log_debug("driver \"%s\" %s: Success (%.3f s)", driver, cmd_name,
+		  (double)res.elapsed / 1e6);
+done:
+	secrets_done(&secrets);
+	exec_result_done(&res);
+	if (r < 0) {
+		flex_reply_done(&rep);
+		return fail(ret_error, r, msg);
+	}
+	if (ret)
+		*ret = rep;
+	else
+		flex_reply_done(&rep);
+	return 0;
+}
+
+int flex_call_init(const char *driver, const char *exe, const FlexCallConfig *cfg,
+		   FlexCapabilities *ret, char **ret_error)
+{
+	FlexReply rep;
+	int r = flex_call(driver, exe, cfg, FLEX_INIT, NULL, &rep, ret_error);
+	if (r < 0)
+		return r;
+	*ret = rep.capabilities;
+	flex_reply_done(&rep);
+	return 0;
+}

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One Flexvolume driver call, made exactly as Kubernetes makes it: `<exe> <command> <args...>`,
+ * no shell, no stdin, the options as one JSON argv string; the answer is a JSON object. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "time-util.h"
+
+typedef enum FlexCommand {
+	FLEX_INIT,
+	FLEX_GETVOLUMENAME,
+	FLEX_ATTACH,
+	FLEX_ISATTACHED,
+	FLEX_DETACH,
+	FLEX_WAITFORATTACH,
+	FLEX_MOUNTDEVICE,
+	FLEX_UNMOUNTDEVICE,
+	FLEX_MOUNT,
+	FLEX_UNMOUNT,
+	FLEX_EXPANDVOLUME,
+	FLEX_EXPANDFS,
+	_FLEX_COMMAND_MAX,
+} FlexCommand;
+
+/* "init", "mount", ...; NULL for an out-of-range value. */
+const char *flex_command_to_string(FlexCommand c);
+/* The command named s (exact, lower case), or -EINVAL. */
+int flex_command_from_string(const char *s);
+
+/* Deadlines and limits of driver calls. Zero fields take the defaults. */
+typedef struct FlexCallConfig {
+	usec_t timeout[_FLEX_COMMAND_MAX]; /* USEC_INFINITY: none */
+	usec_t kill_grace;		   /* SIGTERM -> SIGKILL; 0: 10 s like Kubernetes */
+	size_t output_cap;		   /* bytes kept per stream; 0: 64 KiB */
+} FlexCallConfig;
+
+/* The deadline for cmd: cfg's value, else the default (waitforattach 10 min like Kubernetes,
+ * mountdevice/expandvolume/expandfs 5 min (mkfs, resize), init 30 s, others 2 min). cfg may
+ * be NULL. */
+usec_t flex_call_timeout(const FlexCallConfig *cfg, FlexCommand cmd);
+
+typedef struct FlexOption {
+	const char *key, *value;
+} FlexOption;
+
+/* What the options JSON says about the volume (every command that takes <json>). */
+typedef struct FlexVolumeSpec {
+	const char *fs_type; /* NULL or "": unset, sent as "" */
+	bool read_only;
+	const char *pv_or_volume_name;
+	const FlexOption *options; /* the user's; they win over the kubernetes.io keys */
+	size_t n_options;
+} FlexVolumeSpec;
+
+/* What mount adds. */
+typedef struct FlexPodInfo {
+	const char *name, *namespace, *uid, *service_account; /* NULL sent as "" */
+	const FlexOption
+		*secrets; /* raw values; sent base64-encoded as kubernetes.io/secret/<key> */
+	size_t n_secrets;
+	int64_t fs_group; /* < 0: none, no kubernetes.io/mounterArgs.FsGroup key */
+} FlexPodInfo;
+
+/* Inputs of one call; each command reads only the fields its argv has (see FLEXVOLUME.md). */
+typedef struct FlexCallArgs {
+	const FlexVolumeSpec *spec;    /* <json>: all but init, detach, unmount, unmountdevice */
+	const FlexPodInfo *pod;	       /* mount only; NULL: no pod keys */
+	const char *node_name;	       /* attach, isattached, detach */
+	const char *volume_name;       /* detach */
+	const char *device;	       /* waitforattach, mountdevice, expandfs (devicePath) */
+	const char *device_mount_path; /* mountdevice, unmountdevice, expandvolume, expandfs */
+	const char *pod_volume_dir;    /* mount, unmount */
+	uint64_t new_size, old_size;   /* expandvolume, expandfs: bytes */
+} FlexCallArgs;
+
+typedef struct FlexCapabilities {
+	bool attach, selinux_relabel, supports_metrics, fs_group, requires_fs_resize;
+} FlexCapabilities;
+
+#define FLEX_CAPABILITIES_DEFAULT                      \
+	((FlexCapabilities){.attach = true,            \
+			    .selinux_relabel = true,   \
+			    .supports_metrics = false, \
+			    .fs_group = true,          \
+			    .requires_fs_resize = true})
+
+typedef enum FlexStatus {
+	FLEX_STATUS_SUCCESS,
+	FLEX_STATUS_FAILURE, /* "Failure", or any other status, or none */
+	FLEX_STATUS_NOT_SUPPORTED,
+} FlexStatus;
+
+/* A parsed answer. Strings are NULL when absent. */
+typedef struct FlexReply {
+	FlexStatus status;
+	char *status_text; /* the driver's word, as sent */
+	char *message, *device, *volume_name;
+	bool has_attached, attached;
+	bool has_capabilities;	       /* a "capabilities" object was sent */
+	FlexCapabilities capabilities; /* defaults for absent keys, null, or no object */
+} FlexReply;
+
+void flex_reply_done(FlexReply *r);
+
+/* The options JSON of spec (and pod, for mount): a compact object of strings with sorted keys,
+ * byte for byte what Kubernetes' json.Marshal produces. Never fails. */
+char *flex_options_json(const FlexVolumeSpec *spec, const FlexPodInfo *pod);
+
+/* A copy of an options JSON fit for logs: every kubernetes.io/secret/<key> value replaced by
+ * "(redacted)". Text that is not a JSON object is replaced whole. Never fails. */
+char *flex_options_redact(const char *json);
+
+/* The argv of cmd after the executable: a NULL-terminated array of strings (free each, then the
+ * array). Returns -EINVAL when args lacks a field the command needs. */
+int flex_call_argv(FlexCommand cmd, const FlexCallArgs *args, char ***ret_argv);
+
+/* Finds the answer in a driver's output: stdout as one JSON object, else stderr (Kubernetes
+ * reads both together), else the last JSON object printed on stdout, then on stderr. Keys
+ * match case-insensitively; unknown keys are ignored. Returns -EBADMSG when no JSON object is
+ * found, -EPROTO when a known key has the wrong type; *ret written on success. */
+int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t err_len,
+		     FlexReply *ret);
+
+/* Runs driver exe (an absolute path; driver is its name, for messages) for cmd with a deadline,
+ * SIGTERM then SIGKILL, and parses the answer. Blocks. Returns 0 and *ret on "Success" with
+ * a zero exit; otherwise a negative errno and *ret_error, a message naming the driver, the
+ * command, the exit status and an excerpt of the output, with secrets removed:
+ *   -EOPNOTSUPP "Not supported";  -EIO "Failure" or another status;
+ *   -ETIMEDOUT  deadline passed;  -EPROTO no JSON object, a badly typed key, or a non-zero exit
+ *               with "Success";   -EINVAL missing args;  -ENOENT/-EACCES/-ENOEXEC not runnable.
+ * ret_error may be NULL. cfg may be NULL. */
+int flex_call(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
+	      const FlexCallArgs *args, FlexReply *ret, char **ret_error);
+
+/* Runs init and returns the capabilities (defaults filled in). Same errors as flex_call. */
+int flex_call_init(const char *driver, const char *exe, const FlexCallConfig *cfg,
+		   FlexCapabilities *ret, char **ret_error);

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Loop devices on regular files, through the loop ioctls (no losetup). The kernel's state is
+ * the only truth: sysfs (/sys/block/loopN/loop/) says which devices are bound to what, so
+ * callers can find their devices again after a restart instead of remembering them.
+ *
+ * Devices are attached WITHOUT autoclear (they survive volplugd restarts, detach is always
+ * explicit), without direct I/O and without partition scanning. Device paths are
+ * "/dev/loopN"; a missing node (containers) is created with mknod. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct LoopInfo {
+	char *devpath;	    /* "/dev/loopN" */
+	char *backing_file; /* as the kernel prints it; ends in " (deleted)" when unlinked */
+	unsigned number;    /* N */
+	dev_t devno;	    /* major:minor of the loop device */
+	bool read_only;
+	bool autoclear;
+	bool deleted; /* the backing file was unlinked while attached */
+	uint64_t offset, size_limit;
+} LoopInfo;
+
+void loop_info_done(LoopInfo *info);
+/* Frees an array from loop_list_for_dir() and its contents. */
+void loop_info_array_free(LoopInfo *infos, size_t n);
+
+/* Attaches the regular file backing_file to a free loop device (read-only if asked) and returns
+ * its path in *ret_devpath (malloc'ed). Always makes a new device: call loop_find() first for
+ * idempotency. Retries a bounded number of times when another process takes the free device
+ * first. -EINVAL if backing_file is not a regular file, -EROFS/-EACCES if it cannot be opened
+ * for writing when read_only is false (no silent read-only fallback). Blocks briefly. */
+int loop_attach(const char *backing_file, bool read_only, char **ret_devpath);
+
+/* Finds a loop device bound to backing_file, compared by st_dev/st_ino, so any path to the
+ * same file matches. When several are bound, the lowest-numbered one. -ENOENT if none, or
+ * -errno if backing_file cannot be stat'ed. */
+int loop_find(const char *backing_file, char **ret_devpath);
+
+/* Detaches devpath with LOOP_CLR_FD. Returns 0 when it is detached, also when it already was
+ * (or does not exist). -EBUSY when the device is in use, leaving it attached and unchanged:
+ * either something holds it exclusively (a mount, a device-mapper holder), or other
+ * processes have it open. In the latter case the kernel does not fail LOOP_CLR_FD but sets
+ * autoclear ("detach on last close"); we undo that, after retrying for up to ~1 s to let
+ * transient openers (udev's probe) go, so a busy device is never left with a deferred
+ * detach. Waits until sysfs shows the device unbound. */
+int loop_detach(const char *devpath);
+
+/* Detaches every loop device bound to backing_file (see loop_detach()). Returns how many
+ * were detached; stops at the first error. */
+int loop_detach_file(const char *backing_file);
+
+/* Makes the device see the backing file's current size (LOOP_SET_CAPACITY), after the file
+ * grew. -ENXIO if the device is not bound. */
+int loop_refresh_size(const char *devpath);
+
+/* The device's size in bytes (BLKGETSIZE64). */
+int loop_get_size(const char *devpath, uint64_t *ret);
+
+/* Reads sysfs for devpath ("/dev/loopN"). -ENXIO if it is not bound, -EINVAL if devpath is
+ * not a loop device path. */
+int loop_get_info(const char *devpath, LoopInfo *ret);
+
+/* Every bound loop device whose backing file lies below dir (canonicalised; deleted backing
+ * files are included, they are leaks), ordered by device number. *ret is NULL when none.
+ * Free with loop_info_array_free(). */
+int loop_list_for_dir(const char *dir, LoopInfo **ret, size_t *ret_n);

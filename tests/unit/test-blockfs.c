@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Real mkfs.ext4 / mkfs.xfs, e2fsck, resize2fs and xfs_growfs on loop devices. Needs root. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "alloc.h"
+#include "blockfs.h"
+#include "exec.h"
+#include "loopdev.h"
+#include "mount-util.h"
+#include "tap.h"
+
+#define MiB (1024ULL * 1024ULL)
+
+/* tap.h's is_int() evaluates its arguments twice: never hand it a call with side effects. */
+#define expect_int(got, want, ...)                                            \
+	({                                                                    \
+		long long _got = (long long)(got), _want = (long long)(want); \
+		is_int(_got, _want, __VA_ARGS__);                             \
+	})
+
+static char tmpdir[] = "/tmp/volplug-test-blockfs-XXXXXX";
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	return type == FTW_DP ? rmdir(path) : unlink(path), 0;
+}
+
+/* Unmounts what is mounted below tmpdir, detaches its loop devices, removes it. */
+static void cleanup(void)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096], target[4096];
+	LoopInfo *l;
+	size_t n;
+
+	/* Our mounts are never stacked, and a second pass catches nested ones. */
+	for (int pass = 0; pass < 2 && f; pass++) {
+		rewind(f);
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "%*s %*s %*s %*s %4095s", target) == 1 &&
+			    strncmp(target, tmpdir, strlen(tmpdir)) == 0)
+				(void)umount2(target, pass ? MNT_DETACH : 0);
+	}
+	if (f)
+		fclose(f);
+	if (loop_list_for_dir(tmpdir, &l, &n) == 0) {
+		for (size_t i = 0; i < n; i++)
+			(void)loop_detach(l[i].devpath);
+		loop_info_array_free(l, n);
+	}
+	(void)nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+static void on_signal(int sig)
+{
+	/* The interrupted code may hold a device open (O_EXCL in loop_detach()): let go of
+	 * every descriptor but stdio, or the devices stay busy. */
+	(void)close_range(3, ~0U, 0);
+	cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static char *path_in(const char *name)
+{
+	return xasprintf("%s/%s", tmpdir, name);
+}
+
+/* A sparse file of size bytes on a new loop device; *ret_file gets the file's path. */
+static char *make_dev(const char *name, uint64_t size, char **ret_file)
+{
+	char *file = path_in(name), *dev = NULL;
+	int fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 || loop_attach(file, false, &dev) < 0) {
+		printf("Bail out! cannot make a loop device on %s: %s\n", file, strerror(errno));
+		exit(1);
+	}
+	close(fd);
+	if (ret_file)
+		*ret_file = file;
+	else
+		free(file);
+	return dev;
+}
+
+static char *make_dir(const char *name)
+{
+	char *p = path_in(name);
+	if (mkdir(p, 0755) < 0) {
+		printf("Bail out! mkdir %s: %s\n", p, strerror(errno));
+		exit(1);
+	}
+	return p;
+}
+
+/* Runs a shell command for checking; returns its exit code and stdout. */
+static int sh(const char *cmd, char **ret_out)
+{
+	const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	ExecResult r;
+
+	if (exec_run(&(ExecOptions){.argv = argv, .timeout = 60 * USEC_PER_SEC}, &r) < 0)
+		return -1;
+	int code = r.exit_code;
+	if (ret_out)
+		*ret_out = TAKE_PTR(r.out);
+	exec_result_done(&r);
+	return code;
+}
+
+/* The value of "key:" in dumpe2fs -h output, or 0. */
+static unsigned long long dumpe2fs_value(const char *dev, const char *key)
+{
+	_cleanup_free_ char *cmd = xasprintf("dumpe2fs -h %s 2>/dev/null", dev), *out = NULL;
+	_cleanup_free_ char *k = xasprintf("\n%s:", key);
+
+	if (sh(cmd, &out) != 0 || !out)
+		return 0;
+	const char *p = strstr(out, k);
+	return p ? strtoull(p + strlen(k), NULL, 10) : 0;
+}
+
+static bool dumpe2fs_has(const char *dev, const char *text)
+{
+	_cleanup_free_ char *cmd = xasprintf("dumpe2fs -h %s 2>/dev/null", dev), *out = NULL;
+	return sh(cmd, &out) == 0 && out && strstr(out, text);
+}
+
+/* Whether CAP_SYS_RESOURCE is effective: ext4's online resize needs it. */
+static bool has_cap_sys_resource(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[256];
+	unsigned long long caps = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &caps) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return caps & (1ULL << 24);
+}
+
+static char *probe(const char *dev)
+{
+	char *t = NULL;
+	int r = blockfs_probe(dev, &t);
+	return r < 0 ? xasprintf("error %d", r) : t;
+}
+
+static bool contains(const char *s, const char *sub)
+{
+	return s && strstr(s, sub);
+}
+
+static void test_probe_and_mkfs_ext4(void)
+{
+	_cleanup_free_ char *dev = make_dev("ext4.img", 64 * MiB, NULL);
+	_cleanup_free_ char *t = NULL, *err = NULL;
+	uint64_t size = 0;
+	uint32_t unit = 0;
+
+	t = probe(dev);
+	is_str(t, "", "a fresh device is blank");
+	free(TAKE_PTR(t));
+	expect_int(blockfs_probe("/nonexistent/dev", &t), -ENOENT, "probe a missing device");
+
+	BlockfsMkfsOptions o = {.block_size = 1024, .inode_size = 256};
+	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -b 1024 -I 256 (%s)",
+		   err ?: "");
+	t = probe(dev);
+	is_str(t, "ext4", "probe says ext4");
+	free(TAKE_PTR(t));
+	expect_int(dumpe2fs_value(dev, "Block size"), 1024, "dumpe2fs: block size 1024");
+	expect_int(dumpe2fs_value(dev, "Inode size"), 256, "dumpe2fs: inode size 256");
+	ok(dumpe2fs_has(dev, "uninit_bg") || dumpe2fs_has(dev, "metadata_csum"),
+	   "lazy-init capable features present");
+	expect_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
+	expect_int(size, 64 * MiB, "filesystem fills the 64 MiB device");
+	expect_int(unit, 1024, "unit is the block size");
+	expect_int(blockfs_needs_resize(dev, NULL, "ext4", &err), 0, "no resize needed");
+
+	/* xfs refuses to write over it on its own; we never pass -f. */
+	expect_int(blockfs_mkfs(dev, "xfs", NULL, &err), -EIO, "mkfs.xfs over ext4 fails");
+	ok(contains(err, "mkfs.xfs: exit status 1: ") &&
+		   contains(err, "appears to contain an existing filesystem"),
+	   "message carries the tool's stderr: %s", err ?: "(none)");
+	free(TAKE_PTR(err));
+	t = probe(dev);
+	is_str(t, "ext4", "still ext4");
+	free(TAKE_PTR(t));
+
+	o = (BlockfsMkfsOptions){.block_size = 4096, .bytes_per_inode = 65536};
+	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -i 65536");
+	expect_int(dumpe2fs_value(dev, "Inode count"), 64 * MiB / 65536, "1024 inodes");
+	o = (BlockfsMkfsOptions){.block_size = 4096, .number_of_inodes = 3000};
+	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -N 3000");
+	unsigned long long inodes = dumpe2fs_value(dev, "Inode count");
+	ok(inodes >= 3000 && inodes < 3000 + 1024, "about 3000 inodes (%llu)", inodes);
+	o = (BlockfsMkfsOptions){.ext4_bigalloc = true, .ext4_cluster_size = 65536};
+	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -O bigalloc -C 65536 (%s)",
+		   err ?: "");
+	ok(dumpe2fs_has(dev, "bigalloc"), "bigalloc feature");
+	expect_int(dumpe2fs_value(dev, "Cluster size"), 65536, "cluster size 65536");
+	expect_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
+	expect_int(unit, 65536, "unit is the cluster");
+
+	/* Invalid combinations: -EINVAL with a message naming the option. */
+	struct {
+		const char *fstype;
+		BlockfsMkfsOptions o;
+		const char *names;
+	} bad[] = {
+		{"xfs", {.bytes_per_inode = 16384}, "bytes_per_inode"},
+		{"xfs", {.number_of_inodes = 100}, "number_of_inodes"},
+		{"xfs", {.ext4_bigalloc = true}, "ext4_bigalloc"},
+		{"ext3", {.ext4_bigalloc = true}, "ext4_bigalloc"},
+		{"ext4", {.ext4_cluster_size = 65536}, "ext4_cluster_size"},
+		{"ext4", {.block_size = 1000}, "block_size"},
+		{"xfs", {.inode_size = 300}, "inode_size"},
+		{"btrfs", {}, "btrfs"},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		expect_int(blockfs_mkfs(dev, bad[i].fstype, &bad[i].o, &err), -EINVAL,
+			   "%s with bad %s: -EINVAL", bad[i].fstype, bad[i].names);
+		ok(contains(err, bad[i].names), "message: %s", err ?: "(none)");
+		free(TAKE_PTR(err));
+	}
+	/* A value only the tool knows is wrong: its stderr reaches the message. */
+	o = (BlockfsMkfsOptions){.block_size = 128};
+	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), -EIO, "mkfs.ext4 -b 128 fails");
+	ok(contains(err, "mkfs.ext4: exit status 1: ") && contains(err, "block size"),
+	   "message: %s", err ?: "(none)");
+	free(TAKE_PTR(err));
+
+	expect_int(loop_detach(dev), 0, "detach");
+}
+
+/* A DOS partition table with one partition, written by hand (no sfdisk needed). */
+static bool write_mbr(const char *dev)
+{
+	unsigned char mbr[512] = {};
+	unsigned char *e = mbr + 446;
+	uint32_t start = 2048, count = 8192;
+
+	e[0] = 0x00; /* not bootable */
+	e[1] = 0xfe; /* CHS: use LBA */
+	e[2] = 0xff;
+	e[3] = 0xff;
+	e[4] = 0x83; /* Linux */
+	e[5] = 0xfe;
+	e[6] = 0xff;
+	e[7] = 0xff;
+	memcpy(e + 8, &start, 4); /* little-endian on x86 and arm */
+	memcpy(e + 12, &count, 4);
+	mbr[510] = 0x55;
+	mbr[511] = 0xaa;
+	int fd = open(dev, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool good = pwrite(fd, mbr, sizeof(mbr), 0) == (ssize_t)sizeof(mbr) && fsync(fd) == 0;
+	close(fd);
+	return good;
+}
+
+static void test_partition_table(void)
+{
+	_cleanup_free_ char *dev = make_dev("pt.img", 16 * MiB, NULL);
+	_cleanup_free_ char *t = NULL, *err = NULL;
+
+	ok(write_mbr(dev), "MBR written");
+	t = probe(dev);
+	is_str(t, BLOCKFS_PTTYPE_PREFIX "dos", "probe sees the partition table");
+	expect_int(loop_detach(dev), 0, "detach");
+}
+
+static void test_fsck(void)
+{
+	_cleanup_free_ char *dev = make_dev("fsck.img", 64 * MiB, NULL);
+	_cleanup_free_ char *mnt = make_dir("fsck-mnt"), *err = NULL, *t = NULL, *cmd = NULL;
+	struct stat st = {};
+
+	expect_int(blockfs_mkfs(dev, "ext4", NULL, &err), 0, "mkfs.ext4");
+	expect_int(blockfs_fsck(dev, "ext4", &err), 0, "fsck a clean filesystem");
+
+	/* An inconsistency preen mode repairs (exit 1): fine to mount afterwards. */
+	_cleanup_free_ char *f = xasprintf("%s/f", mnt);
+	expect_int(mount_fs(dev, mnt, "ext4", NULL, false), 0, "mount");
+	int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	ok(fd >= 0 && fstat(fd, &st) == 0 && close(fd) == 0, "file created (inode %llu)",
+	   (unsigned long long)st.st_ino);
+	expect_int(umount_path(mnt), 1, "unmount");
+	cmd = xasprintf("debugfs -w -R 'sif <%llu> links_count 5' %s >/dev/null 2>&1 && "
+			"tune2fs -E force_fsck %s >/dev/null 2>&1",
+			(unsigned long long)st.st_ino, dev, dev);
+	expect_int(sh(cmd, NULL), 0, "wrong link count planted, check forced");
+	expect_int(blockfs_fsck(dev, "ext4", &err), 0, "fsck corrects it (exit 1 is success)");
+	free(TAKE_PTR(cmd));
+	cmd = xasprintf("e2fsck -fn %s >/dev/null 2>&1", dev);
+	expect_int(sh(cmd, NULL), 0, "filesystem clean afterwards");
+
+	/* A damaged superblock: still ext4 to the probe (bad checksums count), never blank. */
+	uint32_t junk = 7;
+	fd = open(dev, O_WRONLY | O_CLOEXEC);
+	ok(fd >= 0 && pwrite(fd, &junk, 4, 1024) == 4 && fsync(fd) == 0 && close(fd) == 0,
+	   "s_inodes_count overwritten");
+	t = probe(dev);
+	is_str(t, "ext4", "a corrupted ext4 is not blank");
+	expect_int(blockfs_fsck(dev, "ext4", &err), -EIO, "fsck fails");
+	ok(contains(err, "e2fsck: exit status 8: ") &&
+		   contains(err, "Superblock checksum does not match"),
+	   "message carries e2fsck's stderr: %s", err ?: "(none)");
+	free(TAKE_PTR(err));
+
+	expect_int(blockfs_fsck(dev, "xfs", &err), 0, "xfs: nothing to do at mount time");
+	expect_int(blockfs_fsck(dev, "vfat", &err), -EINVAL, "unsupported type");
+	free(TAKE_PTR(err));
+	expect_int(loop_detach(dev), 0, "detach");
+}
+
+static void test_resize_ext4(void)
+{
+	_cleanup_free_ char *file = NULL, *err = NULL, *f = NULL;
+	_cleanup_free_ char *dev = make_dev("grow4.img", 64 * MiB, &file);
+	_cleanup_free_ char *mnt = make_dir("grow4-mnt");
+	BlockfsStats s1, s2, s3;
+	uint64_t size = 0;
+	uint32_t unit;
+
+	expect_int(blockfs_mkfs(dev, "ext4", &(BlockfsMkfsOptions){.block_size = 4096}, &err), 0,
+		   "mkfs.ext4");
+	expect_int(mount_fs(dev, mnt, "ext4", NULL, false), 0, "mount");
+	expect_int(blockfs_stats(mnt, &s1), 0, "stats");
+	ok(s1.bytes_total > 50 * MiB && s1.bytes_total <= 64 * MiB, "total %llu",
+	   (unsigned long long)s1.bytes_total);
+	ok(s1.bytes_used + s1.bytes_available <= s1.bytes_total && s1.bytes_available > 0,
+	   "used %llu + available %llu <= total", (unsigned long long)s1.bytes_used,
+	   (unsigned long long)s1.bytes_available);
+	ok(s1.inodes_total > 0 && s1.inodes_used + s1.inodes_free == s1.inodes_total,
+	   "inodes add up");
+	ok(!s1.read_only, "read-write");
+	for (int i = 0; i < 10; i++) {
+		f = xasprintf("%s/f%d", mnt, i);
+		int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			close(fd);
+		free(TAKE_PTR(f));
+	}
+	expect_int(blockfs_stats(mnt, &s2), 0, "stats after 10 files");
+	expect_int(s2.inodes_used - s1.inodes_used, 10, "10 more inodes used");
+	expect_int(blockfs_needs_resize(dev, mnt, "ext4", &err), 0, "no resize needed");
+
+	/* Online: grow the file, refresh the device, grow the mounted filesystem. */
+	ok(truncate(file, (off_t)(128 * MiB)) == 0, "backing file grown to 128 MiB");
+	expect_int(loop_refresh_size(dev), 0, "loop device refreshed");
+	expect_int(blockfs_needs_resize(dev, mnt, "ext4", &err), 1, "resize needed");
+	if (has_cap_sys_resource()) {
+		expect_int(blockfs_resize(dev, mnt, "ext4", &err), 0, "resize2fs online (%s)",
+			   err ?: "");
+		expect_int(blockfs_stats(mnt, &s3), 0, "stats");
+		ok(s3.bytes_total >= s2.bytes_total + 60 * MiB,
+		   "statvfs sees the space: %llu -> %llu", (unsigned long long)s2.bytes_total,
+		   (unsigned long long)s3.bytes_total);
+		expect_int(blockfs_get_size(dev, mnt, "ext4", &size, &unit, &err), 0, "get_size");
+		expect_int(size, 128 * MiB, "filesystem is 128 MiB");
+		expect_int(blockfs_needs_resize(dev, mnt, "ext4", &err), 0, "no resize needed now");
+		expect_int(blockfs_resize(dev, mnt, "ext4", &err), 0,
+			   "resize again: nothing to do");
+	} else {
+		/* ext4's online resize ioctl demands CAP_SYS_RESOURCE, which some sandboxes
+		 * drop: then the kernel's refusal must reach the message. */
+		expect_int(blockfs_resize(dev, mnt, "ext4", &err), -EIO,
+			   "resize2fs online without CAP_SYS_RESOURCE fails");
+		ok(contains(err, "resize2fs: exit status 1: ") &&
+			   contains(err, "Permission denied"),
+		   "message: %s", err ?: "(none)");
+		free(TAKE_PTR(err));
+		ok(1, "online ext4 growth # SKIP no CAP_SYS_RESOURCE");
+	}
+
+	/* Offline: e2fsck -f then resize2fs. */
+	expect_int(umount_path(mnt), 1, "unmount");
+	ok(truncate(file, (off_t)(160 * MiB)) == 0, "backing file grown to 160 MiB");
+	expect_int(loop_refresh_size(dev), 0, "loop device refreshed");
+	expect_int(blockfs_needs_resize(dev, NULL, "ext4", &err), 1, "resize needed");
+	expect_int(blockfs_resize(dev, NULL, "ext4", &err), 0, "resize2fs offline (%s)", err ?: "");
+	expect_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
+	expect_int(size, 160 * MiB, "filesystem is 160 MiB");
+	expect_int(blockfs_fsck(dev, "ext4", &err), 0, "clean after the resize");
+	expect_int(loop_detach(dev), 0, "detach");
+}
+
+static void test_xfs(void)
+{
+	_cleanup_free_ char *file = NULL, *err = NULL, *t = NULL;
+	/* mkfs.xfs wants at least 300 MB. */
+	_cleanup_free_ char *dev = make_dev("xfs.img", 320 * MiB, &file);
+	_cleanup_free_ char *mnt = make_dir("xfs-mnt");
+	BlockfsStats s1, s2;
+	uint64_t size = 0;
+	uint32_t unit = 0;
+
+	BlockfsMkfsOptions o = {.block_size = 4096, .inode_size = 512};
+	expect_int(blockfs_mkfs(dev, "xfs", &o, &err), 0, "mkfs.xfs -b size=4096 -i size=512 (%s)",
+		   err ?: "");
+	t = probe(dev);
+	is_str(t, "xfs", "probe says xfs");
+	expect_int(blockfs_get_size(dev, NULL, "xfs", &size, &unit, &err), 0,
+		   "get_size unmounted (%s)", err ?: "");
+	expect_int(size, 320 * MiB, "320 MiB");
+	expect_int(unit, 4096, "4 KiB blocks");
+	_cleanup_free_ char *cmd = xasprintf("xfs_db -r -c 'sb 0' -c 'p inodesize' %s", dev);
+	_cleanup_free_ char *out = NULL;
+	ok(sh(cmd, &out) == 0 && contains(out, "inodesize = 512"), "xfs_db: inode size 512");
+
+	expect_int(blockfs_resize(dev, NULL, "xfs", &err), -EINVAL, "xfs cannot grow unmounted");
+	ok(contains(err, "mounted"), "message: %s", err ?: "(none)");
+	free(TAKE_PTR(err));
+
+	expect_int(mount_fs(dev, mnt, "xfs", NULL, false), 0, "mount xfs");
+	expect_int(blockfs_stats(mnt, &s1), 0, "stats");
+	expect_int(blockfs_needs_resize(dev, mnt, "xfs", &err), 0, "no resize needed");
+	ok(truncate(file, (off_t)(400 * MiB)) == 0, "backing file grown to 400 MiB");
+	expect_int(loop_refresh_size(dev), 0, "loop device refreshed");
+	expect_int(blockfs_needs_resize(dev, mnt, "xfs", &err), 1, "resize needed");
+	expect_int(blockfs_resize(dev, mnt, "xfs", &err), 0, "xfs_growfs (%s)", err ?: "");
+	expect_int(blockfs_stats(mnt, &s2), 0, "stats");
+	ok(s2.bytes_total >= s1.bytes_total + 75 * MiB, "statvfs sees the space: %llu -> %llu",
+	   (unsigned long long)s1.bytes_total, (unsigned long long)s2.bytes_total);
+	expect_int(blockfs_get_size(dev, mnt, "xfs", &size, &unit, &err), 0, "get_size mounted");
+	expect_int(size, 400 * MiB, "400 MiB");
+	expect_int(blockfs_needs_resize(dev, mnt, "xfs", &err), 0, "no resize needed now");
+	expect_int(blockfs_resize(dev, mnt, "xfs", &err), 0, "xfs_growfs again: nothing to do");
+	expect_int(umount_path(mnt), 1, "unmount");
+	expect_int(loop_detach(dev), 0, "detach");
+}
+
+int main(void)
+{
+	LoopInfo *l;
+	size_t n;
+
+	if (geteuid() != 0)
+		TAP_SKIP_ALL("needs root for loop devices and mounts");
+	if (access("/usr/sbin/mkfs.xfs", X_OK) < 0 && access("/sbin/mkfs.xfs", X_OK) < 0)
+		TAP_SKIP_ALL("xfsprogs not installed");
+	if (!mkdtemp(tmpdir)) {
+		printf("Bail out! mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	atexit(cleanup);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+
+	test_probe_and_mkfs_ext4();
+	test_partition_table();
+	test_fsck();
+	test_resize_ext4();
+	test_xfs();
+
+	expect_int(loop_list_for_dir(tmpdir, &l, &n), 0, "final list");
+	expect_int(n, 0, "no loop device leaked");
+	loop_info_array_free(l, n);
+	return tap_done();
+}

@@ -1,0 +1,604 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Driver calls against real drivers (tests/flex-drivers, examples/flexvolume) run as processes:
+ * argv and options exactly as Kubernetes builds them, answers, errors, deadlines, secrets. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "call.h"
+#include "exec.h"
+#include "fileio.h"
+#include "install.h"
+#include "log.h"
+#include "registry.h"
+#include "tap.h"
+
+static char tmpdir[] = "/tmp/volplug-test-flex-call-XXXXXX";
+
+/* Installs tests/flex-drivers/<name> (or examples/flexvolume/<name>) as test~<name> and returns
+ * the executable's path. */
+static char *install(const char *from, const char *name)
+{
+	_cleanup_free_ char *src = xasprintf("%s/%s/%s", SOURCE_ROOT, from, name);
+	_cleanup_free_ char *error = NULL;
+	int r = flex_install(tmpdir, "test", name, src, &error);
+	if (r < 0) {
+		printf("Bail out! cannot install %s: %s\n", src, error);
+		exit(1);
+	}
+	return xasprintf("%s/test~%s/%s", tmpdir, name, name);
+}
+
+static void put(const char *name, const char *file, const char *content)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/test~%s", tmpdir, name);
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (content)
+		(void)write_file_atomic_at(fd, file, content, strlen(content), 0644);
+	else
+		(void)unlinkat(fd, file, 0);
+}
+
+/* The recorded argv, joined with '|'. */
+static char *recorded(void)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/test~record", tmpdir);
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char *buf;
+	size_t len;
+
+	if (read_file_at(fd, ".argv", 1 << 20, &buf, &len) < 0)
+		return xstrdup("(none)");
+	for (size_t i = 0; i + 1 < len; i++)
+		if (buf[i] == 0)
+			buf[i] = '|';
+	if (len > 0)
+		buf[len - 1] = 0;
+	(void)unlinkat(fd, ".argv", 0);
+	return buf;
+}
+
+static size_t count_lines(const char *dir, const char *file, const char *line)
+{
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_free_ char *buf = NULL;
+	size_t len, n = 0;
+
+	if (read_file_at(fd, file, 1 << 20, &buf, &len) < 0)
+		return 0;
+	for (char *save = NULL, *tok = strtok_r(buf, "\n", &save); tok;
+	     tok = strtok_r(NULL, "\n", &save))
+		if (strcmp(tok, line) == 0)
+			n++;
+	return n;
+}
+
+static bool contains(const char *haystack, const char *needle)
+{
+	return haystack && strstr(haystack, needle);
+}
+
+static const FlexOption user_options[] = {
+	{"size", "1Gi"}, {"kubernetes.io/fsType", "xfs"}, /* the user's value wins */
+};
+static const FlexVolumeSpec spec = {
+	.fs_type = "ext4",
+	.pv_or_volume_name = "pv-1",
+	.options = user_options,
+	.n_options = ELEMENTSOF(user_options),
+};
+static const FlexOption secrets[] = {{"password", "hunter2"}, {"user", "admin"}};
+static const FlexPodInfo pod = {
+	.name = "web-0",
+	.namespace = "default",
+	.uid = "8f1c-42",
+	.service_account = "builder",
+	.secrets = secrets,
+	.n_secrets = ELEMENTSOF(secrets),
+	.fs_group = 2000,
+};
+
+static const char *const json_plain =
+	"{\"kubernetes.io/fsType\":\"xfs\",\"kubernetes.io/pvOrVolumeName\":\"pv-1\","
+	"\"kubernetes.io/readwrite\":\"rw\",\"size\":\"1Gi\"}";
+static const char *const json_mount =
+	"{\"kubernetes.io/fsType\":\"xfs\",\"kubernetes.io/mounterArgs.FsGroup\":\"2000\","
+	"\"kubernetes.io/pod.name\":\"web-0\",\"kubernetes.io/pod.namespace\":\"default\","
+	"\"kubernetes.io/pod.uid\":\"8f1c-42\",\"kubernetes.io/pvOrVolumeName\":\"pv-1\","
+	"\"kubernetes.io/readwrite\":\"rw\",\"kubernetes.io/secret/password\":\"aHVudGVyMg==\","
+	"\"kubernetes.io/secret/user\":\"YWRtaW4=\",\"kubernetes.io/serviceAccount.name\":"
+	"\"builder\",\"size\":\"1Gi\"}";
+
+static void test_commands(void)
+{
+	is_str(flex_command_to_string(FLEX_WAITFORATTACH), "waitforattach", "command names");
+	is_int(flex_command_from_string("expandfs"), FLEX_EXPANDFS, "command from its name");
+	is_int(flex_command_from_string("Mount"), -EINVAL, "command names are exact");
+	is_int(flex_call_timeout(NULL, FLEX_WAITFORATTACH), 600 * USEC_PER_SEC,
+	       "waitforattach: 10 minutes like Kubernetes");
+	is_int(flex_call_timeout(NULL, FLEX_MOUNT), 120 * USEC_PER_SEC, "mount: 2 minutes");
+	FlexCallConfig cfg = {.timeout[FLEX_MOUNT] = 5 * USEC_PER_SEC};
+	is_int(flex_call_timeout(&cfg, FLEX_MOUNT), 5 * USEC_PER_SEC, "deadline configurable");
+	is_int(flex_call_timeout(&cfg, FLEX_INIT), 30 * USEC_PER_SEC, "others keep the default");
+}
+
+static void test_options_json(void)
+{
+	_cleanup_free_ char *a = flex_options_json(&spec, NULL);
+	is_str(a, json_plain, "options JSON: sorted compact object, user options win");
+	_cleanup_free_ char *b = flex_options_json(&spec, &pod);
+	is_str(b, json_mount, "mount options: pod, service account, base64 secrets, fsGroup");
+
+	FlexVolumeSpec bare = {.read_only = true, .pv_or_volume_name = "v"};
+	_cleanup_free_ char *c = flex_options_json(&bare, NULL);
+	is_str(c,
+	       "{\"kubernetes.io/fsType\":\"\",\"kubernetes.io/pvOrVolumeName\":\"v\","
+	       "\"kubernetes.io/readwrite\":\"ro\"}",
+	       "no fsType sent as \"\", read-only as ro");
+
+	FlexPodInfo nogroup = {.name = "p", .fs_group = -1};
+	_cleanup_free_ char *d = flex_options_json(&bare, &nogroup);
+	ok(!contains(d, "FsGroup") && contains(d, "\"kubernetes.io/pod.namespace\":\"\""),
+	   "no fsGroup key without a group; absent pod fields sent empty: %s", d);
+
+	FlexOption odd[] = {{"k", "a<b>&\"c\"\\\n\x01\xc3\xa9\xe2\x80\xa8\xff"}};
+	FlexVolumeSpec esc = {.pv_or_volume_name = "v", .options = odd, .n_options = 1};
+	_cleanup_free_ char *e = flex_options_json(&esc, NULL);
+	ok(contains(e, "\"k\":\"a\\u003cb\\u003e\\u0026\\\"c\\\"\\\\\\n\\u0001\xc3\xa9\\u2028"
+		       "\\ufffd\""),
+	   "strings escaped as Go's json.Marshal does: %s", e);
+}
+
+static void test_parse(void)
+{
+	FlexReply r;
+
+#define PARSE(out, err) flex_reply_parse((out), strlen(out), (err), strlen(err), &r)
+	is_int(PARSE("{\"Status\":\"Success\",\"DEVICE\":\"/dev/loop3\",\"VolumeName\":\"v1\","
+		     "\"Attached\":true,\"extra\":{\"a\":[1,2]},\"ActualVolumeSize\":5}\n",
+		     ""),
+	       0, "parse: keys of any case, unknown keys ignored");
+	is_int(r.status, FLEX_STATUS_SUCCESS, "Success");
+	is_str(r.device, "/dev/loop3", "device");
+	is_str(r.volume_name, "v1", "volumeName");
+	ok(r.has_attached && r.attached, "attached");
+	ok(!r.has_capabilities && r.capabilities.attach && r.capabilities.selinux_relabel &&
+		   !r.capabilities.supports_metrics && r.capabilities.fs_group &&
+		   r.capabilities.requires_fs_resize,
+	   "no capabilities: the defaults");
+	flex_reply_done(&r);
+
+	is_int(PARSE("{\"status\":\"Success\",\"capabilities\":null}", ""), 0, "capabilities null");
+	ok(r.capabilities.attach && r.capabilities.fs_group && !r.capabilities.supports_metrics,
+	   "capabilities null: all defaults");
+	flex_reply_done(&r);
+
+	is_int(PARSE("{\"status\":\"Success\",\"capabilities\":{\"attach\":false}}", ""), 0,
+	       "partial capabilities");
+	ok(!r.capabilities.attach && r.capabilities.selinux_relabel && r.capabilities.fs_group &&
+		   r.capabilities.requires_fs_resize && !r.capabilities.supports_metrics,
+	   "an absent capability keeps its default");
+	flex_reply_done(&r);
+
+	is_int(PARSE("{\"status\":\"Success\",\"Capabilities\":{\"SELinuxRelabel\":false,"
+		     "\"supportsmetrics\":true,\"FSGROUP\":false,\"requiresfsresize\":false}}",
+		     ""),
+	       0, "capability keys of any case");
+	ok(r.capabilities.attach && !r.capabilities.selinux_relabel &&
+		   r.capabilities.supports_metrics && !r.capabilities.fs_group &&
+		   !r.capabilities.requires_fs_resize,
+	   "every capability read");
+	flex_reply_done(&r);
+
+	is_int(PARSE("{\"status\":\"Not supported\"}", ""), 0, "Not supported parses");
+	is_int(r.status, FLEX_STATUS_NOT_SUPPORTED, "Not supported");
+	flex_reply_done(&r);
+	is_int(PARSE("{\"status\":\"success\"}", ""), 0, "status value of another case");
+	is_int(r.status, FLEX_STATUS_FAILURE, "status values are exact: \"success\" is a failure");
+	flex_reply_done(&r);
+	is_int(PARSE("{}", ""), 0, "empty object");
+	is_int(r.status, FLEX_STATUS_FAILURE, "no status is a failure");
+	flex_reply_done(&r);
+	is_int(PARSE("{\"status\":\"Failure\",\"Status\":\"Success\"}", ""), 0, "duplicate keys");
+	is_int(r.status, FLEX_STATUS_SUCCESS, "the last duplicate wins, as in Go");
+	flex_reply_done(&r);
+
+	is_int(PARSE("mounting /dev/x...\nwarning: {weird}\n{\"status\":\"Success\","
+		     "\"device\":\"/dev/x\"}\n",
+		     ""),
+	       0, "debug lines before the answer");
+	is_str(r.device, "/dev/x", "the JSON object after them is the answer");
+	flex_reply_done(&r);
+	is_int(PARSE("{\"x\":{\"y\":1}}\n{\"status\":\"Success\",\"capabilities\":{\"attach\":"
+		     "false}}\ndone\n",
+		     ""),
+	       0, "text after the answer, an object before it");
+	ok(r.status == FLEX_STATUS_SUCCESS && !r.capabilities.attach,
+	   "the last top-level object with a status is the answer");
+	flex_reply_done(&r);
+	is_int(PARSE("", "{\"status\":\"Success\",\"device\":\"/dev/e\"}"), 0,
+	       "JSON on stderr only (Kubernetes reads both)");
+	is_str(r.device, "/dev/e", "answer from stderr");
+	flex_reply_done(&r);
+	is_int(PARSE("not json", "{\"status\":\"Failure\",\"message\":\"m\"}\n"), 0,
+	       "garbage on stdout, JSON on stderr");
+	is_str(r.message, "m", "answer from stderr");
+	flex_reply_done(&r);
+	is_int(PARSE("{\"status\":\"Failure\",\"message\":\"caf\xe9\"}", ""), 0,
+	       "invalid UTF-8 accepted like Go");
+	is_str(r.message, "caf\xef\xbf\xbd", "invalid byte read as U+FFFD");
+	flex_reply_done(&r);
+
+	is_int(PARSE("{\"status\":\"Success\",\"attached\":\"true\"}", ""), -EPROTO,
+	       "a known key of the wrong type is refused");
+	is_int(PARSE("{\"status\":7}", ""), -EPROTO, "status must be a string");
+	is_int(PARSE("Usage: driver {mount|unmount}", ""), -EBADMSG, "garbage: no JSON object");
+	is_int(PARSE("", ""), -EBADMSG, "no output");
+	is_int(PARSE("[{\"status\":\"Success\"}]", ""), 0, "an object inside an array");
+	flex_reply_done(&r);
+	is_int(PARSE("\"Success\"", ""), -EBADMSG, "a JSON string is not an answer");
+#undef PARSE
+}
+
+static void test_argv(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "record");
+	_cleanup_free_ char *json = flex_options_json(&spec, NULL);
+	const FlexCallArgs a = {
+		.spec = &spec,
+		.pod = &pod,
+		.node_name = "node-1",
+		.volume_name = "vol-1",
+		.device = "/dev/loop9",
+		.device_mount_path = "/var/lib/kubelet/plugins/test/mounts/pv-1",
+		.pod_volume_dir = "/var/lib/kubelet/pods/8f1c-42/volumes/test~record/pv-1",
+		.new_size = 2147483648ULL,
+		.old_size = 1073741824ULL,
+	};
+	const struct {
+		FlexCommand cmd;
+		const char *args; /* after the command; J: options JSON, M: mount's */
+	} table[] = {
+		{FLEX_INIT, ""},
+		{FLEX_GETVOLUMENAME, "J"},
+		{FLEX_ATTACH, "J|node-1"},
+		{FLEX_ISATTACHED, "J|node-1"},
+		{FLEX_DETACH, "vol-1|node-1"},
+		{FLEX_WAITFORATTACH, "/dev/loop9|J"},
+		{FLEX_MOUNTDEVICE, "/var/lib/kubelet/plugins/test/mounts/pv-1|/dev/loop9|J"},
+		{FLEX_UNMOUNTDEVICE, "/var/lib/kubelet/plugins/test/mounts/pv-1"},
+		{FLEX_MOUNT, "/var/lib/kubelet/pods/8f1c-42/volumes/test~record/pv-1|M"},
+		{FLEX_UNMOUNT, "/var/lib/kubelet/pods/8f1c-42/volumes/test~record/pv-1"},
+		{FLEX_EXPANDVOLUME,
+		 "J|/var/lib/kubelet/plugins/test/mounts/pv-1|2147483648|1073741824"},
+		{FLEX_EXPANDFS, "J|/dev/loop9|/var/lib/kubelet/plugins/test/mounts/pv-1|"
+				"2147483648|1073741824"},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+		const char *name = flex_command_to_string(table[i].cmd);
+		FlexReply rep;
+		_cleanup_free_ char *error = NULL;
+		int r = flex_call("test/record", exe, NULL, table[i].cmd, &a, &rep, &error);
+		is_int(r, 0, "%s: Success", name);
+		if (r == 0)
+			flex_reply_done(&rep);
+
+		/* Expected argv: exe|command|args, J and M expanded. */
+		char *want = xasprintf("%s|%s", exe, name);
+		for (const char *p = table[i].args; *p;) {
+			const char *end = strchrnul(p, '|');
+			_cleanup_free_ char *piece = xstrndup(p, (size_t)(end - p));
+			char *next = xasprintf("%s|%s", want,
+					       strcmp(piece, "J") == 0	 ? json
+					       : strcmp(piece, "M") == 0 ? json_mount
+									 : piece);
+			free(want);
+			want = next;
+			p = *end ? end + 1 : end;
+		}
+		_cleanup_free_ char *got = recorded();
+		is_str(got, want, "%s: argv exactly as Kubernetes passes it", name);
+		free(want);
+	}
+
+	FlexCallArgs no_node = a;
+	no_node.node_name = NULL;
+	_cleanup_free_ char *error = NULL;
+	is_int(flex_call("test/record", exe, NULL, FLEX_ATTACH, &no_node, NULL, &error), -EINVAL,
+	       "a missing argument is refused before running anything");
+	_cleanup_free_ char *got = recorded();
+	is_str(got, "(none)", "the driver did not run");
+
+	char **argv;
+	is_int(flex_call_argv(FLEX_DETACH, &a, &argv), 0, "flex_call_argv");
+	ok(argv[0] && strcmp(argv[0], "vol-1") == 0 && argv[1] && strcmp(argv[1], "node-1") == 0 &&
+		   !argv[2],
+	   "argv without the executable and command");
+	for (char **p = argv; *p; p++)
+		free(*p);
+	free(argv);
+}
+
+static void test_answers(void)
+{
+	_cleanup_free_ char *rec = install("tests/flex-drivers", "record");
+	_cleanup_free_ char *garbage = install("tests/flex-drivers", "garbage");
+	_cleanup_free_ char *badexit = install("tests/flex-drivers", "badexit");
+	_cleanup_free_ char *hang = install("tests/flex-drivers", "hang");
+	const FlexCallArgs a = {.pod_volume_dir = "/mnt/x", .spec = &spec};
+	FlexReply rep;
+	char *error = NULL;
+	int r;
+
+	put("record", ".stdout", "{\"status\":\"Success\",\"capabilities\":{\"attach\":false}}");
+	FlexCapabilities caps;
+	is_int(flex_call_init("test/record", rec, NULL, &caps, &error), 0, "init");
+	ok(!caps.attach && caps.fs_group && caps.selinux_relabel, "capabilities from init");
+
+	put("record", ".stdout", "{\"status\":\"Failure\",\"message\":\"disk on fire\"}");
+	put("record", ".exit", "1");
+	r = flex_call("test/record", rec, NULL, FLEX_MOUNT, &a, &rep, &error);
+	is_int(r, -EIO, "Failure");
+	ok(contains(error, "test/record") && contains(error, "mount") &&
+		   contains(error, "exit status 1") && contains(error, "disk on fire"),
+	   "failure names the driver, command, exit status, message: %s", error);
+	free(TAKE_PTR(error));
+
+	put("record", ".stdout", "{\"status\":\"Not supported\"}");
+	put("record", ".exit", "1");
+	is_int(flex_call("test/record", rec, NULL, FLEX_MOUNT, &a, &rep, &error), -EOPNOTSUPP,
+	       "Not supported, even with a non-zero exit (as Kubernetes)");
+	free(TAKE_PTR(error));
+
+	put("record", ".stdout", "{\"status\":\"Bogus\",\"message\":\"what\"}");
+	put("record", ".exit", NULL);
+	is_int(flex_call("test/record", rec, NULL, FLEX_MOUNT, &a, &rep, &error), -EIO,
+	       "unknown status is a failure");
+	ok(contains(error, "Bogus") && contains(error, "what"), "status shown: %s", error);
+	free(TAKE_PTR(error));
+
+	put("record", ".stdout", "starting\n");
+	put("record", ".stderr", "{\"status\":\"Success\",\"device\":\"/dev/sdz\"}\n");
+	is_int(flex_call("test/record", rec, NULL, FLEX_MOUNT, &a, &rep, &error), 0,
+	       "answer written to stderr is found");
+	is_str(rep.device, "/dev/sdz", "device from stderr");
+	flex_reply_done(&rep);
+	put("record", ".stdout", NULL);
+	put("record", ".stderr", NULL);
+
+	r = flex_call("test/garbage", garbage, NULL, FLEX_MOUNT, &a, &rep, &error);
+	is_int(r, -EPROTO, "garbage");
+	ok(contains(error, "test/garbage") && contains(error, "mount") &&
+		   contains(error, "exit status 0") && contains(error, "this is not JSON"),
+	   "garbage: driver, command, exit status and an excerpt: %s", error);
+	free(TAKE_PTR(error));
+
+	r = flex_call("test/badexit", badexit, NULL, FLEX_MOUNT, &a, &rep, &error);
+	is_int(r, -EPROTO, "Success with a non-zero exit");
+	ok(contains(error, "test/badexit") && contains(error, "mount") &&
+		   contains(error, "exit status 3") && contains(error, "all good, honest"),
+	   "non-zero exit with Success: %s", error);
+	free(TAKE_PTR(error));
+
+	FlexCallConfig cfg = {.timeout[FLEX_MOUNT] = 300 * USEC_PER_MSEC,
+			      .kill_grace = 200 * USEC_PER_MSEC};
+	usec_t t0 = now_usec(CLOCK_MONOTONIC);
+	r = flex_call("test/hang", hang, &cfg, FLEX_MOUNT, &a, &rep, &error);
+	usec_t took = now_usec(CLOCK_MONOTONIC) - t0;
+	is_int(r, -ETIMEDOUT, "hanging driver: deadline");
+	ok(took < 2 * USEC_PER_SEC, "stopped at its deadline (%.2f s)", (double)took / 1e6);
+	ok(contains(error, "test/hang") && contains(error, "mount") &&
+		   contains(error, "timed out after") && contains(error, "SIGTERM") &&
+		   contains(error, "started mount"),
+	   "hang: driver, command, how it ended, output: %s", error);
+	free(TAKE_PTR(error));
+
+	is_int(flex_call("test/none", "/nonexistent/driver", NULL, FLEX_INIT, NULL, &rep, &error),
+	       -ENOENT, "missing executable");
+	ok(contains(error, "test/none") && contains(error, "/nonexistent/driver"),
+	   "missing executable named: %s", error);
+	free(TAKE_PTR(error));
+}
+
+static void test_not_supported_memory(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "notsupported");
+	_cleanup_free_ char *dir = xasprintf("%s/test~notsupported", tmpdir);
+	const FlexCallArgs a = {.pod_volume_dir = "/mnt/x", .spec = &spec};
+	_cleanup_free_ char *error = NULL;
+
+	_cleanup_flex_driver_ FlexDriver *d = flex_driver_new(
+		"test/notsupported", "test~notsupported", exe, FLEX_DRIVER_LOADED, NULL, NULL);
+	is_int(flex_driver_call(d, NULL, FLEX_MOUNT, &a, NULL, &error), -EOPNOTSUPP,
+	       "Not supported");
+	free(TAKE_PTR(error));
+	ok(flex_driver_is_unsupported(d, FLEX_MOUNT), "remembered for mount");
+	ok(!flex_driver_is_unsupported(d, FLEX_UNMOUNT), "not for unmount");
+	is_int(flex_driver_call(d, NULL, FLEX_MOUNT, &a, NULL, &error), -EOPNOTSUPP,
+	       "still Not supported");
+	ok(contains(error, "test/notsupported") && contains(error, "mount"), "message: %s", error);
+	free(TAKE_PTR(error));
+	is_int(count_lines(dir, ".calls", "mount"), 1, "the second call did not run the driver");
+
+	/* A reload is a new snapshot: the memory starts afresh. */
+	_cleanup_flex_driver_ FlexDriver *d2 = flex_driver_new(
+		"test/notsupported", "test~notsupported", exe, FLEX_DRIVER_LOADED, NULL, NULL);
+	is_int(flex_driver_call(d2, NULL, FLEX_MOUNT, &a, NULL, &error), -EOPNOTSUPP,
+	       "reloaded driver asked again");
+	free(TAKE_PTR(error));
+	is_int(count_lines(dir, ".calls", "mount"), 2, "the reloaded driver ran");
+
+	_cleanup_flex_driver_ FlexDriver *failed = flex_driver_new(
+		"test/broken", "test~broken", exe, FLEX_DRIVER_FAILED, NULL, "init: boom");
+	is_int(flex_driver_call(failed, NULL, FLEX_MOUNT, &a, NULL, &error), -ENOEXEC,
+	       "a failed driver is not called");
+	ok(contains(error, "init: boom"), "with its init error: %s", error);
+}
+
+static void test_secrets(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "echoargs");
+	const FlexCallArgs a = {.pod_volume_dir = "/mnt/x", .spec = &spec, .pod = &pod};
+	_cleanup_free_ char *error = NULL, *logged = NULL;
+	char logfile[] = "/tmp/volplug-test-flex-log-XXXXXX";
+
+	_cleanup_free_ char *red = flex_options_redact(json_mount);
+	ok(!contains(red, "aHVudGVyMg==") && !contains(red, "YWRtaW4=") &&
+		   contains(red, "\"kubernetes.io/secret/password\":\"(redacted)\"") &&
+		   contains(red, "\"kubernetes.io/pod.name\":\"web-0\""),
+	   "redacted options: %s", red);
+	_cleanup_free_ char *red2 = flex_options_redact("not json hunter2");
+	ok(!contains(red2, "hunter2"), "unparseable options hidden whole: %s", red2);
+
+	/* Everything the library logs at debug level goes to a file for a moment. */
+	_cleanup_close_ int logfd = mkstemp(logfile);
+	int saved = dup(STDERR_FILENO);
+	LogLevel level = log_get_max_level();
+	fflush(stderr);
+	dup2(logfd, STDERR_FILENO);
+	log_set_max_level(LOG_LEVEL_DEBUG);
+	int r = flex_call("test/echoargs", exe, NULL, FLEX_MOUNT, &a, NULL, &error);
+	log_set_max_level(level);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+
+	is_int(r, -EIO, "driver echoing its arguments fails");
+	ok(contains(error, "web-0") && contains(error, "(redacted)"),
+	   "its message is passed on, secrets cut out: %s", error);
+	ok(!contains(error, "hunter2") && !contains(error, "aHVudGVyMg==") &&
+		   !contains(error, "YWRtaW4="),
+	   "no secret in the error message");
+
+	size_t len;
+	is_int(read_file_at(AT_FDCWD, logfile, 1 << 20, &logged, &len), 0, "debug log captured");
+	ok(contains(logged, "running mount") && contains(logged, "(redacted)"),
+	   "the call was logged, redacted");
+	ok(!contains(logged, "hunter2") && !contains(logged, "aHVudGVyMg==") &&
+		   !contains(logged, "YWRtaW4="),
+	   "no secret in the debug log");
+	unlink(logfile);
+}
+
+/* The example drivers for real: a tmpfs mount, a loop device through the attach chain. */
+static void test_examples(void)
+{
+	_cleanup_free_ char *tmpfs = install("examples/flexvolume", "tmpfs");
+	_cleanup_free_ char *loop = install("examples/flexvolume", "loop");
+	_cleanup_free_ char *mnt = xasprintf("%s/pod-volume", tmpdir);
+	_cleanup_free_ char *dmnt = xasprintf("%s/device-mount", tmpdir);
+	_cleanup_free_ char *images = xasprintf("%s/images", tmpdir);
+	_cleanup_free_ char *error = NULL;
+	FlexCapabilities caps;
+	FlexReply rep;
+
+	is_int(flex_call_init("test/tmpfs", tmpfs, NULL, &caps, &error), 0, "tmpfs: init");
+	ok(!caps.attach, "tmpfs: not attachable");
+	is_int(flex_call_init("test/loop", loop, NULL, &caps, &error), 0, "loop: init");
+	ok(caps.attach, "loop: attachable");
+	if (geteuid() != 0) {
+		ok(1, "# SKIP mounts and loop devices need root");
+		return;
+	}
+
+	FlexOption topts[] = {{"size", "8m"}};
+	FlexVolumeSpec tspec = {.pv_or_volume_name = "t1", .options = topts, .n_options = 1};
+	FlexPodInfo tpod = {.name = "p", .fs_group = -1};
+	FlexCallArgs ta = {.spec = &tspec, .pod = &tpod, .pod_volume_dir = mnt};
+	is_int(flex_call("test/tmpfs", tmpfs, NULL, FLEX_MOUNT, &ta, NULL, &error), 0,
+	       "tmpfs: mount %s", error ?: "");
+	_cleanup_free_ char *findmnt = NULL;
+	{
+		const char *argv[] = {"/usr/bin/findmnt", "-n", "-o", "FSTYPE,OPTIONS", mnt, NULL};
+		ExecResult res;
+		if (exec_run(&(ExecOptions){.argv = argv}, &res) == 0) {
+			findmnt = xstrdup(res.out);
+			exec_result_done(&res);
+		}
+	}
+	ok(contains(findmnt, "tmpfs") && contains(findmnt, "size=8192k"),
+	   "tmpfs: mounted with the size option: %s", findmnt ?: "");
+	is_int(flex_call("test/tmpfs", tmpfs, NULL, FLEX_MOUNT, &ta, NULL, &error), 0,
+	       "tmpfs: mount again is idempotent");
+	is_int(flex_call("test/tmpfs", tmpfs, NULL, FLEX_UNMOUNT, &ta, NULL, &error), 0,
+	       "tmpfs: unmount");
+	is_int(flex_call("test/tmpfs", tmpfs, NULL, FLEX_UNMOUNT, &ta, NULL, &error), 0,
+	       "tmpfs: unmount again is idempotent");
+	is_int(flex_call("test/tmpfs", tmpfs, NULL, FLEX_ATTACH,
+			 &(FlexCallArgs){.spec = &tspec, .node_name = "n"}, NULL, &error),
+	       -EOPNOTSUPP, "tmpfs: attach Not supported");
+	free(TAKE_PTR(error));
+
+	FlexOption lopts[] = {{"dir", images}, {"size", "64M"}};
+	FlexVolumeSpec lspec = {.fs_type = "ext4",
+				.pv_or_volume_name = "pv-loop-test",
+				.options = lopts,
+				.n_options = 2};
+	FlexCallArgs la = {.spec = &lspec, .node_name = "n1", .device_mount_path = dmnt};
+	int r = flex_call("test/loop", loop, NULL, FLEX_ATTACH, &la, &rep, &error);
+	is_int(r, 0, "loop: attach %s", error ?: "");
+	if (r < 0) {
+		free(TAKE_PTR(error));
+		la.volume_name = "pv-loop-test";
+		(void)flex_call("test/loop", loop, NULL, FLEX_DETACH, &la, NULL, NULL);
+		return;
+	}
+	_cleanup_free_ char *dev = xstrdup(rep.device ?: "");
+	flex_reply_done(&rep);
+	ok(strncmp(dev, "/dev/loop", 9) == 0, "loop: device %s", dev);
+	la.device = dev;
+	is_int(flex_call("test/loop", loop, NULL, FLEX_ISATTACHED, &la, &rep, &error), 0,
+	       "loop: isattached");
+	ok(rep.has_attached && rep.attached, "loop: attached true");
+	flex_reply_done(&rep);
+	is_int(flex_call("test/loop", loop, NULL, FLEX_WAITFORATTACH, &la, &rep, &error), 0,
+	       "loop: waitforattach");
+	is_str(rep.device, dev, "loop: waitforattach echoes the device");
+	flex_reply_done(&rep);
+	is_int(flex_call("test/loop", loop, NULL, FLEX_MOUNTDEVICE, &la, NULL, &error), 0,
+	       "loop: mountdevice (formats the blank device) %s", error ?: "");
+	_cleanup_free_ char *probe = xasprintf("%s/lost+found", dmnt);
+	struct stat st;
+	ok(stat(probe, &st) == 0, "loop: an ext4 file system is mounted at the device mount path");
+	is_int(flex_call("test/loop", loop, NULL, FLEX_MOUNT,
+			 &(FlexCallArgs){.spec = &lspec, .pod_volume_dir = mnt}, NULL, &error),
+	       -EOPNOTSUPP, "loop: mount Not supported (the host bind-mounts)");
+	free(TAKE_PTR(error));
+	is_int(flex_call("test/loop", loop, NULL, FLEX_UNMOUNTDEVICE, &la, NULL, &error), 0,
+	       "loop: unmountdevice");
+	ok(stat(probe, &st) < 0, "loop: unmounted");
+	la.volume_name = "pv-loop-test";
+	is_int(flex_call("test/loop", loop, NULL, FLEX_DETACH, &la, NULL, &error), 0,
+	       "loop: detach");
+	is_int(flex_call("test/loop", loop, NULL, FLEX_ISATTACHED, &la, &rep, &error), 0,
+	       "loop: isattached after detach");
+	ok(rep.has_attached && !rep.attached, "loop: attached false");
+	flex_reply_done(&rep);
+}
+
+int main(void)
+{
+	if (!mkdtemp(tmpdir)) {
+		printf("Bail out! mkdtemp\n");
+		return 1;
+	}
+	test_commands();
+	test_options_json();
+	test_parse();
+	test_argv();
+	test_answers();
+	test_not_supported_memory();
+	test_secrets();
+	test_examples();
+
+	const char *argv[] = {"/bin/rm", "-rf", tmpdir, NULL};
+	ExecResult res;
+	if (exec_run(&(ExecOptions){.argv = argv}, &res) == 0)
+		exec_result_done(&res);
+	return tap_done();
+}

@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Real loop devices on sparse files in a temporary directory. Needs root. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/fs.h>
+#include <linux/loop.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "alloc.h"
+#include "loopdev.h"
+#include "tap.h"
+#include "time-util.h"
+
+#define MiB (1024ULL * 1024ULL)
+
+/* tap.h's is_int() evaluates its arguments twice: never hand it a call with side effects. */
+#define expect_int(got, want, ...)                                            \
+	({                                                                    \
+		long long _got = (long long)(got), _want = (long long)(want); \
+		is_int(_got, _want, __VA_ARGS__);                             \
+	})
+
+static char tmpdir[] = "/tmp/volplug-test-loopdev-XXXXXX";
+static int held_fd = -EBADF; /* keeps a device busy; cleanup must let go of it first */
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	return type == FTW_DP ? rmdir(path) : unlink(path), 0;
+}
+
+/* Detaches whatever is still bound below tmpdir (and only that: device numbers are reused by
+ * other processes as soon as we let go of them), then removes tmpdir. */
+static void cleanup(void)
+{
+	LoopInfo *l;
+	size_t n;
+
+	if (held_fd >= 0)
+		close(TAKE_FD(held_fd));
+	if (loop_list_for_dir(tmpdir, &l, &n) == 0) {
+		for (size_t i = 0; i < n; i++)
+			(void)loop_detach(l[i].devpath);
+		loop_info_array_free(l, n);
+	}
+	(void)nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+static void on_signal(int sig)
+{
+	/* The interrupted code may hold a device open (O_EXCL in loop_detach()): let go of
+	 * every descriptor but stdio, or the devices stay busy. */
+	(void)close_range(3, ~0U, 0);
+	cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static char *make_file(const char *name, uint64_t size)
+{
+	char *path = xasprintf("%s/%s", tmpdir, name);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0) {
+		printf("Bail out! cannot create %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	close(fd);
+	return path;
+}
+
+static bool node_is_blockdev(const char *devpath)
+{
+	struct stat st;
+	return stat(devpath, &st) == 0 && S_ISBLK(st.st_mode);
+}
+
+typedef struct AttachJob {
+	const char *file;
+	char *dev[3];
+	int r[3];
+} AttachJob;
+
+static void *attach_thread(void *p)
+{
+	AttachJob *j = p;
+	for (int i = 0; i < 3; i++)
+		j->r[i] = loop_attach(j->file, false, &j->dev[i]);
+	return NULL;
+}
+
+static void test_attach_find_detach(void)
+{
+	_cleanup_free_ char *file = make_file("vol.img", 64 * MiB);
+	_cleanup_free_ char *canon = realpath(file, NULL);
+	_cleanup_free_ char *dev = NULL, *found = NULL;
+	uint64_t size = 0;
+	LoopInfo info;
+
+	expect_int(loop_attach(file, false, &dev), 0, "attach %s", file);
+	if (!dev)
+		return;
+	ok(strncmp(dev, "/dev/loop", 9) == 0 && node_is_blockdev(dev), "device node %s", dev);
+	expect_int(loop_get_info(dev, &info), 0, "info");
+	is_str(info.backing_file, canon, "sysfs names the backing file");
+	ok(!info.read_only, "read-write");
+	ok(!info.autoclear, "no autoclear: survives the daemon");
+	ok(!info.deleted, "not deleted");
+	loop_info_done(&info);
+
+	expect_int(loop_find(file, &found), 0, "find by the same path");
+	is_str(found, dev, "same device");
+	free(TAKE_PTR(found));
+
+	/* The same file through another path: a symlinked directory and a hard link. */
+	_cleanup_free_ char *alias = xasprintf("%s/alias", tmpdir);
+	_cleanup_free_ char *via_alias = xasprintf("%s/alias/vol.img", tmpdir);
+	_cleanup_free_ char *hardlink = xasprintf("%s/hardlink.img", tmpdir);
+	ok(symlink(tmpdir, alias) == 0 && link(file, hardlink) == 0, "aliases made");
+	expect_int(loop_find(via_alias, &found), 0, "find through a symlinked directory");
+	is_str(found, dev, "same device through the symlink");
+	free(TAKE_PTR(found));
+	expect_int(loop_find(hardlink, &found), 0, "find through a hard link");
+	is_str(found, dev, "same device through the hard link");
+	free(TAKE_PTR(found));
+
+	_cleanup_free_ char *other = make_file("other.img", MiB);
+	expect_int(loop_find(other, &found), -ENOENT, "another file has no device");
+	expect_int(loop_find("/nonexistent/x.img", &found), -ENOENT, "missing file: -ENOENT");
+
+	/* Growing the file: the device sees it after a refresh only. */
+	expect_int(loop_get_size(dev, &size), 0, "size");
+	expect_int(size, 64 * MiB, "size is the file's");
+	ok(truncate(file, 96 * MiB) == 0, "file grown to 96 MiB");
+	expect_int(loop_get_size(dev, &size), 0, "size after growing the file");
+	expect_int(size, 64 * MiB, "device does not see it yet");
+	expect_int(loop_refresh_size(dev), 0, "refresh size");
+	expect_int(loop_get_size(dev, &size), 0, "size after refresh");
+	expect_int(size, 96 * MiB, "device sees the grown file");
+
+	/* Busy: an opener that does not let go. The kernel would turn LOOP_CLR_FD into a
+	 * deferred detach; we want -EBUSY and the device as it was. */
+	held_fd = open(dev, O_RDONLY | O_CLOEXEC);
+	ok(held_fd >= 0, "device held open");
+	usec_t t0 = now_usec(CLOCK_MONOTONIC);
+	expect_int(loop_detach(dev), -EBUSY, "detach while held open: -EBUSY");
+	usec_t took = now_usec(CLOCK_MONOTONIC) - t0;
+	ok(took < 3 * USEC_PER_SEC, "gave up within the retry budget (%.2f s)", took / 1e6);
+	expect_int(loop_get_info(dev, &info), 0, "still attached");
+	ok(!info.autoclear, "autoclear not left behind");
+	loop_info_done(&info);
+	close(TAKE_FD(held_fd));
+	expect_int(loop_find(file, &found), 0, "still found");
+	free(TAKE_PTR(found));
+
+	expect_int(loop_detach(dev), 0, "detach");
+	expect_int(loop_find(file, &found), -ENOENT, "find after detach: -ENOENT");
+	expect_int(loop_get_info(dev, &info), -ENXIO, "info after detach: -ENXIO");
+	expect_int(loop_detach(dev), 0, "detach again: nothing to do");
+	expect_int(loop_refresh_size(dev), -ENXIO, "refresh an unbound device: -ENXIO");
+}
+
+static void test_read_only(void)
+{
+	_cleanup_free_ char *file = make_file("ro.img", 8 * MiB);
+	_cleanup_free_ char *dev = NULL;
+	LoopInfo info;
+	int ro = 0;
+
+	expect_int(loop_attach(file, true, &dev), 0, "attach read-only");
+	if (!dev)
+		return;
+	expect_int(loop_get_info(dev, &info), 0, "info");
+	ok(info.read_only, "sysfs says read-only");
+	loop_info_done(&info);
+	int fd = open(dev, O_RDONLY | O_CLOEXEC);
+	ok(fd >= 0 && ioctl(fd, BLKROGET, &ro) == 0 && ro == 1, "BLKROGET says read-only");
+	if (fd >= 0)
+		close(fd);
+	fd = open(dev, O_WRONLY | O_CLOEXEC);
+	ok(fd < 0 || write(fd, "x", 1) < 0, "cannot write to it");
+	if (fd >= 0)
+		close(fd);
+	expect_int(loop_detach(dev), 0, "detach");
+}
+
+static void test_list_and_duplicates(void)
+{
+	_cleanup_free_ char *file = make_file("dup.img", 8 * MiB);
+	_cleanup_free_ char *subdir = xasprintf("%s/empty", tmpdir);
+	_cleanup_free_ char *a = NULL, *b = NULL, *found = NULL;
+	LoopInfo *l = NULL;
+	size_t n = 99;
+
+	ok(mkdir(subdir, 0700) == 0, "empty subdirectory");
+	expect_int(loop_attach(file, false, &a), 0, "attach once");
+	expect_int(loop_attach(file, false, &b), 0, "attach twice: always a new device");
+	if (!a || !b)
+		return;
+	ok(strcmp(a, b) != 0, "two devices (%s, %s)", a, b);
+	unsigned na = (unsigned)atoi(a + 9), nb = (unsigned)atoi(b + 9);
+	expect_int(loop_find(file, &found), 0, "find");
+	is_str(found, na < nb ? a : b, "the lowest-numbered one");
+
+	expect_int(loop_list_for_dir(tmpdir, &l, &n), 0, "list below the temp dir");
+	expect_int(n, 2, "both listed");
+	if (n == 2) {
+		ok(l[0].number < l[1].number, "ordered by number");
+		ok(strstr(l[0].backing_file, "/dup.img") && strstr(l[1].backing_file, "/dup.img"),
+		   "backing files named");
+	}
+	loop_info_array_free(l, n);
+	expect_int(loop_list_for_dir(subdir, &l, &n), 0, "list below an empty dir");
+	expect_int(n, 0, "none there");
+	ok(l == NULL, "NULL array");
+	expect_int(loop_list_for_dir("/nonexistent-dir", &l, &n), -ENOENT, "missing dir: -ENOENT");
+
+	expect_int(loop_detach_file(file), 2, "detach_file detaches both");
+	expect_int(loop_find(file, &found), -ENOENT, "none left");
+	expect_int(loop_detach_file(file), 0, "detach_file again: 0");
+}
+
+static void test_deleted_backing(void)
+{
+	_cleanup_free_ char *file = make_file("deleted.img", 8 * MiB);
+	_cleanup_free_ char *dev = NULL, *found = NULL;
+	LoopInfo *l = NULL;
+	size_t n = 0;
+
+	expect_int(loop_attach(file, false, &dev), 0, "attach");
+	if (!dev)
+		return;
+	ok(unlink(file) == 0, "backing file unlinked");
+	expect_int(loop_list_for_dir(tmpdir, &l, &n), 0, "list");
+	expect_int(n, 1, "the leaked device is listed");
+	if (n == 1) {
+		ok(l[0].deleted, "marked deleted (%s)", l[0].backing_file);
+		is_str(l[0].devpath, dev, "its device");
+	}
+	loop_info_array_free(l, n);
+	/* A new file at the same path is another file. */
+	free(make_file("deleted.img", MiB));
+	expect_int(loop_find(file, &found), -ENOENT, "a new file at the old path does not match");
+	expect_int(loop_detach(dev), 0, "detach the leak");
+}
+
+static void test_missing_node(void)
+{
+	_cleanup_free_ char *file = make_file("node.img", 8 * MiB);
+	_cleanup_free_ char *dev = NULL;
+	uint64_t size;
+
+	/* Take the node of the device GET_FREE will hand out away, as in a container whose
+	 * /dev was populated before the kernel made more loop devices. */
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	int n = ctl >= 0 ? ioctl(ctl, LOOP_CTL_GET_FREE) : -1;
+	if (ctl >= 0)
+		close(ctl);
+	ok(n >= 0, "a free device: loop%d", n);
+	if (n < 0)
+		return;
+	_cleanup_free_ char *node = xasprintf("/dev/loop%d", n);
+	(void)unlink(node);
+	ok(!node_is_blockdev(node), "%s removed", node);
+	expect_int(loop_attach(file, false, &dev), 0, "attach without the node");
+	if (!dev)
+		return;
+	ok(node_is_blockdev(dev), "node %s exists", dev);
+	ok(node_is_blockdev(node), "node %s recreated", node);
+	expect_int(loop_get_size(dev, &size), 0, "usable");
+	expect_int(size, 8 * MiB, "size");
+	expect_int(loop_detach(dev), 0, "detach");
+}
+
+static void test_concurrent_attach(void)
+{
+	AttachJob jobs[4] = {};
+	pthread_t th[4];
+	char *files[4];
+	int good = 0;
+
+	/* Racing attaches: each must get its own device (EBUSY from a lost race is retried). */
+	for (int i = 0; i < 4; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "race%d.img", i);
+		jobs[i].file = files[i] = make_file(name, 4 * MiB);
+		pthread_create(&th[i], NULL, attach_thread, &jobs[i]);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 4; i++)
+		for (int k = 0; k < 3; k++)
+			good += jobs[i].r[k] == 0;
+	expect_int(good, 12, "12 racing attaches succeed");
+	bool distinct = true;
+	for (int i = 0; i < 12; i++)
+		for (int k = i + 1; k < 12; k++) {
+			const char *x = jobs[i / 3].dev[i % 3], *y = jobs[k / 3].dev[k % 3];
+			if (x && y && strcmp(x, y) == 0)
+				distinct = false;
+		}
+	ok(distinct, "all on distinct devices");
+	int detached = 0;
+	for (int i = 0; i < 4; i++) {
+		int r = loop_detach_file(files[i]);
+		detached += r > 0 ? r : 0;
+		for (int k = 0; k < 3; k++)
+			free(jobs[i].dev[k]);
+		free(files[i]);
+	}
+	expect_int(detached, 12, "all detached");
+}
+
+static void test_bad_input(void)
+{
+	char *dev = NULL;
+
+	expect_int(loop_attach(tmpdir, false, &dev), -EINVAL, "a directory cannot back a device");
+	expect_int(loop_attach("/nonexistent/f", false, &dev), -ENOENT, "missing file");
+	expect_int(loop_detach("/dev/sda"), -EINVAL, "not a loop device path");
+	expect_int(loop_detach("/dev/loop1x"), -EINVAL, "junk after the number");
+	expect_int(loop_detach("/dev/loop999999"), 0, "a device that does not exist is detached");
+}
+
+int main(void)
+{
+	LoopInfo *l;
+	size_t n;
+
+	if (geteuid() != 0)
+		TAP_SKIP_ALL("needs root for loop devices");
+	if (access("/dev/loop-control", F_OK) < 0)
+		TAP_SKIP_ALL("no /dev/loop-control");
+	if (!mkdtemp(tmpdir)) {
+		printf("Bail out! mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	atexit(cleanup);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+
+	test_attach_find_detach();
+	test_read_only();
+	test_list_and_duplicates();
+	test_deleted_backing();
+	test_missing_node();
+	test_concurrent_attach();
+	test_bad_input();
+
+	expect_int(loop_list_for_dir(tmpdir, &l, &n), 0, "final list");
+	expect_int(n, 0, "no loop device leaked");
+	loop_info_array_free(l, n);
+	return tap_done();
+}

@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Real mounts of a real ext4 on a loop device, in a temporary directory. Needs root. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "alloc.h"
+#include "blockfs.h"
+#include "loopdev.h"
+#include "mount-util.h"
+#include "tap.h"
+
+#define MiB (1024ULL * 1024ULL)
+
+/* tap.h's is_int() evaluates its arguments twice: never hand it a call with side effects. */
+#define expect_int(got, want, ...)                                            \
+	({                                                                    \
+		long long _got = (long long)(got), _want = (long long)(want); \
+		is_int(_got, _want, __VA_ARGS__);                             \
+	})
+
+static char tmpdir[] = "/tmp/volplug-test-mount-XXXXXX";
+
+/* Mount points listed in /proc/self/mountinfo below tmpdir, in table order. */
+static size_t mounts_below(char ***ret)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096], target[4096];
+	char **list = NULL;
+	size_t n = 0, len = strlen(tmpdir);
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", target) == 1 &&
+		    strncmp(target, tmpdir, len) == 0 && (target[len] == '/' || !target[len])) {
+			list = xrealloc(list, (n + 1) * sizeof(char *));
+			list[n++] = xstrdup(target);
+		}
+	fclose(f);
+	*ret = list;
+	return n;
+}
+
+static size_t count_mounts_at(const char *target)
+{
+	char **l = NULL;
+	size_t n = mounts_below(&l), c = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		c += strcmp(l[i], target) == 0;
+		free(l[i]);
+	}
+	free(l);
+	return c;
+}
+
+static int rm_one(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	(void)st;
+	(void)f;
+	return type == FTW_DP ? rmdir(path) : unlink(path), 0;
+}
+
+/* Undoes everything below tmpdir: mounts newest first, then loop devices, then files. */
+static void cleanup(void)
+{
+	char **l = NULL;
+	size_t n = mounts_below(&l);
+	LoopInfo *loops;
+	size_t nl;
+
+	for (size_t i = n; i > 0; i--) {
+		if (umount2(l[i - 1], 0) < 0)
+			(void)umount2(l[i - 1], MNT_DETACH);
+		free(l[i - 1]);
+	}
+	free(l);
+	if (loop_list_for_dir(tmpdir, &loops, &nl) == 0) {
+		for (size_t i = 0; i < nl; i++)
+			(void)loop_detach(loops[i].devpath);
+		loop_info_array_free(loops, nl);
+	}
+	(void)nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+static void on_signal(int sig)
+{
+	/* The interrupted code may hold a device open (O_EXCL in loop_detach()): let go of
+	 * every descriptor but stdio, or the devices stay busy. */
+	(void)close_range(3, ~0U, 0);
+	cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static char *path_in(const char *name)
+{
+	return xasprintf("%s/%s", tmpdir, name);
+}
+
+static char *make_dir(const char *name)
+{
+	char *p = path_in(name);
+	if (mkdir(p, 0755) < 0) {
+		printf("Bail out! mkdir %s: %s\n", p, strerror(errno));
+		exit(1);
+	}
+	return p;
+}
+
+/* A formatted ext4 on a fresh loop device. */
+static char *make_ext4(const char *name)
+{
+	_cleanup_free_ char *file = path_in(name), *err = NULL;
+	char *dev = NULL;
+	int fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	if (fd < 0 || ftruncate(fd, (off_t)(64 * MiB)) < 0 || loop_attach(file, false, &dev) < 0 ||
+	    blockfs_mkfs(dev, "ext4", NULL, &err) < 0) {
+		printf("Bail out! cannot make ext4 on %s: %s\n", file, err ?: strerror(errno));
+		exit(1);
+	}
+	close(fd);
+	return dev;
+}
+
+static bool has_opt(const char *optstr, const char *opt)
+{
+	size_t l = strlen(opt);
+	for (const char *p = optstr; p && (p = strstr(p, opt)); p += l)
+		if ((p == optstr || p[-1] == ',') && (p[l] == ',' || p[l] == '=' || !p[l]))
+			return true;
+	return false;
+}
+
+static bool write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return false;
+	bool good = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+	return close(fd) == 0 && good;
+}
+
+static void test_options_split(void)
+{
+	unsigned long flags = 0;
+	char *data = NULL;
+
+	expect_int(mount_options_split("noatime,nodev,commit=7,_netdev,ro", &flags, &data), 0,
+		   "split options");
+	ok(flags == (MS_NOATIME | MS_NODEV | MS_RDONLY), "flags noatime|nodev|ro (%#lx)", flags);
+	is_str(data, "commit=7", "filesystem data kept, userspace option dropped");
+	free(data);
+	expect_int(mount_options_split(NULL, &flags, &data), 0, "NULL options");
+	ok(flags == 0 && data == NULL, "nothing");
+	expect_int(mount_options_split("nosuid,bind", &flags, &data), -EINVAL, "bind refused");
+	expect_int(mount_options_split("remount", &flags, &data), -EINVAL, "remount refused");
+	expect_int(mount_options_split("rshared", &flags, &data), -EINVAL, "propagation refused");
+}
+
+static void test_mount_fs(const char *dev, const char *mnt)
+{
+	_cleanup_free_ char *link = path_in("link"), *sub = NULL, *dev2 = NULL;
+	struct statvfs sv;
+	struct stat st;
+	MountInfo m;
+
+	expect_int(is_mount_point(mnt), 0, "not a mount point yet");
+	expect_int(mount_find(mnt, &m), -ENOENT, "mount_find before mounting: -ENOENT");
+	expect_int(mount_fs(dev, mnt, "ext4", "noatime,nodev,commit=7", false), 0, "mount ext4");
+	expect_int(is_mount_point(mnt), 1, "a mount point now");
+	ok(statvfs(mnt, &sv) == 0 && (sv.f_flag & ST_NOATIME) && (sv.f_flag & ST_NODEV) &&
+		   !(sv.f_flag & ST_RDONLY),
+	   "the kernel has noatime,nodev,rw");
+
+	expect_int(mount_find(mnt, &m), 0, "mount_find");
+	is_str(m.target, mnt, "target");
+	is_str(m.source, dev, "source is the loop device");
+	is_str(m.fstype, "ext4", "fstype");
+	is_str(m.root, "/", "root");
+	ok(stat(dev, &st) == 0 && m.devno == st.st_rdev, "major:minor of the device");
+	ok(!m.read_only && !m.fs_read_only, "read-write");
+	ok(has_opt(m.vfs_options, "noatime") && has_opt(m.vfs_options, "nodev"), "vfs options '%s'",
+	   m.vfs_options);
+	ok(has_opt(m.fs_options, "commit"), "fs options '%s' carry commit=7", m.fs_options);
+	ok(m.id > 0 && m.parent_id > 0, "ids");
+	mount_info_done(&m);
+
+	/* The table lists canonical paths: a symlink to the mount point finds it too. */
+	ok(symlink(mnt, link) == 0, "symlink to the mount point");
+	expect_int(mount_find(link, &m), 0, "mount_find through a symlink");
+	is_str(m.target, mnt, "canonical target");
+	mount_info_done(&m);
+
+	sub = xasprintf("%s/sub", mnt);
+	ok(mkdir(sub, 0755) == 0, "directory inside the mount");
+	expect_int(mount_find(sub, &m), -ENOENT, "a directory inside a mount is not mounted");
+	expect_int(is_mount_point(sub), 0, "not a mount point");
+	expect_int(is_mount_point("/nonexistent/x"), -ENOENT, "missing path: -ENOENT");
+
+	/* Idempotency from the mount table. */
+	expect_int(mount_fs(dev, mnt, "ext4", "noatime,nodev", false), 0, "mount again: 0");
+	expect_int(count_mounts_at(mnt), 1, "still one mount there");
+	expect_int(mount_fs(dev, mnt, "ext4", NULL, true), -EEXIST,
+		   "same device read-only: -EEXIST");
+	dev2 = make_ext4("other.img");
+	expect_int(mount_fs(dev2, mnt, "ext4", NULL, false), -EEXIST, "another device: -EEXIST");
+	expect_int(count_mounts_at(mnt), 1, "nothing stacked");
+	expect_int(mount_fs(dev2, sub, "ext4", "bind", false), -EINVAL, "bind option refused");
+	expect_int(mount_fs(dev2, sub, NULL, NULL, false), -EINVAL, "no fstype refused");
+	expect_int(mount_fs(dev2, sub, "xfs", NULL, false), -EINVAL,
+		   "wrong fstype: the kernel's -EINVAL");
+	expect_int(is_mount_point(sub), 0, "nothing mounted by the failures");
+	expect_int(loop_detach(dev2), 0, "detach the other device");
+
+	/* A mounted device is busy: no deferred detach behind the mount's back. */
+	expect_int(loop_detach(dev), -EBUSY, "detach while mounted: -EBUSY");
+	LoopInfo li;
+	expect_int(loop_get_info(dev, &li), 0, "still attached");
+	ok(!li.autoclear, "no autoclear set");
+	loop_info_done(&li);
+}
+
+static void test_bind(const char *dev, const char *mnt)
+{
+	_cleanup_free_ char *data = xasprintf("%s/data", mnt), *file = NULL, *pub = NULL,
+			    *pub_file = NULL, *pub2 = NULL, *blk = NULL;
+	char buf[16] = {};
+	struct statvfs sv;
+	struct stat a, b;
+	MountInfo m;
+
+	ok(mkdir(data, 0755) == 0, "data directory");
+	file = xasprintf("%s/hello", data);
+	ok(write_file(file, "hello"), "file written on the staged fs");
+	pub = make_dir("pub");
+	pub_file = xasprintf("%s/hello", pub);
+
+	expect_int(mount_bind(data, pub, true, NULL), 0, "bind read-only");
+	expect_int(is_mount_point(pub), 1, "bind is a mount point");
+	int fd = open(pub_file, O_RDONLY | O_CLOEXEC);
+	ok(fd >= 0 && read(fd, buf, sizeof(buf) - 1) == 5 && strcmp(buf, "hello") == 0,
+	   "data readable through the bind");
+	if (fd >= 0)
+		close(fd);
+	errno = 0;
+	fd = open(pub_file, O_WRONLY | O_APPEND | O_CLOEXEC);
+	ok(fd < 0 && errno == EROFS, "writing through the bind: EROFS (%s)", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	_cleanup_free_ char *newf = xasprintf("%s/new", pub);
+	errno = 0;
+	ok(!write_file(newf, "x") && errno == EROFS, "creating a file: EROFS");
+	ok(write_file(file, "still rw"), "the staging mount stays writable");
+
+	expect_int(mount_find(pub, &m), 0, "mount_find on the bind");
+	ok(m.read_only, "read-only mount");
+	ok(!m.fs_read_only, "superblock still read-write");
+	is_str(m.root, "/data", "root is the bound subdirectory");
+	is_str(m.fstype, "ext4", "fstype");
+	mount_info_done(&m);
+
+	expect_int(mount_bind(data, pub, true, NULL), 0, "same bind again: 0");
+	expect_int(count_mounts_at(pub), 1, "not stacked");
+	expect_int(mount_bind(data, pub, false, NULL), -EEXIST, "same source read-write: -EEXIST");
+	expect_int(mount_bind(mnt, pub, true, NULL), -EEXIST, "other source: -EEXIST");
+
+	/* Per-mount flags on a read-write bind; filesystem options are ignored. */
+	pub2 = make_dir("pub2");
+	expect_int(mount_bind(data, pub2, false, "nosuid,noexec,discard"), 0,
+		   "bind with nosuid,noexec");
+	ok(statvfs(pub2, &sv) == 0 && (sv.f_flag & ST_NOSUID) && (sv.f_flag & ST_NOEXEC) &&
+		   !(sv.f_flag & ST_RDONLY),
+	   "the kernel has nosuid,noexec,rw");
+	expect_int(mount_bind(data, pub2, false, "bind"), -EINVAL, "bind option refused");
+
+	/* A file bind of the device node: what a block volume publish does. */
+	blk = path_in("blockdev");
+	ok(write_file(blk, ""), "target file");
+	expect_int(mount_bind(dev, blk, false, NULL), 0, "bind the device node onto a file");
+	ok(stat(blk, &a) == 0 && stat(dev, &b) == 0 && S_ISBLK(a.st_mode) && a.st_rdev == b.st_rdev,
+	   "the file is the block device now");
+	expect_int(mount_bind(dev, blk, false, NULL), 0, "again: 0");
+
+	/* The superblock turns read-only under a read-write bind: fs_read_only tells. */
+	ok(mount(NULL, mnt, NULL, MS_REMOUNT | MS_RDONLY, NULL) == 0,
+	   "staging remounted read-only (as errors=remount-ro would)");
+	expect_int(mount_find(pub2, &m), 0, "mount_find on the rw bind");
+	ok(!m.read_only && m.fs_read_only, "vfs rw, superblock ro ('%s' / '%s')", m.vfs_options,
+	   m.fs_options);
+	mount_info_done(&m);
+	ok(mount(NULL, mnt, NULL, MS_REMOUNT, NULL) == 0, "staging back to read-write");
+
+	expect_int(umount_path(blk), 1, "unmount the device bind");
+	expect_int(umount_path(pub2), 1, "unmount pub2");
+	expect_int(umount_path(pub), 1, "unmount the read-only bind");
+	expect_int(umount_path(pub), 0, "unmount again: 0");
+	expect_int(is_mount_point(pub), 0, "gone");
+	expect_int(umount_path("/nonexistent/x"), 0, "missing path: 0");
+}
+
+static void test_stacked(void)
+{
+	_cleanup_free_ char *stack = make_dir("stack");
+	MountInfo m;
+
+	ok(mount("tmpfs", stack, "tmpfs", 0, "size=1m") == 0 &&
+		   mount("tmpfs", stack, "tmpfs", 0, "size=2m") == 0,
+	   "two tmpfs stacked");
+	expect_int(count_mounts_at(stack), 2, "two in the table");
+	expect_int(mount_find(stack, &m), 0, "mount_find");
+	ok(has_opt(m.fs_options, "size") && strstr(m.fs_options, "size=2048k"),
+	   "the topmost one (%s)", m.fs_options);
+	mount_info_done(&m);
+	expect_int(umount_all_at(stack), 2, "umount_all_at removes both");
+	expect_int(count_mounts_at(stack), 0, "none left");
+	expect_int(umount_all_at(stack), 0, "again: 0");
+}
+
+int main(void)
+{
+	MountInfo m;
+
+	if (geteuid() != 0)
+		TAP_SKIP_ALL("needs root for mounts and loop devices");
+	if (!mkdtemp(tmpdir)) {
+		printf("Bail out! mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	atexit(cleanup);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+
+	test_options_split();
+	_cleanup_free_ char *dev = make_ext4("vol.img");
+	_cleanup_free_ char *mnt = make_dir("staging");
+	test_mount_fs(dev, mnt);
+	test_bind(dev, mnt);
+	test_stacked();
+
+	expect_int(umount_path(mnt), 1, "unmount the staging mount");
+	expect_int(mount_find(mnt, &m), -ENOENT, "gone from the table");
+	expect_int(loop_detach(dev), 0, "detach after unmount");
+	char **l = NULL;
+	size_t n = mounts_below(&l);
+	expect_int(n, 0, "no mount leaked");
+	for (size_t i = 0; i < n; i++)
+		free(l[i]);
+	free(l);
+	return tap_done();
+}

@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The fsGroup walk on real trees: every rule asserted on disk, the symlink-swap race, a tree
+ * 100,000 levels deep under a low fd limit, a tree moved under the walk, mounts. Needs root. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "ownership.h"
+#include "tap.h"
+
+#define G 4321
+#define G2 4322
+#define OWNER 1234
+#define DEEP 100000
+
+/* tap.h's is_int evaluates its first argument twice: a call with side effects goes here. */
+#define is_call(call, want, ...)                   \
+	do {                                       \
+		long long _got = (call);           \
+		is_int(_got, (want), __VA_ARGS__); \
+	} while (0)
+
+static char base[64];
+static int base_fd = -EBADF;
+
+/* --- building and checking trees ------------------------------------------------------ */
+
+static void mkfile(int dfd, const char *name, mode_t mode, uid_t uid)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || fchown(fd, uid, 0) < 0 || fchmod(fd, mode) < 0) {
+		printf("# create %s: %m\n", name);
+		exit(1);
+	}
+	close(fd);
+}
+
+static int mkdir_open(int dfd, const char *name, mode_t mode)
+{
+	if (mkdirat(dfd, name, 0700) < 0 || fchmodat(dfd, name, mode, 0) < 0) {
+		printf("# mkdir %s: %m\n", name);
+		exit(1);
+	}
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		exit(1);
+	return fd;
+}
+
+static struct stat lstat_at(int dfd, const char *name)
+{
+	struct stat st = {};
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		printf("# stat %s: %m\n", name);
+	return st;
+}
+
+static void check(int dfd, const char *name, mode_t mode, gid_t gid, const char *what)
+{
+	struct stat st = lstat_at(dfd, name);
+	ok((st.st_mode & 07777) == mode, "%s: %s has mode %04o (want %04o)", what, name,
+	   st.st_mode & 07777, mode);
+	ok(st.st_gid == gid, "%s: %s has group %u (want %u)", what, name, st.st_gid, gid);
+}
+
+static char *path_of(const char *name)
+{
+	return xasprintf("%s/%s", base, name);
+}
+
+static int set_flags(int dfd, const char *name, int flags)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	int r = ioctl(fd, FS_IOC_SETFLAGS, &flags) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+/* Removes dir_fd/name and everything below it, without recursion: the deep tree needs it. */
+static int rm_tree(int dir_fd, const char *name)
+{
+	char **stack = NULL, buf[8192];
+	size_t n = 0;
+	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		bool seen = false;
+		char *sub = NULL;
+		ssize_t len;
+
+		lseek(fd, 0, SEEK_SET);
+		while (!sub && (len = getdents64(fd, buf, sizeof(buf))) > 0)
+			for (ssize_t off = 0; off < len && !sub;) {
+				struct dirent64 *de = (struct dirent64 *)(buf + off);
+				off += de->d_reclen;
+				if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+					continue;
+				seen = true;
+				struct stat st = lstat_at(fd, de->d_name);
+				if (S_ISDIR(st.st_mode))
+					sub = xstrdup(de->d_name);
+				else if (unlinkat(fd, de->d_name, 0) < 0)
+					return -errno;
+			}
+		if (sub) {
+			int child =
+				openat(fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (child < 0)
+				return -errno;
+			close(fd);
+			fd = child;
+			stack = xrealloc(stack, (n + 1) * sizeof(char *));
+			stack[n++] = sub;
+			continue;
+		}
+		if (seen)
+			continue; /* unlinked some: list again until empty */
+		if (n == 0) {
+			close(fd);
+			free(stack);
+			return unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+		}
+		int up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		close(fd);
+		if (up < 0 || unlinkat(up, stack[n - 1], AT_REMOVEDIR) < 0)
+			return -errno;
+		free(stack[--n]);
+		fd = up;
+	}
+}
+
+static int apply(const char *name, gid_t gid, bool ro, OwnershipPolicy policy, OwnershipReport *rep)
+{
+	_cleanup_free_ char *p = path_of(name);
+	ownership_report_done(rep);
+	*rep = (OwnershipReport){};
+	return ownership_apply(p, gid, ro, policy, NULL, rep);
+}
+
+/* --- the tests -------------------------------------------------------------------------- */
+
+static void test_policy_strings(void)
+{
+	is_int(ownership_policy_from_string("Always"), OWNERSHIP_ALWAYS, "Always");
+	is_int(ownership_policy_from_string("onrootmismatch"), OWNERSHIP_ON_ROOT_MISMATCH,
+	       "OnRootMismatch, any case");
+	is_int(ownership_policy_from_string("Never"), -EINVAL, "unknown policy");
+	is_int(ownership_policy_from_string(NULL), -EINVAL, "NULL policy");
+	is_str(ownership_policy_to_string(OWNERSHIP_ON_ROOT_MISMATCH), "OnRootMismatch",
+	       "policy name");
+	ok(!ownership_policy_to_string(_OWNERSHIP_POLICY_MAX), "no name out of range");
+}
+
+static void test_no_group(void)
+{
+	OwnershipReport rep = {};
+	int d = mkdir_open(base_fd, "nogroup", 0700);
+	mkfile(d, "f", 0600, 0);
+
+	is_call(apply("nogroup", OWNERSHIP_GID_NONE, false, OWNERSHIP_ALWAYS, &rep), 0,
+		"no group: succeeds");
+	ok(rep.skipped && rep.entries == 0 && rep.changed == 0, "no group: nothing walked");
+	check(base_fd, "nogroup", 0700, 0, "no group");
+	check(d, "f", 0600, 0, "no group");
+	is_call(ownership_apply("/nonexistent/volplug", OWNERSHIP_GID_NONE, false, OWNERSHIP_ALWAYS,
+				NULL, &rep),
+		0, "no group: the path is not even looked at");
+	close(d);
+	ownership_report_done(&rep);
+}
+
+static void test_rules(void)
+{
+	OwnershipReport rep = {};
+	int r = mkdir_open(base_fd, "rules", 0755);
+	int outside = mkdir_open(base_fd, "outside", 0700);
+	mkfile(outside, "secret", 0600, 0);
+	_cleanup_free_ char *outside_path = path_of("outside");
+	_cleanup_free_ char *secret_path = path_of("outside/secret");
+	uint64_t expect = 1; /* the root */
+
+	mkfile(r, "f", 0600, OWNER), expect++;
+	mkfile(r, "other-w", 0607, 0), expect++;
+	mkfile(r, "zero", 0000, 0), expect++;
+	mkfile(r, "suid", 04755, OWNER), expect++;
+	mkfile(r, "sgid-x", 02750, 0), expect++;
+	int d = mkdir_open(r, "d", 0700);
+	expect++;
+	int e = mkdir_open(d, "e", 0500);
+	expect++;
+	mkfile(e, "deep", 0644, 0), expect++;
+	close(e);
+	int s = mkdir_open(r, "sticky", 01700);
+	expect++;
+	close(s);
+	ok(symlinkat(secret_path, r, "lnk") == 0, "symlink to a file outside");
+	ok(symlinkat(outside_path, r, "dlnk") == 0, "symlink to a directory outside");
+	expect += 2;
+	ok(mkfifoat(r, "fifo", 0600) == 0, "fifo");
+	expect++;
+	mkfile(r, "h1", 0640, 0), expect++;
+	ok(linkat(r, "h1", d, "h2", 0) == 0, "hard link"), expect++;
+
+	int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/rules/sock", base);
+	ok(bind(sock, (struct sockaddr *)&sa, sizeof(sa)) == 0, "socket bound");
+	close(sock);
+	fchmodat(r, "sock", 0600, 0);
+	expect++;
+
+	bool have_dev = mknodat(r, "null", S_IFCHR | 0600, makedev(1, 3)) == 0;
+	if (have_dev)
+		expect++;
+	else
+		printf("# mknod: %m (device node not covered)\n");
+
+	is_call(apply("rules", G, false, OWNERSHIP_ALWAYS, &rep), 0, "rules: walk succeeds");
+	is_int(rep.errors, 0, "rules: no errors (%s)", rep.first_errors ?: "");
+	is_int(rep.entries, expect, "rules: every entry examined");
+	is_int(rep.changed, expect - 1,
+	       "rules: every entry changed (a hard link's second name "
+	       "finds it done)");
+	ok(!rep.skipped, "rules: walked");
+
+	check(base_fd, "rules", 02775, G, "root dir: g+rwx, setgid, bits kept");
+	check(r, "f", 0660, G, "file");
+	ok(lstat_at(r, "f").st_uid == OWNER, "owner untouched");
+	check(r, "other-w", 0667, G, "bits never removed (o+rwx kept)");
+	check(r, "zero", 0660, G, "mode 0000 gets the Kubernetes 0660");
+	check(r, "suid", 04775, G, "setuid survives the chown");
+	ok(lstat_at(r, "suid").st_uid == OWNER, "setuid file keeps its owner");
+	check(r, "sgid-x", 02770, G, "setgid file survives the chown");
+	check(r, "d", 02770, G, "directory: setgid and g+x");
+	check(d, "e", 02770, G, "nested directory");
+	check(d, "h2", 0660, G, "hard link, second name");
+	check(r, "h1", 0660, G, "hard link, first name");
+	is_int(lstat_at(r, "h1").st_nlink, 2, "still one inode with two names");
+	check(r, "sticky", 03770, G, "sticky bit kept");
+	check(r, "fifo", 0660, G, "fifo");
+	check(r, "sock", 0660, G, "socket");
+	if (have_dev) {
+		check(r, "null", 0660, G, "char device");
+		ok(lstat_at(r, "null").st_rdev == makedev(1, 3), "device number unchanged");
+	}
+	ok(lstat_at(r, "lnk").st_gid == G, "symlink's own group changed");
+	ok(lstat_at(r, "dlnk").st_gid == G, "symlink to dir: own group changed");
+	check(base_fd, "outside", 0700, 0, "symlink target dir untouched");
+	check(outside, "secret", 0600, 0, "symlink target file untouched");
+
+	e = openat(d, "e", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	check(e, "deep", 0664, G, "file two levels down");
+
+	/* Second run: nothing to do, and no syscall that would touch ctime. */
+	struct stat before = lstat_at(e, "deep"), dbefore = lstat_at(r, "d");
+	nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
+	is_call(apply("rules", G, false, OWNERSHIP_ALWAYS, &rep), 0, "second run succeeds");
+	is_int(rep.changed, 0, "second run: zero changes");
+	is_int(rep.entries, expect, "second run: same entries");
+	is_int(rep.errors, 0, "second run: no errors");
+	struct stat after = lstat_at(e, "deep"), dafter = lstat_at(r, "d");
+	ok(before.st_ctim.tv_sec == after.st_ctim.tv_sec &&
+		   before.st_ctim.tv_nsec == after.st_ctim.tv_nsec &&
+		   dbefore.st_ctim.tv_nsec == dafter.st_ctim.tv_nsec,
+	   "second run: no chown/chmod syscall (ctime unchanged)");
+
+	/* Another group: everything moves to it, modes stay. */
+	is_call(apply("rules", G2, false, OWNERSHIP_ALWAYS, &rep), 0, "new group");
+	is_int(rep.changed, expect - 1, "new group: every inode changed");
+	check(r, "suid", 04775, G2, "new group: setuid still there");
+	check(base_fd, "rules", 02775, G2, "new group: root");
+
+	/* The fd API, on an O_PATH fd the caller keeps. */
+	int p = openat(base_fd, "rules", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	is_call(ownership_apply_fd(p, G, false, OWNERSHIP_ALWAYS, NULL, &rep), 0, "fd API");
+	is_int(rep.changed, expect - 1, "fd API: every inode changed");
+	check(e, "deep", 0664, G, "fd API: deep file");
+	ok(fcntl(p, F_GETFD) >= 0, "fd API: the caller's fd stays open");
+	close(p);
+
+	close(e);
+	close(d);
+	close(r);
+	close(outside);
+	ownership_report_done(&rep);
+}
+
+static void test_read_only(void)
+{
+	OwnershipReport rep = {};
+	int r = mkdir_open(base_fd, "ro", 0700);
+	mkfile(r, "f", 0600, 0);
+	mkfile(r, "w", 0200, 0);
+	close(mkdir_open(r, "d", 0700));
+
+	is_call(apply("ro", G, true, OWNERSHIP_ALWAYS, &rep), 0, "read-only: succeeds");
+	is_int(rep.changed, 4, "read-only: all changed");
+	check(base_fd, "ro", 02750, G, "read-only root: g+rx and setgid, no g+w");
+	check(r, "f", 0640, G, "read-only file: g+r, no g+w");
+	check(r, "w", 0640, G, "read-only: u+w kept, u+r g+r added");
+	check(r, "d", 02750, G, "read-only directory");
+	close(r);
+	ownership_report_done(&rep);
+}
+
+static void test_on_root_mismatch(void)
+{
+	OwnershipReport rep = {};
+	int r = mkdir_open(base_fd, "orm", 0755);
+	int d = mkdir_open(r, "d", 0755);
+	mkfile(d, "f", 0644, 0);
+
+	is_call(apply("orm", G, false, OWNERSHIP_ON_ROOT_MISMATCH, &rep), 0, "ORM: first run");
+	ok(!rep.skipped && rep.changed == 3, "ORM: root not done yet, so it walked");
+	check(d, "f", 0664, G, "ORM: first run fixed the tree");
+
+	fchownat(d, "f", -1, 0, 0); /* behind its back */
+	usec_t best = USEC_INFINITY;
+	for (int i = 0; i < 5; i++) {
+		is_call(apply("orm", G, false, OWNERSHIP_ON_ROOT_MISMATCH, &rep), 0, "ORM: again");
+		best = MIN(best, rep.elapsed);
+	}
+	ok(rep.skipped && rep.entries == 1 && rep.changed == 0, "ORM: root done, skipped");
+	check(d, "f", 0664, 0, "ORM: skipped means the tree was not walked");
+	ok(best < 1000, "ORM: skip takes %llu us (< 1 ms)", (unsigned long long)best);
+
+	is_call(apply("orm", G, true, OWNERSHIP_ON_ROOT_MISMATCH, &rep), 0, "ORM read-only");
+	ok(rep.skipped, "ORM: a read-write root also satisfies read-only");
+
+	is_call(apply("orm", G, false, OWNERSHIP_ALWAYS, &rep), 0, "Always after ORM");
+	ok(!rep.skipped && rep.changed == 1, "Always walks although the root is done");
+	check(d, "f", 0664, G, "Always: fixed");
+
+	fchmodat(base_fd, "orm", 0775, 0); /* setgid lost */
+	fchownat(d, "f", -1, 0, 0);
+	is_call(apply("orm", G, false, OWNERSHIP_ON_ROOT_MISMATCH, &rep), 0, "ORM: no setgid");
+	ok(!rep.skipped && rep.changed == 2, "ORM: root without setgid, walked");
+	check(base_fd, "orm", 02775, G, "ORM: root fixed");
+	check(d, "f", 0664, G, "ORM: tree fixed");
+
+	fchmodat(base_fd, "orm", 02755, 0); /* no g+w */
+	is_call(apply("orm", G, false, OWNERSHIP_ON_ROOT_MISMATCH, &rep), 0, "ORM: no g+w");
+	ok(!rep.skipped, "ORM: root without g+w, walked");
+	check(base_fd, "orm", 02775, G, "ORM: g+w added");
+
+	is_call(apply("orm", G2, false, OWNERSHIP_ON_ROOT_MISMATCH, &rep), 0, "ORM: other gid");
+	ok(!rep.skipped && rep.changed == 3, "ORM: other group, walked");
+	check(d, "f", 0664, G2, "ORM: moved to the other group");
+	close(d);
+	close(r);
+	ownership_report_done(&rep);
+}
+
+static void test_errors(void)
+{
+	OwnershipReport rep = {};
+	int r = mkdir_open(base_fd, "err", 0700);
+	mkfile(r, "a", 0600, 0);
+	mkfile(r, "imm", 0600, 0);
+	mkfile(r, "z", 0600, 0);
+	int d = mkdir_open(r, "immd", 0700);
+	mkfile(d, "inner", 0600, 0);
+	close(d);
+
+	int k = set_flags(r, "imm", FS_IMMUTABLE_FL);
+	if (k < 0) {
+		printf("# chattr +i: %s\n", strerror(-k));
+		ok(1, "# SKIP no immutable attribute on this filesystem");
+		close(r);
+		return;
+	}
+	set_flags(r, "immd", FS_IMMUTABLE_FL);
+	is_call(apply("err", G, false, OWNERSHIP_ALWAYS, &rep), 0,
+		"unchangeable entries are not fatal");
+	is_int(rep.errors, 2, "errors counted");
+	ok(rep.first_errors && strstr(rep.first_errors, "imm: chown: Operation not permitted\n") &&
+		   strstr(rep.first_errors, "immd: chown: Operation not permitted\n"),
+	   "errors name the entries: %s", rep.first_errors ?: "(none)");
+	check(r, "imm", 0600, 0, "immutable file unchanged");
+	check(r, "a", 0660, G, "entry before it fixed");
+	check(r, "z", 0660, G, "entry after it fixed");
+	d = openat(r, "immd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	check(d, "inner", 0660, G, "inside an unchangeable directory still fixed");
+	close(d);
+	check(base_fd, "err", 02770, G, "root fixed");
+	set_flags(r, "imm", 0);
+	set_flags(r, "immd", 0);
+	close(r);
+
+	is_call(ownership_apply("/nonexistent/volplug", G, false, OWNERSHIP_ALWAYS, NULL, &rep),
+		-ENOENT, "root missing: fatal -ENOENT");
+	_cleanup_free_ char *file = path_of("err/a");
+	is_call(ownership_apply(file, G, false, OWNERSHIP_ALWAYS, NULL, &rep), -ENOTDIR,
+		"root not a directory: -ENOTDIR");
+	_cleanup_free_ char *dir = path_of("err");
+	is_call(ownership_apply(dir, G, false, (OwnershipPolicy)7, NULL, &rep), -EINVAL,
+		"bad policy: -EINVAL");
+	ownership_report_done(&rep);
+}
+
+static void test_mounts(void)
+{
+	OwnershipReport rep = {};
+	int r = mkdir_open(base_fd, "mnt", 0700);
+	close(mkdir_open(r, "tmp", 0700));
+	close(mkdir_open(r, "bind", 0700));
+	int other = mkdir_open(base_fd, "bindsrc", 0700);
+	mkfile(other, "x", 0600, 0);
+	_cleanup_free_ char *tmp = path_of("mnt/tmp"), *bind = path_of("mnt/bind"),
+			    *src = path_of("bindsrc");
+
+	if (mount("tmpfs", tmp, "tmpfs", 0, "mode=0700") < 0 ||
+	    mount(src, bind, NULL, MS_BIND, NULL) < 0) {
+		printf("# mount: %m\n");
+		ok(1, "# SKIP cannot mount here");
+		close(r);
+		close(other);
+		return;
+	}
+	int t = openat(r, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	mkfile(t, "y", 0600, 0);
+
+	is_call(apply("mnt", G, false, OWNERSHIP_ALWAYS, &rep), 0, "tree with mounts");
+	is_int(rep.mounts, 2, "two mounts found and left alone");
+	check(t, "y", 0600, 0, "tmpfs below the root untouched");
+	check(r, "tmp", 0700, 0, "its mount point untouched");
+	check(other, "x", 0600, 0, "bind mount of the same filesystem untouched");
+	check(base_fd, "mnt", 02770, G, "root fixed");
+	close(t);
+	umount2(tmp, MNT_DETACH);
+	umount2(bind, MNT_DETACH);
+	check(r, "tmp", 0700, 0, "unmounted: the directory under the mount was not touched");
+	check(r, "bind", 0700, 0, "unmounted: same for the bind mount point");
+	close(r);
+	close(other);
+	ownership_report_done(&rep);
+}
+
+/* Swaps a directory for a symlink to outside, and a file for a symlink to an outside file,
+ * as fast as it can, until told to stop. */
+typedef struct Swapper {
+	int dfd;
+	atomic_bool stop;
+	atomic_ulong swaps;
+} Swapper;
+
+static void *swapper(void *userdata)
+{
+	Swapper *s = userdata;
+
+	while (!atomic_load(&s->stop)) {
+		if (renameat2(s->dfd, "sw", s->dfd, "sl", RENAME_EXCHANGE) == 0)
+			atomic_fetch_add(&s->swaps, 1);
+		if (renameat2(s->dfd, "fsw", s->dfd, "fsl", RENAME_EXCHANGE) == 0)
+			atomic_fetch_add(&s->swaps, 1);
+	}
+	return NULL;
+}
+
+static void test_swap_race(void)
+{
+	OwnershipReport rep = {};
+	int r = mkdir_open(base_fd, "race", 0700);
+	int out = mkdir_open(base_fd, "race-outside", 0700);
+	mkfile(out, "inner", 0600, 0);
+	mkfile(out, "file", 0600, 0);
+	int sw = mkdir_open(r, "sw", 0700);
+	mkfile(sw, "inner", 0600, 0);
+	close(mkdir_open(sw, "sub", 0700));
+	mkfile(r, "fsw", 0600, 0);
+	int fsw = openat(r, "fsw", O_RDONLY | O_CLOEXEC);
+	_cleanup_free_ char *outp = path_of("race-outside"), *outf = path_of("race-outside/file");
+	symlinkat(outp, r, "sl");
+	symlinkat(outf, r, "fsl");
+
+	Swapper s = {.dfd = r};
+	pthread_t t;
+	pthread_create(&t, NULL, swapper, &s);
+	unsigned walks = 0, errors = 0;
+	usec_t end = now_usec(CLOCK_MONOTONIC) + 4 * USEC_PER_SEC;
+	while (walks < 20000 && now_usec(CLOCK_MONOTONIC) < end) {
+		/* Undo the last walk through fds that follow the real inodes, so that every walk
+		 * has chowns and chmods to do. */
+		fchmod(sw, 0700);
+		fchmodat(sw, "inner", 0600, 0);
+		fchmodat(sw, "sub", 0700, 0);
+		fchmod(fsw, 0600);
+		if (apply("race", walks % 2 ? G : G2, false, OWNERSHIP_ALWAYS, &rep) < 0)
+			break;
+		errors += rep.errors;
+		walks++;
+	}
+	atomic_store(&s.stop, true);
+	pthread_join(t, NULL);
+
+	printf("# %u walks, %lu swaps, %u entry errors\n", walks, atomic_load(&s.swaps), errors);
+	ok(walks >= 1000 && atomic_load(&s.swaps) >= 1000, "race: many walks against many swaps");
+	check(base_fd, "race-outside", 0700, 0, "race: outside directory never changed");
+	check(out, "inner", 0600, 0, "race: file in the outside directory never changed");
+	check(out, "file", 0600, 0, "race: outside file never changed");
+	struct stat st;
+	fstat(sw, &st);
+	ok(st.st_gid == G || st.st_gid == G2, "race: the real directory was fixed");
+	close(sw);
+	close(fsw);
+	close(out);
+	close(r);
+	ownership_report_done(&rep);
+}
+
+typedef struct Progress {
+	unsigned calls;
+	uint64_t last;
+	bool monotonic;
+	int sabotage_dfd; /* >= 0: move part of the tree away on the first call */
+	bool sabotaged;
+} Progress;
+
+static void on_progress(const OwnershipReport *so_far, void *userdata)
+{
+	Progress *p = userdata;
+
+	p->calls++;
+	if (so_far->entries < p->last)
+		p->monotonic = false;
+	p->last = so_far->entries;
+	if (p->sabotage_dfd < 0 || p->sabotaged)
+		return;
+	/* Level 100 ("d" x 100) moves to the root, then level 99 is renamed: the walk, deep
+	 * below with both parked, finds ".." of level 100 is not level 99 any more, and cannot
+	 * reach level 99 by name either. */
+	char from[2 * 100 + 1] = "";
+	for (int i = 0; i < 100; i++)
+		strcat(from, i ? "/d" : "d");
+	p->sabotaged = renameat(p->sabotage_dfd, from, p->sabotage_dfd, "moved") == 0;
+	from[2 * 99 - 1] = 0;
+	char to[2 * 100 + 16];
+	snprintf(to, sizeof(to), "%.*s/renamed", 2 * 98 - 1, from);
+	p->sabotaged = p->sabotaged && renameat(p->sabotage_dfd, from, p->sabotage_dfd, to) == 0;
+}
+
+/* A chain of n directories "d" below dfd/name, a file "leaf" at the bottom. */
+static void make_chain(int dfd, const char *name, unsigned n)
+{
+	int fd = mkdir_open(dfd, name, 0700);
+	for (unsigned i = 0; i < n; i++) {
+		int next = mkdir_open(fd, "d", 0700);
+		close(fd);
+		fd = next;
+	}
+	mkfile(fd, "leaf", 0600, 0);
+	close(fd);
+}
+
+/* Counts the levels of the chain whose group or mode is not the expected one. */
+static unsigned chain_wrong(int dfd, const char *name, unsigned n, gid_t gid)
+{
+	unsigned wrong = 0;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (unsigned i = 0; i < n && fd >= 0; i++) {
+		struct stat st = lstat_at(fd, "d");
+		if (st.st_gid != gid || (st.st_mode & 07777) != 02770)
+			wrong++;
+		int next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		close(fd);
+		fd = next;
+	}
+	if (fd < 0)
+		return n + 1;
+	struct stat st = lstat_at(fd, "leaf");
+	if (st.st_gid != gid || (st.st_mode & 07777) != 0660)
+		wrong++;
+	close(fd);
+	return wrong;
+}
+
+static void test_deep(void)
+{
+	OwnershipReport rep = {};
+	Progress prog = {.monotonic = true, .sabotage_dfd = -EBADF};
+	OwnershipProgress pr = {.func = on_progress, .userdata = &prog, .interval = 1};
+	struct rlimit old, low = {.rlim_cur = 128};
+	_cleanup_free_ char *deep = path_of("deep");
+
+	make_chain(base_fd, "deep", DEEP);
+	getrlimit(RLIMIT_NOFILE, &old);
+	low.rlim_max = old.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &low);
+	int r = ownership_apply(deep, G, false, OWNERSHIP_ALWAYS, &pr, &rep);
+	setrlimit(RLIMIT_NOFILE, &old);
+	is_int(r, 0, "100,000 levels deep, 128 fds allowed: succeeds");
+	is_int(rep.errors, 0, "deep: no errors (%s)", rep.first_errors ?: "");
+	is_int(rep.entries, DEEP + 2, "deep: every level and the leaf");
+	is_int(rep.changed, DEEP + 2, "deep: every level changed");
+	is_call(chain_wrong(base_fd, "deep", DEEP, G), 0, "deep: every level right on disk");
+	ok(prog.calls > 10 && prog.monotonic, "deep: progress reported %u times", prog.calls);
+	printf("# deep walk: %llu ms\n", (unsigned long long)(rep.elapsed / USEC_PER_MSEC));
+
+	is_call(ownership_apply(deep, G, false, OWNERSHIP_ALWAYS, NULL, &rep), 0, "deep: again");
+	is_int(rep.changed, 0, "deep: second run changes nothing");
+	is_call(rm_tree(base_fd, "deep"), 0, "deep: removed without recursion");
+	ownership_report_done(&rep);
+}
+
+static void test_moved_mid_walk(void)
+{
+	OwnershipReport rep = {};
+	Progress prog = {.monotonic = true, .sabotage_dfd = -EBADF};
+	OwnershipProgress pr = {.func = on_progress, .userdata = &prog, .interval = 1};
+	_cleanup_free_ char *path = path_of("moving");
+
+	make_chain(base_fd, "moving", 3000);
+	prog.sabotage_dfd = openat(base_fd, "moving", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	is_call(ownership_apply(path, G, false, OWNERSHIP_ALWAYS, &pr, &rep), 0,
+		"tree moved under the walk: not fatal");
+	ok(prog.sabotaged, "the tree was moved mid-walk");
+	is_int(rep.errors, 1, "the one directory that could not be found again is reported");
+	ok(rep.first_errors && strstr(rep.first_errors, "moved during the walk"),
+	   "error says why: %s", rep.first_errors ?: "(none)");
+
+	/* Everything else is right: the moved subtree (it was entered before it moved) and
+	 * the levels above it. Only level 99, never found again, keeps its old mode. */
+	int fd = prog.sabotage_dfd;
+	is_call(chain_wrong(fd, "moved", 2900, G), 0, "moved subtree fixed");
+	char up[2 * 98];
+	snprintf(up, sizeof(up), "d");
+	for (int i = 1; i < 98; i++)
+		strcat(up, "/d");
+	int l98 = openat(fd, up, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	check(l98, "renamed", 0700, 0, "the lost directory is left alone");
+	check(fd, "d", 02770, G, "levels above it fixed");
+	close(l98);
+	close(fd);
+	is_call(rm_tree(base_fd, "moving"), 0, "moving: removed");
+	ownership_report_done(&rep);
+}
+
+int main(void)
+{
+	if (geteuid() != 0)
+		TAP_SKIP_ALL("needs root (chown, mknod, mount, chattr)");
+	umask(022);
+	snprintf(base, sizeof(base), "%s/test-ownership.XXXXXX", getenv("TMPDIR") ?: "/tmp");
+	if (!mkdtemp(base)) {
+		printf("# mkdtemp: %m\n");
+		return 1;
+	}
+	base_fd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	test_policy_strings();
+	test_no_group();
+	test_rules();
+	test_read_only();
+	test_on_root_mismatch();
+	test_errors();
+	test_mounts();
+	test_swap_race();
+	test_deep();
+	test_moved_mid_walk();
+
+	close(base_fd);
+	is_call(rm_tree(AT_FDCWD, base), 0, "test tree removed");
+	return tap_done();
+}
