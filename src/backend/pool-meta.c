@@ -198,6 +198,64 @@ int pool_snapshot_from_json(const char *text, size_t len, PoolSnapshot **ret)
 	return 0;
 }
 
+char *pool_group_to_json(const PoolGroup *g, size_t *ret_len)
+{
+	json_t *o = json_object(), *ids = json_array();
+
+	json_object_set_new(o, "format", json_integer(META_FORMAT));
+	json_object_set_new(o, "id", json_string(g->id));
+	json_object_set_new(o, "name", json_string(g->name));
+	json_object_set_new(o, "created_ns", json_integer(g->created_ns));
+	for (size_t i = 0; i < g->n_snapshots; i++)
+		json_array_append_new(ids, json_string(g->snapshot_ids[i]));
+	json_object_set_new(o, "snapshot_ids", ids);
+	return dump(o, ret_len);
+}
+
+static int group_fields(json_t *o, PoolGroup *g)
+{
+	uint64_t u;
+	const char *id = get_string(o, "id"), *name = get_string(o, "name");
+	json_t *created = json_object_get(o, "created_ns"),
+	       *ids = json_object_get(o, "snapshot_ids");
+	size_t i;
+	json_t *v;
+
+	if (!id || !name || strlen(id) >= POOL_ID_MAX || !json_is_integer(created) ||
+	    !json_is_array(ids))
+		return -EBADMSG;
+	if (get_u64(o, "format", &u) < 0 || u != META_FORMAT)
+		return -EBADMSG;
+	strcpy(g->id, id);
+	g->name = xstrdup(name);
+	g->created_ns = json_integer_value(created);
+	g->snapshot_ids = xnew0(char *, json_array_size(ids));
+	json_array_foreach (ids, i, v) {
+		if (!json_is_string(v))
+			return -EBADMSG;
+		g->snapshot_ids[g->n_snapshots++] = xstrdup(json_string_value(v));
+	}
+	return 0;
+}
+
+int pool_group_from_json(const char *text, size_t len, PoolGroup **ret)
+{
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return -EBADMSG;
+	}
+	PoolGroup *g = xnew0(PoolGroup, 1);
+	int r = group_fields(o, g);
+	json_decref(o);
+	if (r < 0) {
+		pool_group_free(g);
+		return r;
+	}
+	*ret = g;
+	return 0;
+}
+
 char *pool_node_to_json(const PoolNode *n, size_t *ret_len)
 {
 	json_t *o = json_object();

@@ -12,5 +12,7 @@ char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len);
 int pool_volume_from_json(const char *text, size_t len, PoolVolume **ret);
 char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len);
 int pool_snapshot_from_json(const char *text, size_t len, PoolSnapshot **ret);
+char *pool_group_to_json(const PoolGroup *g, size_t *ret_len);
+int pool_group_from_json(const char *text, size_t len, PoolGroup **ret);
 char *pool_node_to_json(const PoolNode *n, size_t *ret_len);
 int pool_node_from_json(const char *text, size_t len, PoolNode **ret);

@@ -26,12 +26,13 @@
 typedef enum {
 	KIND_VOLUME,
 	KIND_SNAPSHOT,
+	KIND_GROUP,
 } ObjectKind;
 
 struct Pool {
 	char *path;
 	int dir_fd; /* pinned pool directory */
-	int volumes_fd, snapshots_fd, nodes_fd, tmp_fd;
+	int volumes_fd, snapshots_fd, groups_fd, nodes_fd, tmp_fd;
 	char *zone;
 	uint64_t capacity;
 
@@ -39,11 +40,17 @@ struct Pool {
 	uint64_t provisioned; /* bytes of every volume and snapshot */
 };
 
-static const char *const kind_prefix[] = {[KIND_VOLUME] = "vol-", [KIND_SNAPSHOT] = "snap-"};
+static const char *const kind_prefix[] = {
+	[KIND_VOLUME] = "vol-",
+	[KIND_SNAPSHOT] = "snap-",
+	[KIND_GROUP] = "group-",
+};
 
 static int kind_fd(const Pool *p, ObjectKind k)
 {
-	return k == KIND_VOLUME ? p->volumes_fd : p->snapshots_fd;
+	return k == KIND_VOLUME	    ? p->volumes_fd
+	       : k == KIND_SNAPSHOT ? p->snapshots_fd
+				    : p->groups_fd;
 }
 
 /* IDs */
@@ -230,7 +237,7 @@ static uint64_t data_size_sum(int dir_fd, const char *prefix)
 
 /* Open and recovery */
 
-static const char *const pool_subdirs[] = {"volumes", "snapshots", "nodes", "tmp"};
+static const char *const pool_subdirs[] = {"volumes", "snapshots", "groups", "nodes", "tmp"};
 
 static int pool_layout(int dir_fd)
 {
@@ -290,13 +297,14 @@ int pool_open(const PoolConfig *config, Pool **ret)
 		return r;
 
 	Pool *p = xnew0(Pool, 1);
-	p->volumes_fd = p->snapshots_fd = p->nodes_fd = p->tmp_fd = -EBADF;
+	p->volumes_fd = p->snapshots_fd = p->groups_fd = p->nodes_fd = p->tmp_fd = -EBADF;
 	p->path = xstrdup(config->path);
 	p->dir_fd = TAKE_FD(fd);
 	p->zone = xstrdup(config->zone ?: "local");
 	pthread_mutex_init(&p->lock, NULL);
 	if ((r = p->volumes_fd = open_subdir(p->dir_fd, "volumes")) < 0 ||
 	    (r = p->snapshots_fd = open_subdir(p->dir_fd, "snapshots")) < 0 ||
+	    (r = p->groups_fd = open_subdir(p->dir_fd, "groups")) < 0 ||
 	    (r = p->nodes_fd = open_subdir(p->dir_fd, "nodes")) < 0 ||
 	    (r = p->tmp_fd = open_subdir(p->dir_fd, "tmp")) < 0) {
 		pool_close(p);
@@ -319,6 +327,7 @@ void pool_close(Pool *p)
 	closep(&p->dir_fd);
 	closep(&p->volumes_fd);
 	closep(&p->snapshots_fd);
+	closep(&p->groups_fd);
 	closep(&p->nodes_fd);
 	closep(&p->tmp_fd);
 	pthread_mutex_destroy(&p->lock);
@@ -735,6 +744,68 @@ int pool_snapshot_delete(Pool *p, const char *id)
 int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n)
 {
 	return list_ids(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT], ret_ids, ret_n);
+}
+
+/* Group snapshots */
+
+bool pool_group_id_valid(const char *id)
+{
+	return id_valid(id, kind_prefix[KIND_GROUP]);
+}
+
+void pool_group_id_for_name(const char *name, char ret_id[POOL_ID_MAX])
+{
+	id_for_name(KIND_GROUP, name, 0, ret_id);
+}
+
+void pool_group_free(PoolGroup *g)
+{
+	if (!g)
+		return;
+	free(g->name);
+	strv_free(g->snapshot_ids, g->n_snapshots);
+	free(g);
+}
+
+void pool_group_freep(PoolGroup **g)
+{
+	pool_group_free(*g);
+}
+
+int pool_group_create(Pool *p, const PoolGroup *spec)
+{
+	Staging s = {.fd = -EBADF};
+	size_t len;
+
+	if (!pool_group_id_valid(spec->id))
+		return -EINVAL;
+	int r = staging_begin(p, spec->id, &s);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *meta = pool_group_to_json(spec, &len);
+	r = write_meta(s.fd, meta, len);
+	if (r < 0) {
+		staging_abort(p, &s);
+		return r;
+	}
+	return staging_commit(p, KIND_GROUP, &s, spec->id);
+}
+
+int pool_group_load(Pool *p, const char *id, PoolGroup **ret)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+
+	int r = meta_load(p, KIND_GROUP, id, &text, &len);
+	if (r < 0)
+		return r;
+	return pool_group_from_json(text, len, ret);
+}
+
+int pool_group_delete(Pool *p, const char *id)
+{
+	uint64_t size;
+	return object_remove(p, KIND_GROUP, id, &size);
 }
 
 /* Nodes */

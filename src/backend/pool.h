@@ -3,6 +3,7 @@
  *
  *   POOL/volumes/vol-<16 hex>/{meta.json,data}     one directory per volume
  *   POOL/snapshots/snap-<16 hex>/{meta.json,data}  one per snapshot
+ *   POOL/groups/group-<16 hex>/meta.json           group snapshots (their snapshots' IDs)
  *   POOL/nodes/<node id>.json                      nodes that serve this pool
  *   POOL/tmp/                                      objects being made or removed
  *
@@ -58,6 +59,14 @@ typedef struct PoolSnapshot {
 	int64_t created_ns;
 	Strmap params;
 } PoolSnapshot;
+
+typedef struct PoolGroup {
+	char id[POOL_ID_MAX];
+	char *name;
+	char **snapshot_ids; /* member snapshots, in the order of their source volumes */
+	size_t n_snapshots;
+	int64_t created_ns;
+} PoolGroup;
 
 typedef struct PoolNode {
 	char *id;
@@ -134,6 +143,15 @@ int pool_snapshot_delete(Pool *p, const char *id);
 int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n);
 void pool_snapshot_free(PoolSnapshot *s);
 void pool_snapshot_freep(PoolSnapshot **s);
+
+/* Group snapshots: a record of member snapshots made together (each a PoolSnapshot). */
+bool pool_group_id_valid(const char *id);
+void pool_group_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
+int pool_group_create(Pool *p, const PoolGroup *spec); /* -EEXIST when the ID exists */
+int pool_group_load(Pool *p, const char *id, PoolGroup **ret);
+int pool_group_delete(Pool *p, const char *id);
+void pool_group_free(PoolGroup *g);
+void pool_group_freep(PoolGroup **g);
 
 /* Nodes that use this pool register themselves, so the controller can check a node ID and
  * learn its attach limit. */

@@ -35,3 +35,4 @@ int ctl_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 int ctl_bench(Ctl *ctl, int argc, char **argv);
 int ctl_pool(Ctl *ctl, int argc, char **argv);
+int ctl_ownership(Ctl *ctl, int argc, char **argv);

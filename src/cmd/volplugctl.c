@@ -32,7 +32,8 @@ static const char usage[] =
 	"  call METHOD [JSON|-]         any RPC by name, request as JSON (default {})\n"
 	"  methods                      list the RPCs call knows\n"
 	"  bench [--help]               load a driver and print throughput and latency\n"
-	"  pool check POOL_DIR          verify a pool on disk; exits 1 when it has problems\n";
+	"  pool check POOL_DIR          verify a pool on disk; exits 1 when it has problems\n"
+	"  ownership apply PATH --gid N apply an fsGroup to a tree (see ownership --help)\n";
 
 int ctl_error(int code, const char *fmt, ...)
 {
@@ -188,6 +189,8 @@ static int dispatch(Ctl *ctl, int argc, char **argv)
 		return ctl_bench(ctl, argc, argv);
 	if (strcmp(cmd, "pool") == 0)
 		return ctl_pool(ctl, argc, argv);
+	if (strcmp(cmd, "ownership") == 0)
+		return ctl_ownership(ctl, argc, argv);
 	return ctl_error(CTL_EXIT_USAGE, "unknown command or wrong arguments: '%s' (see --help)",
 			 cmd);
 }

@@ -10,7 +10,7 @@
 
 #define LIST_MAX_DEFAULT 1000
 
-static Csi__V1__Snapshot *snapshot_to_csi(const PoolSnapshot *s)
+Csi__V1__Snapshot *snapshot_to_csi(const PoolSnapshot *s)
 {
 	Csi__V1__Snapshot *snap = xnew0(Csi__V1__Snapshot, 1);
 	csi__v1__snapshot__init(snap);
@@ -19,15 +19,17 @@ static Csi__V1__Snapshot *snapshot_to_csi(const PoolSnapshot *s)
 	snap->source_volume_id = xstrdup(s->source_volume_id);
 	snap->creation_time = timestamp_new(s->created_ns);
 	snap->ready_to_use = true; /* a pool snapshot is whole once it exists */
+	snap->group_snapshot_id = xstrdup(strmap_get(&s->params, SNAPSHOT_GROUP_KEY) ?: "");
 	return snap;
 }
 
 /* VolumeSnapshotClass parameters the EBS driver knows and the pool can keep: tags. The
  * external-snapshotter's own csi.storage.k8s.io/ keys are ignored. */
-static int snapshot_params(RpcCall *call, const Csi__V1__CreateSnapshotRequest *r, Strmap *ret)
+int snapshot_params_parse(RpcCall *call, void *const *entries, size_t n, Strmap *ret)
 {
-	for (size_t i = 0; i < r->n_parameters; i++) {
-		const char *k = r->parameters[i]->key, *v = r->parameters[i]->value;
+	_cleanup_free_ ParamKV *kv = pbmap_to_kv(entries, n);
+	for (size_t i = 0; i < n; i++) {
+		const char *k = kv[i].key, *v = kv[i].value;
 		if (strncasecmp(k, "csi.storage.k8s.io/", 19) == 0)
 			continue;
 		if (strncasecmp(k, "tagSpecification_", 17) != 0)
@@ -69,7 +71,8 @@ int controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req, Proto
 				POOL_NAME_MAX);
 	if (!r->source_volume_id || !*r->source_volume_id)
 		return rpc_fail(call, -EINVAL, "source_volume_id: missing");
-	if ((e = snapshot_params(call, r, &spec.params)) < 0)
+	if ((e = snapshot_params_parse(call, (void *const *)r->parameters, r->n_parameters,
+				       &spec.params)) < 0)
 		goto out;
 	if (inflight_holdf(d->inflight, &hold, "snap:%s", r->name) < 0) {
 		e = rpc_fail(call, -EBUSY, "a CreateSnapshot for '%s' is already in progress",
@@ -126,6 +129,12 @@ int controller_delete_snapshot(RpcCall *call, const ProtobufCMessage *req, Proto
 	if (inflight_holdf(d->inflight, &hold, "snapid:%s", r->snapshot_id) < 0)
 		return rpc_fail(call, -EBUSY, "an operation on snapshot %s is in progress",
 				r->snapshot_id);
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	if (pool_snapshot_load(d->pool, r->snapshot_id, &s) == 0 &&
+	    strmap_get(&s->params, SNAPSHOT_GROUP_KEY))
+		return rpc_fail(call, -ENOTEMPTY,
+				"snapshot %s belongs to group snapshot %s: delete the group",
+				r->snapshot_id, strmap_get(&s->params, SNAPSHOT_GROUP_KEY));
 	int e = pool_snapshot_delete(d->pool, r->snapshot_id);
 	if (e < 0 && e != -ENOENT)
 		return rpc_fail(call, e, "deleting snapshot %s failed: %s", r->snapshot_id,

@@ -22,7 +22,22 @@ HANDLER(controller_list_snapshots);
 HANDLER(controller_expand_volume);
 HANDLER(controller_modify_volume);
 
+HANDLER(group_controller_get_capabilities);
+HANDLER(group_controller_create_snapshot);
+HANDLER(group_controller_delete_snapshot);
+HANDLER(group_controller_get_snapshot);
+
 /* Shared by the controller files. */
+
+/* The snapshot parameter recording the group snapshot a snapshot belongs to. */
+#define SNAPSHOT_GROUP_KEY "groupSnapshotId"
+
+/* A heap csi.v1.Snapshot for a pool snapshot. */
+Csi__V1__Snapshot *snapshot_to_csi(const PoolSnapshot *s);
+
+/* Checks VolumeSnapshotClass parameters (tagSpecification_N; csi.storage.k8s.io/ ignored)
+ * into ret; INVALID_ARGUMENT naming the key otherwise. */
+int snapshot_params_parse(RpcCall *call, void *const *entries, size_t n, Strmap *ret);
 
 /* A heap csi.v1.Volume describing a pool volume. */
 Csi__V1__Volume *volume_to_csi(const Driver *d, const PoolVolume *v);

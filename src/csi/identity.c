@@ -47,10 +47,13 @@ int identity_get_plugin_capabilities(RpcCall *call, _unused_ const ProtobufCMess
 		xnew0(Csi__V1__GetPluginCapabilitiesResponse, 1);
 
 	csi__v1__get_plugin_capabilities_response__init(r);
-	r->capabilities = xnew0(Csi__V1__PluginCapability *, 3);
-	if (driver_has_controller(d))
+	r->capabilities = xnew0(Csi__V1__PluginCapability *, 4);
+	if (driver_has_controller(d)) {
 		r->capabilities[r->n_capabilities++] = service_capability(
 			CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE);
+		r->capabilities[r->n_capabilities++] = service_capability(
+			CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__GROUP_CONTROLLER_SERVICE);
+	}
 	r->capabilities[r->n_capabilities++] = service_capability(
 		CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS);
 	r->capabilities[r->n_capabilities++] = expansion_capability();

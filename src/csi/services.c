@@ -42,6 +42,17 @@ static const RpcMethod controller_methods[] = {
 	       controller_modify_volume),
 };
 
+static const RpcMethod group_controller_methods[] = {
+	METHOD("GroupController", "GroupControllerGetCapabilities",
+	       group_controller_get_capabilities_request, group_controller_get_capabilities),
+	METHOD("GroupController", "CreateVolumeGroupSnapshot", create_volume_group_snapshot_request,
+	       group_controller_create_snapshot),
+	METHOD("GroupController", "DeleteVolumeGroupSnapshot", delete_volume_group_snapshot_request,
+	       group_controller_delete_snapshot),
+	METHOD("GroupController", "GetVolumeGroupSnapshot", get_volume_group_snapshot_request,
+	       group_controller_get_snapshot),
+};
+
 static const RpcMethod node_methods[] = {
 	METHOD("Node", "NodeStageVolume", node_stage_volume_request, node_stage_volume),
 	METHOD("Node", "NodeUnstageVolume", node_unstage_volume_request, node_unstage_volume),
@@ -56,7 +67,6 @@ static const RpcMethod node_methods[] = {
 /* The table for a mode, built once: Identity always, then the services the mode serves. */
 static RpcMethod tables[3][ELEMENTSOF(identity_methods) + ELEMENTSOF(controller_methods) +
 			   ELEMENTSOF(node_methods)];
-static size_t table_sizes[3];
 
 static size_t table_append(RpcMethod *t, size_t n, const RpcMethod *m, size_t count)
 {
@@ -73,9 +83,11 @@ const RpcMethod *csi_methods(DriverMode mode, size_t *ret_n)
 	n = table_append(t, n, identity_methods, ELEMENTSOF(identity_methods));
 	if (mode == DRIVER_MODE_ALL || mode == DRIVER_MODE_CONTROLLER)
 		n = table_append(t, n, controller_methods, ELEMENTSOF(controller_methods));
+	if (mode == DRIVER_MODE_ALL || mode == DRIVER_MODE_CONTROLLER)
+		n = table_append(t, n, group_controller_methods,
+				 ELEMENTSOF(group_controller_methods));
 	if (mode == DRIVER_MODE_ALL || mode == DRIVER_MODE_NODE)
 		n = table_append(t, n, node_methods, ELEMENTSOF(node_methods));
-	table_sizes[mode] = n;
 	*ret_n = n;
 	return t;
 }

@@ -753,20 +753,21 @@ static const char *how_it_ended(const ExecResult *res)
 	return buf;
 }
 
-static char *loggable_argv(const char *exe, char **argv, int json_index)
+/* "exe command args...", the options JSON redacted. */
+static char *loggable_argv(const char *const *full, int json_index)
 {
 	Buf b = {};
 
-	buf_adds(&b, exe);
-	for (int i = 0; argv[i]; i++) {
-		buf_adds(&b, " ");
-		if (i == json_index) {
-			_cleanup_free_ char *red = flex_options_redact(argv[i]);
+	for (int i = 0; full[i]; i++) {
+		if (i > 0)
+			buf_adds(&b, " ");
+		if (i == json_index + 2) {
+			_cleanup_free_ char *red = flex_options_redact(full[i]);
 			buf_adds(&b, "'");
 			buf_adds(&b, red);
 			buf_adds(&b, "'");
 		} else
-			buf_adds(&b, argv[i]);
+			buf_adds(&b, full[i]);
 	}
 	return b.s;
 }
@@ -806,8 +807,8 @@ int flex_call(const char *driver, const char *exe, const FlexCallConfig *cfg, Fl
 		full[i + 2] = argv[i];
 
 	if (log_get_max_level() >= LOG_LEVEL_DEBUG) {
-		_cleanup_free_ char *line = loggable_argv(exe, argv, json_index);
-		log_debug("driver \"%s\": running %s %s", driver, cmd_name, line);
+		_cleanup_free_ char *line = loggable_argv(full, json_index);
+		log_debug("driver \"%s\" %s: running %s", driver, cmd_name, line);
 	}
 
 	usec_t timeout = flex_call_timeout(cfg, cmd);
@@ -846,6 +847,12 @@ int flex_call(const char *driver, const char *exe, const FlexCallConfig *cfg, Fl
 		r = -EPROTO;
 		goto done;
 	}
+	if (rep.message) {
+		/* The caller may log it: a driver echoing its options must not leak through. */
+		char *m = scrub(rep.message, strlen(rep.message), &secrets);
+		free(rep.message);
+		rep.message = m;
+	}
 	if (rep.status == FLEX_STATUS_NOT_SUPPORTED) {
 		r = -EOPNOTSUPP;
 		msg = xasprintf("driver \"%s\" %s: Not supported (%s)", driver, cmd_name,
@@ -853,8 +860,7 @@ int flex_call(const char *driver, const char *exe, const FlexCallConfig *cfg, Fl
 		goto done;
 	}
 	if (rep.status == FLEX_STATUS_FAILURE) {
-		_cleanup_free_ char *text =
-			rep.message ? scrub(rep.message, strlen(rep.message), &secrets) : NULL;
+		const char *text = rep.message;
 		_cleanup_free_ char *st =
 			rep.status_text ? scrub(rep.status_text, strlen(rep.status_text), &secrets)
 					: NULL;

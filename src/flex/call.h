@@ -131,7 +131,7 @@ int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t er
  *   -EOPNOTSUPP "Not supported";  -EIO "Failure" or another status;
  *   -ETIMEDOUT  deadline passed;  -EPROTO no JSON object, a badly typed key, or a non-zero exit
  *               with "Success";   -EINVAL missing args;  -ENOENT/-EACCES/-ENOEXEC not runnable.
- * ret_error may be NULL. cfg may be NULL. */
+ * ret, ret_error and cfg may be NULL. */
 int flex_call(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
 	      const FlexCallArgs *args, FlexReply *ret, char **ret_error);
 

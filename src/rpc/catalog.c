@@ -8,9 +8,8 @@
 #include "macro.h"
 
 static const ProtobufCServiceDescriptor *const services[] = {
-	&csi__v1__identity__descriptor,
-	&csi__v1__controller__descriptor,
-	&csi__v1__node__descriptor,
+	&csi__v1__identity__descriptor,		&csi__v1__controller__descriptor,
+	&csi__v1__group_controller__descriptor, &csi__v1__node__descriptor,
 	&volplug__admin__v1__admin__descriptor,
 };
 

@@ -396,8 +396,10 @@ static void unpark(Walk *w, size_t i, int child_fd)
 
 	if (child_fd >= 0) {
 		fd = open_dir_at(w, child_fd, "..", 0);
-		if (fd >= 0 && !same_dir(fd, f))
-			closep(&fd), fd = -EBADF;
+		if (fd >= 0 && !same_dir(fd, f)) {
+			close(fd);
+			fd = -EBADF;
+		}
 	}
 	if (fd < 0)
 		fd = reopen_from_root(w, i); /* the child was moved */

@@ -16,15 +16,24 @@
  * Kubernetes does not apply fsGroup to read-only Flexvolume mounts: that is the caller's call.
  *
  * Safety on a hostile tree: the walk uses only fds (openat O_NOFOLLOW one component at a time,
- * fstatat/statx AT_SYMLINK_NOFOLLOW, fchownat AT_SYMLINK_NOFOLLOW, fchmodat2
+ * statx AT_SYMLINK_NOFOLLOW, fchownat AT_SYMLINK_NOFOLLOW, fchmodat2
  * AT_SYMLINK_NOFOLLOW), so swapping a directory for a symlink mid-walk never leads out of the
  * tree. No recursion and no path buffer: any depth and any path length work, with at most
- * OWNERSHIP_MAX_OPEN_DIRS directory fds open. Other mounts below the root (a different device
+ * OWNERSHIP_MAX_OPEN_DIRS + 3 fds open. Other mounts below the root (a different device
  * or mount id) are not entered and not changed. Sockets, fifos and device nodes are never
  * opened. Hard links are visited once per name (harmless: the second visit finds them right).
  *
  * Cost: one statx per entry plus, per directory, open/getdents/close; an entry that is already
- * right costs no chown or chmod. */
+ * right costs no chown or chmod. Calls on different trees may run in parallel threads.
+ * Design and numbers: docs/ownership.md.
+ *
+ * Typical caller (NodePublishVolume, after the target is mounted):
+ *	OwnershipReport rep;
+ *	r = ownership_apply(target, gid, readonly, policy, &progress, &rep);
+ *	r < 0: the target itself is unusable, fail the call;
+ *	rep.errors > 0: log rep.first_errors with the volume ID and go on (Kubernetes logs
+ *	failed chown/chmod of single files and mounts anyway);
+ *	ownership_report_done(&rep); */
 #pragma once
 
 #include <stdbool.h>
@@ -68,7 +77,8 @@ typedef struct OwnershipReport {
 void ownership_report_done(OwnershipReport *report);
 
 /* Called from the walking thread every `interval` (0: OWNERSHIP_PROGRESS_INTERVAL_DEFAULT)
- * with the counts so far, so the caller can log a long walk. first_errors is not valid. */
+ * with the counts so far, so the caller can log a long walk; so_far is valid only during the
+ * call. The first call comes after one interval, so short walks make none. */
 typedef struct OwnershipProgress {
 	void (*func)(const OwnershipReport *so_far, void *userdata);
 	void *userdata;

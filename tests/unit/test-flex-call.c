@@ -477,7 +477,7 @@ static void test_secrets(void)
 
 	size_t len;
 	is_int(read_file_at(AT_FDCWD, logfile, 1 << 20, &logged, &len), 0, "debug log captured");
-	ok(contains(logged, "running mount") && contains(logged, "(redacted)"),
+	ok(contains(logged, "mount: running /") && contains(logged, "(redacted)"),
 	   "the call was logged, redacted");
 	ok(!contains(logged, "hunter2") && !contains(logged, "aHVudGVyMg==") &&
 		   !contains(logged, "YWRtaW4="),
@@ -577,8 +577,83 @@ static void test_examples(void)
 	       "loop: detach");
 	is_int(flex_call("test/loop", loop, NULL, FLEX_ISATTACHED, &la, &rep, &error), 0,
 	       "loop: isattached after detach");
-	ok(rep.has_attached && !rep.attached, "loop: attached false");
+	if (!ok(rep.has_attached && !rep.attached, "loop: attached false")) {
+		const char *argv[] = {"/usr/sbin/losetup", "-a", NULL};
+		ExecResult res;
+		if (exec_run(&(ExecOptions){.argv = argv}, &res) == 0) {
+			printf("# losetup -a: %s\n", res.out);
+			exec_result_done(&res);
+		}
+		(void)flex_call("test/loop", loop, NULL, FLEX_DETACH, &la, NULL, NULL);
+	}
 	flex_reply_done(&rep);
+}
+
+static void test_names(void)
+{
+	_cleanup_free_ char *name = NULL, *exe = NULL, *error = NULL;
+
+	is_int(flex_driver_folder_parse("k8s.io~nfs", &name, &exe, &error), 0, "k8s.io~nfs");
+	is_str(name, "k8s.io/nfs", "folder name: '~' becomes '/'");
+	is_str(exe, "nfs", "executable: the part after the last '~'");
+	free(TAKE_PTR(name));
+	free(TAKE_PTR(exe));
+	is_int(flex_driver_folder_parse("foo", &name, &exe, &error), 0, "plain foo");
+	ok(strcmp(name, "foo") == 0 && strcmp(exe, "foo") == 0, "foo/foo");
+	free(TAKE_PTR(name));
+	free(TAKE_PTR(exe));
+
+	const char *bad[] = {
+		"bad name", "a:b~c",
+		"a~b~c",    "Vendor.io~x",
+		"~x",	    "x~",
+		"-x",	    "x~aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		int r = flex_driver_folder_parse(bad[i], &name, &exe, &error);
+		is_int(r, -EINVAL, "folder \"%s\" is not a valid driver: %s", bad[i],
+		       error ?: "(no message)");
+		ok(name && error && strstr(error, name), "the message names the driver");
+		free(TAKE_PTR(name));
+		free(TAKE_PTR(error));
+	}
+	_cleanup_free_ char *f = flex_driver_name_to_folder("example.com/tmpfs");
+	is_str(f, "example.com~tmpfs", "name to folder");
+}
+
+static void test_registry(void)
+{
+	_cleanup_(flex_registry_freep) FlexRegistry *reg = flex_registry_new();
+	FlexDriver *d = NULL, **list;
+	char *error = NULL;
+	size_t n;
+
+	is_int(flex_registry_get_loaded(reg, "x/a", &d, &error), -ENOENT, "unknown driver");
+	ok(error && strstr(error, "x/a"), "%s", error);
+	free(TAKE_PTR(error));
+	FlexCapabilities caps = FLEX_CAPABILITIES_DEFAULT;
+	caps.attach = false;
+	flex_registry_publish(reg,
+			      flex_driver_new("x/b", "x~b", "/b", FLEX_DRIVER_LOADED, &caps, NULL));
+	flex_registry_publish(
+		reg, flex_driver_new("x/a", "x~a", "/a", FLEX_DRIVER_FAILED, NULL, "init: no"));
+	is_int(flex_registry_get_loaded(reg, "x/a", &d, &error), -ENOEXEC, "failed driver");
+	ok(error && strstr(error, "init: no"), "%s", error);
+	free(TAKE_PTR(error));
+	is_int(flex_registry_get_loaded(reg, "x/b", &d, NULL), 0, "loaded driver");
+	ok(!d->capabilities.attach && d->generation == 1, "its snapshot");
+	flex_registry_list(reg, &list, &n);
+	ok(n == 2 && strcmp(list[0]->name, "x/a") == 0 && strcmp(list[1]->name, "x/b") == 0,
+	   "list sorted by name");
+	flex_driver_list_free(list, n);
+	ok(flex_registry_remove(reg, "x/b"), "remove");
+	ok(!flex_registry_remove(reg, "x/b"), "remove twice: nothing to do");
+	is_int(flex_registry_get_loaded(reg, "x/b", &list[0], &error), -ENOENT, "removed");
+	ok(error && strstr(error, "was removed"), "%s", error);
+	free(TAKE_PTR(error));
+	ok(d->state == FLEX_DRIVER_LOADED && strcmp(d->exe, "/b") == 0,
+	   "a held snapshot survives its removal");
+	is_int(flex_registry_generation(reg), 3, "generation counts publications");
+	flex_driver_unref(d);
 }
 
 int main(void)
@@ -588,6 +663,8 @@ int main(void)
 		return 1;
 	}
 	test_commands();
+	test_names();
+	test_registry();
 	test_options_json();
 	test_parse();
 	test_argv();

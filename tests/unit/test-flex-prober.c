@@ -2,6 +2,7 @@
 /* The prober on a real plugin dir with real inotify: drivers installed, updated, broken,
  * renamed away and deleted while it runs, as a user (or a DaemonSet) would. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,15 @@ static char *plugins;
 static FlexRegistry *reg;
 static FlexProber *prober;
 
+static atomic_uint callbacks;
+
+static void on_change(FlexDriver *d, void *userdata)
+{
+	(void)userdata;
+	if (d && d->name)
+		atomic_fetch_add(&callbacks, 1);
+}
+
 static char *src(const char *from, const char *name)
 {
 	return xasprintf("%s/%s/%s", SOURCE_ROOT, from, name);
@@ -35,7 +45,7 @@ static int install(const char *vendor, const char *name, const char *from, const
 	_cleanup_free_ char *error = NULL;
 	int r = flex_install(plugins, vendor, name, s, &error);
 	if (r < 0)
-		printf("# install %s/%s: %s\n", vendor, name, error);
+		printf("# install %s/%s: %s\n", vendor ?: "", name, error);
 	return r;
 }
 
@@ -130,7 +140,8 @@ static void test_start(void)
 	ok(stat(plugins, &st) < 0, "plugin dir absent before");
 	FlexProberConfig cfg = {.dir = plugins,
 				.call.timeout[FLEX_INIT] = INIT_DEADLINE,
-				.call.kill_grace = 500 * USEC_PER_MSEC};
+				.call.kill_grace = 500 * USEC_PER_MSEC,
+				.on_change = on_change};
 	is_int(flex_prober_new(&cfg, reg, &prober), 0, "prober created");
 	ok(stat(plugins, &st) == 0 && S_ISDIR(st.st_mode), "plugin dir created");
 	is_int(flex_prober_start(prober), 0, "prober started");
@@ -164,6 +175,10 @@ static void test_install_update(void)
 	ok(old->state == FLEX_DRIVER_LOADED && !old->capabilities.attach &&
 		   strcmp(old->name, "example.com/tmpfs") == 0,
 	   "the snapshot held across the reload is intact");
+
+	is_int(install(NULL, "plain", "examples/flexvolume", "tmpfs"), 0, "install plain/plain");
+	ok(wait_state("plain", FLEX_DRIVER_LOADED, 0, 5 * USEC_PER_SEC) != USEC_INFINITY,
+	   "a folder without vendor is driver \"plain\"");
 }
 
 static void test_unchanged_not_reinited(void)
@@ -376,6 +391,38 @@ static void test_move_away(void)
 	is_int(flex_remove(plugins, "test", "other", NULL), -ENOENT, "removing twice: ENOENT");
 }
 
+static bool wait_scan_error(uint64_t before, usec_t timeout)
+{
+	usec_t t0 = now_usec(CLOCK_MONOTONIC);
+	while (stats().scan_errors <= before) {
+		if (now_usec(CLOCK_MONOTONIC) - t0 > timeout)
+			return false;
+		usleep(5000);
+	}
+	return true;
+}
+
+static void test_scan_failure(void)
+{
+	_cleanup_free_ char *file = xasprintf("%s/not-a-dir", root);
+	uint64_t g = gen_of("test/v1"), inits = stats().inits, errors = stats().scan_errors;
+
+	write_file(file, "x");
+	/* The plugin dir path becomes a file in one step: it cannot be read or re-created. */
+	is_int(renameat2(AT_FDCWD, plugins, AT_FDCWD, file, RENAME_EXCHANGE), 0,
+	       "plugin dir swapped with a file");
+	ok(wait_scan_error(errors, 5 * USEC_PER_SEC), "the failed scan is counted");
+	_cleanup_flex_driver_ FlexDriver *d = get("test/v1");
+	ok(d && d->state == FLEX_DRIVER_LOADED && d->generation == g,
+	   "cached drivers kept while the dir cannot be read");
+
+	is_int(renameat2(AT_FDCWD, plugins, AT_FDCWD, file, RENAME_EXCHANGE), 0, "swapped back");
+	is_int(flex_prober_wait_settled(prober, 5 * USEC_PER_SEC), 0, "settled");
+	is_int(gen_of("test/v1"), g, "still the same snapshot");
+	is_int(stats().inits - inits, 0, "no driver re-inited: their files did not change");
+	unlink(file);
+}
+
 static void test_plugin_dir_deleted(void)
 {
 	struct stat st;
@@ -416,8 +463,12 @@ int main(void)
 	test_not_supported_resets();
 	test_storm();
 	test_move_away();
+	test_scan_failure();
 	test_plugin_dir_deleted();
 
+	is_int(flex_prober_wait_settled(prober, 5 * USEC_PER_SEC), 0, "settled at the end");
+	is_int(atomic_load(&callbacks), flex_registry_generation(reg),
+	       "on_change called once per publication");
 	prober = flex_prober_free(prober);
 	reg = flex_registry_free(reg);
 	run("/bin/rm", "-rf", root, NULL);
