@@ -218,18 +218,21 @@ static int scalar_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, 
 		*(protobuf_c_boolean *)p = json_is_true(j);
 		return 0;
 	case PROTOBUF_C_TYPE_ENUM: {
+		/* proto3 enums are open: a number keeps its value even when it has no name. */
+		if (json_is_integer(j)) {
+			*(int *)p = (int)json_integer_value(j);
+			return 0;
+		}
 		const ProtobufCEnumValue *v = NULL;
 		if (json_is_string(j))
 			v = protobuf_c_enum_descriptor_get_value_by_name(f->descriptor,
 									 json_string_value(j));
-		else if (json_is_integer(j))
-			v = protobuf_c_enum_descriptor_get_value(f->descriptor,
-								 (int)json_integer_value(j));
 		if (!v)
 			return set_error(ret_error, path, "not a value of this enum");
 		*(int *)p = v->value;
 		return 0;
 	}
+
 	case PROTOBUF_C_TYPE_STRING:
 		if (!json_is_string(j))
 			return set_error(ret_error, path, "want a string");
