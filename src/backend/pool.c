@@ -507,21 +507,22 @@ int pool_volume_load(Pool *p, const char *id, PoolVolume **ret)
 	return 0;
 }
 
-static int open_source_data(Pool *p, const PoolVolume *spec, int *ret_lock_fd, int *ret_data_fd)
+static int open_source_data(Pool *p, const char *kind, const char *id, int *ret_lock_fd,
+			    int *ret_data_fd)
 {
 	ObjectKind k;
 
-	if (!spec->source_kind || !*spec->source_kind) {
+	if (!kind || !*kind) {
 		*ret_lock_fd = *ret_data_fd = -EBADF;
 		return 0;
 	}
-	if (strcmp(spec->source_kind, "snapshot") == 0)
+	if (strcmp(kind, "snapshot") == 0)
 		k = KIND_SNAPSHOT;
-	else if (strcmp(spec->source_kind, "volume") == 0)
+	else if (strcmp(kind, "volume") == 0)
 		k = KIND_VOLUME;
 	else
 		return -EINVAL;
-	_cleanup_close_ int fd = object_open(p, k, spec->source_id);
+	_cleanup_close_ int fd = object_open(p, k, id);
 	if (fd < 0)
 		return fd;
 	/* The source stays put (no delete, no grow) while it is copied. */
@@ -540,43 +541,67 @@ static int write_meta(int dir_fd, const char *text, size_t len)
 	return write_file_atomic_at(dir_fd, META_FILE, text, len, 0600);
 }
 
-int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method)
+/* What a new object is made of. */
+typedef struct ObjectSpec {
+	ObjectKind kind;
+	const char *id;
+	bool with_data;			     /* a data file of size bytes */
+	const char *source_kind, *source_id; /* its content: NULL for blank */
+	uint64_t size;
+	const char *meta;
+	size_t meta_len;
+	const char *failpoint; /* crash point just before the object appears */
+} ObjectSpec;
+
+/* Makes an object in tmp/ and renames it into place: it appears whole or not at all. */
+static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 {
 	_cleanup_close_ int source_lock = -EBADF, source_data = -EBADF;
-	_cleanup_free_ char *meta = NULL;
 	Staging s = {.fd = -EBADF};
-	size_t len;
 
-	if (!pool_volume_id_valid(spec->id))
+	if (!id_valid(o->id, kind_prefix[o->kind]))
 		return -EINVAL;
-	if (faccessat(p->volumes_fd, spec->id, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+	if (faccessat(kind_fd(p, o->kind), o->id, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return -EEXIST;
-	int r = open_source_data(p, spec, &source_lock, &source_data);
+	int r = open_source_data(p, o->source_kind, o->source_id, &source_lock, &source_data);
 	if (r < 0)
 		return r;
-	r = reserve(p, spec->size);
+	r = reserve(p, o->size);
 	if (r < 0)
 		return r;
-	r = staging_begin(p, spec->id, &s);
+	r = staging_begin(p, o->id, &s);
 	if (r < 0)
 		goto fail_unreserve;
-	r = staging_fill(&s, source_data, spec->size, ret_method);
-	if (r < 0)
+	if (o->with_data && (r = staging_fill(&s, source_data, o->size, ret_method)) < 0)
 		goto fail_abort;
-	meta = pool_volume_to_json(spec, &len);
-	r = write_meta(s.fd, meta, len);
-	if (r < 0)
+	if ((r = write_meta(s.fd, o->meta, o->meta_len)) < 0)
 		goto fail_abort;
-	failpoint("pool-create-before-commit");
-	r = staging_commit(p, KIND_VOLUME, &s, spec->id);
+	failpoint(o->failpoint);
+	r = staging_commit(p, o->kind, &s, o->id);
 	if (r < 0)
 		goto fail_unreserve;
 	return 0;
 fail_abort:
 	staging_abort(p, &s);
 fail_unreserve:
-	unreserve(p, spec->size);
+	unreserve(p, o->size);
 	return r;
+}
+
+int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method)
+{
+	ObjectSpec o = {
+		.kind = KIND_VOLUME,
+		.id = spec->id,
+		.with_data = true,
+		.source_kind = spec->source_kind,
+		.source_id = spec->source_id,
+		.size = spec->size,
+		.failpoint = "pool-create-before-commit",
+	};
+	_cleanup_free_ char *meta = pool_volume_to_json(spec, &o.meta_len);
+	o.meta = meta;
+	return object_create(p, &o, ret_method);
 }
 
 int pool_volume_delete(Pool *p, const char *id)
@@ -693,42 +718,18 @@ int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret)
 
 int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, CopyMethod *ret_method)
 {
-	_cleanup_close_ int source_lock = -EBADF, source_data = -EBADF;
-	PoolVolume source = {.source_kind = "volume", .source_id = spec->source_volume_id};
-	_cleanup_free_ char *meta = NULL;
-	Staging s = {.fd = -EBADF};
-	size_t len;
-
-	if (!pool_snapshot_id_valid(spec->id))
-		return -EINVAL;
-	if (faccessat(p->snapshots_fd, spec->id, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-		return -EEXIST;
-	int r = open_source_data(p, &source, &source_lock, &source_data);
-	if (r < 0)
-		return r;
-	r = reserve(p, spec->size);
-	if (r < 0)
-		return r;
-	r = staging_begin(p, spec->id, &s);
-	if (r < 0)
-		goto fail_unreserve;
-	r = staging_fill(&s, source_data, spec->size, ret_method);
-	if (r < 0)
-		goto fail_abort;
-	meta = pool_snapshot_to_json(spec, &len);
-	r = write_meta(s.fd, meta, len);
-	if (r < 0)
-		goto fail_abort;
-	failpoint("pool-snapshot-before-commit");
-	r = staging_commit(p, KIND_SNAPSHOT, &s, spec->id);
-	if (r < 0)
-		goto fail_unreserve;
-	return 0;
-fail_abort:
-	staging_abort(p, &s);
-fail_unreserve:
-	unreserve(p, spec->size);
-	return r;
+	ObjectSpec o = {
+		.kind = KIND_SNAPSHOT,
+		.id = spec->id,
+		.with_data = true,
+		.source_kind = "volume",
+		.source_id = spec->source_volume_id,
+		.size = spec->size,
+		.failpoint = "pool-snapshot-before-commit",
+	};
+	_cleanup_free_ char *meta = pool_snapshot_to_json(spec, &o.meta_len);
+	o.meta = meta;
+	return object_create(p, &o, ret_method);
 }
 
 int pool_snapshot_delete(Pool *p, const char *id)
@@ -774,21 +775,14 @@ void pool_group_freep(PoolGroup **g)
 
 int pool_group_create(Pool *p, const PoolGroup *spec)
 {
-	Staging s = {.fd = -EBADF};
-	size_t len;
-
-	if (!pool_group_id_valid(spec->id))
-		return -EINVAL;
-	int r = staging_begin(p, spec->id, &s);
-	if (r < 0)
-		return r;
-	_cleanup_free_ char *meta = pool_group_to_json(spec, &len);
-	r = write_meta(s.fd, meta, len);
-	if (r < 0) {
-		staging_abort(p, &s);
-		return r;
-	}
-	return staging_commit(p, KIND_GROUP, &s, spec->id);
+	ObjectSpec o = {
+		.kind = KIND_GROUP,
+		.id = spec->id,
+		.failpoint = "pool-group-before-commit",
+	};
+	_cleanup_free_ char *meta = pool_group_to_json(spec, &o.meta_len);
+	o.meta = meta;
+	return object_create(p, &o, NULL);
 }
 
 int pool_group_load(Pool *p, const char *id, PoolGroup **ret)
