@@ -395,11 +395,33 @@ static void staging_abort(Pool *p, Staging *s)
 	closep(&s->fd);
 }
 
+/* Makes a staged object durable before it can appear: its files, then its directory. Done
+ * once, after every write, so that one journal commit covers them all (syncing each file as
+ * it was written cost a commit apiece). */
+static int staging_sync(Staging *s)
+{
+	static const char *const files[] = {META_FILE, DATA_FILE};
+
+	for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+		_cleanup_close_ int fd = openat(s->fd, files[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 && errno == ENOENT)
+			continue; /* a group has no data file */
+		if (fd < 0 || fsync(fd) < 0)
+			return negative_errno();
+	}
+	return fsync_dir(s->fd);
+}
+
 /* Moves the finished object into place; -EEXIST when another one got there first. */
 static int staging_commit(Pool *p, ObjectKind k, Staging *s, const char *id)
 {
+	int r = staging_sync(s);
+	if (r < 0) {
+		staging_abort(p, s);
+		return r;
+	}
 	if (renameat2(p->tmp_fd, s->name, kind_fd(p, k), id, RENAME_NOREPLACE) < 0) {
-		int r = errno == EEXIST || errno == ENOTEMPTY ? -EEXIST : negative_errno();
+		r = errno == EEXIST || errno == ENOTEMPTY ? -EEXIST : negative_errno();
 		staging_abort(p, s);
 		return r;
 	}
@@ -409,7 +431,7 @@ static int staging_commit(Pool *p, ObjectKind k, Staging *s, const char *id)
 }
 
 /* Fills a staged object's data file: blank of size bytes, or a copy of source's data file
- * (opened by the caller) grown to size. */
+ * (opened by the caller) grown to size. staging_commit() syncs it. */
 static int staging_fill(Staging *s, int source_data_fd, uint64_t size, CopyMethod *ret_method)
 {
 	struct stat st;
@@ -426,8 +448,28 @@ static int staging_fill(Staging *s, int source_data_fd, uint64_t size, CopyMetho
 		if (r < 0)
 			return r;
 	}
-	if (ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0)
+	if (ftruncate(fd, (off_t)size) < 0)
 		return negative_errno();
+	return 0;
+}
+
+/* Writes a staged object's meta.json in place: nobody sees it before staging_commit() has
+ * synced it and renamed the whole directory, so it needs no temporary file of its own. */
+static int staging_write_meta(Staging *s, const char *text, size_t len)
+{
+	_cleanup_close_ int fd = openat(s->fd, META_FILE,
+					O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return negative_errno();
+	while (len > 0) {
+		ssize_t n = write(fd, text, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? negative_errno() : -EIO;
+		text += n;
+		len -= (size_t)n;
+	}
 	return 0;
 }
 
@@ -574,7 +616,7 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 		goto fail_unreserve;
 	if (o->with_data && (r = staging_fill(&s, source_data, o->size, ret_method)) < 0)
 		goto fail_abort;
-	if ((r = write_meta(s.fd, o->meta, o->meta_len)) < 0)
+	if ((r = staging_write_meta(&s, o->meta, o->meta_len)) < 0)
 		goto fail_abort;
 	failpoint(o->failpoint);
 	r = staging_commit(p, o->kind, &s, o->id);

@@ -27,13 +27,16 @@ typedef struct BenchSequence {
 	const char *name;
 	const char *steps[BENCH_MAX_STEPS]; /* names of the timed steps */
 	unsigned n_steps;
-	/* Checks parameters before the run; returns -EINVAL with *ret_error. Optional. */
-	int (*prepare)(BenchSeqConfig *cfg, char **ret_error);
+	/* Checks parameters and sets up what every row uses (may call the driver); returns a
+	 * negative errno with *ret_error. Optional. */
+	int (*prepare)(RpcClient *client, BenchSeqConfig *cfg, char **ret_error);
 	/* One iteration; records each step with bench_record(), failures with bench_fail(). */
 	void (*iterate)(BenchThread *t, RpcClient *client, BenchSeqConfig *cfg, unsigned client_id,
 			uint64_t i);
 	/* After a row: removes what the row left behind. Optional. */
 	void (*cleanup)(RpcClient *client, BenchSeqConfig *cfg);
+	/* After the last row: removes what prepare made. Optional. */
+	void (*finish)(RpcClient *client, BenchSeqConfig *cfg);
 } BenchSequence;
 
 void bench_record(BenchThread *t, unsigned step, usec_t us);
@@ -43,7 +46,9 @@ int bench_seq_config_add(BenchSeqConfig *cfg, const char *key_value);
 const char *bench_seq_param(const BenchSeqConfig *cfg, const char *key, const char *fallback);
 void bench_seq_config_done(BenchSeqConfig *cfg);
 
-int bench_sequence_find(const char *name, BenchSeqConfig *cfg, const BenchSequence **ret,
-			char **ret_error);
+/* Finds a named sequence and runs its prepare step against the driver behind client. Returns
+ * -EINVAL (unknown name, bad parameter) or the error of prepare, with *ret_error. Blocks. */
+int bench_sequence_find(const char *name, RpcClient *client, BenchSeqConfig *cfg,
+			const BenchSequence **ret, char **ret_error);
 int bench_sequence_single_rpc(const char *method, const char *request_json, BenchSeqConfig *cfg,
 			      const BenchSequence **ret, char **ret_error);

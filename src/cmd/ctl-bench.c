@@ -21,7 +21,7 @@ static const char bench_usage[] =
 	"  --rpc METHOD          one RPC per iteration (default GetPluginInfo)\n"
 	"  --request JSON        its request (default {})\n"
 	"  --sequence NAME       a lifecycle per iteration instead: create-delete,\n"
-	"                        stage-publish (see docs/bench.md)\n"
+	"                        stage-publish, publish, snapshot, populate (docs/bench.md)\n"
 	"  --param KEY=VALUE     a parameter for the sequence (size=1G, fstype=ext4, ...)\n"
 	"  --clients N[,N...]    concurrent clients; one table row per value (default 1)\n"
 	"  --count N             iterations per row, shared by the clients (default 10000)\n"
@@ -124,7 +124,7 @@ static unsigned long rss_kib(long pid)
 
 static void print_header(void)
 {
-	printf("%-20s %-22s %7s %9s %7s %10s %9s %9s %9s %9s %9s\n", "target", "step", "clients",
+	printf("%-20s %-26s %7s %9s %7s %10s %9s %9s %9s %9s %9s\n", "target", "step", "clients",
 	       "calls", "errors", "calls/s", "p50(us)", "p90(us)", "p99(us)", "max(us)",
 	       "rss(KiB)");
 }
@@ -144,7 +144,7 @@ static void print_rows(BenchRun *run, BenchThread *threads, unsigned clients, us
 		}
 		qsort(all, total, sizeof(double), cmp_double);
 		double secs = (double)elapsed / 1e6;
-		printf("%-20s %-22s %7u %9zu %7llu %10.0f %9.0f %9.0f %9.0f %9.0f %9lu\n", label,
+		printf("%-20s %-26s %7u %9zu %7llu %10.0f %9.0f %9.0f %9.0f %9.0f %9lu\n", label,
 		       run->seq->steps[s], clients, total,
 		       (unsigned long long)atomic_load(&run->errors), secs > 0 ? total / secs : 0,
 		       percentile(all, total, 0.50), percentile(all, total, 0.90),
@@ -295,7 +295,7 @@ int ctl_bench(Ctl *ctl, int argc, char **argv)
 		return r;
 	_cleanup_free_ char *error = NULL;
 	if (sequence)
-		r = bench_sequence_find(sequence, &run.seq_config, &run.seq, &error);
+		r = bench_sequence_find(sequence, ctl->client, &run.seq_config, &run.seq, &error);
 	else
 		r = bench_sequence_single_rpc(rpc, request, &run.seq_config, &run.seq, &error);
 	if (r < 0)
@@ -305,6 +305,8 @@ int ctl_bench(Ctl *ctl, int argc, char **argv)
 	int rc = 0;
 	for (size_t i = 0; i < n_clients; i++)
 		rc |= bench_row(&run, clients[i], warmup, (long)pid, label ? label : ctl->endpoint);
+	if (run.seq->finish)
+		run.seq->finish(ctl->client, &run.seq_config);
 	bench_seq_config_done(&run.seq_config);
 	return rc;
 }

@@ -36,3 +36,7 @@ int ctl_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3
 int ctl_bench(Ctl *ctl, int argc, char **argv);
 int ctl_pool(Ctl *ctl, int argc, char **argv);
 int ctl_ownership(Ctl *ctl, int argc, char **argv);
+/* argv[0] volume|snapshot|group|node|capacity|controller: one CSI RPC. Returns the exit code. */
+int ctl_csi(Ctl *ctl, int argc, char **argv);
+/* argv[0] flex: list|install|remove|call|test Flexvolume drivers. Returns the exit code. */
+int ctl_flex(Ctl *ctl, int argc, char **argv);

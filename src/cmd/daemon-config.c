@@ -6,7 +6,9 @@
 #include "alloc.h"
 #include "client.h"
 #include "daemon-config.h"
+#include "ownership.h"
 #include "parse-util.h"
+
 
 const char daemon_usage[] =
 	"Usage: volplugd [all|controller|node] [OPTIONS]\n"
@@ -23,9 +25,16 @@ const char daemon_usage[] =
 	"  --zone ZONE                     topology zone (default local)\n"
 	"  --max-volumes-per-node N        attach limit reported and enforced (default 32)\n"
 	"  --modify-coalesce-window TIME   merge expand/modify within this window (default 2s)\n"
-	"  --flexvolume-dir DIR            Flexvolume plugin directory\n"
+	"  --flexvolume-dir DIR            Flexvolume plugin directory (default\n"
+	"                                  /usr/libexec/kubernetes/kubelet-plugins/volume/exec;\n"
+	"                                  \"\": no Flexvolume drivers)\n"
+	"  --flexvolume-timeout [CMD=]TIME deadline of Flexvolume driver calls: of every\n"
+	"                                  command, or of one (mount=30s); repeatable\n"
 	"  --workers N                     handler threads (default 8)\n"
 	"  --shutdown-grace TIME           how long in-flight calls may finish on SIGTERM (30s)\n"
+	"  --fs-group-change-policy P      volume ownership when a volume names none: Always or\n"
+	"                                  OnRootMismatch (default)\n"
+
 	"  -v, --verbosity N               log detail: 0-3 info, 4+ debug (default 2)\n"
 	"  -h, --help                      show this help\n"
 	"      --version                   show the version\n";
@@ -41,8 +50,11 @@ enum {
 	OPT_MAX_VOLUMES,
 	OPT_COALESCE,
 	OPT_FLEX_DIR,
+	OPT_FLEX_TIMEOUT,
 	OPT_WORKERS,
 	OPT_GRACE,
+	OPT_FS_GROUP_POLICY,
+
 	OPT_VERSION,
 };
 
@@ -57,8 +69,11 @@ static const struct option options[] = {
 	{"max-volumes-per-node", required_argument, NULL, OPT_MAX_VOLUMES},
 	{"modify-coalesce-window", required_argument, NULL, OPT_COALESCE},
 	{"flexvolume-dir", required_argument, NULL, OPT_FLEX_DIR},
+	{"flexvolume-timeout", required_argument, NULL, OPT_FLEX_TIMEOUT},
 	{"workers", required_argument, NULL, OPT_WORKERS},
 	{"shutdown-grace", required_argument, NULL, OPT_GRACE},
+	{"fs-group-change-policy", required_argument, NULL, OPT_FS_GROUP_POLICY},
+
 	{"verbosity", required_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
@@ -81,6 +96,8 @@ static void config_defaults(DaemonConfig *c)
 		.workers = 8,
 		.verbosity = 2,
 		.modify_coalesce_window = 2 * USEC_PER_SEC,
+		.fs_group_policy = OWNERSHIP_ON_ROOT_MISMATCH,
+
 		.shutdown_grace = 30 * USEC_PER_SEC,
 	};
 	gethostname(host, sizeof(host) - 1);
@@ -107,6 +124,30 @@ static bool driver_name_valid(const char *s)
 			return false;
 	}
 	return true;
+}
+
+/* "TIME" sets every command's deadline, "COMMAND=TIME" one command's. */
+static int flex_timeout_apply(DaemonConfig *c, const char *arg, char **ret_error)
+{
+	const char *eq = strchr(arg, '=');
+	usec_t t;
+	int cmd = -1;
+
+	if (eq) {
+		_cleanup_free_ char *name = xstrndup(arg, eq - arg);
+		cmd = flex_command_from_string(name);
+		if (cmd < 0) {
+			*ret_error = xasprintf("--flexvolume-timeout '%s': unknown command '%s'",
+					       arg, name);
+			return -EINVAL;
+		}
+	}
+	if (parse_duration(eq ? eq + 1 : arg, &t) < 0 || t == 0)
+		return -EINVAL;
+	for (int i = 0; i < _FLEX_COMMAND_MAX; i++)
+		if (cmd < 0 || i == cmd)
+			c->flexvolume_timeout[i] = t;
+	return 0;
 }
 
 static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_error)
@@ -158,13 +199,22 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 	case OPT_COALESCE:
 		r = parse_duration(arg, &c->modify_coalesce_window);
 		break;
+	case OPT_FS_GROUP_POLICY:
+		c->fs_group_policy = ownership_policy_from_string(arg);
+		if (c->fs_group_policy < 0)
+			r = -EINVAL;
+		break;
 	case OPT_GRACE:
+
 		r = parse_duration(arg, &c->shutdown_grace);
 		break;
 	case OPT_FLEX_DIR:
-		if (arg[0] != '/')
+		if (arg[0] && arg[0] != '/')
 			r = -EINVAL;
 		set_string(&c->flexvolume_dir, arg);
+		break;
+	case OPT_FLEX_TIMEOUT:
+		r = flex_timeout_apply(c, arg, ret_error);
 		break;
 	case OPT_WORKERS:
 		r = parse_uint32(arg, &u32);

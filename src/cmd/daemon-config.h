@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "call.h"
 #include "driver.h"
 #include "time-util.h"
 
@@ -23,6 +24,9 @@ typedef struct DaemonConfig {
 	usec_t modify_coalesce_window;
 	usec_t shutdown_grace;
 	char *flexvolume_dir;
+	int fs_group_policy; /* OwnershipPolicy */
+			      /* "": Flexvolume off */
+	usec_t flexvolume_timeout[_FLEX_COMMAND_MAX]; /* 0: the command's default */
 	enum {
 		DAEMON_RUN,
 		DAEMON_HELP,

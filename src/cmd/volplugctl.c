@@ -33,7 +33,17 @@ static const char usage[] =
 	"  methods                      list the RPCs call knows\n"
 	"  bench [--help]               load a driver and print throughput and latency\n"
 	"  pool check POOL_DIR          verify a pool on disk; exits 1 when it has problems\n"
-	"  ownership apply PATH --gid N apply an fsGroup to a tree (see ownership --help)\n";
+	"  ownership apply PATH --gid N apply an fsGroup to a tree (see ownership --help)\n"
+	"  volume create|delete|list|get|expand|modify|validate|publish|unpublish ...\n"
+	"                               the Controller's volume RPCs (see volume --help)\n"
+	"  snapshot create|delete|list  snapshots (see snapshot --help)\n"
+	"  group create|get|delete|capabilities  group snapshots (see group --help)\n"
+	"  node info|capabilities|stage|unstage|publish|unpublish|stats|expand ...\n"
+	"                               the Node RPCs (see node --help)\n"
+	"  capacity [--zone Z]          GetCapacity\n"
+	"  controller capabilities      ControllerGetCapabilities\n"
+	"  flex list|install|remove|call|test ...\n"
+	"                               Flexvolume drivers (see flex --help)\n";
 
 int ctl_error(int code, const char *fmt, ...)
 {
@@ -51,9 +61,13 @@ int ctl_connect(Ctl *ctl)
 {
 	if (ctl->client)
 		return 0;
-	if (rpc_client_new(ctl->endpoint, &ctl->client) < 0)
+	/* gRPC starts threads and costs tens of ms: only commands that talk to a socket pay. */
+	grpc_init();
+	if (rpc_client_new(ctl->endpoint, &ctl->client) < 0) {
+		grpc_shutdown();
 		return ctl_error(CTL_EXIT_USAGE, "--endpoint '%s': want unix:///absolute/path",
 				 ctl->endpoint);
+	}
 	return 0;
 }
 
@@ -191,6 +205,20 @@ static int dispatch(Ctl *ctl, int argc, char **argv)
 		return ctl_pool(ctl, argc, argv);
 	if (strcmp(cmd, "ownership") == 0)
 		return ctl_ownership(ctl, argc, argv);
+	if (strcmp(cmd, "volume") == 0)
+		return ctl_csi(ctl, argc, argv);
+	if (strcmp(cmd, "snapshot") == 0)
+		return ctl_csi(ctl, argc, argv);
+	if (strcmp(cmd, "group") == 0)
+		return ctl_csi(ctl, argc, argv);
+	if (strcmp(cmd, "node") == 0)
+		return ctl_csi(ctl, argc, argv);
+	if (strcmp(cmd, "capacity") == 0)
+		return ctl_csi(ctl, argc, argv);
+	if (strcmp(cmd, "controller") == 0)
+		return ctl_csi(ctl, argc, argv);
+	if (strcmp(cmd, "flex") == 0)
+		return ctl_flex(ctl, argc, argv);
 	return ctl_error(CTL_EXIT_USAGE, "unknown command or wrong arguments: '%s' (see --help)",
 			 cmd);
 }
@@ -241,9 +269,10 @@ int main(int argc, char **argv)
 		fputs(usage, stderr);
 		return CTL_EXIT_USAGE;
 	}
-	grpc_init();
 	int r = dispatch(&ctl, argc - optind, argv + optind);
-	rpc_client_free(ctl.client);
-	grpc_shutdown();
+	if (ctl.client) {
+		rpc_client_free(ctl.client);
+		grpc_shutdown();
+	}
 	return r;
 }

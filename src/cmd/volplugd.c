@@ -13,6 +13,7 @@
 #include "driver.h"
 #include "failpoint.h"
 #include "log.h"
+#include "prober.h"
 #include "server.h"
 #include "version.h"
 
@@ -63,6 +64,73 @@ static int mkdir_parents(const char *path)
 	return 0;
 }
 
+/* The prober reports every publication here: the one place a driver's fate is logged. */
+static void flex_changed(FlexDriver *drv, void *userdata)
+{
+	(void)userdata;
+	switch (drv->state) {
+	case FLEX_DRIVER_LOADED:
+		log_info("Flexvolume driver %s loaded from %s (attach=%s, fsGroup=%s, "
+			 "requiresFSResize=%s)",
+			 drv->name, drv->exe, drv->capabilities.attach ? "true" : "false",
+			 drv->capabilities.fs_group ? "true" : "false",
+			 drv->capabilities.requires_fs_resize ? "true" : "false");
+		break;
+	case FLEX_DRIVER_FAILED:
+		log_warning("Flexvolume driver %s is not usable: %s", drv->name,
+			    drv->error ?: "failed");
+		break;
+	case FLEX_DRIVER_REMOVED:
+		log_info("Flexvolume driver %s removed", drv->name);
+		break;
+	}
+}
+
+/* Starts Flexvolume discovery. Without a usable plugin dir the daemon serves on without
+ * Flexvolume: pool volumes do not depend on it. */
+static FlexProber *flex_start(const DaemonConfig *cfg, Driver *driver, FlexCallConfig *call_cfg)
+{
+	FlexProber *p = NULL;
+	int r;
+
+	if (!*cfg->flexvolume_dir) {
+		log_info("Flexvolume drivers off (--flexvolume-dir \"\")");
+		return NULL;
+	}
+	for (size_t i = 0; i < _FLEX_COMMAND_MAX; i++)
+		call_cfg->timeout[i] = cfg->flexvolume_timeout[i];
+	FlexProberConfig pc = {
+		.dir = cfg->flexvolume_dir,
+		.call = *call_cfg,
+		.on_change = flex_changed,
+	};
+	FlexRegistry *registry = flex_registry_new();
+	r = flex_prober_new(&pc, registry, &p);
+	if (r >= 0 && (r = flex_prober_start(p)) < 0)
+		p = flex_prober_free(p);
+	if (r < 0) {
+		log_warning_errno(
+			r, "--flexvolume-dir %s: cannot watch it (%m): Flexvolume drivers off",
+			cfg->flexvolume_dir);
+		flex_registry_free(registry);
+		return NULL;
+	}
+	driver->flex = registry;
+	driver->flex_call = call_cfg;
+	/* Drivers in place at start answer the first calls, which may be retries of unpublish. */
+	if (flex_prober_wait_settled(p, 5 * USEC_PER_SEC) < 0)
+		log_info("Flexvolume drivers in %s still initialising", flex_prober_dir(p));
+	log_info("Flexvolume plugin dir %s watched", flex_prober_dir(p));
+	return p;
+}
+
+static void flex_stop(FlexProber *p, Driver *driver)
+{
+	flex_prober_free(p);
+	driver->flex = flex_registry_free(driver->flex);
+	driver->flex_call = NULL;
+}
+
 static LogLevel level_for_verbosity(int v)
 {
 	return v >= 4 ? LOG_LEVEL_DEBUG : v >= 1 ? LOG_LEVEL_INFO : LOG_LEVEL_WARNING;
@@ -78,6 +146,8 @@ static int run(const DaemonConfig *cfg)
 		.zone = cfg->zone,
 		.max_volumes_per_node = cfg->max_volumes_per_node,
 		.coalesce_window = cfg->modify_coalesce_window,
+		.fs_group_policy = cfg->fs_group_policy,
+
 	};
 	PoolConfig pool_config = {
 		.path = cfg->pool,
@@ -85,6 +155,8 @@ static int run(const DaemonConfig *cfg)
 		.zone = cfg->zone,
 	};
 	RpcServer *server = NULL;
+	FlexCallConfig flex_call = {};
+	FlexProber *prober = NULL;
 	pthread_t sig_thread;
 	size_t n_methods;
 	int r;
@@ -108,6 +180,8 @@ static int run(const DaemonConfig *cfg)
 		return 2;
 	}
 
+	prober = flex_start(cfg, &driver, &flex_call);
+
 	grpc_init();
 	const RpcMethod *methods = csi_methods(cfg->mode, &n_methods);
 	RpcServerConfig server_config = {
@@ -129,6 +203,7 @@ static int run(const DaemonConfig *cfg)
 			fprintf(stderr, "volplugd: --endpoint %s: cannot listen: %s\n",
 				cfg->endpoint, strerror(-r));
 		grpc_shutdown();
+		flex_stop(prober, &driver);
 		pool_close(driver.pool);
 		return r == -EADDRINUSE ? 1 : 2;
 	}
@@ -139,6 +214,7 @@ static int run(const DaemonConfig *cfg)
 		 cfg->pool);
 	rpc_server_run(server);
 	rpc_server_free(server);
+	flex_stop(prober, &driver);
 	log_info("stopped");
 	grpc_shutdown();
 	driver_done(&driver);

@@ -7,6 +7,7 @@
 #include "coalescer.h"
 #include "controller.h"
 #include "csi-util.h"
+#include "flex-volume.h"
 #include "log.h"
 
 static void strmap_from_kv(const ParamKV *kv, size_t n, Strmap *ret)
@@ -129,6 +130,9 @@ int controller_expand_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 	uint64_t size;
 	int e;
 
+	/* Flexvolume volumes go to their driver. */
+	if ((e = flex_controller_expand(call, req, ret)) <= 0)
+		return e;
 	if (!r->volume_id || !*r->volume_id)
 		return rpc_fail(call, -EINVAL, "volume_id: missing");
 	if (!r->capacity_range)
@@ -148,15 +152,13 @@ int controller_expand_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 			return rpc_fail(call, -ENOENT, "volume %s vanished while it grew",
 					r->volume_id);
 	}
-	bool block = r->volume_capability ? r->volume_capability->access_type_case ==
-						    CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK
-					  : !strmap_get(&v->context, "csi.storage.k8s.io/fstype");
 	Csi__V1__ControllerExpandVolumeResponse *resp =
 		xnew0(Csi__V1__ControllerExpandVolumeResponse, 1);
 	csi__v1__controller_expand_volume_response__init(resp);
 	resp->capacity_bytes = (int64_t)v->size;
-	/* A filesystem must grow too, on the node; a raw block device has nothing more to do. */
-	resp->node_expansion_required = !block;
+	/* Always: a loop device keeps its old size until NodeExpandVolume refreshes it, raw
+	 * block too, and a filesystem must grow there as well. */
+	resp->node_expansion_required = true;
 	*ret = &resp->base;
 	return 0;
 }
@@ -168,7 +170,6 @@ int controller_modify_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *err = NULL;
 	_cleanup_free_ ParamKV *kv = NULL;
-	Strmap next = {};
 	int e;
 
 	if (!r->volume_id || !*r->volume_id)
@@ -178,13 +179,11 @@ int controller_modify_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 		return rpc_fail(call, -EINVAL, "mutable_parameters: %s", err);
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
 		return rpc_fail(call, -ENOENT, "volume %s not found", r->volume_id);
-	/* Fail early, alone, when the change cannot apply to this volume at all. */
-	e = params_after(v, v->size, kv, r->n_mutable_parameters, &next, &err);
-	strmap_done(&next);
-	if (e < 0)
-		return rpc_fail(call, -EINVAL, "mutable_parameters: %s", err);
+	/* Values are checked against the merged change (the size a concurrent expand brings
+	 * included) when it is applied, as EC2 checks the EBS driver's merged modification. */
 	if ((e = submit(call, d, r->volume_id, 0, kv, r->n_mutable_parameters)) < 0)
 		return e;
+
 	Csi__V1__ControllerModifyVolumeResponse *resp =
 		xnew0(Csi__V1__ControllerModifyVolumeResponse, 1);
 	csi__v1__controller_modify_volume_response__init(resp);

@@ -6,6 +6,7 @@
 #include "alloc.h"
 #include "controller.h"
 #include "csi-util.h"
+#include "flex-volume.h"
 #include "log.h"
 
 #define PUBLISH_CONTEXT_DEVICE "devicePath"
@@ -103,6 +104,9 @@ int controller_publish_volume(RpcCall *call, const ProtobufCMessage *req, Protob
 	PoolNode *node = NULL;
 	int lock = -EBADF, e;
 
+	/* Flexvolume volumes go to their driver. */
+	if ((e = flex_controller_publish(call, req, ret)) <= 0)
+		return e;
 	if ((e = publish_check_request(call, r)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
@@ -155,6 +159,9 @@ int controller_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, Prot
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	int lock = -EBADF, e;
 
+	/* Flexvolume volumes go to their driver. */
+	if ((e = flex_controller_unpublish(call, req, ret)) <= 0)
+		return e;
 	if (!r->volume_id || !*r->volume_id)
 		return rpc_fail(call, -EINVAL, "volume_id: missing");
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)

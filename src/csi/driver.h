@@ -26,10 +26,14 @@ typedef struct Driver {
 	const char *zone;
 	uint32_t max_volumes_per_node;
 	usec_t coalesce_window;
+	int fs_group_policy; /* OwnershipPolicy when a volume names none */
+
 	Pool *pool;
 	Inflight *inflight;	     /* keys of the calls being served */
 	DevNames *devnames;	     /* controller: device names per node */
 	struct Coalescer *coalescer; /* controller: expand + modify merging */
+	struct FlexRegistry *flex;   /* Flexvolume drivers (the prober's); NULL: Flexvolume off */
+	const struct FlexCallConfig *flex_call; /* deadlines of driver calls; may be NULL */
 } Driver;
 
 /* Sets up the driver's shared state for its mode: registers the node in the pool, restores

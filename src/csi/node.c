@@ -14,6 +14,8 @@
 #include "alloc.h"
 #include "blockfs.h"
 #include "csi-util.h"
+#include "failpoint.h"
+#include "flex-volume.h"
 #include "log.h"
 #include "loopdev.h"
 #include "mount-util.h"
@@ -75,9 +77,15 @@ static int path_check(RpcCall *call, const char *field, const char *path)
 	return path_check_as(call, field, path, -EINVAL);
 }
 
-/* The loop device of a volume: the one already attached to its data file, or a new one. */
+int node_path_check(RpcCall *call, const char *field, const char *path)
+{
+	return path_check(call, field, path);
+}
+
+/* The loop device of a volume: the one already attached to its data file, or a new one
+ * (*ret_attached says which). -ENOENT for an unknown volume, -ENODEV for one without a device. */
 static int volume_device(RpcCall *call, Driver *d, const char *volume_id, bool attach,
-			 char **ret_dev)
+			 char **ret_dev, bool *ret_attached)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 
@@ -85,15 +93,20 @@ static int volume_device(RpcCall *call, Driver *d, const char *volume_id, bool a
 		return rpc_fail(call, -ENOENT, "volume %s not found", volume_id);
 	_cleanup_free_ char *data = pool_volume_data_path(d->pool, volume_id);
 	int e = loop_find(data, ret_dev);
+	if (e == 0 && ret_attached)
+		*ret_attached = false;
 	if (e == 0 || !attach)
 		return e == 0 ? 0
-			      : rpc_fail(call, -ENOENT, "volume %s is not staged on this node",
+			      : rpc_fail(call, -ENODEV, "volume %s is not staged on this node",
 					 volume_id);
 	e = loop_attach(data, false, ret_dev);
 	if (e < 0)
 		return rpc_fail(call, e, "volume %s: attaching a loop device failed: %s", volume_id,
 				strerror(-e));
 	log_info("volume %s attached as %s", volume_id, *ret_dev);
+	if (ret_attached)
+		*ret_attached = true;
+	failpoint("node-stage-after-attach");
 	return 0;
 }
 
@@ -173,6 +186,7 @@ static int stage_prepare_fs(RpcCall *call, const Csi__V1__NodeStageVolumeRequest
 			return rpc_fail(call, e, "volume %s: %s", r->volume_id,
 					err ?: strerror(-e));
 		log_info("volume %s: made %s on %s", r->volume_id, fstype, dev);
+		failpoint("node-stage-after-mkfs");
 		return 0;
 	}
 	if (strcmp(found, fstype) != 0)
@@ -188,11 +202,25 @@ static int stage_prepare_fs(RpcCall *call, const Csi__V1__NodeStageVolumeRequest
 	return 0;
 }
 
+/* Grows the filesystem when the device grew while nobody used it; a failure only warns. */
+static void stage_grow(const Csi__V1__NodeStageVolumeRequest *r, const char *dev,
+		       const char *mount_path, const char *fstype)
+{
+	_cleanup_free_ char *err = NULL;
+
+	if (blockfs_needs_resize(dev, mount_path, fstype, &err) <= 0)
+		return;
+	int e = blockfs_resize(dev, mount_path, fstype, &err);
+	if (e < 0)
+		log_warning("volume %s: growing its filesystem failed: %s", r->volume_id,
+			    err ?: strerror(-e));
+}
+
 static int stage_mount(RpcCall *call, const Csi__V1__NodeStageVolumeRequest *r, const char *dev)
 {
 	const Csi__V1__VolumeCapability__MountVolume *m = r->volume_capability->mount;
 	const char *fstype = m->fs_type && *m->fs_type ? m->fs_type : NULL;
-	_cleanup_free_ char *err = NULL, *flags = NULL;
+	_cleanup_free_ char *flags = NULL;
 	bool readonly = capability_readonly(r->volume_capability);
 	int e;
 
@@ -204,6 +232,10 @@ static int stage_mount(RpcCall *call, const Csi__V1__NodeStageVolumeRequest *r, 
 		return e;
 	if ((e = stage_prepare_fs(call, r, dev, fstype)) < 0)
 		return e;
+	/* ext grows unmounted: online resize needs CAP_SYS_RESOURCE. xfs grows only mounted. */
+	bool grow_mounted = strcmp(fstype, "xfs") == 0;
+	if (!readonly && !grow_mounted)
+		stage_grow(r, dev, NULL, fstype);
 	flags = join_flags(m->mount_flags, m->n_mount_flags);
 	if (mkdir(r->staging_target_path, 0750) < 0 && errno != EEXIST)
 		return rpc_fail(call, -errno, "staging_target_path: cannot create %s: %m",
@@ -212,13 +244,8 @@ static int stage_mount(RpcCall *call, const Csi__V1__NodeStageVolumeRequest *r, 
 	if (e < 0)
 		return rpc_fail(call, e, "volume %s: mounting %s on %s failed: %s", r->volume_id,
 				dev, r->staging_target_path, strerror(-e));
-	/* The volume may have grown while nobody used it. */
-	if (!readonly && blockfs_needs_resize(dev, r->staging_target_path, fstype, &err) > 0) {
-		e = blockfs_resize(dev, r->staging_target_path, fstype, &err);
-		if (e < 0)
-			log_warning("volume %s: growing its filesystem failed: %s", r->volume_id,
-				    err ?: strerror(-e));
-	}
+	if (!readonly && grow_mounted)
+		stage_grow(r, dev, r->staging_target_path, fstype);
 	log_info("volume %s: %s mounted on %s", r->volume_id, dev, r->staging_target_path);
 	return 0;
 }
@@ -251,6 +278,9 @@ int node_stage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 	_cleanup_free_ char *dev = NULL, *err = NULL;
 	int e;
 
+	/* Flexvolume volumes go to their driver. */
+	if ((e = flex_node_stage(call, req, ret)) <= 0)
+		return e;
 	if (!r->volume_id || !*r->volume_id)
 		return rpc_fail(call, -EINVAL, "volume_id: missing");
 	if ((e = path_check(call, "staging_target_path", r->staging_target_path)) < 0)
@@ -260,14 +290,19 @@ int node_stage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
 		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
 				r->volume_id);
-	if ((e = volume_device(call, d, r->volume_id, true, &dev)) < 0)
+	bool attached = false;
+	if ((e = volume_device(call, d, r->volume_id, true, &dev, &attached)) < 0)
 		return e;
 	if (!capability_block(r->volume_capability)) {
 		e = mounted_here(call, "staging_target_path", r->staging_target_path, dev);
 		if (e == 0)
 			e = stage_mount(call, r, dev);
-		if (e < 0)
+		if (e < 0) {
+			/* A refused stage leaves no loop device it attached itself. */
+			if (attached)
+				(void)loop_detach(dev);
 			return e;
+		}
 	}
 	Csi__V1__NodeStageVolumeResponse *resp = xnew0(Csi__V1__NodeStageVolumeResponse, 1);
 	csi__v1__node_stage_volume_response__init(resp);
@@ -283,6 +318,9 @@ int node_unstage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 	_cleanup_free_ char *dev = NULL;
 	int e;
 
+	/* Flexvolume volumes go to their driver. */
+	if ((e = flex_node_unstage(call, req, ret)) <= 0)
+		return e;
 	if (!r->volume_id || !*r->volume_id)
 		return rpc_fail(call, -EINVAL, "volume_id: missing");
 	if ((e = path_check(call, "staging_target_path", r->staging_target_path)) < 0)
@@ -313,26 +351,25 @@ int node_unstage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 
 /* Ownership for a volume_mount_group, right after the mount and before the pod sees it. */
 static int publish_ownership(RpcCall *call, const Csi__V1__NodePublishVolumeRequest *r,
-			     const char *group)
+			     uint32_t gid)
 {
+	const Driver *d = rpc_call_userdata(call);
 	OwnershipReport report = {};
-	uint32_t gid;
-	int policy = OWNERSHIP_ON_ROOT_MISMATCH;
+	int policy = d->fs_group_policy;
 
-	if (parse_uint32(group, &gid) < 0 || gid == (uint32_t)-1)
-		return rpc_fail(
-			call, -EINVAL,
-			"volume_capability.mount.volume_mount_group: '%s' is not a group id",
-			group);
+	/* The volume's own choice (StorageClass parameter, carried in the context) wins. */
 	for (size_t i = 0; i < r->n_volume_context; i++)
 		if (strcmp(r->volume_context[i]->key, "fsGroupChangePolicy") == 0)
 			policy = ownership_policy_from_string(r->volume_context[i]->value);
 	if (policy < 0)
-		policy = OWNERSHIP_ON_ROOT_MISMATCH;
-	int e = ownership_apply(r->target_path, gid, r->readonly, policy, NULL, &report);
+		policy = d->fs_group_policy;
+	/* A read-only bind cannot be changed; the same tree through the staging mount can. */
+	const char *where = r->readonly ? r->staging_target_path : r->target_path;
+	int e = ownership_apply(where, gid, r->readonly, policy, NULL, &report);
 	if (e < 0)
 		return rpc_fail(call, e, "volume %s: giving %s to group %u failed: %s",
-				r->volume_id, r->target_path, gid, strerror(-e));
+				r->volume_id, where, gid, strerror(-e));
+
 	if (report.errors > 0)
 		log_warning("volume %s: %llu entries could not be given to group %u: %s",
 			    r->volume_id, (unsigned long long)report.errors, gid,
@@ -377,9 +414,17 @@ static int publish_block(RpcCall *call, const Csi__V1__NodePublishVolumeRequest 
 static int publish_mount(RpcCall *call, const Csi__V1__NodePublishVolumeRequest *r, const char *dev)
 {
 	const Csi__V1__VolumeCapability__MountVolume *m = r->volume_capability->mount;
+	const char *group = m->volume_mount_group;
 	_cleanup_free_ char *flags = NULL;
+	uint32_t gid = OWNERSHIP_GID_NONE;
 	int e;
 
+	/* Checked before anything is mounted: a refused call leaves nothing behind. */
+	if (group && *group && (parse_uint32(group, &gid) < 0 || gid == OWNERSHIP_GID_NONE))
+		return rpc_fail(
+			call, -EINVAL,
+			"volume_capability.mount.volume_mount_group: '%s' is not a group id",
+			group);
 	if (mounted_here(call, "staging_target_path", r->staging_target_path, dev) != 1)
 		return rpc_fail(call, -ENOTEMPTY,
 				"volume %s is not staged at %s: call NodeStageVolume first",
@@ -399,9 +444,10 @@ static int publish_mount(RpcCall *call, const Csi__V1__NodePublishVolumeRequest 
 			return rpc_fail(call, e, "volume %s: binding %s to %s failed: %s",
 					r->volume_id, r->staging_target_path, r->target_path,
 					strerror(-e));
+		failpoint("node-publish-after-mount");
 	}
-	if (m->volume_mount_group && *m->volume_mount_group)
-		return publish_ownership(call, r, m->volume_mount_group);
+	if (gid != OWNERSHIP_GID_NONE)
+		return publish_ownership(call, r, gid);
 	return 0;
 }
 
@@ -413,6 +459,9 @@ int node_publish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 	_cleanup_free_ char *dev = NULL, *err = NULL;
 	int e;
 
+	/* Flexvolume volumes go to their driver. */
+	if ((e = flex_node_publish(call, req, ret)) <= 0)
+		return e;
 	if (!r->volume_id || !*r->volume_id)
 		return rpc_fail(call, -EINVAL, "volume_id: missing");
 	if ((e = path_check(call, "target_path", r->target_path)) < 0)
@@ -424,11 +473,10 @@ int node_publish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
 		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
 				r->volume_id);
-	if ((e = volume_device(call, d, r->volume_id, false, &dev)) < 0)
-		return e == -ENOENT && pool_volume_id_valid(r->volume_id)
-			       ? rpc_fail(call, -ENOTEMPTY, "volume %s is not staged on this node",
-					  r->volume_id)
-			       : e;
+	if ((e = volume_device(call, d, r->volume_id, false, &dev, NULL)) < 0)
+		return e == -ENODEV ? rpc_fail(call, -ENOTEMPTY,
+					       "volume %s is not staged on this node", r->volume_id)
+				    : e;
 	e = capability_block(r->volume_capability) ? publish_block(call, r, dev)
 						   : publish_mount(call, r, dev);
 	if (e < 0)
@@ -449,6 +497,9 @@ int node_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 	struct stat st;
 	int e;
 
+	/* Flexvolume volumes go to their driver. */
+	if ((e = flex_node_unpublish(call, req, ret)) <= 0)
+		return e;
 	if (!r->volume_id || !*r->volume_id)
 		return rpc_fail(call, -EINVAL, "volume_id: missing");
 	if ((e = path_check(call, "target_path", r->target_path)) < 0)
@@ -490,6 +541,9 @@ int node_expand_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMess
 	MountInfo mi = {};
 	int e;
 
+	/* Flexvolume volumes go to their driver. */
+	if ((e = flex_node_expand(call, req, ret)) <= 0)
+		return e;
 	if (!r->volume_id || !*r->volume_id)
 		return rpc_fail(call, -EINVAL, "volume_id: missing");
 	if (!r->volume_path || !*r->volume_path)
@@ -497,7 +551,7 @@ int node_expand_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMess
 	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
 		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
 				r->volume_id);
-	if ((e = volume_device(call, d, r->volume_id, false, &dev)) < 0)
+	if ((e = volume_device(call, d, r->volume_id, false, &dev, NULL)) < 0)
 		return e;
 	/* A path that cannot hold the volume means the volume is not found there. */
 	if ((e = path_check_as(call, "volume_path", r->volume_path, -ENOENT)) < 0)
@@ -561,6 +615,9 @@ int node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 	struct stat st;
 	int e;
 
+	/* Flexvolume volumes go to their driver. */
+	if ((e = flex_node_get_volume_stats(call, req, ret)) <= 0)
+		return e;
 	if (!r->volume_id || !*r->volume_id)
 		return rpc_fail(call, -EINVAL, "volume_id: missing");
 	if (!r->volume_path || !*r->volume_path)
@@ -569,8 +626,8 @@ int node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 		return e;
 	if (lstat(r->volume_path, &st) < 0)
 		return rpc_fail(call, -ENOENT, "volume_path: %s does not exist", r->volume_path);
-	if ((e = volume_device(call, d, r->volume_id, false, &dev)) < 0) {
-		if (e != -ENOENT || !pool_volume_id_valid(r->volume_id))
+	if ((e = volume_device(call, d, r->volume_id, false, &dev, NULL)) < 0) {
+		if (e != -ENODEV)
 			return e;
 		dev = NULL; /* known volume, device gone: report it abnormal below */
 	}

@@ -12,3 +12,7 @@ HANDLER(node_get_volume_stats);
 HANDLER(node_expand_volume);
 HANDLER(node_get_capabilities);
 HANDLER(node_get_info);
+
+/* Checks a path from a request: absolute, clean, no symlink in it. INVALID_ARGUMENT naming
+ * field otherwise. */
+int node_path_check(RpcCall *call, const char *field, const char *path);

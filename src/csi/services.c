@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <string.h>
 
+#include "admin.pb-c.h"
 #include "controller.h"
 #include "csi.pb-c.h"
 #include "driver.h"
+#include "flex-volume.h"
 #include "node.h"
 
 #define METHOD(service, name, request, fn)                                         \
@@ -64,9 +66,16 @@ static const RpcMethod node_methods[] = {
 	METHOD("Node", "NodeGetInfo", node_get_info_request, node_get_info),
 };
 
+/* volplug's own service, in every mode. */
+static const RpcMethod admin_methods[] = {
+	{"/volplug.admin.v1.Admin/ListFlexDrivers",
+	 &volplug__admin__v1__list_flex_drivers_request__descriptor, admin_list_flex_drivers},
+};
+
 /* The table for a mode, built once: Identity always, then the services the mode serves. */
 static RpcMethod tables[3][ELEMENTSOF(identity_methods) + ELEMENTSOF(controller_methods) +
-			   ELEMENTSOF(node_methods)];
+			   ELEMENTSOF(group_controller_methods) + ELEMENTSOF(node_methods) +
+			   ELEMENTSOF(admin_methods)];
 
 static size_t table_append(RpcMethod *t, size_t n, const RpcMethod *m, size_t count)
 {
@@ -88,6 +97,7 @@ const RpcMethod *csi_methods(DriverMode mode, size_t *ret_n)
 				 ELEMENTSOF(group_controller_methods));
 	if (mode == DRIVER_MODE_ALL || mode == DRIVER_MODE_NODE)
 		n = table_append(t, n, node_methods, ELEMENTSOF(node_methods));
+	n = table_append(t, n, admin_methods, ELEMENTSOF(admin_methods));
 	*ret_n = n;
 	return t;
 }

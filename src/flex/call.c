@@ -761,7 +761,7 @@ static char *loggable_argv(const char *const *full, int json_index)
 	for (int i = 0; full[i]; i++) {
 		if (i > 0)
 			buf_adds(&b, " ");
-		if (i == json_index + 2) {
+		if (json_index >= 0 && i == json_index + 2) {
 			_cleanup_free_ char *red = flex_options_redact(full[i]);
 			buf_adds(&b, "'");
 			buf_adds(&b, red);

@@ -141,10 +141,19 @@ static json_t *repeated_to_json(const ProtobufCFieldDescriptor *f, const void *p
 	return out;
 }
 
+/* google.protobuf.Int64Value and friends: their value is the point, zero included. */
+static bool is_wrapper(const ProtobufCMessageDescriptor *d)
+{
+	size_t n = strlen(d->name);
+	return strncmp(d->name, "google.protobuf.", 16) == 0 && n > 5 &&
+	       strcmp(d->name + n - 5, "Value") == 0;
+}
+
 json_t *pbjson_from_message(const ProtobufCMessage *m)
 {
 	const ProtobufCMessageDescriptor *d = m->descriptor;
 	json_t *obj = json_object();
+	bool wrapper = is_wrapper(d);
 
 	for (unsigned i = 0; i < d->n_fields; i++) {
 		const ProtobufCFieldDescriptor *f = &d->fields[i];
@@ -161,8 +170,9 @@ json_t *pbjson_from_message(const ProtobufCMessage *m)
 				*(const uint32_t *)((const char *)m + f->quantifier_offset);
 			if (which != f->id)
 				continue;
-		} else if (scalar_is_default(f, p))
+		} else if (!wrapper && scalar_is_default(f, p))
 			continue;
+
 		json_object_set_new(obj, f->name, scalar_to_json(f, p));
 	}
 	return obj;

@@ -4,6 +4,7 @@ it over gRPC (Debian's python3-grpcio). Tests are plain functions taking a Ctx; 
 TAP, one line per test."""
 
 import json
+import shutil
 import os
 import signal
 import socket
@@ -47,12 +48,13 @@ class Skip(Exception):
 class Daemon:
     """One volplugd process on its own socket and pool."""
 
-    def __init__(self, tmp, mode="all", args=(), env=None, pool=None, name="d"):
+    def __init__(self, tmp, mode="all", args=(), env=None, pool=None, name="d", node_id="node-1"):
         self.dir = tempfile.mkdtemp(prefix=name + "-", dir=tmp)
         self.socket = os.path.join(self.dir, "csi.sock")
         self.pool = pool or os.path.join(self.dir, "pool")
         self.log_path = os.path.join(self.dir, "daemon.log")
         self.mode = mode
+        self.node_id = node_id
         self.args = list(args)
         self.env = dict(os.environ)
         self.env.update(env or {})
@@ -64,7 +66,7 @@ class Daemon:
         return "unix://" + self.socket
 
     def argv(self):
-        return [VOLPLUGD, self.mode, "--endpoint", self.endpoint, "--node-id", "node-1",
+        return [VOLPLUGD, self.mode, "--endpoint", self.endpoint, "--node-id", self.node_id,
                 "--driver-name", "test.volplug.io", "--pool", self.pool, "-v", "4"] + self.args
 
     def start(self, wait=True):
@@ -165,8 +167,8 @@ class Ctx:
         self.tmp = tempfile.mkdtemp(prefix="volplug-it-")
         self.daemons = []
 
-    def daemon(self, mode="all", args=(), env=None, pool=None, start=True, name="d"):
-        d = Daemon(self.tmp, mode, args, env, pool, name)
+    def daemon(self, mode="all", args=(), env=None, pool=None, start=True, name="d", node_id="node-1"):
+        d = Daemon(self.tmp, mode, args, env, pool, name, node_id)
         self.daemons.append(d)
         if start:
             d.start()
@@ -178,6 +180,14 @@ class Ctx:
                 d.stop()
             except Exception:
                 pass
+        # Never delete through a mount a test left behind: that would reach into it.
+        with open("/proc/self/mountinfo") as f:
+            mounted = [line.split()[4] for line in f]
+        if any(m == self.tmp or m.startswith(self.tmp + "/") for m in mounted):
+            print("# leaving %s: something is still mounted below it" % self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
 
 
 def to_dict(msg):

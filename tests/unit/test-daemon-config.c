@@ -2,6 +2,7 @@
 #include <errno.h>
 
 #include "daemon-config.h"
+#include "ownership.h"
 #include "tap.h"
 
 static int parse(char **argv, DaemonConfig *c, char **error)
@@ -38,12 +39,38 @@ int main(void)
 	is_int(c.mode, DRIVER_MODE_ALL, "default mode is all");
 	is_int(c.socket_mode, 0600, "default socket mode 0600");
 	is_int(c.modify_coalesce_window, 2000000, "default window 2 s");
+	is_int(c.fs_group_policy, OWNERSHIP_ON_ROOT_MISMATCH, "default ownership policy");
+	daemon_config_done(&c);
+
+	is_int(parse(ARGV("--fs-group-change-policy", "always"), &c, &error), 0,
+	       "ownership policy parses, any case");
+	is_int(c.fs_group_policy, OWNERSHIP_ALWAYS, "ownership policy Always");
+
+	daemon_config_done(&c);
+
+	is_int(parse(ARGV("--flexvolume-dir", "", "--flexvolume-timeout", "5s",
+			  "--flexvolume-timeout", "mount=250ms"),
+		     &c, &error),
+	       0, "flexvolume flags parse");
+	is_str(c.flexvolume_dir, "", "empty plugin dir: Flexvolume off");
+	is_int(c.flexvolume_timeout[FLEX_MOUNT], 250000, "per-command deadline");
+	is_int(c.flexvolume_timeout[FLEX_INIT], 5000000, "global deadline");
+	daemon_config_done(&c);
+	is_int(parse(ARGV("--pool", "/tmp/p"), &c, &error), 0, "flexvolume defaults");
+	is_str(c.flexvolume_dir, "/usr/libexec/kubernetes/kubelet-plugins/volume/exec",
+	       "default plugin dir");
+	is_int(c.flexvolume_timeout[FLEX_MOUNT], 0, "no deadline set: the command's default");
 	daemon_config_done(&c);
 
 	const struct {
 		char **argv;
 		const char *error;
 	} bad[] = {
+		{ARGV("--flexvolume-timeout", "mnt=5s"),
+		 "--flexvolume-timeout 'mnt=5s': unknown command 'mnt'"},
+		{ARGV("--flexvolume-timeout", "0"), "--flexvolume-timeout '0': invalid value"},
+		{ARGV("--flexvolume-dir", "relative"),
+		 "--flexvolume-dir 'relative': invalid value"},
 		{ARGV("everything"), "unknown mode 'everything': want all, controller or node"},
 		{ARGV("--endpoint", "tcp://1.2.3.4:5"),
 		 "--endpoint 'tcp://1.2.3.4:5': want unix:///absolute/path (at most 107 bytes)"},
@@ -55,6 +82,9 @@ int main(void)
 		 "ending alphanumeric"},
 		{ARGV("all", "extra"), "unexpected argument 'extra'"},
 		{ARGV("--pool-capacity", "lots"), "--pool-capacity 'lots': invalid value"},
+		{ARGV("--fs-group-change-policy", "Sometimes"),
+		 "--fs-group-change-policy 'Sometimes': invalid value"},
+
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		is_int(parse(bad[i].argv, &c, &error), -EINVAL, "rejects %s", bad[i].argv[1]);

@@ -1,0 +1,876 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Controller service on the pool (issue 3): volume life cycle, idempotency, ALREADY_EXISTS,
+ABORTED, timeouts, pagination, kill -9 recovery with `pool check`, publish and device names,
+snapshots and group snapshots, expand/modify coalescing, volume condition. Each test checks what
+a user sees: the gRPC code and the message naming the field or object, the files in the pool, and
+what `volplugctl pool check` prints."""
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import threading
+import time
+
+import grpc
+
+from harness import VOLPLUGCTL, run, to_dict
+
+import csi_pb2  # noqa: E402  (found through the path harness sets)
+
+MIB = 1 << 20
+GIB = 1 << 30
+SNW = {"access_mode": {"mode": "SINGLE_NODE_WRITER"}, "mount": {}}
+BLOCK = {"access_mode": {"mode": "SINGLE_NODE_WRITER"}, "block": {}}
+MNRO = {"access_mode": {"mode": "MULTI_NODE_READER_ONLY"}, "block": {}}
+OK = grpc.StatusCode.OK
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+NOT_FOUND = grpc.StatusCode.NOT_FOUND
+EXISTS = grpc.StatusCode.ALREADY_EXISTS
+ABORTED = grpc.StatusCode.ABORTED
+PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
+OUT_OF_RANGE = grpc.StatusCode.OUT_OF_RANGE
+
+
+# Helpers
+
+
+def create_req(name, size=None, cap=SNW, **extra):
+    req = {"name": name, "volume_capabilities": [cap]}
+    if size is not None:
+        req["capacity_range"] = {"required_bytes": size}
+    req.update(extra)
+    return req
+
+
+def create(d, name, size=None, cap=SNW, **extra):
+    return d.call("CreateVolume", create_req(name, size, cap, **extra)).volume
+
+
+def attempt(d, method, request=None, timeout=30, **fields):
+    """Calls and returns (code, reply or message) instead of raising."""
+    try:
+        return OK, d.call(method, request, timeout=timeout, **fields)
+    except grpc.RpcError as e:
+        return e.code(), e.details()
+
+
+def listdir(pool, sub):
+    try:
+        return sorted(os.listdir(os.path.join(pool, sub)))
+    except FileNotFoundError:
+        return []
+
+
+def data_path(pool, volume_id, kind="volumes"):
+    return os.path.join(pool, kind, volume_id, "data")
+
+
+def meta(pool, volume_id, kind="volumes"):
+    with open(os.path.join(pool, kind, volume_id, "meta.json")) as f:
+        return json.load(f)
+
+
+def pool_check(pool):
+    """Runs `volplugctl pool check`: (exit status, output)."""
+    p = subprocess.run([VOLPLUGCTL, "pool", "check", pool], capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def assert_pool_clean(pool, volumes=None):
+    rc, out = pool_check(pool)
+    last = out.strip().splitlines()[-1]
+    assert rc == 0 and last.endswith(" 0 problems"), (rc, out)
+    if volumes is not None:
+        assert last.startswith("%d volumes, " % volumes), out
+    assert listdir(pool, "tmp") == [], listdir(pool, "tmp")
+
+
+def write_at(path, offset, data):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, data, offset)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_all(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def wait_for(cond, timeout=10, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.01)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def in_background(fn, *args, **kw):
+    """Runs fn in a thread; returns (thread, result dict with 'value' or 'error')."""
+    result = {}
+
+    def body():
+        try:
+            result["value"] = fn(*args, **kw)
+        except grpc.RpcError as e:
+            result["error"] = e
+
+    t = threading.Thread(target=body)
+    t.start()
+    return t, result
+
+
+def capacity(d, **req):
+    c = d.call("GetCapacity", req or None)
+    return c.available_capacity, c.maximum_volume_size.value, c.minimum_volume_size.value
+
+
+def list_all(d, method, page, key, **req):
+    """Walks a List* call page by page; returns the IDs in order and the page sizes."""
+    ids, sizes, token = [], [], ""
+    for _ in range(100):
+        r = d.call(method, dict(req, max_entries=page, starting_token=token))
+        sizes.append(len(r.entries))
+        ids += [key(e) for e in r.entries]
+        token = r.next_token
+        if not token:
+            return ids, sizes
+    raise AssertionError("pagination does not end")
+
+
+def vol_key(e):
+    return e.volume.volume_id
+
+
+def snap_key(e):
+    return e.snapshot.snapshot_id
+
+
+# Volume life cycle and arguments
+
+
+def test_create_delete_lifecycle(ctx):
+    d = ctx.daemon()
+    v = create(d, "pvc-life")
+    assert v.volume_id.startswith("vol-") and len(v.volume_id) == 20, v.volume_id
+    assert v.capacity_bytes == GIB, "default size is 1 GiB"
+    assert to_dict(v)["accessible_topology"] == [{"segments": {"topology.volplug.io/zone": "local"}}]
+    assert listdir(d.pool, "volumes") == [v.volume_id]
+    assert sorted(os.listdir(os.path.join(d.pool, "volumes", v.volume_id))) == ["data", "meta.json"]
+    st = os.stat(data_path(d.pool, v.volume_id))
+    assert st.st_size == GIB and st.st_blocks * 512 < MIB, "a sparse file of the volume's size"
+    m = meta(d.pool, v.volume_id)
+    assert (m["name"], m["size"], m["access_mode"]) == ("pvc-life", GIB, "SINGLE_NODE_WRITER"), m
+    assert m["params"]["type"] == "gp3", "gp3 is the default type: %s" % m
+    assert "created volume %s (pvc-life" % v.volume_id in d.logs()
+    assert [e.volume.volume_id for e in d.call("ListVolumes").entries] == [v.volume_id]
+    assert d.call("ControllerGetVolume", volume_id=v.volume_id).volume.volume_id == v.volume_id
+    assert_pool_clean(d.pool, volumes=1)
+
+    d.call("DeleteVolume", volume_id=v.volume_id)
+    assert listdir(d.pool, "volumes") == [] and listdir(d.pool, "tmp") == []
+    d.call("DeleteVolume", volume_id=v.volume_id)  # gone already: success
+    d.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=v.volume_id, match=v.volume_id)
+    d.expect_error(INVALID, "DeleteVolume", volume_id="", match="volume_id")
+    assert_pool_clean(d.pool, volumes=0)
+
+
+def test_create_is_idempotent_other_arguments_already_exist(ctx):
+    d = ctx.daemon()
+    # 10 GiB: gp3 allows up to 5000 IOPS, so 4000 and 5000 are two different volumes.
+    req = create_req("pvc-idem", 10 * GIB, parameters={"type": "gp3", "iops": "4000"})
+    first = d.call("CreateVolume", req)
+    again = d.call("CreateVolume", req)
+    assert to_dict(first) == to_dict(again), (first, again)
+    # Keys are case-insensitive: the same parameters spelled otherwise are the same volume.
+    same = d.call("CreateVolume",
+                  create_req("pvc-idem", 10 * GIB, parameters={"Type": "gp3", "IOPS": "4000"}))
+    assert to_dict(same) == to_dict(first)
+
+    src = create(d, "pvc-src", 32 * MIB)
+    for what, other in (
+        ("capacity", create_req("pvc-idem", 12 * GIB, parameters={"type": "gp3", "iops": "4000"})),
+        ("parameters", create_req("pvc-idem", 10 * GIB, parameters={"type": "gp3", "iops": "5000"})),
+        ("source", create_req("pvc-idem", 10 * GIB, parameters={"type": "gp3", "iops": "4000"},
+                              volume_content_source={"volume": {"volume_id": src.volume_id}})),
+    ):
+        e = d.expect_error(EXISTS, "CreateVolume", other, match="'pvc-idem'")
+        assert {"capacity": "capacity_range", "parameters": "parameters",
+                "source": "volume_content_source"}[what] in e.details(), (what, e.details())
+    assert listdir(d.pool, "volumes") == sorted([first.volume.volume_id, src.volume_id])
+    assert meta(d.pool, first.volume.volume_id)["params"]["iops"] == "4000"
+    assert_pool_clean(d.pool, volumes=2)
+
+
+def test_bad_names_ids_and_parameters(ctx):
+    d = ctx.daemon()
+    for name in ("/", "a/b", "x" * 129, "a\x01b", "tab\there", "..", "."):
+        d.expect_error(INVALID, "CreateVolume", create_req(name), match="name:")
+    assert "129 bytes" in d.expect_error(INVALID, "CreateVolume", create_req("y" * 129)).details()
+    d.expect_error(INVALID, "CreateVolume", create_req(""), match="name: missing")
+    d.expect_error(INVALID, "CreateVolume", {"name": "pvc-nocap"}, match="volume_capabilities")
+    for key in ("bogusKey", "IOPSPerVolume"):
+        e = d.expect_error(INVALID, "CreateVolume", create_req("pvc-p", parameters={key: "1"}),
+                           match="'%s'" % key)
+        assert e.details().startswith("parameters:"), e.details()
+    d.expect_error(INVALID, "CreateVolume", create_req("pvc-p", parameters={"type": "fast"}), match="type")
+    d.expect_error(INVALID, "CreateVolume", create_req("pvc-p", parameters={"iops": "lots"}), match="iops")
+    d.expect_error(INVALID, "CreateVolume",
+                   create_req("pvc-p", cap={"access_mode": {"mode": "SINGLE_NODE_WRITER"},
+                                            "mount": {"fs_type": "ntfs"}}),
+                   match="fs_type")
+    # Nothing was made, not even in tmp/.
+    assert listdir(d.pool, "volumes") == [] and listdir(d.pool, "tmp") == []
+
+    # A name of 128 bytes is fine; IDs that could escape the pool never reach a path.
+    assert create(d, "z" * 128).volume_id.startswith("vol-")
+    outside = os.path.join(d.dir, "outside")
+    os.makedirs(os.path.join(outside, "x"))
+    for bad in ("../outside/x", "vol-../../x", "/etc", "vol-0123456789abcdeF", "vol-\x00"):
+        d.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=bad)
+        d.call("DeleteVolume", volume_id=bad)
+        d.expect_error(NOT_FOUND, "ControllerPublishVolume", volume_id=bad, node_id="node-1",
+                       volume_capability=SNW)
+    assert os.path.isdir(os.path.join(outside, "x"))
+    assert_pool_clean(d.pool, volumes=1)
+
+
+def test_capacity_range(ctx):
+    d = ctx.daemon()
+    assert create(d, "pvc-1000b", 1000).capacity_bytes == MIB, "rounded up to a MiB"
+    assert create(d, "pvc-10m1", 10 * MIB + 1).capacity_bytes == 11 * MIB
+    assert create(d, "pvc-default").capacity_bytes == GIB
+    v = create(d, "pvc-limit", capacity_range={"limit_bytes": 100 * MIB + 5})
+    assert v.capacity_bytes == 100 * MIB, "the default clipped to the limit, in whole MiB"
+    v = create(d, "pvc-range", capacity_range={"required_bytes": 3 * MIB, "limit_bytes": 5 * MIB})
+    assert v.capacity_bytes == 3 * MIB
+    assert os.stat(data_path(d.pool, v.volume_id)).st_size == 3 * MIB
+    e = d.expect_error(OUT_OF_RANGE, "CreateVolume",
+                       create_req("pvc-bad", capacity_range={"required_bytes": 5 * MIB, "limit_bytes": MIB}),
+                       match="capacity_range")
+    assert "limit_bytes" in e.details(), e.details()
+    d.expect_error(OUT_OF_RANGE, "CreateVolume",
+                   create_req("pvc-bad", capacity_range={"required_bytes": 1000, "limit_bytes": 2000}),
+                   match="capacity_range")
+    d.expect_error(INVALID, "CreateVolume", create_req("pvc-bad", capacity_range={"required_bytes": -1}),
+                   match="capacity_range")
+    assert "pvc-bad" not in json.dumps([meta(d.pool, i)["name"] for i in listdir(d.pool, "volumes")])
+    assert_pool_clean(d.pool, volumes=5)
+
+
+def test_topology(ctx):
+    d = ctx.daemon(args=["--zone", "zone-a"])
+    here = {"segments": {"topology.volplug.io/zone": "zone-a"}}
+    there = {"segments": {"topology.volplug.io/zone": "zone-b"}}
+    e = d.expect_error(EXHAUSTED, "CreateVolume",
+                       create_req("pvc-there", accessibility_requirements={"requisite": [there],
+                                                                           "preferred": [there]}),
+                       match="accessibility_requirements")
+    assert "zone-a" in e.details(), e.details()
+    assert listdir(d.pool, "volumes") == []
+    v = create(d, "pvc-both", accessibility_requirements={"requisite": [there, here], "preferred": [there]})
+    assert to_dict(v)["accessible_topology"] == [here]
+    k8s = {"segments": {"topology.kubernetes.io/zone": "zone-a"}}
+    assert create(d, "pvc-k8s", accessibility_requirements={"requisite": [k8s]}).volume_id
+    assert capacity(d, accessible_topology=there)[0] == 0, "no capacity in a zone not served"
+    assert capacity(d, accessible_topology=here)[0] > 0
+
+
+def test_pool_capacity(ctx):
+    d = ctx.daemon(args=["--pool-capacity", "3G"])
+    assert capacity(d) == (3 * GIB, 3 * GIB, MIB)
+    a = create(d, "pvc-a", 2 * GIB)
+    assert capacity(d) == (GIB, GIB, MIB)
+    e = d.expect_error(EXHAUSTED, "CreateVolume", create_req("pvc-b", 2 * GIB), match="capacity_range")
+    assert "do not fit" in e.details(), e.details()
+    assert listdir(d.pool, "volumes") == [a.volume_id] and listdir(d.pool, "tmp") == []
+    d.expect_error(EXHAUSTED, "CreateSnapshot", name="snap-a", source_volume_id=a.volume_id)
+    assert capacity(d) == (GIB, GIB, MIB), "a failed create reserves nothing"
+
+    # The numbers come from the pool itself: a restarted daemon sees the same.
+    d.stop()
+    d = ctx.daemon(args=["--pool-capacity", "3G"], pool=d.pool, name="again")
+    assert capacity(d) == (GIB, GIB, MIB)
+    d.call("DeleteVolume", volume_id=a.volume_id)
+    assert capacity(d)[0] == 3 * GIB
+    assert create(d, "pvc-b", 2 * GIB).capacity_bytes == 2 * GIB
+
+
+# Concurrency, ABORTED and timeouts
+
+
+def test_64_concurrent_creates_of_one_name(ctx):
+    d = ctx.daemon(args=["--workers", "16"])
+    other = ctx.daemon(mode="controller", pool=d.pool, args=["--workers", "16"], name="other")
+
+    def storm(name, daemons):
+        with concurrent.futures.ThreadPoolExecutor(max_workers=64) as ex:
+            futures = [ex.submit(attempt, daemons[i % len(daemons)], "CreateVolume",
+                                 create_req(name, 8 * MIB)) for i in range(64)]
+            results = [f.result(timeout=60) for f in futures]
+        ok = [to_dict(r) for code, r in results if code == OK]
+        others = [(code, r) for code, r in results if code != OK]
+        assert ok, others
+        assert all(r == ok[0] for r in ok), "every success returns the same volume"
+        assert all(code == ABORTED and "in progress" in msg for code, msg in others), others
+        return ok[0]["volume"]["volume_id"], len(ok)
+
+    one, n_ok = storm("pvc-storm", [d])
+    assert listdir(d.pool, "volumes") == [one], listdir(d.pool, "volumes")
+    # The same from two processes on one pool: their in-flight tables are separate, the
+    # pool's no-replace rename decides.
+    two, n_ok2 = storm("pvc-storm-2", [d, other])
+    assert listdir(d.pool, "volumes") == sorted([one, two]), listdir(d.pool, "volumes")
+    assert d.logs().count("created volume %s" % one) == 1
+    assert (d.logs() + other.logs()).count("created volume %s" % two) == 1
+    assert_pool_clean(d.pool, volumes=2)
+
+
+def test_second_call_in_flight_is_aborted_at_once(ctx):
+    d = ctx.daemon(env={"VOLPLUG_FAILPOINTS": "pool-create-before-commit=sleep(2s);"
+                                              "pool-snapshot-before-commit=sleep(2s)"})
+    start = time.monotonic()
+    t, first = in_background(d.call, "CreateVolume", create_req("pvc-slow", 8 * MIB))
+    wait_for(lambda: listdir(d.pool, "tmp"), what="the first create to stage its volume")
+    t0 = time.monotonic()
+    e = d.expect_error(ABORTED, "CreateVolume", create_req("pvc-slow", 8 * MIB), match="'pvc-slow'")
+    took = time.monotonic() - t0
+    assert took < 0.5, "ABORTED at once, not after the first call (%.3fs)" % took
+    assert "in progress" in e.details(), e.details()
+    t.join(10)
+    assert "value" in first, first
+    assert time.monotonic() - start >= 2.0
+    vid = first["value"].volume.volume_id
+    assert listdir(d.pool, "volumes") == [vid]
+    assert d.call("CreateVolume", create_req("pvc-slow", 8 * MIB)).volume.volume_id == vid
+
+    # The same for a snapshot name.
+    t, first = in_background(d.call, "CreateSnapshot", name="snap-slow", source_volume_id=vid)
+    wait_for(lambda: listdir(d.pool, "tmp"), what="the first snapshot to stage")
+    t0 = time.monotonic()
+    d.expect_error(ABORTED, "CreateSnapshot", name="snap-slow", source_volume_id=vid, match="'snap-slow'")
+    assert time.monotonic() - t0 < 0.5
+    t.join(10)
+    assert "value" in first, first
+    assert listdir(d.pool, "snapshots") == [first["value"].snapshot.snapshot_id]
+    assert_pool_clean(d.pool, volumes=1)
+
+
+def test_client_deadline_then_retry_finds_the_volume(ctx):
+    d = ctx.daemon(env={"VOLPLUG_FAILPOINTS": "pool-create-before-commit=sleep(2s)"})
+    req = create_req("pvc-deadline", 16 * MIB)
+    start = time.monotonic()
+    try:
+        d.call("CreateVolume", req, timeout=0.5)
+        raise AssertionError("a 2 s create answered within 0.5 s")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
+    assert time.monotonic() - start < 1.5
+    # The server goes on: a retry meanwhile is ABORTED, one after it finished succeeds.
+    code, msg = attempt(d, "CreateVolume", req)
+    assert code == ABORTED and "pvc-deadline" in msg, (code, msg)
+    codes = []
+    while True:
+        code, reply = attempt(d, "CreateVolume", req)
+        codes.append(code)
+        if code == OK:
+            break
+        assert code == ABORTED and time.monotonic() - start < 10, (code, reply)
+        time.sleep(0.1)
+    assert time.monotonic() - start >= 2.0, "the retry returned the work the first call finished"
+    assert reply.volume.capacity_bytes == 16 * MIB
+    assert listdir(d.pool, "volumes") == [reply.volume.volume_id]
+    assert d.logs().count("created volume %s" % reply.volume.volume_id) == 1
+    assert_pool_clean(d.pool, volumes=1)
+
+
+# Pagination
+
+
+def test_list_volumes_pagination(ctx):
+    d = ctx.daemon()
+    ids = sorted(create(d, "pvc-page-%d" % i, MIB).volume_id for i in range(8))
+    got, sizes = list_all(d, "ListVolumes", 3, vol_key)
+    assert got == ids and sizes == [3, 3, 2], (got, sizes)
+    assert [vol_key(e) for e in d.call("ListVolumes", max_entries=0).entries] == ids, "0: all"
+
+    # A volume deleted between pages (the next page's first one) breaks nothing.
+    page = d.call("ListVolumes", max_entries=3)
+    assert [vol_key(e) for e in page.entries] == ids[:3]
+    d.call("DeleteVolume", volume_id=page.next_token)
+    d.call("DeleteVolume", volume_id=ids[0])
+    rest = []
+    token = page.next_token
+    while token:
+        page = d.call("ListVolumes", max_entries=3, starting_token=token)
+        rest += [vol_key(e) for e in page.entries]
+        token = page.next_token
+    assert rest == ids[4:], (rest, ids)
+
+    d.expect_error(ABORTED, "ListVolumes", starting_token="garbage", match="starting_token")
+    d.expect_error(ABORTED, "ListVolumes", starting_token="snap-0000000000000000", match="starting_token")
+    d.expect_error(INVALID, "ListVolumes", max_entries=-1, match="max_entries")
+
+    # Published nodes are shown.
+    d.call("ControllerPublishVolume", volume_id=ids[5], node_id="node-1", volume_capability=SNW)
+    status = {vol_key(e): list(e.status.published_node_ids) for e in d.call("ListVolumes").entries}
+    assert status[ids[5]] == ["node-1"] and status[ids[6]] == [], status
+
+
+# kill -9 in the middle of an operation
+
+
+def crash_then_recover(ctx, env, crash, leftover):
+    """Starts volplugd with a crash failpoint, runs crash(d) (which must kill it), checks that
+    `pool check` sees the leftover in tmp/, restarts on the same pool and checks it is clean."""
+    d = ctx.daemon(env={"VOLPLUG_FAILPOINTS": env})
+    crash(d)
+    assert d.proc.wait(10) == -9, "killed by its failpoint"
+    rc, out = pool_check(d.pool)
+    assert rc == 1 and "tmp/%s" % leftover in out and "interrupted operation" in out, out
+    assert "1 problems" in out, out
+    again = ctx.daemon(pool=d.pool, name="restarted")
+    assert_pool_clean(d.pool)
+    return d, again
+
+
+def expect_crash(d, method, **fields):
+    try:
+        d.call(method, timeout=10, **fields)
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+        return
+    raise AssertionError("%s survived its crash failpoint" % method)
+
+
+def test_kill9_during_create(ctx):
+    d, again = crash_then_recover(
+        ctx, "pool-create-before-commit=crash",
+        lambda d: expect_crash(d, "CreateVolume", **create_req("pvc-crash", 32 * MIB)), "new-vol-")
+    assert listdir(d.pool, "volumes") == [], "a half-made volume is never visible"
+    assert list(again.call("ListVolumes").entries) == []
+    v = create(again, "pvc-crash", 32 * MIB)
+    assert listdir(d.pool, "volumes") == [v.volume_id]
+    assert_pool_clean(d.pool, volumes=1)
+
+
+def test_kill9_during_snapshot(ctx):
+    holder = {}
+
+    def crash(d):
+        v = create(d, "pvc-snapsrc", 16 * MIB)
+        write_at(data_path(d.pool, v.volume_id), 4096, b"keep me")
+        holder["vid"] = v.volume_id
+        expect_crash(d, "CreateSnapshot", name="snap-crash", source_volume_id=v.volume_id)
+
+    d, again = crash_then_recover(ctx, "pool-snapshot-before-commit=crash", crash, "new-snap-")
+    vid = holder["vid"]
+    assert listdir(d.pool, "snapshots") == []
+    assert list(again.call("ListSnapshots").entries) == []
+    s = again.call("CreateSnapshot", name="snap-crash", source_volume_id=vid).snapshot
+    assert s.ready_to_use and listdir(d.pool, "snapshots") == [s.snapshot_id]
+    assert read_all(data_path(d.pool, s.snapshot_id, "snapshots"))[4096:4103] == b"keep me"
+    assert_pool_clean(d.pool, volumes=1)
+
+
+def test_kill9_during_delete(ctx):
+    holder = {}
+
+    def crash(d):
+        holder["vid"] = create(d, "pvc-del", 16 * MIB).volume_id
+        expect_crash(d, "DeleteVolume", volume_id=holder["vid"])
+
+    d, again = crash_then_recover(ctx, "pool-delete-after-rename=crash", crash, "del-vol-")
+    assert listdir(d.pool, "volumes") == [], "a half-removed volume is gone"
+    again.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=holder["vid"])
+    again.call("DeleteVolume", volume_id=holder["vid"])
+    assert create(again, "pvc-del", 16 * MIB).volume_id == holder["vid"], "the name is free again"
+    assert_pool_clean(d.pool, volumes=1)
+
+
+# Publish
+
+
+def publish(d, vid, node="node-1", cap=SNW, readonly=False):
+    return dict(d.call("ControllerPublishVolume", volume_id=vid, node_id=node, volume_capability=cap,
+                       readonly=readonly).publish_context)
+
+
+def test_publish_device_names_and_idempotency(ctx):
+    d = ctx.daemon()
+    a, b, c = (create(d, "pvc-pub-%s" % x, MIB).volume_id for x in "abc")
+    first = publish(d, a)
+    assert first == {"devicePath": "/dev/xvdba"}, first
+    assert publish(d, a) == first, "re-publish: same context"
+    assert publish(d, b) == {"devicePath": "/dev/xvdbb"}
+    e = d.expect_error(EXISTS, "ControllerPublishVolume", volume_id=a, node_id="node-1",
+                       volume_capability=SNW, readonly=True, match=a)
+    assert "readonly" in e.details(), e.details()
+    assert meta(d.pool, a)["attachments"] == [{"node": "node-1", "device": "/dev/xvdba", "readonly": False}]
+    d.expect_error(NOT_FOUND, "ControllerPublishVolume", volume_id=a, node_id="node-9",
+                   volume_capability=SNW, match="node-9")
+    d.expect_error(NOT_FOUND, "ControllerPublishVolume", volume_id="vol-0000000000000000",
+                   node_id="node-1", volume_capability=SNW, match="vol-0000000000000000")
+    d.expect_error(INVALID, "ControllerPublishVolume", volume_id=a, node_id="", volume_capability=SNW,
+                   match="node_id")
+    d.expect_error(INVALID, "ControllerPublishVolume", volume_id=a, node_id="node-1",
+                   match="volume_capability")
+
+    e = d.expect_error(PRECONDITION, "DeleteVolume", volume_id=b, match=b)
+    assert "node-1" in e.details(), e.details()
+    assert b in listdir(d.pool, "volumes")
+
+    for _ in range(2):  # unpublish is idempotent
+        d.call("ControllerUnpublishVolume", volume_id=a, node_id="node-1")
+    d.call("ControllerUnpublishVolume", volume_id="vol-0000000000000000", node_id="node-1")
+    assert meta(d.pool, a)["attachments"] == []
+    assert publish(d, c) == {"devicePath": "/dev/xvdba"}, "a freed name is used again, first first"
+    d.call("ControllerUnpublishVolume", volume_id=b, node_id="node-1")
+    d.call("DeleteVolume", volume_id=b)
+    assert b not in listdir(d.pool, "volumes")
+
+
+def test_publish_access_modes_across_nodes(ctx):
+    d = ctx.daemon()
+    ctx.daemon(mode="node", pool=d.pool, node_id="node-2", name="node2")
+    single = create(d, "pvc-single", MIB, cap=BLOCK).volume_id
+    publish(d, single, "node-1", BLOCK)
+    e = d.expect_error(PRECONDITION, "ControllerPublishVolume", volume_id=single, node_id="node-2",
+                       volume_capability=BLOCK, match=single)
+    assert "node-1" in e.details() and "SINGLE_NODE_WRITER" in e.details(), e.details()
+    assert [x["node"] for x in meta(d.pool, single)["attachments"]] == ["node-1"]
+    # Once detached from node-1 it may go to node-2.
+    d.call("ControllerUnpublishVolume", volume_id=single, node_id="node-1")
+    assert publish(d, single, "node-2", BLOCK) == {"devicePath": "/dev/xvdba"}, "names are per node"
+
+    shared = create(d, "pvc-shared", MIB, cap=MNRO).volume_id
+    publish(d, shared, "node-1", MNRO, readonly=True)
+    publish(d, shared, "node-2", MNRO, readonly=True)
+    status = d.call("ControllerGetVolume", volume_id=shared).status
+    assert sorted(status.published_node_ids) == ["node-1", "node-2"], status
+    # Unpublish without a node detaches it everywhere.
+    d.call("ControllerUnpublishVolume", volume_id=shared)
+    assert meta(d.pool, shared)["attachments"] == []
+
+
+def test_attach_limit(ctx):
+    d = ctx.daemon(args=["--max-volumes-per-node", "2"])
+    assert d.call("NodeGetInfo").max_volumes_per_node == 2
+    vols = [create(d, "pvc-lim-%d" % i, MIB).volume_id for i in range(3)]
+    publish(d, vols[0])
+    publish(d, vols[1])
+    e = d.expect_error(EXHAUSTED, "ControllerPublishVolume", volume_id=vols[2], node_id="node-1",
+                       volume_capability=SNW, match="node-1")
+    assert "limit" in e.details() and "2" in e.details(), e.details()
+    assert meta(d.pool, vols[2])["attachments"] == []
+    assert publish(d, vols[0]) == {"devicePath": "/dev/xvdba"}, "re-publish at the limit is fine"
+    d.call("ControllerUnpublishVolume", volume_id=vols[0], node_id="node-1")
+    assert publish(d, vols[2]) == {"devicePath": "/dev/xvdba"}
+
+
+def test_device_names_survive_a_restart(ctx):
+    d = ctx.daemon()
+    a, b = (create(d, "pvc-dev-%s" % x, MIB).volume_id for x in "ab")
+    assert publish(d, a) == {"devicePath": "/dev/xvdba"}
+    d.kill9()
+    d = ctx.daemon(pool=d.pool, name="restarted")
+    assert publish(d, b) == {"devicePath": "/dev/xvdbb"}, "the name a holds is not handed out again"
+    assert publish(d, a) == {"devicePath": "/dev/xvdba"}
+    status = {vol_key(e): list(e.status.published_node_ids) for e in d.call("ListVolumes").entries}
+    assert status == {a: ["node-1"], b: ["node-1"]}, status
+
+
+# Snapshots
+
+
+PATTERN = [(0, b"first block"), (MIB + 7, b"\x00\xffmiddle\xff\x00"),
+           (15 * MIB + 4090, b"across a block end")]
+
+
+def from_snapshot(snapshot_id):
+    return {"snapshot": {"snapshot_id": snapshot_id}}
+
+
+def test_snapshot_restore_and_clone(ctx):
+    d = ctx.daemon()
+    v = create(d, "pvc-data", 16 * MIB).volume_id
+    vpath = data_path(d.pool, v)
+    for off, data in PATTERN:
+        write_at(vpath, off, data)
+    original = read_all(vpath)
+    s = d.call("CreateSnapshot", name="snap-data", source_volume_id=v).snapshot
+    assert s.ready_to_use and s.size_bytes == 16 * MIB and s.source_volume_id == v, s
+    assert s.snapshot_id.startswith("snap-") and listdir(d.pool, "snapshots") == [s.snapshot_id]
+    assert read_all(data_path(d.pool, s.snapshot_id, "snapshots")) == original
+    assert "created snapshot %s" % s.snapshot_id in d.logs()
+    assert "by reflink" in d.logs() or "by sparse copy" in d.logs(), "the log says how it copied"
+
+    write_at(vpath, 0, b"changed after")  # the snapshot is a copy, not a view
+    current = read_all(vpath)
+
+    r = create(d, "pvc-restored", 16 * MIB, volume_content_source=from_snapshot(s.snapshot_id))
+    assert to_dict(r)["content_source"] == {"snapshot": {"snapshot_id": s.snapshot_id}}
+    assert read_all(data_path(d.pool, r.volume_id)) == original
+    assert os.stat(data_path(d.pool, r.volume_id)).st_blocks * 512 <= MIB, "holes stay holes"
+
+    big = create(d, "pvc-restored-big", 24 * MIB, volume_content_source=from_snapshot(s.snapshot_id))
+    bigdata = read_all(data_path(d.pool, big.volume_id))
+    assert len(bigdata) == 24 * MIB and bigdata[:16 * MIB] == original
+    assert bigdata[16 * MIB:].count(0) == 8 * MIB
+    # Without a capacity_range: the default size (the snapshot is smaller).
+    default = create(d, "pvc-restored-def", volume_content_source=from_snapshot(s.snapshot_id))
+    assert default.capacity_bytes == GIB
+    d.expect_error(OUT_OF_RANGE, "CreateVolume",
+                   create_req("pvc-small", capacity_range={"required_bytes": MIB, "limit_bytes": 8 * MIB},
+                              volume_content_source=from_snapshot(s.snapshot_id)),
+                   match=s.snapshot_id)
+    d.expect_error(NOT_FOUND, "CreateVolume",
+                   create_req("pvc-nosnap", volume_content_source=from_snapshot("snap-0000000000000000")),
+                   match="snap-0000000000000000")
+
+    c = create(d, "pvc-clone", 16 * MIB, volume_content_source={"volume": {"volume_id": v}})
+    assert to_dict(c)["content_source"] == {"volume": {"volume_id": v}}
+    assert read_all(data_path(d.pool, c.volume_id)) == current
+    assert "from volume %s by" % v in d.logs()
+    d.expect_error(NOT_FOUND, "CreateVolume",
+                   create_req("pvc-noclone",
+                              volume_content_source={"volume": {"volume_id": "vol-0000000000000000"}}),
+                   match="vol-0000000000000000")
+
+    # A snapshot outlives its volume and still restores.
+    d.call("DeleteVolume", volume_id=v)
+    late = create(d, "pvc-late", 16 * MIB, volume_content_source=from_snapshot(s.snapshot_id))
+    assert read_all(data_path(d.pool, late.volume_id)) == original
+    assert_pool_clean(d.pool, volumes=5)
+
+
+def test_snapshot_names_and_listing(ctx):
+    d = ctx.daemon()
+    v1, v2 = (create(d, "pvc-s%d" % i, 4 * MIB).volume_id for i in (1, 2))
+    s = d.call("CreateSnapshot", name="snap-one", source_volume_id=v1)
+    assert to_dict(d.call("CreateSnapshot", name="snap-one", source_volume_id=v1)) == to_dict(s)
+    e = d.expect_error(EXISTS, "CreateSnapshot", name="snap-one", source_volume_id=v2, match="'snap-one'")
+    assert v1 in e.details(), e.details()
+    d.expect_error(INVALID, "CreateSnapshot", name="a/b", source_volume_id=v1, match="name")
+    d.expect_error(INVALID, "CreateSnapshot", name="snap-x", source_volume_id="", match="source_volume_id")
+    d.expect_error(NOT_FOUND, "CreateSnapshot", name="snap-x", source_volume_id="vol-0000000000000000",
+                   match="vol-0000000000000000")
+    d.expect_error(INVALID, "CreateSnapshot", name="snap-x", source_volume_id=v1, parameters={"iops": "1"},
+                   match="'iops'")
+    assert listdir(d.pool, "snapshots") == [s.snapshot.snapshot_id]
+
+    def snap(name, vid):
+        return d.call("CreateSnapshot", name=name, source_volume_id=vid).snapshot.snapshot_id
+
+    of_v1 = {s.snapshot.snapshot_id} | {snap("snap-v1-%d" % i, v1) for i in range(2)}
+    of_v2 = {snap("snap-v2-%d" % i, v2) for i in range(3)}
+    every = sorted(of_v1 | of_v2)
+    got, sizes = list_all(d, "ListSnapshots", 2, snap_key)
+    assert got == every and sizes == [2, 2, 2], (got, sizes)
+    got, _ = list_all(d, "ListSnapshots", 2, snap_key, source_volume_id=v1)
+    assert got == sorted(of_v1), got
+    got, _ = list_all(d, "ListSnapshots", 0, snap_key, source_volume_id=v2)
+    assert got == sorted(of_v2), got
+    one = d.call("ListSnapshots", snapshot_id=every[3]).entries
+    assert [snap_key(e) for e in one] == [every[3]]
+    assert list(d.call("ListSnapshots", snapshot_id="snap-0000000000000000").entries) == []
+    assert list(d.call("ListSnapshots", snapshot_id=every[3],
+                       source_volume_id="vol-0000000000000000").entries) == []
+    d.expect_error(ABORTED, "ListSnapshots", starting_token="nope", match="starting_token")
+    d.expect_error(INVALID, "ListSnapshots", max_entries=-2, match="max_entries")
+
+    d.call("DeleteSnapshot", snapshot_id=every[0])
+    d.call("DeleteSnapshot", snapshot_id=every[0])  # gone already: success
+    assert every[0] not in listdir(d.pool, "snapshots")
+    assert list_all(d, "ListSnapshots", 4, snap_key)[0] == every[1:]
+    assert_pool_clean(d.pool, volumes=2)
+
+
+def test_group_snapshots(ctx):
+    d = ctx.daemon()
+    caps = d.call("GroupControllerGetCapabilities").capabilities
+    assert [c.rpc.type for c in caps] == [1], "CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT"
+    v1, v2 = (create(d, "pvc-g%d" % i, 4 * MIB).volume_id for i in (1, 2))
+    write_at(data_path(d.pool, v1), 100, b"one")
+    write_at(data_path(d.pool, v2), 200, b"two")
+    g = d.call("CreateVolumeGroupSnapshot", name="group-a", source_volume_ids=[v1, v2]).group_snapshot
+    assert g.group_snapshot_id.startswith("group-") and g.ready_to_use
+    members = {s.source_volume_id: s.snapshot_id for s in g.snapshots}
+    assert sorted(members) == sorted([v1, v2]), g
+    assert all(s.group_snapshot_id == g.group_snapshot_id for s in g.snapshots)
+    assert read_all(data_path(d.pool, members[v1], "snapshots"))[100:103] == b"one"
+    assert read_all(data_path(d.pool, members[v2], "snapshots"))[200:203] == b"two"
+    assert listdir(d.pool, "groups") == [g.group_snapshot_id]
+    assert sorted(listdir(d.pool, "snapshots")) == sorted(members.values())
+
+    again = d.call("CreateVolumeGroupSnapshot", name="group-a", source_volume_ids=[v1, v2]).group_snapshot
+    assert again.group_snapshot_id == g.group_snapshot_id
+    assert sorted(s.snapshot_id for s in again.snapshots) == sorted(members.values())
+    d.expect_error(EXISTS, "CreateVolumeGroupSnapshot", name="group-a", source_volume_ids=[v1],
+                   match="'group-a'")
+    d.expect_error(NOT_FOUND, "CreateVolumeGroupSnapshot", name="group-b",
+                   source_volume_ids=["vol-0000000000000000"], match="vol-0000000000000000")
+    got = d.call("GetVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id).group_snapshot
+    assert sorted(s.snapshot_id for s in got.snapshots) == sorted(members.values())
+    listed = {e.snapshot.snapshot_id: e.snapshot.group_snapshot_id for e in d.call("ListSnapshots").entries}
+    assert listed == {sid: g.group_snapshot_id for sid in members.values()}, listed
+
+    e = d.expect_error(PRECONDITION, "DeleteSnapshot", snapshot_id=members[v1], match=members[v1])
+    assert g.group_snapshot_id in e.details(), e.details()
+    assert members[v1] in listdir(d.pool, "snapshots")
+    d.expect_error(INVALID, "DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id,
+                   snapshot_ids=[members[v1]], match="snapshot_ids")
+
+    d.call("DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id,
+           snapshot_ids=list(members.values()))
+    assert listdir(d.pool, "groups") == [] and listdir(d.pool, "snapshots") == []
+    d.expect_error(NOT_FOUND, "GetVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id,
+                   match=g.group_snapshot_id)
+    d.call("DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id)
+    assert_pool_clean(d.pool, volumes=2)
+
+
+# Expand and modify
+
+
+def concurrently(*calls):
+    """Starts every (method, request) at once on its own thread; returns their results."""
+    barrier = threading.Barrier(len(calls))
+    results = [None] * len(calls)
+
+    def one(i, d, method, req):
+        barrier.wait()
+        results[i] = attempt(d, method, req)
+
+    threads = [threading.Thread(target=one, args=(i,) + c) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return results
+
+
+def test_expand_and_modify_are_coalesced(ctx):
+    d = ctx.daemon(args=["--modify-coalesce-window", "1s"])
+    v = create(d, "pvc-grow", 10 * GIB).volume_id  # 10 GiB: gp3 takes up to 5000 IOPS
+    assert meta(d.pool, v)["params"] == {"type": "gp3", "iops": "3000", "throughput": "125"}
+    start = time.monotonic()
+    (ce, expand), (cm, modify) = concurrently(
+        (d, "ControllerExpandVolume", {"volume_id": v, "capacity_range": {"required_bytes": 12 * GIB}}),
+        (d, "ControllerModifyVolume", {"volume_id": v,
+                                       "mutable_parameters": {"iops": "4000", "throughput": "250"}}))
+    assert (ce, cm) == (OK, OK), (expand, modify)
+    assert time.monotonic() - start >= 0.9, "the window was waited out"
+    assert expand.capacity_bytes == 12 * GIB and expand.node_expansion_required, expand
+    applied = [l for l in d.logs().splitlines() if "applied" in l and v in l]
+    assert len(applied) == 1 and "applied 2 merged request(s)" in applied[0], applied
+    m = meta(d.pool, v)
+    assert m["size"] == 12 * GIB and m["params"] == {"type": "gp3", "iops": "4000", "throughput": "250"}, m
+    assert os.stat(data_path(d.pool, v)).st_size == 12 * GIB
+    assert d.call("ControllerGetVolume", volume_id=v).volume.capacity_bytes == 12 * GIB
+
+    # Alone, a type change; type gp2 takes no iops or throughput.
+    d.call("ControllerModifyVolume", volume_id=v, mutable_parameters={"type": "gp2"})
+    assert meta(d.pool, v)["params"] == {"type": "gp2"}, meta(d.pool, v)
+    d.call("ControllerModifyVolume", volume_id=v,
+           mutable_parameters={"type": "gp3", "tagSpecification_1": "team=db"})
+    assert meta(d.pool, v)["params"]["type"] == "gp3" and "team=db" in meta(d.pool, v)["params"].values()
+    # Raw block too needs the node: its loop device keeps the old size until NodeExpandVolume.
+    b = create(d, "pvc-block", GIB, cap=BLOCK).volume_id
+    r = d.call("ControllerExpandVolume", volume_id=b, capacity_range={"required_bytes": GIB + MIB},
+               volume_capability=BLOCK)
+    assert r.capacity_bytes == GIB + MIB and r.node_expansion_required, r
+    # An expand that grows nothing is fine and changes nothing.
+    r = d.call("ControllerExpandVolume", volume_id=b, capacity_range={"required_bytes": GIB})
+    assert r.capacity_bytes == GIB + MIB and os.stat(data_path(d.pool, b)).st_size == GIB + MIB
+    assert_pool_clean(d.pool, volumes=2)
+
+
+def test_conflicting_changes_fail_alone(ctx):
+    d = ctx.daemon(args=["--modify-coalesce-window", "1s", "--pool-capacity", "40G"])
+    v = create(d, "pvc-conflict", 10 * GIB).volume_id
+    results = concurrently(
+        (d, "ControllerExpandVolume", {"volume_id": v, "capacity_range": {"required_bytes": 11 * GIB}}),
+        (d, "ControllerExpandVolume", {"volume_id": v, "capacity_range": {"required_bytes": 12 * GIB}}))
+    codes = sorted(c.value[0] for c, _ in results)
+    assert codes == [0, 3], results
+    winner = [r for c, r in results if c == OK][0]
+    loser = [r for c, r in results if c != OK][0]
+    assert "conflicts" in loser and "capacity_range" in loser, loser
+    assert meta(d.pool, v)["size"] == winner.capacity_bytes
+    assert os.stat(data_path(d.pool, v)).st_size == winner.capacity_bytes
+
+    results = concurrently(
+        (d, "ControllerModifyVolume", {"volume_id": v, "mutable_parameters": {"iops": "4000"}}),
+        (d, "ControllerModifyVolume", {"volume_id": v, "mutable_parameters": {"iops": "5000"}}))
+    assert sorted(c.value[0] for c, _ in results) == [0, 3], results
+    loser = [r for c, r in results if c != OK][0]
+    assert "iops" in loser and "conflicts" in loser, loser
+
+    for key in ("blockSize", "csi.storage.k8s.io/fstype", "iopsPerGB"):
+        d.expect_error(INVALID, "ControllerModifyVolume", volume_id=v, mutable_parameters={key: "4096"},
+                       match="'%s'" % key)
+    d.expect_error(INVALID, "ControllerModifyVolume", volume_id=v, mutable_parameters={"iops": "99999999"},
+                   match="iops")
+    d.expect_error(NOT_FOUND, "ControllerModifyVolume", volume_id="vol-0000000000000000",
+                   mutable_parameters={"iops": "4000"}, match="vol-0000000000000000")
+    d.expect_error(NOT_FOUND, "ControllerExpandVolume", volume_id="vol-0000000000000000",
+                   capacity_range={"required_bytes": GIB}, match="vol-0000000000000000")
+    d.expect_error(EXHAUSTED, "ControllerExpandVolume", volume_id=v,
+                   capacity_range={"required_bytes": 50 * GIB}, match=v)
+    assert meta(d.pool, v)["size"] == winner.capacity_bytes
+
+
+# Validate, GetVolume, capabilities
+
+
+def test_validate_get_volume_and_capabilities(ctx):
+    d = ctx.daemon()
+    v = create(d, "pvc-cond", 8 * MIB).volume_id
+    r = d.call("ValidateVolumeCapabilities", volume_id=v, volume_capabilities=[SNW, BLOCK],
+               volume_context={"k": "v"})
+    assert to_dict(r)["confirmed"] == {"volume_capabilities": [SNW, BLOCK], "volume_context": {"k": "v"}}, r
+    bad = d.call("ValidateVolumeCapabilities", volume_id=v, volume_capabilities=[
+        {"access_mode": {"mode": "SINGLE_NODE_WRITER"}, "mount": {"fs_type": "ntfs"}}])
+    assert not r.message and not bad.HasField("confirmed") and "fs_type" in bad.message, bad
+    d.expect_error(NOT_FOUND, "ValidateVolumeCapabilities", volume_id="vol-0000000000000000",
+                   volume_capabilities=[SNW], match="vol-0000000000000000")
+    d.expect_error(INVALID, "ValidateVolumeCapabilities", volume_id=v, match="volume_capabilities")
+
+    status = d.call("ControllerGetVolume", volume_id=v).status
+    assert not status.volume_condition.abnormal, status
+    os.truncate(data_path(d.pool, v), 4096)
+    cond = d.call("ControllerGetVolume", volume_id=v).status.volume_condition
+    assert cond.abnormal and "4096 bytes" in cond.message and v in cond.message, cond
+    listed = d.call("ListVolumes").entries[0].status.volume_condition
+    assert listed.abnormal, listed
+    rc, out = pool_check(d.pool)
+    assert rc == 1 and "volumes/%s: data file is 4096 bytes" % v in out, out
+    os.unlink(data_path(d.pool, v))
+    cond = d.call("ControllerGetVolume", volume_id=v).status.volume_condition
+    assert cond.abnormal and "missing" in cond.message, cond
+
+    caps = {c.rpc.type for c in d.call("ControllerGetCapabilities").capabilities}
+    rpc = csi_pb2.ControllerServiceCapability.RPC
+    want = {rpc.CREATE_DELETE_VOLUME, rpc.PUBLISH_UNPUBLISH_VOLUME, rpc.LIST_VOLUMES, rpc.GET_CAPACITY,
+            rpc.CREATE_DELETE_SNAPSHOT, rpc.LIST_SNAPSHOTS, rpc.CLONE_VOLUME, rpc.PUBLISH_READONLY,
+            rpc.EXPAND_VOLUME, rpc.LIST_VOLUMES_PUBLISHED_NODES, rpc.VOLUME_CONDITION, rpc.GET_VOLUME,
+            rpc.SINGLE_NODE_MULTI_WRITER, rpc.MODIFY_VOLUME}
+    assert caps == want, caps ^ want
+
+
+if __name__ == "__main__":
+    run([test_create_delete_lifecycle, test_create_is_idempotent_other_arguments_already_exist,
+         test_bad_names_ids_and_parameters, test_capacity_range, test_topology, test_pool_capacity,
+         test_64_concurrent_creates_of_one_name, test_second_call_in_flight_is_aborted_at_once,
+         test_client_deadline_then_retry_finds_the_volume, test_list_volumes_pagination,
+         test_kill9_during_create, test_kill9_during_snapshot, test_kill9_during_delete,
+         test_publish_device_names_and_idempotency, test_publish_access_modes_across_nodes,
+         test_attach_limit, test_device_names_survive_a_restart, test_snapshot_restore_and_clone,
+         test_snapshot_names_and_listing, test_group_snapshots, test_expand_and_modify_are_coalesced,
+         test_conflicting_changes_fail_alone, test_validate_get_volume_and_capabilities])

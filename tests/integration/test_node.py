@@ -1,0 +1,782 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Node service on real loop devices, mkfs and mounts: stage, publish, unpublish, unstage,
+expansion, stats, idempotency, crashes mid-call, and volume ownership (volume_mount_group).
+Every test checks what a user would see: the gRPC code and message, the bytes on disk, the
+mounts in /proc/self/mountinfo and the loop devices in sysfs. Needs root."""
+
+import errno
+import functools
+import glob
+import hashlib
+import os
+import re
+import shutil
+import stat
+import subprocess
+
+import grpc
+
+from harness import Skip, is_root, run, to_dict
+
+MiB = 1 << 20
+XFS_MIN = 300 * MiB  # mkfs.xfs refuses smaller data sections
+
+# Options that make ControllerExpandVolume answer at once instead of after the 2 s window.
+FAST = ["--modify-coalesce-window", "10ms"]
+
+
+def mount_cap(fs="ext4", flags=(), group=None, mode="SINGLE_NODE_WRITER"):
+    m = {"fs_type": fs, "mount_flags": list(flags)}
+    if group is not None:
+        m["volume_mount_group"] = group
+    return {"mount": m, "access_mode": {"mode": mode}}
+
+
+def block_cap():
+    return {"block": {}, "access_mode": {"mode": "SINGLE_NODE_WRITER"}}
+
+
+# --- what the machine shows -------------------------------------------------------------------
+
+
+def mounts_under(prefix):
+    """Mounts in /proc/self/mountinfo whose mount point is prefix or below it: dicts with
+    target, root, vfs (per-mount options), fstype, source, sb (superblock options)."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.rstrip("\n").split(" - ", 1)
+            fields = left.split(" ")
+            target = fields[4].replace("\\040", " ")
+            fstype, source, sb = right.split(" ", 2)
+            if target == prefix or target.startswith(prefix.rstrip("/") + "/"):
+                found.append({"target": target, "root": fields[3], "vfs": fields[5].split(","),
+                              "fstype": fstype, "source": source, "sb": sb.split(",")})
+    return found
+
+
+def mount_at(path):
+    ms = [m for m in mounts_under(path) if m["target"] == path]
+    return ms[-1] if ms else None
+
+
+def loops_under(prefix):
+    """{"/dev/loopN": backing file} for bound loop devices whose backing file is below prefix
+    (deleted backing files included: they are leaks too), read from sysfs."""
+    found = {}
+    for bf in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(bf) as f:
+                backing = f.read().strip()
+        except OSError:
+            continue  # detached while we looked
+        if backing.endswith(" (deleted)"):
+            backing = backing[: -len(" (deleted)")]
+        if backing.startswith(prefix.rstrip("/") + "/"):
+            found["/dev/" + bf.split("/")[3]] = backing
+    return found
+
+
+def losetup_for(path):
+    """What `losetup -j FILE` shows: the devices bound to that file."""
+    p = subprocess.run(["losetup", "-j", path], capture_output=True, text=True, check=True)
+    return [line.split(":")[0] for line in p.stdout.splitlines() if line.strip()]
+
+
+def force_cleanup(prefix):
+    """Last resort after a test: unmounts everything below prefix and detaches loop devices
+    backed by files below it. Returns what it had to clean (empty when the test did it)."""
+    leaked = []
+    for _ in range(5):
+        ms = mounts_under(prefix)
+        if not ms:
+            break
+        for m in sorted(ms, key=lambda m: -len(m["target"])):
+            leaked.append("mount " + m["target"])
+            subprocess.run(["umount", m["target"]], capture_output=True)
+    for m in mounts_under(prefix):
+        subprocess.run(["umount", "-l", m["target"]], capture_output=True)
+    for dev, backing in loops_under(prefix).items():
+        leaked.append("loop %s (%s)" % (dev, backing))
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+    return leaked
+
+
+def node_test(fn):
+    """Root only; whatever the test leaves mounted or attached below its temp dir fails it
+    (after being cleaned up, so one failure does not leak into the next test)."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx):
+        if not is_root():
+            raise Skip("needs root (loop devices, mkfs, mount)")
+        try:
+            fn(ctx)
+        except BaseException:
+            force_cleanup(ctx.tmp)
+            raise
+        leaked = force_cleanup(ctx.tmp)
+        assert not leaked, "the test left behind: %s" % leaked
+        for d in ctx.daemons:
+            d.stop()
+        shutil.rmtree(ctx.tmp, ignore_errors=True)
+
+    return wrapper
+
+
+def write_random(path, size=MiB):
+    data = os.urandom(size)
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha_of(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def fs_bytes(path):
+    s = os.statvfs(path)
+    return s.f_blocks * s.f_frsize
+
+
+def tool(*argv):
+    p = subprocess.run(list(argv), capture_output=True, text=True)
+    assert p.returncode == 0, "%s: %s" % (" ".join(argv), p.stderr)
+    return p.stdout
+
+
+# --- one volume through the CSI calls ------------------------------------------------------------
+
+
+class Vol:
+    """A pool volume and the node-side paths a kubelet would use for it."""
+
+    def __init__(self, ctx, d, name, size=64 * MiB, cap=None, params=None):
+        self.d = d
+        self.cap = cap or mount_cap()
+        reply = d.call("CreateVolume", name=name, capacity_range={"required_bytes": size},
+                       volume_capabilities=[self.cap], parameters=params or {})
+        self.id = reply.volume.volume_id
+        self.size = reply.volume.capacity_bytes
+        self.context = dict(reply.volume.volume_context)
+        pub = d.call("ControllerPublishVolume", volume_id=self.id, node_id="node-1",
+                     volume_capability=self.cap)
+        self.publish_context = dict(pub.publish_context)
+        self.staging = os.path.join(ctx.tmp, "plugins", name, "globalmount")
+        self.targets = []
+        os.makedirs(os.path.dirname(self.staging), exist_ok=True)
+        self.pods = os.path.join(ctx.tmp, "pods")
+        os.makedirs(self.pods, exist_ok=True)
+
+    @property
+    def data(self):
+        return os.path.join(self.d.pool, "volumes", self.id, "data")
+
+    def target(self, pod="pod1"):
+        return os.path.join(self.pods, pod + "-" + self.id)
+
+    def stage(self, cap=None, path=None, context=None):
+        return self.d.call("NodeStageVolume", volume_id=self.id,
+                           staging_target_path=path or self.staging,
+                           volume_capability=cap or self.cap,
+                           publish_context=self.publish_context,
+                           volume_context=self.context if context is None else context)
+
+    def publish(self, target=None, cap=None, readonly=False, context=None):
+        target = target or self.target()
+        if target not in self.targets:
+            self.targets.append(target)
+        self.d.call("NodePublishVolume", volume_id=self.id, staging_target_path=self.staging,
+                    target_path=target, volume_capability=cap or self.cap, readonly=readonly,
+                    publish_context=self.publish_context,
+                    volume_context=self.context if context is None else context)
+        return target
+
+    def unpublish(self, target=None):
+        self.d.call("NodeUnpublishVolume", volume_id=self.id, target_path=target or self.target())
+
+    def unstage(self):
+        self.d.call("NodeUnstageVolume", volume_id=self.id, staging_target_path=self.staging)
+
+    def teardown(self):
+        """What the kubelet does when the pods go: every target, then the staging path."""
+        for t in self.targets:
+            self.unpublish(t)
+        self.unstage()
+
+    def device(self):
+        devs = [dev for dev, backing in loops_under(self.d.pool).items() if backing == self.data]
+        assert len(devs) == 1, "want one loop device on %s, have %s" % (self.data, devs)
+        return devs[0]
+
+    def expand(self, size):
+        reply = self.d.call("ControllerExpandVolume", volume_id=self.id,
+                            capacity_range={"required_bytes": size}, volume_capability=self.cap)
+        assert reply.capacity_bytes == size, reply
+        self.size = size
+        return reply
+
+
+def assert_detached(v):
+    """No loop device backs the volume's data file, as sysfs and losetup both show."""
+    assert not [b for b in loops_under(v.d.pool).values() if b == v.data], loops_under(v.d.pool)
+    assert losetup_for(v.data) == [], losetup_for(v.data)
+
+
+def safely(*steps):
+    """Runs teardown steps, all of them, raising the first error at the end."""
+    first = None
+    for step in steps:
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 - keep tearing down
+            first = first or e
+    if first:
+        raise first
+
+
+# --- tests --------------------------------------------------------------------------------------
+
+
+def lifecycle(ctx, d, fs, size):
+    v = Vol(ctx, d, "life-" + fs, size, mount_cap(fs))
+    try:
+        v.stage()
+        dev = v.device()
+        m = mount_at(v.staging)
+        assert m and m["fstype"] == fs and m["source"] == dev, (m, dev)
+        target = v.publish()
+        m = mount_at(target)
+        assert m and m["fstype"] == fs and m["source"] == dev and "rw" in m["vfs"], m
+        digest = write_random(os.path.join(target, "payload"))
+        os.makedirs(os.path.join(target, "dir"))
+
+        v.unpublish()
+        assert not os.path.exists(target), "target path removed"
+        assert mount_at(target) is None
+        v.unstage()
+        assert mount_at(v.staging) is None
+        assert_detached(v)
+
+        v.stage()
+        target = v.publish(v.target("pod2"))
+        assert sha_of(os.path.join(target, "payload")) == digest, "same bytes after restage"
+        assert os.path.isdir(os.path.join(target, "dir"))
+        assert "made %s" % fs in d.logs() and d.logs().count("made %s" % fs) == 1, \
+            "formatted exactly once"
+    finally:
+        safely(v.teardown)
+    assert_detached(v)
+    assert mounts_under(v.pods) == [] and mounts_under(v.staging) == []
+
+
+@node_test
+def test_lifecycle_ext4(ctx):
+    lifecycle(ctx, ctx.daemon(), "ext4", 64 * MiB)
+
+
+@node_test
+def test_lifecycle_xfs(ctx):
+    lifecycle(ctx, ctx.daemon(), "xfs", XFS_MIN)
+
+
+@node_test
+def test_mkfs_options_from_storage_class(ctx):
+    d = ctx.daemon()
+    v = Vol(ctx, d, "opts", 64 * MiB, mount_cap("ext4"),
+            params={"blockSize": "1024", "inodeSize": "256", "bytesPerInode": "8192"})
+    assert v.context.get("blockSize") == "1024" and v.context.get("inodeSize") == "256", v.context
+    try:
+        v.stage()
+        sb = tool("dumpe2fs", "-h", v.device())
+        assert re.search(r"^Block size:\s+1024$", sb, re.M), sb
+        assert re.search(r"^Inode size:\s+256$", sb, re.M), sb
+        inodes = int(re.search(r"^Inode count:\s+(\d+)$", sb, re.M).group(1))
+        assert abs(inodes - v.size // 8192) <= v.size // 8192 // 10, (inodes, v.size)
+    finally:
+        safely(v.teardown)
+
+    # A StorageClass option that does not fit the fstype never reaches mkfs.
+    d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "CreateVolume", name="bad",
+                   capacity_range={"required_bytes": XFS_MIN},
+                   volume_capabilities=[mount_cap("xfs")], parameters={"bytesPerInode": "8192"},
+                   match="bytesPerInode")
+
+
+@node_test
+def test_existing_filesystem_is_never_reformatted(ctx):
+    d = ctx.daemon()
+    v = Vol(ctx, d, "keep", XFS_MIN, mount_cap("ext4"))
+    try:
+        v.stage()
+        digest = write_random(os.path.join(v.staging, "precious"))
+        v.unstage()
+        e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "NodeStageVolume",
+                           volume_id=v.id, staging_target_path=v.staging,
+                           volume_capability=mount_cap("xfs"), volume_context={})
+        assert "ext4" in e.details() and "xfs" in e.details() and v.id in e.details(), e.details()
+        assert mount_at(v.staging) is None, "nothing mounted after the refusal"
+        assert_detached(v)  # a failed stage does not leave its loop device behind
+        assert d.logs().count("made ext4") == 1 and "made xfs" not in d.logs()
+        v.stage()
+        assert mount_at(v.staging)["fstype"] == "ext4"
+        assert sha_of(os.path.join(v.staging, "precious")) == digest
+    finally:
+        safely(v.teardown)
+
+
+@node_test
+def test_mount_flags_and_read_only_publish(ctx):
+    d = ctx.daemon()
+    cap = mount_cap("ext4", flags=["noatime"])
+    v = Vol(ctx, d, "flags", 64 * MiB, cap)
+    try:
+        v.stage()
+        assert "noatime" in mount_at(v.staging)["vfs"], mount_at(v.staging)
+        rw = v.publish()
+        assert "noatime" in mount_at(rw)["vfs"] and "rw" in mount_at(rw)["vfs"], mount_at(rw)
+        with open(os.path.join(rw, "hello"), "w") as f:
+            f.write("hello")
+        ro = v.publish(v.target("reader"), readonly=True)
+        m = mount_at(ro)
+        assert "ro" in m["vfs"] and "noatime" in m["vfs"], m
+        assert open(os.path.join(ro, "hello")).read() == "hello"
+        try:
+            open(os.path.join(ro, "nope"), "w").close()
+            raise AssertionError("a file was created through a read-only publish")
+        except OSError as e:
+            assert e.errno == errno.EROFS, e
+        assert "rw" in mount_at(rw)["vfs"], "the writable target stays writable"
+        d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "NodePublishVolume", volume_id=v.id,
+                       staging_target_path=v.staging, target_path=v.target("bad"),
+                       volume_capability=mount_cap("ext4", flags=["noatime,nodev"]),
+                       match="mount_flags[0]")
+        assert not os.path.exists(v.target("bad"))
+    finally:
+        safely(v.teardown)
+
+
+@node_test
+def test_raw_block_volume(ctx):
+    d = ctx.daemon(args=FAST)
+    v = Vol(ctx, d, "raw", 16 * MiB, block_cap())
+    try:
+        v.stage()
+        dev = v.device()
+        assert mount_at(v.staging) is None, "a block volume is not mounted at staging"
+        target = v.publish()
+        st = os.stat(target)
+        assert stat.S_ISBLK(st.st_mode) and st.st_rdev == os.stat(dev).st_rdev, (target, dev)
+        assert mount_at(target) is not None, "the device node is bind-mounted on the target"
+        v.publish()  # again: same answer, nothing stacked
+        assert len([m for m in mounts_under(target) if m["target"] == target]) == 1
+
+        data = os.urandom(64 * 1024)
+        fd = os.open(target, os.O_RDWR)
+        try:
+            os.pwrite(fd, data, 5 * MiB)
+            os.fsync(fd)
+            assert os.lseek(fd, 0, os.SEEK_END) == v.size
+        finally:
+            os.close(fd)
+        with open(v.data, "rb") as f:
+            f.seek(5 * MiB)
+            assert f.read(len(data)) == data, "the bytes reached the pool's data file"
+
+        stats = to_dict(d.call("NodeGetVolumeStats", volume_id=v.id, volume_path=target))
+        assert stats["usage"] == [{"unit": "BYTES", "total": str(v.size)}], stats
+        assert stats["volume_condition"].get("abnormal", False) is False, stats
+
+        # Block expansion: the loop device follows the grown file.
+        assert v.expand(24 * MiB).node_expansion_required, "the loop device must be refreshed"
+        reply = d.call("NodeExpandVolume", volume_id=v.id, volume_path=target,
+                       capacity_range={"required_bytes": 24 * MiB}, volume_capability=v.cap)
+        assert reply.capacity_bytes == 24 * MiB, reply
+        fd = os.open(target, os.O_RDONLY)
+        try:
+            assert os.lseek(fd, 0, os.SEEK_END) == 24 * MiB
+        finally:
+            os.close(fd)
+
+        v.unpublish()
+        assert not os.path.lexists(target), "unpublish removes the file"
+        v.unstage()
+        assert_detached(v)
+        v.stage()
+        target = v.publish(v.target("again"))
+        with open(target, "rb") as f:
+            f.seek(5 * MiB)
+            assert f.read(len(data)) == data, "same bytes after restage"
+    finally:
+        safely(v.teardown)
+    assert_detached(v)
+
+
+@node_test
+def test_idempotency_and_conflicts(ctx):
+    d = ctx.daemon()
+    a = Vol(ctx, d, "a", 32 * MiB)
+    b = Vol(ctx, d, "b", 32 * MiB)
+    try:
+        a.stage()
+        a.stage()  # same volume, same path: OK, nothing stacked
+        assert len([m for m in mounts_under(a.staging) if m["target"] == a.staging]) == 1
+        t = a.publish()
+        a.publish()
+        assert len([m for m in mounts_under(t) if m["target"] == t]) == 1
+
+        e = d.expect_error(grpc.StatusCode.ALREADY_EXISTS, "NodeStageVolume", volume_id=b.id,
+                           staging_target_path=a.staging, volume_capability=b.cap,
+                           volume_context=b.context, match="staging_target_path")
+        assert a.staging in e.details(), e.details()
+        assert mount_at(a.staging)["source"] == a.device(), "a's mount untouched"
+        assert_detached(b)
+
+        # Not staged at all, or the target holds another volume.
+        d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "NodePublishVolume", volume_id=b.id,
+                       staging_target_path=b.staging, target_path=b.target(),
+                       volume_capability=b.cap, match="not staged")
+        assert not os.path.exists(b.target())
+        b.stage()
+        d.expect_error(grpc.StatusCode.ALREADY_EXISTS, "NodePublishVolume", volume_id=b.id,
+                       staging_target_path=b.staging, target_path=t, volume_capability=b.cap,
+                       match="target_path")
+        d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "NodePublishVolume", volume_id=b.id,
+                       staging_target_path=a.staging, target_path=b.target(),
+                       volume_capability=b.cap, match="not staged")
+        b.unstage()
+
+        # Nothing to do is success.
+        b.unstage()
+        b.unpublish()
+        d.call("NodeUnpublishVolume", volume_id=b.id, target_path=os.path.join(ctx.tmp, "never"))
+        d.call("NodeUnstageVolume", volume_id="vol-0000000000000000",
+               staging_target_path=os.path.join(ctx.tmp, "never"))
+
+        unknown = {"volume_id": "vol-0000000000000000", "staging_target_path": b.staging,
+                   "volume_capability": b.cap}
+        d.expect_error(grpc.StatusCode.NOT_FOUND, "NodeStageVolume", unknown,
+                       match="vol-0000000000000000 not found")
+        d.expect_error(grpc.StatusCode.NOT_FOUND, "NodePublishVolume",
+                       dict(unknown, target_path=b.target()),
+                       match="vol-0000000000000000 not found")
+        assert not os.path.exists(b.target()) and mount_at(b.staging) is None
+    finally:
+        safely(a.teardown, b.teardown)
+
+
+@node_test
+def test_bad_paths_are_refused(ctx):
+    d = ctx.daemon()
+    v = Vol(ctx, d, "paths", 32 * MiB)
+    elsewhere = os.path.join(ctx.tmp, "elsewhere")
+    os.makedirs(elsewhere)
+    os.symlink(elsewhere, os.path.join(ctx.tmp, "link"))
+    bad = [
+        ("relative/stage", "not a clean absolute path"),
+        (os.path.join(ctx.tmp, "plugins", "..", "stage"), "not a clean absolute path"),
+        (os.path.join(ctx.tmp, "link", "stage"), "goes through a symlink"),
+        (os.path.join(ctx.tmp, "link"), "is a symlink"),
+    ]
+    try:
+        for path, why in bad:
+            e = d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "NodeStageVolume", volume_id=v.id,
+                               staging_target_path=path, volume_capability=v.cap,
+                               match="staging_target_path")
+            assert why in e.details(), (path, e.details())
+            e = d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "NodeUnstageVolume",
+                               volume_id=v.id, staging_target_path=path,
+                               match="staging_target_path")
+            assert why in e.details(), (path, e.details())
+        assert_detached(v)  # refused before anything was attached
+        v.stage()
+        for path, why in bad:
+            e = d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "NodePublishVolume",
+                               volume_id=v.id, staging_target_path=v.staging, target_path=path,
+                               volume_capability=v.cap, match="target_path")
+            assert why in e.details(), (path, e.details())
+            e = d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "NodeUnpublishVolume",
+                               volume_id=v.id, target_path=path, match="target_path")
+            assert why in e.details(), (path, e.details())
+        assert os.listdir(elsewhere) == [] and mounts_under(elsewhere) == []
+        assert os.path.islink(os.path.join(ctx.tmp, "link")), "the symlink was not removed"
+        d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "NodeStageVolume", volume_id="",
+                       staging_target_path=v.staging, volume_capability=v.cap, match="volume_id")
+    finally:
+        safely(v.teardown)
+
+
+@node_test
+def test_expand_xfs_online(ctx):
+    d = ctx.daemon(args=FAST)
+    v = Vol(ctx, d, "grow-xfs", XFS_MIN, mount_cap("xfs"))
+    try:
+        v.stage()
+        target = v.publish()
+        digest = write_random(os.path.join(target, "before"))
+        before = fs_bytes(target)
+        assert before <= XFS_MIN, before
+        new = XFS_MIN + 200 * MiB
+        assert v.expand(new).node_expansion_required
+        reply = d.call("NodeExpandVolume", volume_id=v.id, volume_path=target,
+                       staging_target_path=v.staging, capacity_range={"required_bytes": new},
+                       volume_capability=v.cap)
+        assert reply.capacity_bytes == new, reply
+        after = fs_bytes(target)
+        assert before + 190 * MiB <= after <= new, (before, after, new)
+        stats = to_dict(d.call("NodeGetVolumeStats", volume_id=v.id, volume_path=target))
+        assert int(stats["usage"][0]["total"]) == after, (stats, after)
+        assert sha_of(os.path.join(target, "before")) == digest
+        write_random(os.path.join(target, "after"), 8 * MiB)
+        # Asking again is cheap and changes nothing.
+        d.call("NodeExpandVolume", volume_id=v.id, volume_path=target,
+               capacity_range={"required_bytes": new}, volume_capability=v.cap)
+        assert fs_bytes(target) == after
+        d.expect_error(grpc.StatusCode.NOT_FOUND, "NodeExpandVolume", volume_id=v.id,
+                       volume_path=os.path.join(ctx.tmp, "nowhere"), volume_capability=v.cap)
+    finally:
+        safely(v.teardown)
+
+
+@node_test
+def test_ext4_grown_while_unstaged_grows_at_stage(ctx):
+    d = ctx.daemon(args=FAST)
+    v = Vol(ctx, d, "grow-ext4", 64 * MiB, mount_cap("ext4"))
+    try:
+        v.stage()
+        target = v.publish()
+        digest = write_random(os.path.join(target, "before"))
+        before = fs_bytes(target)
+        v.teardown()
+        v.targets = []
+        v.expand(128 * MiB)
+        v.stage()
+        target = v.publish()
+        after = fs_bytes(target)
+        assert after >= before + 50 * MiB, (before, after)
+        assert sha_of(os.path.join(target, "before")) == digest
+        sb = tool("dumpe2fs", "-h", v.device())
+        blocks = int(re.search(r"^Block count:\s+(\d+)$", sb, re.M).group(1))
+        bsize = int(re.search(r"^Block size:\s+(\d+)$", sb, re.M).group(1))
+        assert blocks * bsize == 128 * MiB, (blocks, bsize)
+    finally:
+        safely(v.teardown)
+
+
+@node_test
+def test_volume_stats_and_condition(ctx):
+    d = ctx.daemon()
+    v = Vol(ctx, d, "stats", 64 * MiB)
+    try:
+        v.stage()
+        target = v.publish()
+        write_random(os.path.join(target, "f"), 4 * MiB)
+        stats = to_dict(d.call("NodeGetVolumeStats", volume_id=v.id, volume_path=target))
+        usage = {u["unit"]: {k: int(x) for k, x in u.items() if k != "unit"}
+                 for u in stats["usage"]}
+        s = os.statvfs(target)
+        assert usage["BYTES"]["total"] == s.f_blocks * s.f_frsize, (usage, s)
+        assert usage["BYTES"]["available"] == s.f_bavail * s.f_frsize, (usage, s)
+        assert usage["BYTES"]["used"] >= 4 * MiB, usage
+        assert usage["INODES"]["total"] == s.f_files and usage["INODES"]["used"] >= 12, usage
+        assert stats["volume_condition"].get("abnormal", False) is False, stats
+
+        # The staging path reports the same filesystem.
+        st = to_dict(d.call("NodeGetVolumeStats", volume_id=v.id, volume_path=v.staging))
+        assert st["usage"][0]["total"] == stats["usage"][0]["total"], st
+
+        tool("umount", target)  # somebody unmounted it behind our back
+        stats = to_dict(d.call("NodeGetVolumeStats", volume_id=v.id, volume_path=target))
+        cond = stats["volume_condition"]
+        assert cond.get("abnormal") is True and "not mounted" in cond["message"], stats
+        assert "usage" not in stats, stats
+
+        d.expect_error(grpc.StatusCode.NOT_FOUND, "NodeGetVolumeStats", volume_id=v.id,
+                       volume_path=os.path.join(ctx.tmp, "nowhere"))
+        d.expect_error(grpc.StatusCode.NOT_FOUND, "NodeGetVolumeStats",
+                       volume_id="vol-0000000000000000", volume_path=v.staging)
+    finally:
+        safely(v.teardown)
+
+
+@node_test
+def test_node_info_and_capabilities(ctx):
+    d = ctx.daemon(args=["--max-volumes-per-node", "7", "--zone", "zone-b"])
+    info = to_dict(d.call("NodeGetInfo"))
+    zone = {"segments": {"topology.volplug.io/zone": "zone-b"}}
+    assert info == {"node_id": "node-1", "max_volumes_per_node": "7",
+                    "accessible_topology": zone}, info
+    caps = to_dict(d.call("NodeGetCapabilities"))["capabilities"]
+    types = [c["rpc"]["type"] for c in caps]
+    assert sorted(types) == sorted(["STAGE_UNSTAGE_VOLUME", "EXPAND_VOLUME", "GET_VOLUME_STATS",
+                                    "VOLUME_CONDITION", "SINGLE_NODE_MULTI_WRITER",
+                                    "VOLUME_MOUNT_GROUP"]), types
+    assert len(types) == 6, types
+
+
+def crash_call(d, fn):
+    """Runs fn, which must die with the daemon on a crash failpoint."""
+    try:
+        fn()
+        raise AssertionError("the call succeeded; the failpoint did not fire")
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.UNAVAILABLE, (e.code(), e.details())
+    assert d.proc.wait(10) == -9, d.proc.returncode
+
+
+@node_test
+def test_kill9_mid_stage_and_mid_publish(ctx):
+    def daemon(n, failpoint=None):
+        env = {"VOLPLUG_FAILPOINTS": failpoint + "=crash"} if failpoint else {}
+        return ctx.daemon(env=env, pool=pool, name="d%d" % n)
+
+    first = ctx.daemon(name="d0")
+    pool = first.pool
+    v = Vol(ctx, first, "crashy", 64 * MiB)
+    first.stop()
+    try:
+        d = v.d = daemon(1, "node-stage-after-attach")
+        crash_call(d, v.stage)
+        dev = v.device()
+        assert mount_at(v.staging) is None
+
+        # The kubelet may clean up an uncertain stage instead of retrying it.
+        d = v.d = daemon(2, "node-stage-after-mkfs")
+        v.unstage()
+        assert_detached(v)
+        crash_call(d, v.stage)
+        dev = v.device()
+        assert tool("blkid", "-o", "value", "-s", "TYPE", dev).strip() == "ext4"
+        assert mount_at(v.staging) is None
+
+        d = v.d = daemon(3, "node-publish-after-mount")
+        v.stage()
+        assert "made ext4" not in d.logs(), "a retried stage does not format again"
+        assert mount_at(v.staging)["source"] == dev
+        crash_call(d, v.publish)
+        assert mount_at(v.target())["source"] == dev
+
+        d = v.d = daemon(4)
+        target = v.publish()
+        assert len([m for m in mounts_under(target) if m["target"] == target]) == 1
+        digest = write_random(os.path.join(target, "survivor"))
+        v.teardown()
+        assert_detached(v)
+        assert loops_under(pool) == {} and mounts_under(ctx.tmp) == [], (loops_under(pool),
+                                                                        mounts_under(ctx.tmp))
+        v.targets = []
+        v.stage()
+        assert sha_of(os.path.join(v.publish(), "survivor")) == digest
+    finally:
+        safely(v.teardown)
+    assert loops_under(pool) == {} and mounts_under(ctx.tmp) == []
+
+
+def entries(root):
+    """(relative path, lstat) for every entry below root, root included."""
+    out = [(".", os.lstat(root))]
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(top, name)
+            out.append((os.path.relpath(p, root), os.lstat(p)))
+    return out
+
+
+def as_user(uid, gid, script):
+    return subprocess.run(["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups",
+                           "sh", "-c", script], capture_output=True, text=True)
+
+
+def group_lines(d, vid):
+    return [line for line in d.logs().splitlines() if "volume %s: group" % vid in line]
+
+
+@node_test
+def test_volume_mount_group(ctx):
+    os.chmod(ctx.tmp, 0o755)  # let the pod's user reach the target path
+    d = ctx.daemon()
+    v = Vol(ctx, d, "owned", 64 * MiB, mount_cap("ext4", group="4242"),
+            params={"fsGroupChangePolicy": "OnRootMismatch"})
+    assert v.context.get("fsGroupChangePolicy") == "OnRootMismatch", v.context
+    os.chmod(os.path.join(ctx.tmp, "plugins"), 0o755)
+    try:
+        v.stage()
+        # Files made by root, as an image or an earlier pod would leave them.
+        os.makedirs(os.path.join(v.staging, "data", "deep"))
+        with open(os.path.join(v.staging, "data", "deep", "f"), "w") as f:
+            f.write("root's")
+        os.chmod(os.path.join(v.staging, "data", "deep", "f"), 0o604)
+        os.symlink("/etc/passwd", os.path.join(v.staging, "data", "link"))
+        passwd = os.stat("/etc/passwd")
+
+        target = v.publish()
+        for rel, st in entries(target):
+            if rel == "lost+found":
+                continue
+            assert st.st_gid == 4242 and st.st_uid == 0, (rel, st)
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            assert st.st_mode & 0o060 == 0o060, (rel, oct(st.st_mode))
+            assert st.st_mode & 0o004, "bits are only added: %s %o" % (rel, st.st_mode)
+            if stat.S_ISDIR(st.st_mode):
+                assert st.st_mode & (stat.S_ISGID | 0o010) == stat.S_ISGID | 0o010, \
+                    (rel, oct(st.st_mode))
+        modes = {rel: stat.S_IMODE(st.st_mode) for rel, st in entries(target)}
+        assert modes["data"] == 0o2775 and modes["data/deep/f"] == 0o664, modes
+        assert os.stat("/etc/passwd").st_gid == passwd.st_gid, "a link's target is never changed"
+        first = group_lines(d, v.id)
+        assert len(first) == 1 and "(OnRootMismatch)" in first[0], first
+        assert not re.search(r" 0 changed", first[0]), first[0]
+
+        deep = os.path.join(target, "data", "deep")
+        p = as_user(4243, 4242, "echo from-the-pod > %s/new && echo more >> %s/f" % (deep, deep))
+        assert p.returncode == 0, p.stderr
+        st = os.stat(os.path.join(target, "data", "deep", "new"))
+        assert st.st_uid == 4243 and st.st_gid == 4242, st
+        assert open(os.path.join(target, "data", "deep", "f")).read() == "root's" + "more\n"
+        p = as_user(4243, 4343, "touch %s/data/outsider" % target)
+        assert p.returncode != 0, "a user outside the group cannot write"
+
+        # The root is right now: OnRootMismatch walks nothing, not even a new root-group file.
+        v.unpublish()
+        late = os.path.join(v.staging, "data", "late")
+        with open(late, "w") as f:
+            f.write("x")
+        os.chown(late, 0, 0)  # not the setgid directory's group it inherited
+        os.chmod(late, 0o600)
+        target = v.publish()
+        lines = group_lines(d, v.id)
+        assert len(lines) == 2, lines
+        assert re.search(r"\(OnRootMismatch\): \d+ entries, 0 changed", lines[1]), lines
+        st = os.stat(os.path.join(target, "data", "late"))
+        assert st.st_gid == 0 and stat.S_IMODE(st.st_mode) == 0o600, st
+
+        # Always walks everything.
+        v.unpublish()
+        target = v.publish(context=dict(v.context, fsGroupChangePolicy="Always"))
+        lines = group_lines(d, v.id)
+        assert len(lines) == 3 and "(Always)" in lines[2], lines
+        changed = int(re.search(r"(\d+) changed", lines[2]).group(1))
+        assert changed >= 1, lines[2]
+        st = os.stat(os.path.join(target, "data", "late"))
+        assert st.st_gid == 4242 and stat.S_IMODE(st.st_mode) == 0o660, st
+        d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "NodePublishVolume", volume_id=v.id,
+                       staging_target_path=v.staging, target_path=v.target("bad"),
+                       volume_capability=mount_cap("ext4", group="staff"),
+                       match="volume_mount_group")
+        assert not os.path.exists(v.target("bad")), "a refused publish mounts nothing"
+    finally:
+        safely(v.teardown)
+
+
+if __name__ == "__main__":
+    run([test_lifecycle_ext4, test_lifecycle_xfs, test_mkfs_options_from_storage_class,
+         test_existing_filesystem_is_never_reformatted, test_mount_flags_and_read_only_publish,
+         test_raw_block_volume, test_idempotency_and_conflicts, test_bad_paths_are_refused,
+         test_expand_xfs_online, test_ext4_grown_while_unstaged_grows_at_stage,
+         test_volume_stats_and_condition, test_node_info_and_capabilities,
+         test_kill9_mid_stage_and_mid_publish, test_volume_mount_group])

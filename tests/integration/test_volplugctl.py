@@ -1,0 +1,552 @@
+# SPDX-License-Identifier: Apache-2.0
+"""volplugctl as a user runs it: the volume, snapshot, group and node subcommands against a real
+volplugd (a whole lifecycle with real loop devices and mounts), their errors (gRPC code and
+message, exit 1) and bad usage (exit 2, before any call); and `flex install/remove/call/test/list`
+with the example drivers in examples/flexvolume and the broken ones in tests/flex-drivers."""
+
+import glob
+import json
+import os
+import shutil
+import stat
+import subprocess
+import time
+
+from harness import SOURCE_ROOT, VOLPLUGCTL, Skip, is_root, run
+
+MiB = 1 << 20
+EXAMPLES = os.path.join(SOURCE_ROOT, "examples", "flexvolume")
+BROKEN = os.path.join(SOURCE_ROOT, "tests", "flex-drivers")
+# Makes ControllerExpandVolume answer at once instead of after the 2 s coalescing window.
+FAST = ["--modify-coalesce-window", "10ms"]
+
+
+def ctl(*args, check=None, timeout=60, tmpdir=None):
+    """volplugctl without a daemon. check: the exit status wanted (None: any)."""
+    env = dict(os.environ)
+    if tmpdir:
+        env["TMPDIR"] = tmpdir
+    p = subprocess.run([VOLPLUGCTL] + list(args), capture_output=True, text=True, timeout=timeout,
+                       env=env)
+    if check is not None:
+        assert p.returncode == check, "volplugctl %s: exit %d, want %d\nstdout: %s\nstderr: %s" % (
+            " ".join(args), p.returncode, check, p.stdout, p.stderr)
+    return p
+
+
+def mount_at(path):
+    """The topmost mount at path in /proc/self/mountinfo: (fstype, vfs options), or None."""
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.rstrip("\n").split(" - ", 1)
+            fields = left.split(" ")
+            if fields[4] == path:
+                found = (right.split(" ")[0], fields[5].split(","))
+    return found
+
+
+def need_root():
+    if not is_root():
+        raise Skip("needs root (loop devices, mkfs, mounts)")
+
+
+def broken(ctx, name):
+    """A copy of a test driver in the test's temp dir: some write files next to themselves."""
+    d = os.path.join(ctx.tmp, "drivers")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        shutil.copy2(os.path.join(BROKEN, name), path)
+    return path
+
+
+def one_error_line(p, *wanted):
+    lines = p.stderr.splitlines()
+    assert lines and lines[0].startswith("volplugctl: "), p.stderr
+    for w in wanted:
+        assert w in lines[0], "stderr %r lacks %r" % (p.stderr, w)
+
+
+# --- CSI subcommands -----------------------------------------------------------------------------
+
+
+def test_volume_lifecycle_through_the_cli(ctx):
+    need_root()
+    d = ctx.daemon(args=FAST)
+    stage = os.path.join(ctx.tmp, "stage")
+    target = os.path.join(ctx.tmp, "target")
+
+    vol = d.ctl_json("volume", "create", "data", "--size", "64Mi", "--fs", "ext4",
+                     "--param", "type=gp3", "--zone", "local")["volume"]
+    vid = vol["volume_id"]
+    assert vol["capacity_bytes"] == 64 * MiB, vol
+    assert vol["volume_context"]["csi.storage.k8s.io/fstype"] == "ext4", vol
+    # Retried with the same arguments: the same volume.
+    again = d.ctl_json("volume", "create", "data", "--size", "64Mi", "--fs", "ext4",
+                       "--param", "type=gp3", "--zone", "local")["volume"]
+    assert again["volume_id"] == vid, (vol, again)
+    assert d.ctl_json("volume", "get", vid)["volume"]["volume_id"] == vid
+
+    out = d.ctl("volume", "publish", vid, "node-1", "--fs", "ext4").stdout
+    assert "publish_context:" in out and "devicePath: /dev/" in out, out
+    out = d.ctl("node", "stage", vid, stage, "--fs", "ext4", "--flag", "noatime").stdout
+    assert out == "volume %s staged at %s\n" % (vid, stage), out
+    fstype, vfs = mount_at(stage)
+    assert fstype == "ext4" and "noatime" in vfs, (fstype, vfs)
+
+    out = d.ctl("node", "publish", vid, target, "--staging", stage, "--fs", "ext4").stdout
+    assert out == "volume %s published at %s\n" % (vid, target), out
+    assert mount_at(target)[0] == "ext4", mount_at(target)
+    with open(os.path.join(target, "hello"), "w") as f:
+        f.write("through the target")
+    with open(os.path.join(stage, "hello")) as f:
+        assert f.read() == "through the target"
+
+    stats = d.ctl_json("node", "stats", vid, target)
+    units = {u["unit"]: u for u in stats["usage"]}
+    assert 0 < units["BYTES"]["total"] <= 64 * MiB and units["BYTES"]["used"] > 0, stats
+    assert units["INODES"]["used"] > 0, stats
+    assert "abnormal" not in stats.get("volume_condition", {}), stats
+
+    grown = d.ctl_json("volume", "expand", vid, "128Mi")
+    assert grown["capacity_bytes"] == 128 * MiB and grown["node_expansion_required"], grown
+    entries = d.ctl_json("volume", "list", "--all")["entries"]
+    mine = [e for e in entries if e["volume"]["volume_id"] == vid]
+    assert mine and mine[0]["status"]["published_node_ids"] == ["node-1"], entries
+
+    out = d.ctl("node", "unpublish", vid, target).stdout
+    assert out == "volume %s unpublished from %s\n" % (vid, target), out
+    assert mount_at(target) is None
+    out = d.ctl("node", "unstage", vid, stage).stdout
+    assert out == "volume %s unstaged from %s\n" % (vid, stage), out
+    assert mount_at(stage) is None
+    assert d.ctl("volume", "unpublish", vid, "node-1").stdout == "volume %s unpublished\n" % vid
+    assert d.ctl("volume", "delete", vid).stdout == "volume %s deleted\n" % vid
+    p = d.ctl("volume", "get", vid, check=False)
+    assert p.returncode == 1, p
+    one_error_line(p, "ControllerGetVolume: NOT_FOUND:", vid)
+    assert p.stdout == "", p.stdout
+
+
+def test_block_volume_through_the_cli(ctx):
+    need_root()
+    d = ctx.daemon()
+    target = os.path.join(ctx.tmp, "dev")
+    vid = d.ctl_json("volume", "create", "raw", "--size", "16Mi", "--block")["volume"]["volume_id"]
+    d.ctl("volume", "publish", vid, "node-1", "--block")
+    staging = os.path.join(ctx.tmp, "staging")
+    d.ctl("node", "stage", vid, staging, "--block")
+    d.ctl("node", "publish", vid, target, "--staging", staging, "--block")
+    assert stat.S_ISBLK(os.stat(target).st_mode), os.stat(target)
+    with open(target, "rb") as f:
+        assert f.seek(0, os.SEEK_END) == 16 * MiB
+    d.ctl("node", "unpublish", vid, target)
+    d.ctl("node", "unstage", vid, staging)
+    d.ctl("volume", "unpublish", vid, "node-1")
+    d.ctl("volume", "delete", vid)
+
+
+def test_snapshots_and_groups_through_the_cli(ctx):
+    d = ctx.daemon()
+    vid = d.ctl_json("volume", "create", "src", "--size", "8Mi")["volume"]["volume_id"]
+    snap = d.ctl_json("snapshot", "create", "s1", vid)["snapshot"]
+    sid = snap["snapshot_id"]
+    assert snap["source_volume_id"] == vid and snap["ready_to_use"], snap
+    listed = d.ctl_json("snapshot", "list", "--volume", vid)["entries"]
+    assert [e["snapshot"]["snapshot_id"] for e in listed] == [sid], listed
+    by_id = d.ctl_json("snapshot", "list", "--id", sid, "--all")["entries"]
+    assert [e["snapshot"]["snapshot_id"] for e in by_id] == [sid], by_id
+
+    clone = d.ctl_json("volume", "create", "restored", "--size", "8Mi", "--from-snapshot", sid)
+    assert clone["volume"]["content_source"] == {"snapshot": {"snapshot_id": sid}}, clone
+    copy = d.ctl_json("volume", "create", "copy", "--size", "8Mi", "--from-volume", vid)
+    assert copy["volume"]["content_source"] == {"volume": {"volume_id": vid}}, copy
+
+    group = d.ctl_json("group", "create", "g1", vid, copy["volume"]["volume_id"])["group_snapshot"]
+    gid = group["group_snapshot_id"]
+    members = sorted(s["source_volume_id"] for s in group["snapshots"])
+    assert members == sorted([vid, copy["volume"]["volume_id"]]), group
+    assert d.ctl_json("group", "get", gid)["group_snapshot"]["group_snapshot_id"] == gid
+    caps = d.ctl_json("group", "capabilities")["capabilities"]
+    assert {"rpc": {"type": "CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT"}} in caps, caps
+    assert d.ctl("group", "delete", gid).stdout == "group snapshot %s deleted\n" % gid
+    p = d.ctl("group", "get", gid, check=False)
+    assert p.returncode == 1, p
+    one_error_line(p, "GetVolumeGroupSnapshot: NOT_FOUND:")
+
+    assert d.ctl("snapshot", "delete", sid).stdout == "snapshot %s deleted\n" % sid
+    assert d.ctl_json("snapshot", "list", "--id", sid).get("entries", []) == []
+
+
+def test_list_pages_and_all(ctx):
+    d = ctx.daemon()
+    ids = sorted(d.ctl_json("volume", "create", "v%d" % i, "--size", "1Mi")["volume"]["volume_id"]
+                 for i in range(5))
+    page = d.ctl_json("volume", "list", "--max", "2")
+    assert len(page["entries"]) == 2 and page["next_token"], page
+    rest = d.ctl_json("volume", "list", "--max", "2", "--token", page["next_token"])
+    assert len(rest["entries"]) == 2, rest
+    everything = d.ctl_json("volume", "list", "--max", "2", "--all")
+    got = sorted(e["volume"]["volume_id"] for e in everything["entries"])
+    assert got == ids, (got, ids)
+    assert "next_token" not in everything, everything
+    text = d.ctl("volume", "list", "--all", "--max", "3").stdout
+    assert all(("volume_id: " + i) in text for i in ids), text
+
+
+def test_capacity_and_capabilities(ctx):
+    d = ctx.daemon()
+    cap = d.ctl_json("capacity", "--zone", "local")
+    assert cap["available_capacity"] > 0 and cap["minimum_volume_size"]["value"] > 0, cap
+    elsewhere = d.ctl_json("capacity", "--zone", "nowhere")
+    assert elsewhere.get("available_capacity", 0) == 0, elsewhere
+    ctrl = [c["rpc"]["type"] for c in d.ctl_json("controller", "capabilities")["capabilities"]]
+    assert {"CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "LIST_VOLUMES_PUBLISHED_NODES",
+            "MODIFY_VOLUME"} <= set(ctrl), ctrl
+    info = d.ctl_json("node", "info")
+    assert info["node_id"] == "node-1", info
+    assert info["accessible_topology"]["segments"] == {"topology.volplug.io/zone": "local"}, info
+    node = [c["rpc"]["type"] for c in d.ctl_json("node", "capabilities")["capabilities"]]
+    assert "STAGE_UNSTAGE_VOLUME" in node and "GET_VOLUME_STATS" in node, node
+
+
+def test_errors_show_code_and_message(ctx):
+    d = ctx.daemon()
+    vid = d.ctl_json("volume", "create", "busy", "--size", "4Mi")["volume"]["volume_id"]
+    d.ctl("volume", "publish", vid, "node-1")
+    cases = [
+        (("volume", "delete", vid), "DeleteVolume: FAILED_PRECONDITION:", "unpublish it first"),
+        (("volume", "get", "vol-0123456789abcdef"), "ControllerGetVolume: NOT_FOUND:",
+         "vol-0123456789abcdef"),
+        (("volume", "create", "bad/name"), "CreateVolume: INVALID_ARGUMENT:", "name:"),
+        (("volume", "create", "busy", "--size", "8Mi"), "CreateVolume: ALREADY_EXISTS:", ""),
+        (("volume", "modify", vid, "color=blue"), "ControllerModifyVolume: INVALID_ARGUMENT:",
+         "'color'"),
+        (("volume", "expand", "vol-0123456789abcdef", "1Gi"), "ControllerExpandVolume: NOT_FOUND:",
+         "vol-0123456789abcdef"),
+        (("snapshot", "create", "s", "vol-0123456789abcdef"), "CreateSnapshot: NOT_FOUND:", ""),
+    ]
+    for args, code, message in cases:
+        p = d.ctl(*args, check=False)
+        assert p.returncode == 1, (args, p.returncode, p.stderr)
+        one_error_line(p, code, message)
+    # Not confirmed is a failure for the user too, with the driver's reason.
+    p = d.ctl("volume", "validate", vid, "--mode", "MULTI_NODE_MULTI_WRITER", check=False)
+    assert p.returncode == 1 and "not confirmed" in p.stderr, p
+    assert "MULTI_NODE_MULTI_WRITER" in p.stderr, p.stderr
+    assert d.ctl("volume", "validate", vid, "--fs", "ext4").returncode == 0
+    d.stop()
+    p = d.ctl("volume", "list", check=False)
+    assert p.returncode == 1, p
+    one_error_line(p, "ListVolumes: UNAVAILABLE")
+
+
+def test_bad_usage_exits_2_before_any_call(ctx):
+    # No daemon: a usage error must be found before connecting (else it would be exit 1).
+    nowhere = "unix://" + os.path.join(ctx.tmp, "nothing.sock")
+    cases = [
+        (("volume",), "volume: missing subcommand"),
+        (("volume", "frobnicate"), "unknown subcommand 'frobnicate'"),
+        (("volume", "create"), "missing arguments: want NAME"),
+        (("volume", "create", "a", "b"), "unexpected argument 'b'"),
+        (("volume", "create", "a", "--fs", "ext4", "--block"), "--fs and --block exclude"),
+        (("volume", "create", "a", "--size", "ten"), "--size 'ten'"),
+        (("volume", "create", "a", "--mode", "EVERYONE"), "want one of SINGLE_NODE_WRITER"),
+        (("volume", "create", "a", "--param", "novalue"), "--param 'novalue': want KEY=VALUE"),
+        (("volume", "create", "a", "--from-snapshot", "s", "--from-volume", "v"), "exclude"),
+        (("volume", "delete", "v", "--fs", "ext4"), "--fs is not an option of this command"),
+        (("volume", "modify", "v", "iops"), "'iops': want KEY=VALUE"),
+        (("volume", "expand", "v", "big"), "size 'big'"),
+        (("volume", "list", "--max", "-1"), "--max '-1'"),
+        (("volume", "create", "a", "--bogus"), "unknown option '--bogus'"),
+        (("volume", "create", "a", "--size"), "--size needs a value"),
+        (("node", "stage", "v", "/x", "--block", "--flag", "ro"), "need a mount volume"),
+        (("node", "publish", "v", "/x", "--group", "staff"), "--group 'staff'"),
+        (("node", "expand", "v", "/x", "1Q"), "size '1Q'"),
+        (("snapshot", "create", "s"), "missing arguments: want NAME VOLUME_ID"),
+        (("group", "create", "g"), "missing arguments"),
+        (("capacity", "extra"), "unexpected argument 'extra'"),
+        (("controller",), "missing subcommand"),
+        (("flex",), ""),
+        (("flex", "frob"), "unknown command"),
+        (("flex", "install", "x"), "want SRC and --name N"),
+        (("flex", "call", "a/b", "levitate"), "unknown command 'levitate'"),
+        (("flex", "call", "a/b", "mount", "/x"), "mount takes 2 argument(s): DIR JSON"),
+        (("flex", "call", "a/b", "mount", "/x", "[1]"), "want a JSON object of strings"),
+        (("flex", "call", "a/b", "mount", "/x", '{"n": 1}'), '"n" is not a string'),
+        (("flex", "test", "a/b", "--timeout", "soon"), "--timeout 'soon'"),
+        (("flex", "test", "a/b", "--vendor", "v"), "--vendor is not an option"),
+        (("flex", "test", "bad name"), "bad name"),
+    ]
+    for args, message in cases:
+        p = ctl("--endpoint", nowhere, *args)
+        assert p.returncode == 2, (args, p.returncode, p.stdout, p.stderr)
+        if message:
+            one_error_line(p, message)
+        assert p.stdout == "", (args, p.stdout)
+    # Help is not an error.
+    for args in (("volume", "--help"), ("node", "--help"), ("flex", "--help"),
+                 ("volume", "create", "--help")):
+        p = ctl(*args, check=0)
+        assert "volplugctl" in p.stdout and p.stderr == "", (args, p)
+    assert "volume create NAME [--size SIZE]" in ctl("volume", "--help").stdout
+    top = ctl("--help", check=0).stdout
+    for word in ("volume", "snapshot", "group", "node", "capacity", "controller", "flex"):
+        assert "\n  " + word + " " in top, (word, top)
+
+
+# --- flex ----------------------------------------------------------------------------------------
+
+
+def install(plugins, src, vendor, name):
+    p = ctl("flex", "install", src, "--vendor", vendor, "--name", name, "--dir", plugins, check=0)
+    path = os.path.join(plugins, "%s~%s" % (vendor, name), name)
+    assert p.stdout == "installed %s\n" % path, p.stdout
+    return path
+
+
+def test_flex_install_and_remove(ctx):
+    plugins = os.path.join(ctx.tmp, "plugins")  # made by install
+    tmpfs = os.path.join(EXAMPLES, "tmpfs")
+    path = install(plugins, tmpfs, "volplug.example", "tmpfs")
+    st = os.stat(path)
+    assert stat.S_IMODE(st.st_mode) == 0o755, oct(st.st_mode)
+    with open(path, "rb") as a, open(tmpfs, "rb") as b:
+        assert a.read() == b.read()
+    # An upgrade replaces the file whole, and no dot-file is left behind.
+    install(plugins, os.path.join(EXAMPLES, "loop"), "volplug.example", "tmpfs")
+    with open(path, "rb") as a, open(os.path.join(EXAMPLES, "loop"), "rb") as b:
+        assert a.read() == b.read()
+    assert os.listdir(os.path.dirname(path)) == ["tmpfs"], os.listdir(os.path.dirname(path))
+    # Without a vendor the folder is the name.
+    p = ctl("flex", "install", tmpfs, "--name", "plain", "--dir", plugins, check=0)
+    assert os.access(os.path.join(plugins, "plain", "plain"), os.X_OK), p
+
+    p = ctl("flex", "remove", "--vendor", "volplug.example", "--name", "tmpfs", "--dir", plugins,
+            check=0)
+    assert p.stdout == "removed %s\n" % os.path.join(plugins, "volplug.example~tmpfs"), p.stdout
+    assert sorted(os.listdir(plugins)) == ["plain"], os.listdir(plugins)
+    p = ctl("flex", "remove", "--vendor", "volplug.example", "--name", "tmpfs", "--dir", plugins,
+            check=1)
+    one_error_line(p, "flex remove:")
+    p = ctl("flex", "install", os.path.join(ctx.tmp, "missing"), "--name", "x", "--dir", plugins,
+            check=1)
+    one_error_line(p, "flex install:", "missing")
+    p = ctl("flex", "install", tmpfs, "--vendor", "Bad Vendor", "--name", "x", "--dir", plugins,
+            check=2)
+    one_error_line(p, "flex install:", "Bad Vendor")
+
+
+def test_flex_call(ctx):
+    plugins = os.path.join(ctx.tmp, "plugins")
+    install(plugins, os.path.join(EXAMPLES, "tmpfs"), "volplug.example", "tmpfs")
+    p = ctl("flex", "call", "volplug.example/tmpfs", "init", "--dir", plugins, check=0)
+    assert '  {"status": "Success", "capabilities": {"attach": false}}\n' in p.stdout, p.stdout
+    assert "reply:\n  status: Success\n" in p.stdout and "attach: false" in p.stdout, p.stdout
+    assert "ended: exit status 0" in p.stdout, p.stdout
+
+    # The argv is exactly Kubernetes': the options JSON with its three keys, sorted, user's last
+    # word wins; the record driver writes what it got.
+    rec_dir = os.path.join(plugins, "test~record")
+    install(plugins, os.path.join(BROKEN, "record"), "test", "record")
+    ctl("flex", "call", "test/record", "mount", "/pods/x", '{"size": "8m", "kubernetes.io/readwrite": "ro"}',
+        "--dir", plugins, check=0)
+    with open(os.path.join(rec_dir, ".argv"), "rb") as f:
+        argv = f.read().split(b"\0")[:-1]
+    assert argv[1:] == [b"mount", b"/pods/x",
+                        b'{"kubernetes.io/fsType":"","kubernetes.io/pvOrVolumeName":"",'
+                        b'"kubernetes.io/readwrite":"ro","size":"8m"}'], argv
+    ctl("flex", "call", "test/record", "expandfs", "{}", "/dev/loop9", "/m", "2G", "1Gi",
+        "--dir", plugins, check=0)
+    with open(os.path.join(rec_dir, ".argv"), "rb") as f:
+        argv = f.read().split(b"\0")[1:-1]
+    assert argv[2:] == [b"/dev/loop9", b"/m", b"2147483648", b"1073741824"], argv
+
+    # A wrongly typed key: exit 1, the raw output shown, the key named.
+    with open(os.path.join(rec_dir, ".stdout"), "w") as f:
+        f.write('{"status": "Success", "attached": "yes"}\n')
+    p = ctl("flex", "call", "test/record", "isattached", "{}", "node-1", "--dir", plugins, check=1)
+    assert '{"status": "Success", "attached": "yes"}' in p.stdout, p.stdout
+    one_error_line(p, 'driver "test/record" isattached', '"attached" is a string, not a bool')
+
+    # A driver path works too; garbage is shown raw and named as such.
+    p = ctl("flex", "call", broken(ctx, "garbage"), "init", check=1)
+    assert "this is not JSON" in p.stdout, p.stdout
+    one_error_line(p, "the answer is not a JSON object")
+    p = ctl("flex", "call", broken(ctx, "badexit"), "init", check=1)
+    one_error_line(p, 'answered "Success" but ended with exit status 3')
+    start = time.monotonic()
+    p = ctl("-o", "json", "flex", "call", broken(ctx, "hang"), "init", "--timeout", "1s",
+            check=1)
+    assert time.monotonic() - start < 15, "the deadline was not kept"
+    out = json.loads(p.stdout)
+    assert out["timed_out"] and not out["ok"] and out["reply"] is None, out
+    assert out["stdout"] == "started init\n", out
+    one_error_line(p, "no answer within the deadline")
+    p = ctl("flex", "call", "volplug.example/none", "init", "--dir", plugins, check=1)
+    one_error_line(p, 'driver "volplug.example/none"')
+
+    if not is_root():
+        return
+    target = os.path.join(ctx.tmp, "pod", "vol")
+    out = json.loads(ctl("-o", "json", "flex", "call", "volplug.example/tmpfs", "mount", target,
+                         '{"size": "8m"}', "--dir", plugins, check=0).stdout)
+    assert out["ok"] and out["reply"] == {"status": "Success"} and out["exit_code"] == 0, out
+    fstype, _ = mount_at(target)
+    assert fstype == "tmpfs", mount_at(target)
+    ctl("flex", "call", "volplug.example/tmpfs", "unmount", target, "--dir", plugins, check=0)
+    assert mount_at(target) is None
+
+
+def flex_test(*args, check=None, tmpdir=None):
+    p = ctl("flex", "test", *args, check=check, timeout=120, tmpdir=tmpdir)
+    summary = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+    return p, summary
+
+
+def test_flex_test_passes_the_examples(ctx):
+    need_root()
+    plugins = os.path.join(ctx.tmp, "plugins")
+    install(plugins, os.path.join(EXAMPLES, "tmpfs"), "volplug.example", "tmpfs")
+    install(plugins, os.path.join(EXAMPLES, "loop"), "volplug.example", "loop")
+    p, summary = flex_test("volplug.example/tmpfs", "--dir", plugins, check=0)
+    assert summary.endswith(" checks, 0 violations") and "VIOLATION" not in p.stdout, p.stdout
+    for step in ("init", "mount", "unmount"):
+        assert any(l.startswith(step + " ") and " ok" in l for l in p.stdout.splitlines()), p.stdout
+    assert "attach" not in [l.split()[0] for l in p.stdout.splitlines()], p.stdout
+
+    images = os.path.join(ctx.tmp, "images")
+    work = os.path.join(ctx.tmp, "work")
+    os.mkdir(work)
+    opts = json.dumps({"dir": images, "size": "64M"})
+    p, summary = flex_test("volplug.example/loop", "--dir", plugins, "--options", opts, check=0,
+                           tmpdir=work)
+    assert summary.endswith(" checks, 0 violations") and "VIOLATION" not in p.stdout, p.stdout
+    steps = [l.split()[0] for l in p.stdout.splitlines()[:-1] if not l.startswith(" ")]
+    assert steps == ["init", "getvolumename", "attach", "isattached", "waitforattach",
+                     "mountdevice", "mount", "expandvolume", "expandfs", "unmount",
+                     "unmountdevice", "detach", "isattached"], steps
+    assert "ok: device /dev/loop" in p.stdout, p.stdout
+    # Nothing left behind: no mount in the temp dirs, no loop device on the image.
+    with open("/proc/self/mountinfo") as f:
+        assert work not in f.read()
+    assert os.listdir(work) == [], os.listdir(work)
+    imgs = glob.glob(os.path.join(images, "*.img"))
+    assert len(imgs) == 1, imgs
+    held = subprocess.run(["losetup", "-j", imgs[0]], capture_output=True, text=True).stdout
+    assert held == "", held
+    os.unlink(imgs[0])
+
+    out = json.loads(ctl("-o", "json", "flex", "test", "volplug.example/tmpfs", "--dir", plugins,
+                         check=0).stdout)
+    assert out["violations"] == 0 and out["checks"] > 10, out
+    assert [s["step"] for s in out["steps"]][0] == "init" and all(s["ok"] for s in out["steps"]), out
+
+
+def test_flex_test_reports_violations(ctx):
+    # Garbage, a non-zero exit with Success and a hang: each reported, exit 1.
+    p, summary = flex_test(broken(ctx, "garbage"), check=1)
+    assert "init                   VIOLATION: the output is not a JSON object" in p.stdout, p.stdout
+    assert summary.endswith(" 1 violations"), summary
+    start = time.monotonic()
+    p, summary = flex_test(broken(ctx, "hang"), "--timeout", "1s", check=1)
+    assert time.monotonic() - start < 15, "the deadline was not kept"
+    assert "VIOLATION: no answer within the deadline" in p.stdout, p.stdout
+    assert summary == "1 checks, 1 violations", summary
+    p, summary = flex_test(broken(ctx, "initfail"), check=1)
+    assert "VIOLATION: answered Failure (exit status 1): kernel module initfail-fs is not loaded" \
+        in p.stdout, p.stdout
+    p, summary = flex_test(broken(ctx, "badexit"), check=1)
+    assert 'init                   VIOLATION: answered "Success" but ended with exit status 3' \
+        in p.stdout, p.stdout
+
+    # Wrongly typed capabilities stop the test at init (Kubernetes would not load it).
+    rec = os.path.dirname(broken(ctx, "record"))
+    with open(os.path.join(rec, ".stdout"), "w") as f:
+        f.write('{"status": "Success", "capabilities": {"attach": "no"}}\n')
+    p, summary = flex_test(os.path.join(rec, "record"), check=1)
+    assert 'VIOLATION: capability "attach" is a string, not a bool' in p.stdout, p.stdout
+    with open(os.path.join(rec, ".stdout"), "w") as f:
+        f.write('{"status": "Splendid"}\n')
+    p, summary = flex_test(os.path.join(rec, "record"), check=1)
+    assert 'VIOLATION: unknown status "Splendid"' in p.stdout, p.stdout
+
+    if not is_root():
+        return
+    # "Success" to everything, nothing else: attachable by default, so no device, no attached
+    # bool, and mounts that never happen.
+    os.unlink(os.path.join(rec, ".stdout"))
+    out = json.loads(ctl("-o", "json", "flex", "test", os.path.join(rec, "record"),
+                         check=1).stdout)
+    found = {s["step"]: s["violations"] for s in out["steps"]}
+    assert found["attach"] == ['no "device" in a Success answer'], found
+    assert found["isattached"] == ['no "attached" bool in a Success answer'], found
+    assert found["waitforattach"] == ['no "device" in a Success answer'], found
+    assert found["mountdevice"][0].startswith("mountdevice answered Success but nothing is mounted"), found
+    assert found["mount"][0].startswith("mount answered Success but nothing is mounted"), found
+    assert found["isattached (detached)"] == ['no "attached" bool in a Success answer'], found
+    assert out["violations"] == sum(len(v) for v in found.values()) == 6, found
+
+    # Not supported on mount from a driver that is not attachable: it cannot work at all.
+    p, summary = flex_test(broken(ctx, "notsupported"), check=1)
+    assert "mount                  VIOLATION: mount answered Not supported" in p.stdout, p.stdout
+    assert summary.endswith(" 1 violations"), summary
+
+    # An unmount that answers Success but leaves the mount: caught, and cleaned up after.
+    sticky = os.path.join(ctx.tmp, "sticky")
+    with open(sticky, "w") as f:
+        f.write("#!/bin/sh\n"
+                "case \"$1\" in\n"
+                "init) echo '{\"status\":\"Success\",\"capabilities\":{\"attach\":false}}' ;;\n"
+                "mount) mkdir -p \"$2\" && mount -t tmpfs sticky \"$2\" && "
+                "echo '{\"status\":\"Success\"}' ;;\n"
+                "unmount) echo '{\"status\":\"Success\"}' ;;\n"
+                "*) echo '{\"status\":\"Not supported\"}' ;;\n"
+                "esac\n")
+    os.chmod(sticky, 0o755)
+    work = os.path.join(ctx.tmp, "work")
+    os.mkdir(work)
+    p, summary = flex_test(sticky, check=1, tmpdir=work)
+    assert "unmount                VIOLATION: unmount answered Success but" in p.stdout, p.stdout
+    assert "is still mounted" in p.stdout and "cleanup" in p.stdout, p.stdout
+    assert summary.endswith(" 1 violations"), summary
+    with open("/proc/self/mountinfo") as f:
+        assert work not in f.read()
+    assert os.listdir(work) == [], os.listdir(work)
+
+
+def test_flex_list(ctx):
+    plugins = os.path.join(ctx.tmp, "plugins")
+    install(plugins, os.path.join(EXAMPLES, "tmpfs"), "volplug.example", "tmpfs")
+    install(plugins, broken(ctx, "initfail"), "test", "initfail")
+    d = ctx.daemon(args=["--flexvolume-dir", plugins])
+    p = d.ctl("flex", "list", check=False)
+    if p.returncode == 1 and "UNIMPLEMENTED" in p.stderr:
+        raise Skip("volplugd does not serve volplug.admin.v1.Admin/ListFlexDrivers yet")
+    deadline = time.monotonic() + 10
+    while True:
+        drivers = {x["name"]: x for x in d.ctl_json("flex", "list").get("drivers", [])}
+        if len(drivers) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert set(drivers) == {"volplug.example/tmpfs", "test/initfail"}, drivers
+    tmpfs, bad = drivers["volplug.example/tmpfs"], drivers["test/initfail"]
+    assert tmpfs["state"] == "loaded" and not tmpfs["capabilities"].get("attach"), tmpfs
+    assert bad["state"] == "failed", bad
+    assert "kernel module initfail-fs is not loaded" in bad["last_error"], bad
+
+    lines = d.ctl("flex", "list").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STATE", "CAPABILITIES", "LAST", "ERROR"], lines
+    row = [l for l in lines if l.startswith("test/initfail ")]
+    assert row and " failed " in row[0] and "kernel module initfail-fs is not loaded" in row[0], lines
+    row = [l for l in lines if l.startswith("volplug.example/tmpfs ")]
+    assert row and " loaded " in row[0] and row[0].rstrip().endswith(" -"), lines
+
+
+if __name__ == "__main__":
+    run([test_volume_lifecycle_through_the_cli, test_block_volume_through_the_cli,
+         test_snapshots_and_groups_through_the_cli, test_list_pages_and_all,
+         test_capacity_and_capabilities, test_errors_show_code_and_message,
+         test_bad_usage_exits_2_before_any_call, test_flex_install_and_remove, test_flex_call,
+         test_flex_test_passes_the_examples, test_flex_test_reports_violations, test_flex_list])
