@@ -9,7 +9,6 @@
 #include "ownership.h"
 #include "parse-util.h"
 
-
 const char daemon_usage[] =
 	"Usage: volplugd [all|controller|node] [OPTIONS]\n"
 	"\n"

@@ -25,7 +25,7 @@ typedef struct DaemonConfig {
 	usec_t shutdown_grace;
 	char *flexvolume_dir;
 	int fs_group_policy; /* OwnershipPolicy */
-			      /* "": Flexvolume off */
+	/* "": Flexvolume off */
 	usec_t flexvolume_timeout[_FLEX_COMMAND_MAX]; /* 0: the command's default */
 	enum {
 		DAEMON_RUN,
