@@ -10,7 +10,10 @@ HOSTPATHPLUGIN=${HOSTPATHPLUGIN:-}
 BENCH_TMP=$(mktemp -d /tmp/volplug-bench.XXXXXX)
 BENCH_PIDS=()
 bench_cleanup() {
+	# start_* run inside $(...): their pids come back through a file, not the array.
+	[ -f "$BENCH_TMP/pids" ] && mapfile -t -O "${#BENCH_PIDS[@]}" BENCH_PIDS <"$BENCH_TMP/pids"
 	for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+
 	rm -rf "$BENCH_TMP"
 }
 trap bench_cleanup EXIT
@@ -24,6 +27,7 @@ start_volplugd() {
 	"$VOLPLUGD" all --endpoint "unix://$BENCH_TMP/$name.sock" --pool "$BENCH_TMP/$name-pool" \
 		--node-id bench-node -v 1 "$@" >"$BENCH_TMP/$name.log" 2>&1 &
 	BENCH_PIDS+=($!)
+	echo $! >>"$BENCH_TMP/pids"
 	wait_socket "$BENCH_TMP/$name.sock" || { cat "$BENCH_TMP/$name.log" >&2; exit 1; }
 	echo $!
 }
@@ -37,6 +41,7 @@ start_hostpath() {
 		--enable-controller-modify-volume --accepted-mutable-parameter-names=iops \
 		>"$BENCH_TMP/$name.log" 2>&1 &
 	BENCH_PIDS+=($!)
+	echo $! >>"$BENCH_TMP/pids"
 	wait_socket "$BENCH_TMP/$name.sock" || { cat "$BENCH_TMP/$name.log" >&2; exit 1; }
 	echo $!
 }

@@ -204,8 +204,9 @@ static void seq_volume_free(SeqVolume *v)
 }
 
 /* Sends request (consumed). With a thread, the call's time is recorded as its method's step
- * and a failure is reported; without one (set-up and clean-up), nothing is. Returns 0 with the
- * reply as JSON when ret_reply is given, -ENOENT for NOT_FOUND, else -EIO. Blocks. */
+ * and a failure counts against the row; without one (set-up and clean-up), a failure other
+ * than NOT_FOUND is printed. Returns 0 with the reply as JSON when ret_reply is given, -ENOENT
+ * for NOT_FOUND, else -EIO. Blocks. */
 static int seq_call(BenchThread *t, const SeqState *s, RpcClient *client, SeqMethod m,
 		    json_t *request, json_t **ret_reply)
 {
@@ -218,6 +219,9 @@ static int seq_call(BenchThread *t, const SeqState *s, RpcClient *client, SeqMet
 	if (r < 0) {
 		if (t)
 			bench_fail(t, "%s: bad request: %s", method_names[m], err);
+		else
+			fprintf(stderr, "volplugctl: bench: %s: bad request: %s\n", method_names[m],
+				err);
 		return -EINVAL;
 	}
 	usec_t start = now_usec(CLOCK_MONOTONIC);
@@ -226,10 +230,12 @@ static int seq_call(BenchThread *t, const SeqState *s, RpcClient *client, SeqMet
 	usec_t took = now_usec(CLOCK_MONOTONIC) - start;
 	protobuf_c_message_free_unpacked(req, NULL);
 	if (r < 0 || st.code != GRPC_STATUS_OK) {
+		const char *what = r < 0 ? "transport" : rpc_status_name(st.code);
 		if (t)
-			bench_fail(t, "%s: %s: %s", method_names[m],
-				   r < 0 ? "transport" : rpc_status_name(st.code),
-				   st.message ?: "");
+			bench_fail(t, "%s: %s: %s", method_names[m], what, st.message ?: "");
+		else if (r < 0 || st.code != GRPC_STATUS_NOT_FOUND)
+			fprintf(stderr, "volplugctl: bench: %s: %s: %s\n", method_names[m], what,
+				st.message ?: "");
 		r = r == 0 && st.code == GRPC_STATUS_NOT_FOUND ? -ENOENT : -EIO;
 		rpc_status_done(&st);
 		return r;
@@ -287,7 +293,9 @@ static json_t *json_copy_or_empty(json_t *j, const char *key)
 	return v ? json_deep_copy(v) : json_object();
 }
 
-/* The steps of a volume's life, each moving v->progress one step on success. */
+/* The steps of a volume's life. Each sets v->progress to what volume_teardown() must undo:
+ * after the call for CreateVolume (no ID before), before it for the others, whose undo is
+ * harmless when the step did not happen. */
 
 static int volume_create(BenchThread *t, const BenchSeqConfig *cfg, const SeqState *s,
 			 RpcClient *client, const char *name, SeqVolume *v)

@@ -565,10 +565,13 @@ static int spec_from_json(const char *sub, const char *text, json_t **ret_json,
 	FlexOption *opts = xnew0(FlexOption, json_object_size(o) + 1);
 	json_object_foreach (o, key, v) {
 		if (!json_is_string(v)) {
+			/* key lives in o: report before letting go of it */
+			int r = flex_bad_usage(sub, "options: \"%s\" is not a string", key);
 			free(opts);
 			json_decref(o);
-			return flex_bad_usage(sub, "options: \"%s\" is not a string", key);
+			return r;
 		}
+
 		opts[n++] = (FlexOption){key, json_string_value(v)};
 		if (strcmp(key, "kubernetes.io/fsType") == 0)
 			spec->fs_type = json_string_value(v);

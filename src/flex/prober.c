@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -354,7 +355,12 @@ static int run_pass(FlexProber *p, WatchChanges *ch)
 
 	pthread_mutex_lock(&p->lock);
 	p->stats.passes++;
+	FlexProberStats s = p->stats;
 	pthread_mutex_unlock(&p->lock);
+	/* One line per pass: how the rate limit behaves is visible in the log (bench/). */
+	log_debug("flex prober: pass %" PRIu64 ": %zu changed name(s)%s; %" PRIu64
+		  " events read, %" PRIu64 " inits started so far",
+		  s.passes, ch->n, ch->rescan ? " and a rescan" : "", s.events, s.inits_started);
 
 	dfd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
