@@ -4,6 +4,8 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 POOL ?= $(CURDIR)/pool
 ENDPOINT ?= unix://$(CURDIR)/volplug.sock
+FLEXVOLUME_DIR ?= $(CURDIR)/flexvolume
+
 ARGS ?=
 
 .PHONY: all deps build run test test-fast asan format check-format clean
@@ -25,9 +27,12 @@ build: deps $(BUILD)/build.ninja
 asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 
-# volplugd serving every CSI service on a pool in ./pool, socket ./volplug.sock.
+# volplugd serving every CSI service on a pool in ./pool, socket ./volplug.sock, Flexvolume
+# drivers from ./flexvolume.
 run: build
-	./$(BUILD)/src/cmd/volplugd all --endpoint $(ENDPOINT) --pool $(POOL) $(ARGS)
+	./$(BUILD)/src/cmd/volplugd all --endpoint $(ENDPOINT) --pool $(POOL) \
+		--flexvolume-dir $(FLEXVOLUME_DIR) $(ARGS)
+
 
 # Everything: format check, unit + integration tests, then all again under ASan+UBSan.
 test: build asan
