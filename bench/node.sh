@@ -31,13 +31,13 @@ stop_pid() {
 # Daemons first, then every mount and loop device they left under BENCH_TMP (only after an
 # interrupted run: the sequences undo their own work).
 node_cleanup() {
+	set +e # a daemon already gone must not stop the clean-up (bench_cleanup kills it again)
 	for p in "${BENCH_PIDS[@]}"; do stop_pid "$p"; done
 	findmnt -rn -o TARGET | grep "^$BENCH_TMP/" | sort -r | while read -r m; do
 		umount "$m" 2>/dev/null || umount -l "$m" || true
 	done
 	losetup -n -O NAME,BACK-FILE -l | awk -v d="$BENCH_TMP/" 'index($2, d) == 1 {print $1}' |
 		while read -r l; do losetup -d "$l" || true; done
-	BENCH_PIDS=() # stopped: bench_cleanup's kill would fail under set -e
 	bench_cleanup
 }
 trap node_cleanup EXIT
