@@ -49,8 +49,8 @@ trap 'exit 143' TERM
 ctl() { "$VOLPLUGCTL" --endpoint "unix://$BENCH_TMP/$1.sock" "${@:2}"; }
 
 # fill NAME COUNT: brings the pool to COUNT volumes of 1 GiB through CreateVolume, 16 clients.
-FILLED_volplug=0
-FILLED_hostpath=0
+# shellcheck disable=SC2034 # read and written through ${!var} in fill
+FILLED_volplug=0 FILLED_hostpath=0
 fill() {
 	local name=$1 want=$2 var="FILLED_$1"
 	local have=${!var}

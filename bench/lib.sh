@@ -12,7 +12,8 @@ BENCH_PIDS=()
 bench_cleanup() {
 	# start_* run inside $(...): their pids come back through a file, not the array.
 	[ -f "$BENCH_TMP/pids" ] && mapfile -t -O "${#BENCH_PIDS[@]}" BENCH_PIDS <"$BENCH_TMP/pids"
-	for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+
 
 	rm -rf "$BENCH_TMP"
 }

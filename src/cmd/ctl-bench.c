@@ -139,6 +139,8 @@ static void print_rows(BenchRun *run, BenchThread *threads, unsigned clients, us
 		double *all = xnew0(double, total ? total : 1);
 		size_t k = 0;
 		for (unsigned c = 0; c < clients; c++) {
+			if (threads[c].n[s] == 0)
+				continue; /* no sample (lat[s] is NULL): failed or skipped */
 			memcpy(all + k, threads[c].lat[s], threads[c].n[s] * sizeof(double));
 			k += threads[c].n[s];
 		}
@@ -298,8 +300,10 @@ int ctl_bench(Ctl *ctl, int argc, char **argv)
 		r = bench_sequence_find(sequence, ctl->client, &run.seq_config, &run.seq, &error);
 	else
 		r = bench_sequence_single_rpc(rpc, request, &run.seq_config, &run.seq, &error);
-	if (r < 0)
+	if (r < 0) {
+		bench_seq_config_done(&run.seq_config);
 		return ctl_error(CTL_EXIT_USAGE, "bench: %s", error);
+	}
 
 	print_header();
 	int rc = 0;
