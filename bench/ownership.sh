@@ -11,13 +11,15 @@
 # Needs root. Usage: bench/ownership.sh [FILES...]   (default: 100000 1000000)
 # Environment: VOLPLUGCTL (default ./build/src/cmd/volplugctl), FILESYSTEMS (default
 # "tmpfs ext4"), GID (default 4321), COUNT=0 to skip the syscall counts,
-# BENCH_DIR (where the ext4 image goes, default /var/tmp).
+# BENCH_DIR (where the ext4 image goes, default /var/tmp), PER_DIR (files per directory,
+# default 20; 10000 gives wide directories, whose entries the walk examines through io_uring).
 set -euo pipefail
 
 VOLPLUGCTL=${VOLPLUGCTL:-./build/src/cmd/volplugctl}
 FILESYSTEMS=${FILESYSTEMS:-tmpfs ext4}
 GID=${GID:-4321}
 COUNT=${COUNT:-1}
+PER_DIR=${PER_DIR:-20}
 SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(100000 1000000)
 
@@ -52,15 +54,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # make_tree DIR FILES: FILES regular files (1% of them symlinks instead) spread over
-# FILES/20 directories, breadth-first with fan-out 6: depths 1 to 6 mixed. Prints the number
-# of entries, the root included.
+# FILES/PER_DIR directories, breadth-first with fan-out 6: depths 1 to 6 mixed. Prints the
+# number of entries, the root included.
 make_tree() {
-	python3 - "$1" "$2" <<'EOF'
+	python3 - "$1" "$2" "$PER_DIR" <<'EOF'
 import os, sys
-root, files = sys.argv[1], int(sys.argv[2])
+root, files, per_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 os.mkdir(root, 0o755)
 dirs, queue = [root], [root]
-want = max(1, files // 20)
+want = max(1, files // per_dir)
 while len(dirs) < want:
     parent = queue.pop(0)
     for i in range(6):

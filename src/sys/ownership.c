@@ -5,16 +5,24 @@
  * names are kept. A directory is fixed after its children (post-order), the root last.
  * Only the root and the deepest OWNERSHIP_MAX_OPEN_DIRS frames hold an fd; the others are
  * "parked" and re-opened through ".." of their child when the walk comes back up, after
- * checking dev/ino (or, if that fails, from the root down by name, checking each step). */
+ * checking dev/ino (or, if that fails, from the root down by name, checking each step).
+ * With liburing, a directory's entries are examined BATCH_MAX at a time through an io_uring,
+ * one io_uring_enter for all of them; the rest of a directory, and every entry of a walk
+ * without a ring, gets its own statx syscall. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+
+#if HAVE_LIBURING
+#include <liburing.h>
+#endif
 
 #include "alloc.h"
 #include "log.h"
@@ -31,6 +39,11 @@
 #define GETDENTS_BUF (64 * 1024)
 #define PROGRESS_CHECK_EVERY 1024
 #define MAX_SHOWN_PATH 200
+/* Entries examined by one io_uring submission. Only full batches go to the ring: each wakes
+ * the ring's worker thread, and smaller ones gain little or lose (docs/ownership.md: 20
+ * entries, the typical directory, take longer than 20 statx syscalls). */
+#define BATCH_MAX 256
+#define NO_URING_ENV "VOLPLUG_OWNERSHIP_NO_URING"
 
 typedef struct Frame {
 	int fd;	   /* -EBADF while parked */
@@ -43,6 +56,26 @@ typedef struct Frame {
 	char *names;	  /* subdirectories still to visit, NUL-separated */
 	size_t names_len, names_alloc, pos;
 } Frame;
+
+/* Entries of the top frame waiting for their statx (batch_add). */
+typedef enum BatchState {
+	BATCH_OFF,     /* one statx syscall per entry */
+	BATCH_UNTRIED, /* a ring is set up when a batch fills up first */
+	BATCH_ON,      /* the ring is up */
+} BatchState;
+
+typedef struct Batch {
+	BatchState state;
+	bool used; /* the ring examined some entries */
+	size_t n;
+	const char *names[BATCH_MAX]; /* in Walk.buf: run before the next getdents64 call */
+#if HAVE_LIBURING
+	struct io_uring ring;
+	int cpu;	    /* where the ring's worker may run; -1 not set, -2 cannot be set */
+	int res[BATCH_MAX]; /* statx result, -EINPROGRESS until answered */
+	struct statx *sx;   /* BATCH_MAX, written by the kernel */
+#endif
+} Batch;
 
 typedef struct Walk {
 	gid_t gid;
@@ -59,6 +92,7 @@ typedef struct Walk {
 	const OwnershipProgress *progress;
 	usec_t start, next_progress;
 	void *buf;
+	Batch batch;
 } Walk;
 
 static const char *const policy_names[_OWNERSHIP_POLICY_MAX] = {
@@ -237,23 +271,17 @@ static void add_name(Frame *f, const char *name)
 	f->names_len += n;
 }
 
-/* An entry of the top frame not known to be a directory: statx it, fix it, or queue it when
+/* An entry of the top frame as statx (AT_SYMLINK_NOFOLLOW) saw it: fix it, or queue it when
  * it is a directory (if may_queue; else it changed type under us again). */
-static void visit(Walk *w, const char *name, bool may_queue)
+static void examined(Walk *w, const char *name, bool may_queue, const struct statx *sx)
 {
 	Frame *f = &w->frames[w->n_frames - 1];
-	struct statx sx;
 
-	if (statx(f->fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_WANT, &sx) < 0) {
-		if (errno != ENOENT) /* ENOENT: removed since listed, nothing left to own */
-			record_error(w, w->n_frames, name, "stat", -errno, NULL);
-		return;
-	}
-	if (other_mount(w, &sx)) {
+	if (other_mount(w, sx)) {
 		w->report.mounts++;
 		return;
 	}
-	if (S_ISDIR(sx.stx_mode)) {
+	if (S_ISDIR(sx->stx_mode)) {
 		if (may_queue)
 			add_name(f, name);
 		else
@@ -261,7 +289,179 @@ static void visit(Walk *w, const char *name, bool may_queue)
 		return;
 	}
 	count_entry(w);
-	fix_entry(w, f->fd, name, &sx);
+	fix_entry(w, f->fd, name, sx);
+}
+
+/* An entry of the top frame not known to be a directory: statx it, then as examined(). */
+static void visit(Walk *w, const char *name, bool may_queue)
+{
+	struct statx sx;
+
+	if (statx(w->frames[w->n_frames - 1].fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+		  STATX_WANT, &sx) < 0) {
+		if (errno != ENOENT) /* ENOENT: removed since listed, nothing left to own */
+			record_error(w, w->n_frames, name, "stat", -errno, NULL);
+		return;
+	}
+	examined(w, name, may_queue, &sx);
+}
+
+/* Reads the VOLPLUG_OWNERSHIP_NO_URING knob, once per walk, so a test can compare both ways.
+ * The ring itself is set up when a batch first fills up: most trees never need one. */
+static void batch_init(Walk *w)
+{
+	const char *no = getenv(NO_URING_ENV);
+
+	w->batch.state =
+		HAVE_LIBURING && !(no && *no && strcmp(no, "0") != 0) ? BATCH_UNTRIED : BATCH_OFF;
+}
+
+#if HAVE_LIBURING
+/* Sets the ring up on first use, or turns batching off for the rest of the walk when the
+ * kernel refuses (too old, io_uring disabled by sysctl or seccomp). */
+static bool batch_ring(Walk *w)
+{
+	Batch *b = &w->batch;
+
+	if (b->state != BATCH_UNTRIED)
+		return b->state == BATCH_ON;
+	/* DEFER_TASKRUN: the walk collects all completions when it waits, one wake-up a batch. */
+	int r = io_uring_queue_init(BATCH_MAX, &b->ring,
+				    IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+	if (r == -EINVAL) /* before Linux 6.1 */
+		r = io_uring_queue_init(BATCH_MAX, &b->ring, 0);
+	if (r < 0) {
+		log_debug("ownership: no io_uring (%s), one statx per entry", strerror(-r));
+		b->state = BATCH_OFF;
+		return false;
+	}
+	b->sx = xmalloc(BATCH_MAX * sizeof(struct statx));
+	b->cpu = -1;
+	b->state = BATCH_ON;
+	return true;
+}
+
+static void batch_done(Walk *w)
+{
+	Batch *b = &w->batch;
+
+	if (b->state != BATCH_ON)
+		return;
+	io_uring_queue_exit(&b->ring);
+	free(b->sx);
+	b->state = BATCH_OFF;
+}
+
+/* The ring failed with requests possibly still in flight: their results may yet be written,
+ * so the result buffer is left to them (a leak, on a path that should never run) and the
+ * rest of the walk uses plain statx. */
+static void batch_lost(Walk *w, int err)
+{
+	Batch *b = &w->batch;
+
+	log_debug("ownership: io_uring failed (%s), one statx per entry from here", strerror(-err));
+	io_uring_queue_exit(&b->ring);
+	b->sx = NULL;
+	b->state = BATCH_OFF;
+}
+
+/* The kernel runs a ring's statx calls in a worker thread (io-wq) while the walk waits. On
+ * the walk's own CPU that is a switch between two threads; on another, idle CPU it is a
+ * wake-up that can cost more than the syscalls saved (a first run 1.5x slower on a 2-vCPU
+ * VM). So the worker is kept on the CPU the walk runs on, and follows it. */
+static void batch_follow_cpu(Batch *b)
+{
+	int cpu = sched_getcpu();
+
+	if (cpu < 0 || cpu >= CPU_SETSIZE || cpu == b->cpu || b->cpu == -2)
+		return;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	b->cpu = io_uring_register_iowq_aff(&b->ring, sizeof(set), &set) < 0 ? -2 : cpu;
+}
+
+/* Examines the n queued entries of the top frame with one submission, then handles them in
+ * order. The ring's statx is the same call as visit()'s, relative to the frame's fd: its
+ * results are only hints, every change goes through fix_entry() and never follows a
+ * symlink. An entry without an answer, or with an error, is examined again by visit(), so
+ * errors read the same as without the ring. */
+static void batch_examine(Walk *w, size_t n)
+{
+	Batch *b = &w->batch;
+	int fd = w->frames[w->n_frames - 1].fd;
+	size_t left = n;
+	unsigned stuck = 0;
+
+	batch_follow_cpu(b);
+	for (size_t i = 0; i < n; i++) {
+		/* Never NULL: the ring has BATCH_MAX entries and nothing else is queued. */
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&b->ring);
+		io_uring_prep_statx(sqe, fd, b->names[i], AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+				    STATX_WANT, &b->sx[i]);
+		io_uring_sqe_set_data64(sqe, i);
+		b->res[i] = -EINPROGRESS;
+	}
+	while (left > 0) {
+		/* Submits what the kernel has not taken yet, waits for the answers. */
+		int r = io_uring_submit_and_wait(&b->ring, left);
+		struct io_uring_cqe *cqe;
+		unsigned head, k = 0;
+
+		io_uring_for_each_cqe(&b->ring, head, cqe)
+		{
+			uint64_t i = io_uring_cqe_get_data64(cqe);
+			if (i < n)
+				b->res[i] = cqe->res;
+			k++;
+		}
+		io_uring_cq_advance(&b->ring, k);
+		left -= MIN(k, left);
+		stuck = k > 0 ? 0 : stuck + 1;
+		if (left > 0 && r < 0 &&
+		    ((r != -EINTR && r != -EAGAIN && r != -EBUSY) || stuck > 100)) {
+			batch_lost(w, r);
+			break;
+		}
+	}
+	b->used = true;
+	for (size_t i = 0; i < n; i++)
+		if (b->res[i] == 0)
+			examined(w, b->names[i], true, &b->sx[i]);
+		else if (b->res[i] != -ENOENT) /* ENOENT: removed since listed */
+			visit(w, b->names[i], true);
+}
+#else
+static void batch_done(Walk *w)
+{
+	(void)w;
+}
+#endif
+
+/* Handles the queued entries of the top frame: a full batch through the ring if there is
+ * one, else one statx each. */
+static void batch_run(Walk *w)
+{
+	Batch *b = &w->batch;
+	size_t n = b->n;
+
+	b->n = 0;
+#if HAVE_LIBURING
+	if (n == BATCH_MAX && batch_ring(w)) {
+		batch_examine(w, n);
+		return;
+	}
+#endif
+	for (size_t i = 0; i < n; i++)
+		visit(w, b->names[i], true);
+}
+
+/* Queues an entry of the top frame; runs the batch when it is full. */
+static void batch_add(Walk *w, const char *name)
+{
+	w->batch.names[w->batch.n++] = name;
+	if (w->batch.n == BATCH_MAX)
+		batch_run(w);
 }
 
 /* Reads the whole directory of the top frame: fixes its entries, queues its subdirectories. */
@@ -287,9 +487,12 @@ static void read_dir(Walk *w)
 				continue;
 			if (de->d_type == DT_DIR)
 				add_name(&w->frames[w->n_frames - 1], de->d_name);
+			else if (w->batch.state != BATCH_OFF)
+				batch_add(w, de->d_name);
 			else
 				visit(w, de->d_name, true);
 		}
+		batch_run(w); /* the names are in buf, which the next getdents64 overwrites */
 	}
 }
 
@@ -484,9 +687,12 @@ static int apply(int root_fd, gid_t gid, bool read_only, OwnershipPolicy policy,
 	}
 
 	w.buf = xmalloc(GETDENTS_BUF);
+	batch_init(&w);
 	count_entry(&w);
 	push(&w, TAKE_FD(fd), &sx, NULL);
 	walk(&w);
+	batch_done(&w);
+	w.report.batched = w.batch.used;
 	free(w.buf);
 	free(w.frames);
 

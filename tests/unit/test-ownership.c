@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The fsGroup walk on real trees: every rule asserted on disk, the symlink-swap race, a tree
- * 100,000 levels deep under a low fd limit, a tree moved under the walk, mounts. Needs root. */
+ * 100,000 levels deep under a low fd limit, a tree moved under the walk, mounts; wide
+ * directories examined through io_uring and without it, with the same results. Needs root. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/fs.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,7 +16,12 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/syscall.h>
 #include <time.h>
+
+#if HAVE_LIBURING
+#include <linux/io_uring.h>
+#endif
 
 #include "alloc.h"
 #include "ownership.h"
@@ -24,6 +31,7 @@
 #define G2 4322
 #define OWNER 1234
 #define DEEP 100000
+#define NO_URING "VOLPLUG_OWNERSHIP_NO_URING"
 
 /* tap.h's is_int evaluates its first argument twice: a call with side effects goes here. */
 #define is_call(call, want, ...)                   \
@@ -473,11 +481,21 @@ static void *swapper(void *userdata)
 	return NULL;
 }
 
-static void test_swap_race(void)
+/* fillers: that many more files in the raced directory, half created before the swapped
+ * names and half after, so that in either listing order the swapped names sit in the middle
+ * of a batch the walk sends through io_uring (256 entries at a time). */
+static void test_swap_race(int dfd, const char *dir, unsigned fillers, usec_t duration,
+			   unsigned min_walks, const char *what)
 {
 	OwnershipReport rep = {};
-	int r = mkdir_open(base_fd, "race", 0700);
-	int out = mkdir_open(base_fd, "race-outside", 0700);
+	int r = mkdir_open(dfd, "race", 0700);
+	int out = mkdir_open(dfd, "race-outside", 0700);
+	char fname[32];
+
+	for (unsigned i = 0; i < fillers / 2; i++) {
+		snprintf(fname, sizeof(fname), "a%u", i);
+		mkfile(r, fname, 0600, 0);
+	}
 	mkfile(out, "inner", 0600, 0);
 	mkfile(out, "file", 0600, 0);
 	int sw = mkdir_open(r, "sw", 0700);
@@ -485,15 +503,21 @@ static void test_swap_race(void)
 	close(mkdir_open(sw, "sub", 0700));
 	mkfile(r, "fsw", 0600, 0);
 	int fsw = openat(r, "fsw", O_RDONLY | O_CLOEXEC);
-	_cleanup_free_ char *outp = path_of("race-outside"), *outf = path_of("race-outside/file");
+	_cleanup_free_ char *outp = xasprintf("%s/race-outside", dir),
+			    *outf = xasprintf("%s/race-outside/file", dir),
+			    *race = xasprintf("%s/race", dir);
 	symlinkat(outp, r, "sl");
 	symlinkat(outf, r, "fsl");
+	for (unsigned i = fillers / 2; i < fillers; i++) {
+		snprintf(fname, sizeof(fname), "z%u", i);
+		mkfile(r, fname, 0600, 0);
+	}
 
 	Swapper s = {.dfd = r};
 	pthread_t t;
 	pthread_create(&t, NULL, swapper, &s);
-	unsigned walks = 0, errors = 0;
-	usec_t end = now_usec(CLOCK_MONOTONIC) + 4 * USEC_PER_SEC;
+	unsigned walks = 0, errors = 0, batched = 0;
+	usec_t end = now_usec(CLOCK_MONOTONIC) + duration;
 	while (walks < 20000 && now_usec(CLOCK_MONOTONIC) < end) {
 		/* Undo the last walk through fds that follow the real inodes, so that every walk
 		 * has chowns and chmods to do. */
@@ -501,26 +525,219 @@ static void test_swap_race(void)
 		fchmodat(sw, "inner", 0600, 0);
 		fchmodat(sw, "sub", 0700, 0);
 		fchmod(fsw, 0600);
-		if (apply("race", walks % 2 ? G : G2, false, OWNERSHIP_ALWAYS, &rep) < 0)
+		ownership_report_done(&rep);
+		if (ownership_apply(race, walks % 2 ? G : G2, false, OWNERSHIP_ALWAYS, NULL, &rep) <
+		    0)
 			break;
 		errors += rep.errors;
+		batched += rep.batched;
 		walks++;
 	}
 	atomic_store(&s.stop, true);
 	pthread_join(t, NULL);
 
-	printf("# %u walks, %lu swaps, %u entry errors\n", walks, atomic_load(&s.swaps), errors);
-	ok(walks >= 1000 && atomic_load(&s.swaps) >= 1000, "race: many walks against many swaps");
-	check(base_fd, "race-outside", 0700, 0, "race: outside directory never changed");
-	check(out, "inner", 0600, 0, "race: file in the outside directory never changed");
-	check(out, "file", 0600, 0, "race: outside file never changed");
+	printf("# %s: %u walks (%u through io_uring), %lu swaps, %u entry errors\n", what, walks,
+	       batched, atomic_load(&s.swaps), errors);
+	ok(walks >= min_walks && atomic_load(&s.swaps) >= min_walks,
+	   "%s: many walks against many swaps", what);
+	_cleanup_free_ char *never = xasprintf("%s: outside never changed", what);
+	check(dfd, "race-outside", 0700, 0, never);
+	check(out, "inner", 0600, 0, never);
+	check(out, "file", 0600, 0, never);
 	struct stat st;
 	fstat(sw, &st);
-	ok(st.st_gid == G || st.st_gid == G2, "race: the real directory was fixed");
+	ok(st.st_gid == G || st.st_gid == G2, "%s: the real directory was fixed", what);
 	close(sw);
 	close(fsw);
 	close(out);
 	close(r);
+	ownership_report_done(&rep);
+}
+
+/* Whether this kernel lets the walk set up an io_uring (the walk falls back when not). */
+static bool uring_works(void)
+{
+#if HAVE_LIBURING
+	struct io_uring_params params = {};
+	int fd = (int)syscall(__NR_io_uring_setup, 4, &params);
+	if (fd >= 0) {
+		close(fd);
+		return true;
+	}
+	printf("# io_uring_setup: %m: walks here examine one entry at a time\n");
+#else
+	printf("# built without liburing: walks examine one entry at a time\n");
+#endif
+	return false;
+}
+
+/* A directory of 700 entries of every kind, 600 of them not directories: two full io_uring
+ * batches and a rest examined one at a time. */
+static void make_wide(const char *name)
+{
+	int r = mkdir_open(base_fd, name, 0755);
+	_cleanup_free_ char *secret = path_of("wide-outside/secret");
+	char n[32];
+
+	for (int i = 0; i < 700; i++) {
+		snprintf(n, sizeof(n), "e%03d", i);
+		switch (i % 7) {
+		case 0:
+			mkfile(r, n, 0600, OWNER);
+			break;
+		case 1:
+			mkfile(r, n, 04755, OWNER);
+			break;
+		case 2:
+			mkfile(r, n, 0000, 0);
+			break;
+		case 3:
+			if (symlinkat(secret, r, n) < 0)
+				exit(1);
+			break;
+		case 4:
+			if (mkfifoat(r, n, 0604) < 0)
+				exit(1);
+			break;
+		case 5:
+			mkfile(r, n, 02750, 0);
+			break;
+		default: {
+			int d = mkdir_open(r, n, i % 2 ? 0700 : 0750);
+			mkfile(d, "inner", 0640, 0);
+			close(d);
+		}
+		}
+	}
+	if (linkat(r, "e000", r, "hard", 0) < 0)
+		exit(1);
+	close(r);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "path mode uid gid" for every entry below dfd/name (two levels), sorted: what is on disk. */
+static char *listing(int dfd, const char *name)
+{
+	char **lines = NULL;
+	size_t n = 0, total = 1;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		for (int level = 0; level < 2; level++) {
+			_cleanup_free_ char *sub =
+				level ? xasprintf("%s/inner", de->d_name) : xstrdup(de->d_name);
+			struct stat st;
+			if (fstatat(fd, sub, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				break;
+			lines = xrealloc(lines, (n + 1) * sizeof(char *));
+			lines[n] =
+				xasprintf("%s %06o %u %u\n", sub, st.st_mode, st.st_uid, st.st_gid);
+			total += strlen(lines[n++]);
+			if (!S_ISDIR(st.st_mode))
+				break;
+		}
+	}
+	if (d)
+		closedir(d);
+	qsort(lines, n, sizeof(char *), cmp_str);
+	char *all = xmalloc(total), *p = all;
+	*p = 0;
+	for (size_t i = 0; i < n; i++) {
+		p = stpcpy(p, lines[i]);
+		free(lines[i]);
+	}
+	free(lines);
+	return all;
+}
+
+/* Applies gid to wide-a with io_uring allowed and to wide-b with the fallback forced, then
+ * asserts the same reports and the same trees on disk. */
+static void apply_both_ways(gid_t gid, bool ro, bool ring, const char *what)
+{
+	OwnershipReport a = {}, b = {};
+
+	is_call(apply("wide-a", gid, ro, OWNERSHIP_ALWAYS, &a), 0, "%s, io_uring: walk succeeds",
+		what);
+	is_int(a.batched, ring, "%s: examined through io_uring where the kernel allows it", what);
+	setenv(NO_URING, "1", 1);
+	is_call(apply("wide-b", gid, ro, OWNERSHIP_ALWAYS, &b), 0,
+		"%s, " NO_URING "=1: walk succeeds", what);
+	unsetenv(NO_URING);
+	ok(!b.batched, "%s, " NO_URING "=1: one statx per entry", what);
+
+	ok(a.entries == b.entries && a.changed == b.changed && a.errors == b.errors &&
+		   a.mounts == b.mounts,
+	   "%s: same counts both ways (%" PRIu64 "/%" PRIu64 " entries, %" PRIu64 "/%" PRIu64
+	   " changed, %" PRIu64 "/%" PRIu64 " errors)",
+	   what, a.entries, b.entries, a.changed, b.changed, a.errors, b.errors);
+	is_str(a.first_errors ?: "", b.first_errors ?: "", "%s: same errors both ways", what);
+	_cleanup_free_ char *la = listing(base_fd, "wide-a"), *lb = listing(base_fd, "wide-b");
+	bool same = strcmp(la, lb) == 0;
+	for (const char *p = la, *q = lb; !same && *p;
+	     p = strchr(p, '\n') + 1, q = strchr(q, '\n') + 1)
+		if (strncmp(p, q, strcspn(p, "\n") + 1) != 0) {
+			printf("# first difference:\n# %.*s# %.*s", (int)strcspn(p, "\n") + 1, p,
+			       (int)strcspn(q, "\n") + 1, q);
+			break;
+		}
+	ok(same && strlen(la) > 700 * 10, "%s: same modes, owners and groups on disk both ways",
+	   what);
+	ownership_report_done(&a);
+	ownership_report_done(&b);
+}
+
+static void test_wide(void)
+{
+	OwnershipReport rep = {};
+	bool ring = uring_works();
+	int out = mkdir_open(base_fd, "wide-outside", 0700);
+	mkfile(out, "secret", 0600, 0);
+	make_wide("wide-a");
+	make_wide("wide-b");
+	int wa = openat(base_fd, "wide-a", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int wb = openat(base_fd, "wide-b", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* An entry that cannot be changed, to compare the errors too. */
+	bool imm = set_flags(wa, "e007", FS_IMMUTABLE_FL) == 0 &&
+		   set_flags(wb, "e007", FS_IMMUTABLE_FL) == 0;
+	if (!imm)
+		printf("# chattr +i: not here, errors not compared\n");
+
+	unsetenv(NO_URING);
+	apply_both_ways(G, false, ring, "wide");
+	is_call(apply("wide-a", G, false, OWNERSHIP_ALWAYS, &rep), 0, "wide: again");
+	is_int(rep.entries, 1 + 700 + 100 + 1, "wide: every entry examined");
+	is_int(rep.errors, imm, "wide: the immutable entry is the only error");
+	is_int(rep.changed, 0, "wide, second run: nothing changed");
+	check(wa, "e000", 0660, G, "wide");
+	ok(lstat_at(wa, "e000").st_uid == OWNER, "wide: owner untouched");
+	check(wa, "e001", 04775, G, "wide: setuid survives");
+	check(wa, "e002", 0660, G, "wide: mode 0000");
+	ok(lstat_at(wa, "e003").st_gid == G, "wide: symlink's own group changed");
+	check(out, "secret", 0600, 0, "wide: symlink target outside untouched");
+	check(wa, "e004", 0664, G, "wide: fifo");
+	check(wa, "e005", 02770, G, "wide: setgid file");
+	check(wa, "e006", 02770, G, "wide: directory");
+	check(wa, "e013/inner", 0660, G, "wide: inside a directory");
+	check(wa, "e007", imm ? 0600 : 0660, imm ? 0 : G, "wide: immutable file");
+	check(wa, "e699", 02770, G, "wide: the last entry");
+
+	apply_both_ways(G, false, ring, "wide, second run");
+	apply_both_ways(G2, true, ring, "wide, read-only, another group");
+	check(wa, "e002", 0660, G2, "wide, read-only: bits only added");
+
+	set_flags(wa, "e007", 0);
+	set_flags(wb, "e007", 0);
+	close(wa);
+	close(wb);
+	close(out);
 	ownership_report_done(&rep);
 }
 
@@ -670,7 +887,8 @@ int main(void)
 	test_on_root_mismatch();
 	test_errors();
 	test_mounts();
-	test_swap_race();
+	test_wide();
+	test_swap_race(base_fd, base, 0, 4 * USEC_PER_SEC, 1000, "race");
 	/* The chains get their own tmpfs: removing 100,000 directories from a disk filesystem
 	 * mounted with discard takes 20 s. */
 	_cleanup_free_ char *chains = path_of("chains");
@@ -679,6 +897,9 @@ int main(void)
 	int chains_fd = open(chains, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	test_deep(chains_fd, chains);
 	test_moved_mid_walk(chains_fd, chains);
+	/* On the tmpfs: its listing order is the creation order, so that the fillers put the
+	 * swapped names in the middle of an io_uring batch. */
+	test_swap_race(chains_fd, chains, 600, 2 * USEC_PER_SEC, 100, "race, wide");
 	close(chains_fd);
 	if (mounted)
 		umount2(chains, MNT_DETACH);
