@@ -9,15 +9,28 @@ HOSTPATHPLUGIN=${HOSTPATHPLUGIN:-}
 [ -x "$VOLPLUGD" ] && [ -x "$VOLPLUGCTL" ] || { echo "build first (make build)" >&2; exit 2; }
 BENCH_TMP=$(mktemp -d /tmp/volplug-bench.XXXXXX)
 BENCH_PIDS=()
+stop_pid() {
+	kill "$1" 2>/dev/null || return 0
+	for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+	kill -9 "$1" 2>/dev/null || true
+}
+
+# Daemons first (they hold the pools), then every mount and loop device under BENCH_TMP.
 bench_cleanup() {
+	set +e # something already gone must not stop the clean-up
 	# start_* run inside $(...): their pids come back through a file, not the array.
 	[ -f "$BENCH_TMP/pids" ] && mapfile -t -O "${#BENCH_PIDS[@]}" BENCH_PIDS <"$BENCH_TMP/pids"
-	for p in "${BENCH_PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-
-
+	for p in "${BENCH_PIDS[@]}"; do stop_pid "$p"; done
+	findmnt -rn -o TARGET | grep "^$BENCH_TMP/" | sort -r | while read -r m; do
+		umount "$m" 2>/dev/null || umount -l "$m"
+	done
+	losetup -n -O NAME,BACK-FILE -l | awk -v d="$BENCH_TMP/" 'index($2, d) == 1 {print $1}' |
+		while read -r l; do losetup -d "$l"; done
 	rm -rf "$BENCH_TMP"
 }
 trap bench_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 wait_socket() { for _ in $(seq 200); do [ -S "$1" ] && return 0; sleep 0.05; done; return 1; }
 

@@ -21,28 +21,6 @@ for tool in mkfs.xfs mkfs.ext4 losetup findmnt; do
 	command -v "$tool" >/dev/null || { echo "bench/node.sh: needs $tool" >&2; exit 2; }
 done
 
-# lib.sh's start_* run in a command substitution, so their pids are recorded here.
-stop_pid() {
-	kill "$1" 2>/dev/null || return 0
-	for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-	kill -9 "$1" 2>/dev/null || true
-}
-
-# Daemons first, then every mount and loop device they left under BENCH_TMP (only after an
-# interrupted run: the sequences undo their own work).
-node_cleanup() {
-	set +e # a daemon already gone must not stop the clean-up (bench_cleanup kills it again)
-	for p in "${BENCH_PIDS[@]}"; do stop_pid "$p"; done
-	findmnt -rn -o TARGET | grep "^$BENCH_TMP/" | sort -r | while read -r m; do
-		umount "$m" 2>/dev/null || umount -l "$m" || true
-	done
-	losetup -n -O NAME,BACK-FILE -l | awk -v d="$BENCH_TMP/" 'index($2, d) == 1 {print $1}' |
-		while read -r l; do losetup -d "$l" || true; done
-	bench_cleanup
-}
-trap node_cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 vp=$(start_volplugd volplug --max-volumes-per-node 64)
 BENCH_PIDS+=("$vp")
