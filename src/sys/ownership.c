@@ -1,14 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The fsGroup walk. A stack of frames, one per directory on the current path; each frame holds
  * the subdirectories of its directory that are still to visit. A directory is read whole
- * before the walk goes down: its other entries are fixed while reading, so only subdirectory
- * names are kept. A directory is fixed after its children (post-order), the root last.
- * Only the root and the deepest OWNERSHIP_MAX_OPEN_DIRS frames hold an fd; the others are
- * "parked" and re-opened through ".." of their child when the walk comes back up, after
- * checking dev/ino (or, if that fails, from the root down by name, checking each step).
- * With liburing, a directory's entries are examined BATCH_MAX at a time through an io_uring,
- * one io_uring_enter for all of them; the rest of a directory, and every entry of a walk
- * without a ring, gets its own statx syscall. */
+ * before the walk goes down: its other entries are queued for examination while reading, so
+ * only subdirectory names are kept. A directory is fixed after its contents (post-order), the
+ * root last. Only the root and the deepest OWNERSHIP_MAX_OPEN_DIRS frames hold an fd; the
+ * others are "parked" and re-opened through ".." of their child when the walk comes back up,
+ * after checking dev/ino (or, if that fails, from the root down by name, checking each step).
+ *
+ * Entries other than directories are examined in batches that span directories: up to
+ * BATCH_MAX entries of up to BATCH_DIRS directories. With liburing a batch is one io_uring
+ * submission, and the walk does not wait for it: it reads the next directories into the next
+ * batch while the kernel examines this one, and handles this one (chown/chmod) when the next
+ * is sent. So a directory is fixed, and its fd closed, only once the batches holding its
+ * entries and its subdirectories' fixes are handled: such a fix waits in the newest batch
+ * (Batch.fixes), and its frame's parent then waits for that batch too (Frame.wait). Until the
+ * ring is up (it is set up when a batch first fills up), a batch is examined with one statx
+ * syscall per entry when it is sent; without liburing, or when the kernel refuses a ring,
+ * entries are examined as they are read. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -39,10 +47,14 @@
 #define GETDENTS_BUF (64 * 1024)
 #define PROGRESS_CHECK_EVERY 1024
 #define MAX_SHOWN_PATH 200
-/* Entries examined by one io_uring submission. Only full batches go to the ring: each wakes
- * the ring's worker thread, and smaller ones gain little or lose (docs/ownership.md: 20
- * entries, the typical directory, take longer than 20 statx syscalls). */
+/* A batch: at most BATCH_MAX entries (one io_uring submission), of at most BATCH_DIRS
+ * directories, holding at most BATCH_FIXES directory fds that wait for it. Two batches exist
+ * (one in the kernel, one filling), so a walk holds at most 2 * BATCH_FIXES fds more than its
+ * frames. The ring is set up when a batch first fills up (entries or directories): small
+ * trees never make one. */
 #define BATCH_MAX 256
+#define BATCH_DIRS 32
+#define BATCH_FIXES 16
 #define NO_URING_ENV "VOLPLUG_OWNERSHIP_NO_URING"
 
 typedef struct Frame {
@@ -55,27 +67,70 @@ typedef struct Frame {
 	const char *name; /* in the parent's names, which no longer grow; NULL for the root */
 	char *names;	  /* subdirectories still to visit, NUL-separated */
 	size_t names_len, names_alloc, pos;
+	uint64_t wait;	  /* the newest batch holding its entries or its subdirectories' fixes */
+	uint64_t dir_seq; /* the batch whose dirs[dir_slot] is this directory */
+	unsigned dir_slot;
 } Frame;
 
-/* Entries of the top frame waiting for their statx (batch_add). */
+/* Where an entry is, for error lines: a directory path ("" for the root), or when dir is NULL
+ * the directory of frames[depth - 1]. */
+typedef struct Where {
+	const char *dir;
+	size_t depth;
+} Where;
+
 typedef enum BatchState {
 	BATCH_OFF,     /* one statx syscall per entry */
-	BATCH_UNTRIED, /* a ring is set up when a batch fills up first */
+	BATCH_UNTRIED, /* a ring is set up when a batch first fills up */
 	BATCH_ON,      /* the ring is up */
 } BatchState;
 
+/* A directory whose entries a batch examines: its fd stays open until the batch is handled
+ * (its frame, or a later batch's fixes, holds it), and its path for error lines. */
+typedef struct BatchDir {
+	int fd;
+	size_t path; /* in Batch.text */
+} BatchDir;
+
+/* A directory fd that waits for a batch: after the batch's entries, the directory is fixed
+ * (unless fix is false: a parked or lost frame) and the fd closed. */
+typedef struct BatchFix {
+	int fd;
+	bool fix;
+	mode_t mode;
+	gid_t gid;
+	size_t path; /* in Batch.text */
+} BatchFix;
+
+typedef struct BatchEntry {
+	unsigned dir; /* in Batch.dirs */
+	size_t name;  /* in Batch.text */
+} BatchEntry;
+
 typedef struct Batch {
+	uint64_t seq;
+	bool in_flight; /* sent to the ring, not handled yet */
+	size_t n, n_dirs, n_fixes, unanswered;
+	BatchEntry entries[BATCH_MAX];
+	BatchDir dirs[BATCH_DIRS];
+	BatchFix fixes[BATCH_FIXES];
+	char *text; /* names and paths, NUL-terminated */
+	size_t text_len, text_alloc;
+	int res[BATCH_MAX]; /* statx result, -EINPROGRESS until answered */
+	struct statx sx[BATCH_MAX];
+} Batch;
+
+typedef struct Batches {
 	BatchState state;
 	bool used; /* the ring examined some entries */
-	size_t n;
-	const char *names[BATCH_MAX]; /* in Walk.buf: run before the next getdents64 call */
+	Batch *b;  /* two, heap: the one filling is b[filling] */
+	unsigned filling;
+	uint64_t done; /* seq of the last batch handled */
 #if HAVE_LIBURING
 	struct io_uring ring;
-	int cpu;	    /* where the ring's worker may run; -1 not set, -2 cannot be set */
-	int res[BATCH_MAX]; /* statx result, -EINPROGRESS until answered */
-	struct statx *sx;   /* BATCH_MAX, written by the kernel */
+	int cpu; /* where the ring's worker may run; -1 not set, -2 cannot be set */
 #endif
-} Batch;
+} Batches;
 
 typedef struct Walk {
 	gid_t gid;
@@ -92,7 +147,7 @@ typedef struct Walk {
 	const OwnershipProgress *progress;
 	usec_t start, next_progress;
 	void *buf;
-	Batch batch;
+	Batches batches;
 } Walk;
 
 static const char *const policy_names[_OWNERSHIP_POLICY_MAX] = {
@@ -119,35 +174,43 @@ void ownership_report_done(OwnershipReport *report)
 	report->first_errors = NULL;
 }
 
-/* The path of frames[1 .. depth-1] plus name, relative to the root; long ones keep their
- * tail, which names the entry. */
-static char *entry_path(const Walk *w, size_t depth, const char *name)
+/* The path of the directory of frames[depth - 1] relative to the root ("" for the root); of a
+ * deep one only the last components, enough to fill an error line. */
+static char *frames_path(const Walk *w, size_t depth)
 {
-	size_t len = 0;
+	size_t first = depth, len = 0;
 
-	for (size_t i = 1; i < depth; i++)
-		len += strlen(w->frames[i].name) + 1;
-	if (name)
-		len += strlen(name) + 1;
-	if (len == 0)
-		return xstrdup(".");
+	while (first > 1 && len <= MAX_SHOWN_PATH)
+		len += strlen(w->frames[--first].name) + 1;
 
-	char *p = xmalloc(len + 1), *q = p;
-	for (size_t i = 1; i < depth; i++)
+	char *p = xmalloc(strlen(".../") + len + 1), *q = p;
+	if (first > 1)
+		q = stpcpy(q, ".../");
+	for (size_t i = first; i < depth; i++)
 		q = stpcpy(stpcpy(q, w->frames[i].name), "/");
-	if (name)
-		q = stpcpy(q, name);
-	else
-		*--q = 0;
-	if (len - 1 > MAX_SHOWN_PATH) {
+	if (q > p)
+		q--;
+	*q = 0;
+	return p;
+}
+
+/* dir/name for an error line ("." for the root itself); long ones keep their tail, which
+ * names the entry. */
+static char *shown_path(const char *dir, const char *name)
+{
+	char *p = *dir && name ? xasprintf("%s/%s", dir, name) : xstrdup(name ?: *dir ? dir : ".");
+	size_t len = strlen(p);
+
+	if (len > MAX_SHOWN_PATH) {
 		memcpy(p, "...", 3);
-		memmove(p + 3, p + len - 1 - (MAX_SHOWN_PATH - 3), MAX_SHOWN_PATH - 3 + 1);
+		memmove(p + 3, p + len - (MAX_SHOWN_PATH - 3), MAX_SHOWN_PATH - 3 + 1);
 	}
 	return p;
 }
 
-/* Counts an entry that could not be examined or changed; keeps the first few lines. */
-static void record_error(Walk *w, size_t depth, const char *name, const char *op, int err,
+/* Counts an entry that could not be examined or changed (name NULL: the directory itself);
+ * keeps the first few lines. */
+static void record_error(Walk *w, Where at, const char *name, const char *op, int err,
 			 const char *why)
 {
 	w->report.errors++;
@@ -155,7 +218,8 @@ static void record_error(Walk *w, size_t depth, const char *name, const char *op
 		return;
 	w->n_reported++;
 
-	_cleanup_free_ char *path = entry_path(w, depth, name);
+	_cleanup_free_ char *dir = at.dir ? NULL : frames_path(w, at.depth);
+	_cleanup_free_ char *path = shown_path(at.dir ?: dir, name);
 	_cleanup_free_ char *old = w->report.first_errors;
 	errno = -err;
 	if (why)
@@ -163,6 +227,11 @@ static void record_error(Walk *w, size_t depth, const char *name, const char *op
 	else
 		w->report.first_errors = xasprintf("%s%s: %s: %m\n", old ?: "", path, op);
 	log_debug("ownership: %s: %s: %s", path, op, why ?: strerrordesc_np(-err) ?: "error");
+}
+
+static Where at_top(const Walk *w)
+{
+	return (Where){.depth = w->n_frames};
 }
 
 static void count_entry(Walk *w)
@@ -205,15 +274,15 @@ static int chmod_nofollow(int dir_fd, const char *name, mode_t mode)
 	return 0;
 }
 
-/* Fixes a non-directory entry of the top frame, as statx saw it. */
-static void fix_entry(Walk *w, int dir_fd, const char *name, const struct statx *sx)
+/* Fixes a non-directory entry of directory dir_fd, as statx saw it. */
+static void fix_entry(Walk *w, int dir_fd, Where at, const char *name, const struct statx *sx)
 {
 	mode_t mode = sx->stx_mode & 07777;
 	bool chowned = false, changed = false;
 
 	if (sx->stx_gid != w->gid) {
 		if (fchownat(dir_fd, name, (uid_t)-1, w->gid, AT_SYMLINK_NOFOLLOW) < 0) {
-			record_error(w, w->n_frames, name, "chown", -errno, NULL);
+			record_error(w, at, name, "chown", -errno, NULL);
 			return;
 		}
 		chowned = changed = true;
@@ -226,7 +295,7 @@ static void fix_entry(Walk *w, int dir_fd, const char *name, const struct statx 
 		if (want != mode || (chowned && (mode & (S_ISUID | S_ISGID)))) {
 			int r = chmod_nofollow(dir_fd, name, want);
 			if (r < 0)
-				record_error(w, w->n_frames, name, "chmod", r, NULL);
+				record_error(w, at, name, "chmod", r, NULL);
 			else
 				changed = true;
 		}
@@ -235,23 +304,22 @@ static void fix_entry(Walk *w, int dir_fd, const char *name, const struct statx 
 		w->report.changed++;
 }
 
-/* Fixes the directory of frames[i] through its own fd. */
-static void fix_dir(Walk *w, size_t i)
+/* Fixes a directory through its own fd; mode and gid as seen when it was opened. */
+static void fix_dir(Walk *w, int fd, mode_t mode, gid_t gid, Where at)
 {
-	const Frame *f = &w->frames[i];
-	mode_t mode = f->mode & 07777, want = mode | w->bits | DIR_BITS;
+	mode_t want = (mode & 07777) | w->bits | DIR_BITS;
 	bool changed = false;
 
-	if (f->gid != w->gid) {
-		if (fchown(f->fd, (uid_t)-1, w->gid) < 0) {
-			record_error(w, i + 1, NULL, "chown", -errno, NULL);
+	if (gid != w->gid) {
+		if (fchown(fd, (uid_t)-1, w->gid) < 0) {
+			record_error(w, at, NULL, "chown", -errno, NULL);
 			return;
 		}
 		changed = true;
 	}
-	if (want != mode) {
-		if (fchmod(f->fd, want) < 0)
-			record_error(w, i + 1, NULL, "chmod", -errno, NULL);
+	if (want != (mode & 07777)) {
+		if (fchmod(fd, want) < 0)
+			record_error(w, at, NULL, "chmod", -errno, NULL);
 		else
 			changed = true;
 	}
@@ -271,49 +339,107 @@ static void add_name(Frame *f, const char *name)
 	f->names_len += n;
 }
 
-/* An entry of the top frame as statx (AT_SYMLINK_NOFOLLOW) saw it: fix it, or queue it when
- * it is a directory (if may_queue; else it changed type under us again). */
-static void examined(Walk *w, const char *name, bool may_queue, const struct statx *sx)
+/* An entry of directory dir_fd as statx (AT_SYMLINK_NOFOLLOW) saw it: fix it. A directory is
+ * queued in the top frame when may_queue (dir_fd is the top frame's); else it was listed as
+ * something else and replaced since. */
+static void examined(Walk *w, int dir_fd, Where at, const char *name, bool may_queue,
+		     const struct statx *sx)
 {
-	Frame *f = &w->frames[w->n_frames - 1];
-
 	if (other_mount(w, sx)) {
 		w->report.mounts++;
 		return;
 	}
 	if (S_ISDIR(sx->stx_mode)) {
 		if (may_queue)
-			add_name(f, name);
+			add_name(&w->frames[w->n_frames - 1], name);
 		else
-			record_error(w, w->n_frames, name, "open", 0, "replaced during the walk");
+			record_error(w, at, name, "open", 0, "replaced during the walk");
 		return;
 	}
 	count_entry(w);
-	fix_entry(w, f->fd, name, sx);
+	fix_entry(w, dir_fd, at, name, sx);
 }
 
-/* An entry of the top frame not known to be a directory: statx it, then as examined(). */
-static void visit(Walk *w, const char *name, bool may_queue)
+/* statx and examined(); ENOENT (removed since listed) leaves nothing to own. */
+static void visit(Walk *w, int dir_fd, Where at, const char *name, bool may_queue)
 {
 	struct statx sx;
 
-	if (statx(w->frames[w->n_frames - 1].fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
-		  STATX_WANT, &sx) < 0) {
-		if (errno != ENOENT) /* ENOENT: removed since listed, nothing left to own */
-			record_error(w, w->n_frames, name, "stat", -errno, NULL);
+	if (statx(dir_fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_WANT, &sx) < 0) {
+		if (errno != ENOENT)
+			record_error(w, at, name, "stat", -errno, NULL);
 		return;
 	}
-	examined(w, name, may_queue, &sx);
+	examined(w, dir_fd, at, name, may_queue, &sx);
 }
 
-/* Reads the VOLPLUG_OWNERSHIP_NO_URING knob, once per walk, so a test can compare both ways.
- * The ring itself is set up when a batch first fills up: most trees never need one. */
-static void batch_init(Walk *w)
+static void visit_top(Walk *w, const char *name, bool may_queue)
 {
+	visit(w, w->frames[w->n_frames - 1].fd, at_top(w), name, may_queue);
+}
+
+/* Reads the VOLPLUG_OWNERSHIP_NO_URING knob, once per walk, so a test can compare both ways. */
+static void batches_init(Walk *w)
+{
+	Batches *bs = &w->batches;
 	const char *no = getenv(NO_URING_ENV);
 
-	w->batch.state =
+	bs->state =
 		HAVE_LIBURING && !(no && *no && strcmp(no, "0") != 0) ? BATCH_UNTRIED : BATCH_OFF;
+	bs->b = xcalloc(2, sizeof(Batch));
+	bs->b[0].seq = 1;
+	bs->b[1].seq = 2;
+}
+
+static Batch *filling(Walk *w)
+{
+	return &w->batches.b[w->batches.filling];
+}
+
+static size_t batch_text(Batch *b, const char *s)
+{
+	size_t at = b->text_len, n = strlen(s) + 1;
+
+	if (at + n > b->text_alloc) {
+		b->text_alloc = MAX(b->text_alloc * 2, at + n + 4096);
+		b->text = xrealloc(b->text, b->text_alloc);
+	}
+	memcpy(b->text + at, s, n);
+	b->text_len += n;
+	return at;
+}
+
+/* Fixes what a handled batch's entries waited for, then closes the fds it held. */
+static void batch_fixes(Walk *w, Batch *b)
+{
+	for (size_t i = 0; i < b->n_fixes; i++) {
+		BatchFix *x = &b->fixes[i];
+		if (x->fix)
+			fix_dir(w, x->fd, x->mode, x->gid, (Where){.dir = b->text + x->path});
+		close(x->fd);
+	}
+}
+
+/* Handles a batch whose entries have their statx answers in res/sx (or -EINPROGRESS: none),
+ * then readies it for refilling as the batch after the next. An entry without an answer, or
+ * with an error, is examined again by visit(), so errors read the same either way. */
+static void batch_handle(Walk *w, Batch *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		const BatchDir *d = &b->dirs[b->entries[i].dir];
+		const char *name = b->text + b->entries[i].name;
+		Where at = {.dir = b->text + d->path};
+
+		if (b->res[i] == 0)
+			examined(w, d->fd, at, name, false, &b->sx[i]);
+		else if (b->res[i] != -ENOENT) /* ENOENT: removed since listed */
+			visit(w, d->fd, at, name, false);
+	}
+	batch_fixes(w, b);
+	w->batches.done = b->seq;
+	b->seq += 2;
+	b->in_flight = false;
+	b->n = b->n_dirs = b->n_fixes = b->text_len = 0;
 }
 
 #if HAVE_LIBURING
@@ -321,150 +447,239 @@ static void batch_init(Walk *w)
  * kernel refuses (too old, io_uring disabled by sysctl or seccomp). */
 static bool batch_ring(Walk *w)
 {
-	Batch *b = &w->batch;
+	Batches *bs = &w->batches;
 
-	if (b->state != BATCH_UNTRIED)
-		return b->state == BATCH_ON;
-	/* DEFER_TASKRUN: the walk collects all completions when it waits, one wake-up a batch. */
-	int r = io_uring_queue_init(BATCH_MAX, &b->ring,
+	if (bs->state != BATCH_UNTRIED)
+		return bs->state == BATCH_ON;
+	/* DEFER_TASKRUN: the walk collects completions only when it asks, not on every one. */
+	int r = io_uring_queue_init(2 * BATCH_MAX, &bs->ring,
 				    IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
 	if (r == -EINVAL) /* before Linux 6.1 */
-		r = io_uring_queue_init(BATCH_MAX, &b->ring, 0);
+		r = io_uring_queue_init(2 * BATCH_MAX, &bs->ring, 0);
 	if (r < 0) {
 		log_debug("ownership: no io_uring (%s), one statx per entry", strerror(-r));
-		b->state = BATCH_OFF;
+		bs->state = BATCH_OFF;
 		return false;
 	}
-	b->sx = xmalloc(BATCH_MAX * sizeof(struct statx));
-	b->cpu = -1;
-	b->state = BATCH_ON;
+	bs->cpu = -1;
+	bs->state = BATCH_ON;
 	return true;
 }
 
-static void batch_done(Walk *w)
+static void batches_ring_done(Walk *w)
 {
-	Batch *b = &w->batch;
-
-	if (b->state != BATCH_ON)
-		return;
-	io_uring_queue_exit(&b->ring);
-	free(b->sx);
-	b->state = BATCH_OFF;
+	if (w->batches.state == BATCH_ON)
+		io_uring_queue_exit(&w->batches.ring);
 }
 
 /* The ring failed with requests possibly still in flight: their results may yet be written,
- * so the result buffer is left to them (a leak, on a path that should never run) and the
- * rest of the walk uses plain statx. */
+ * so the batches are left to them (a leak, on a path that should never run) and the rest of
+ * the walk uses plain statx. */
 static void batch_lost(Walk *w, int err)
 {
-	Batch *b = &w->batch;
+	Batches *bs = &w->batches;
+	Batch *old = bs->b;
 
 	log_debug("ownership: io_uring failed (%s), one statx per entry from here", strerror(-err));
-	io_uring_queue_exit(&b->ring);
-	b->sx = NULL;
-	b->state = BATCH_OFF;
+	io_uring_queue_exit(&bs->ring);
+	bs->state = BATCH_OFF;
+	bs->b = xmalloc(2 * sizeof(Batch));
+	memcpy(bs->b, old, 2 * sizeof(Batch));
+	for (int i = 0; i < 2; i++)
+		old[i].text = NULL; /* now the copies' */
 }
 
-/* The kernel runs a ring's statx calls in a worker thread (io-wq) while the walk waits. On
- * the walk's own CPU that is a switch between two threads; on another, idle CPU it is a
- * wake-up that can cost more than the syscalls saved (a first run 1.5x slower on a 2-vCPU
- * VM). So the worker is kept on the CPU the walk runs on, and follows it. */
-static void batch_follow_cpu(Batch *b)
+/* The kernel runs a ring's statx calls in a worker thread (io-wq). Kept on the CPU the walk
+ * runs on, and following it: on an idle 2-vCPU VM, waking it on the other CPU made first runs
+ * slower than the syscalls it saves. */
+static void batch_follow_cpu(Batches *bs)
 {
 	int cpu = sched_getcpu();
 
-	if (cpu < 0 || cpu >= CPU_SETSIZE || cpu == b->cpu || b->cpu == -2)
+	if (cpu < 0 || cpu >= CPU_SETSIZE || cpu == bs->cpu || bs->cpu == -2)
 		return;
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
-	b->cpu = io_uring_register_iowq_aff(&b->ring, sizeof(set), &set) < 0 ? -2 : cpu;
+	bs->cpu = io_uring_register_iowq_aff(&bs->ring, sizeof(set), &set) < 0 ? -2 : cpu;
 }
 
-/* Examines the n queued entries of the top frame with one submission, then handles them in
- * order. The ring's statx is the same call as visit()'s, relative to the frame's fd: its
- * results are only hints, every change goes through fix_entry() and never follows a
- * symlink. An entry without an answer, or with an error, is examined again by visit(), so
- * errors read the same as without the ring. */
-static void batch_examine(Walk *w, size_t n)
+/* Sends a batch's statx calls to the ring without waiting: the same call as visit()'s,
+ * relative to the same directory fd. Its answers are only hints: every change goes through
+ * fix_entry() and never follows a symlink. */
+static void batch_submit(Walk *w, Batch *b)
 {
-	Batch *b = &w->batch;
-	int fd = w->frames[w->n_frames - 1].fd;
-	size_t left = n;
-	unsigned stuck = 0;
+	Batches *bs = &w->batches;
 
-	batch_follow_cpu(b);
-	for (size_t i = 0; i < n; i++) {
-		/* Never NULL: the ring has BATCH_MAX entries and nothing else is queued. */
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&b->ring);
-		io_uring_prep_statx(sqe, fd, b->names[i], AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
-				    STATX_WANT, &b->sx[i]);
-		io_uring_sqe_set_data64(sqe, i);
+	batch_follow_cpu(bs);
+	for (size_t i = 0; i < b->n; i++) {
+		/* Never NULL: the ring has room for both batches. */
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&bs->ring);
+		io_uring_prep_statx(sqe, b->dirs[b->entries[i].dir].fd,
+				    b->text + b->entries[i].name,
+				    AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_WANT, &b->sx[i]);
+		io_uring_sqe_set_data64(sqe, (uint64_t)(b - bs->b) << 32 | i);
 		b->res[i] = -EINPROGRESS;
 	}
-	while (left > 0) {
-		/* Submits what the kernel has not taken yet, waits for the answers. */
-		int r = io_uring_submit_and_wait(&b->ring, left);
+	b->unanswered = b->n;
+	b->in_flight = true;
+	bs->used |= b->n > 0;
+	int r = io_uring_submit(&bs->ring);
+	if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY)
+		batch_lost(w, r);
+}
+
+/* Waits until every entry of in-flight batch b is answered (answers to the other batch are
+ * filed as they come). */
+static void batch_wait(Walk *w, Batch *b)
+{
+	Batches *bs = &w->batches;
+	unsigned stuck = 0;
+
+	while (b->unanswered > 0) {
+		int r = io_uring_submit_and_wait(&bs->ring, 1);
 		struct io_uring_cqe *cqe;
 		unsigned head, k = 0;
 
-		io_uring_for_each_cqe(&b->ring, head, cqe)
+		io_uring_for_each_cqe(&bs->ring, head, cqe)
 		{
-			uint64_t i = io_uring_cqe_get_data64(cqe);
-			if (i < n)
-				b->res[i] = cqe->res;
+			uint64_t data = io_uring_cqe_get_data64(cqe);
+			Batch *to = &bs->b[data >> 32 & 1];
+			size_t i = data & UINT32_MAX;
+			if (to->in_flight && i < to->n && to->res[i] == -EINPROGRESS) {
+				to->res[i] = cqe->res;
+				to->unanswered--;
+			}
 			k++;
 		}
-		io_uring_cq_advance(&b->ring, k);
-		left -= MIN(k, left);
+		io_uring_cq_advance(&bs->ring, k);
 		stuck = k > 0 ? 0 : stuck + 1;
-		if (left > 0 && r < 0 &&
-		    ((r != -EINTR && r != -EAGAIN && r != -EBUSY) || stuck > 100)) {
+		if (r < 0 && ((r != -EINTR && r != -EAGAIN && r != -EBUSY) || stuck > 100)) {
 			batch_lost(w, r);
-			break;
+			return;
 		}
 	}
-	b->used = true;
-	for (size_t i = 0; i < n; i++)
-		if (b->res[i] == 0)
-			examined(w, b->names[i], true, &b->sx[i]);
-		else if (b->res[i] != -ENOENT) /* ENOENT: removed since listed */
-			visit(w, b->names[i], true);
 }
 #else
-static void batch_done(Walk *w)
+static bool batch_ring(Walk *w)
+{
+	(void)w;
+	return false;
+}
+
+static void batches_ring_done(Walk *w)
 {
 	(void)w;
 }
 #endif
 
-/* Handles the queued entries of the top frame: a full batch through the ring if there is
- * one, else one statx each. */
-static void batch_run(Walk *w)
+/* Handles the batch in the kernel, if any. */
+static void batch_finish_in_flight(Walk *w)
 {
-	Batch *b = &w->batch;
-	size_t n = b->n;
+	Batch *b = &w->batches.b[!w->batches.filling];
 
-	b->n = 0;
-#if HAVE_LIBURING
-	if (n == BATCH_MAX && batch_ring(w)) {
-		batch_examine(w, n);
+	if (!b->in_flight)
 		return;
-	}
+#if HAVE_LIBURING
+	if (w->batches.state == BATCH_ON)
+		batch_wait(w, b);
+	b = &w->batches.b[!w->batches.filling]; /* moved if the ring was lost */
 #endif
-	for (size_t i = 0; i < n; i++)
-		visit(w, b->names[i], true);
+	batch_handle(w, b);
 }
 
-/* Queues an entry of the top frame; runs the batch when it is full. */
+/* Sends the filling batch: to the ring if there is one (set up when the first batch fills
+ * up), handling the one sent before; else examines it here, one statx each. The other batch
+ * then fills. */
+static void batch_send(Walk *w)
+{
+	Batches *bs = &w->batches;
+	Batch *b = filling(w);
+
+	bool full = b->n == BATCH_MAX || b->n_dirs == BATCH_DIRS;
+
+	if (bs->state == BATCH_ON || (full && batch_ring(w))) {
+#if HAVE_LIBURING
+		batch_submit(w, b);
+#endif
+		batch_finish_in_flight(w);
+		if (bs->state != BATCH_ON) /* the ring was lost: b is handled here too */
+			batch_handle(w, filling(w));
+	} else {
+		batch_finish_in_flight(w);
+		for (size_t i = 0; i < b->n; i++)
+			b->res[i] = -EAGAIN; /* visit() them */
+		batch_handle(w, b);
+	}
+	bs->filling = !bs->filling;
+}
+
+/* Handles everything queued: every fix that waits is done when it returns. */
+static void batch_flush(Walk *w)
+{
+	batch_send(w);
+	batch_finish_in_flight(w);
+}
+
+static void batches_done(Walk *w)
+{
+	batches_ring_done(w);
+	for (int i = 0; i < 2; i++)
+		free(w->batches.b[i].text);
+	free(w->batches.b);
+}
+
+/* Queues an entry of the top frame (not a directory) for examination. */
 static void batch_add(Walk *w, const char *name)
 {
-	w->batch.names[w->batch.n++] = name;
-	if (w->batch.n == BATCH_MAX)
-		batch_run(w);
+	Frame *f = &w->frames[w->n_frames - 1];
+	Batch *b = filling(w);
+
+	if (f->dir_seq != b->seq) {
+		if (b->n_dirs == BATCH_DIRS) {
+			batch_send(w);
+			b = filling(w);
+		}
+		_cleanup_free_ char *path = frames_path(w, w->n_frames);
+		b->dirs[b->n_dirs] = (BatchDir){.fd = f->fd, .path = batch_text(b, path)};
+		f->dir_slot = b->n_dirs++;
+		f->dir_seq = b->seq;
+	}
+	b->entries[b->n++] = (BatchEntry){.dir = f->dir_slot, .name = batch_text(b, name)};
+	f->wait = b->seq;
+	if (b->n == BATCH_MAX)
+		batch_send(w);
 }
 
-/* Reads the whole directory of the top frame: fixes its entries, queues its subdirectories. */
+/* Frame i gives up its fd (popped, fixed or not, or parked): at once when nothing it waits
+ * for is pending, else after the filling batch, which the parent then waits for too. */
+static void release_frame(Walk *w, size_t i, bool fix)
+{
+	Frame *f = &w->frames[i];
+
+	if (f->wait > w->batches.done && filling(w)->n_fixes == BATCH_FIXES)
+		batch_send(w);
+	if (f->wait <= w->batches.done) {
+		if (fix)
+			fix_dir(w, f->fd, f->mode, f->gid, (Where){.depth = i + 1});
+		close(TAKE_FD(f->fd));
+		return;
+	}
+
+	Batch *b = filling(w);
+	_cleanup_free_ char *path = fix ? frames_path(w, i + 1) : NULL;
+	b->fixes[b->n_fixes++] = (BatchFix){
+		.fd = TAKE_FD(f->fd),
+		.fix = fix,
+		.mode = f->mode,
+		.gid = f->gid,
+		.path = batch_text(b, path ?: ""),
+	};
+	if (fix && i > 0) /* popped: the parent is fixed after it */
+		w->frames[i - 1].wait = MAX(w->frames[i - 1].wait, b->seq);
+}
+
+/* Reads the whole directory of the top frame: queues its entries, and its subdirectories. */
 static void read_dir(Walk *w)
 {
 	int fd = w->frames[w->n_frames - 1].fd;
@@ -474,7 +689,7 @@ static void read_dir(Walk *w)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			record_error(w, w->n_frames, NULL, "read", -errno, NULL);
+			record_error(w, at_top(w), NULL, "read", -errno, NULL);
 			return;
 		}
 		if (n == 0)
@@ -487,12 +702,11 @@ static void read_dir(Walk *w)
 				continue;
 			if (de->d_type == DT_DIR)
 				add_name(&w->frames[w->n_frames - 1], de->d_name);
-			else if (w->batch.state != BATCH_OFF)
-				batch_add(w, de->d_name);
+			else if (de->d_type == DT_UNKNOWN || w->batches.state == BATCH_OFF)
+				visit_top(w, de->d_name, true); /* may be a directory */
 			else
-				visit(w, de->d_name, true);
+				batch_add(w, de->d_name);
 		}
-		batch_run(w); /* the names are in buf, which the next getdents64 overwrites */
 	}
 }
 
@@ -532,8 +746,7 @@ static void push(Walk *w, int fd, const struct statx *sx, const char *name)
 		.name = name,
 	};
 	if (w->n_frames - w->lo > OWNERSHIP_MAX_OPEN_DIRS) {
-		closep(&w->frames[w->lo].fd);
-		w->frames[w->lo++].fd = -EBADF;
+		release_frame(w, w->lo++, false);
 	}
 }
 
@@ -549,17 +762,17 @@ static bool descend(Walk *w)
 	 * and what we then work on is the fd itself, whatever its name points at later. */
 	int fd = open_dir_at(w, f->fd, name, O_NOFOLLOW);
 	if (fd == -ELOOP || fd == -ENOTDIR) {
-		visit(w, name, false); /* no longer a directory: fix what is there now */
+		visit_top(w, name, false); /* no longer a directory: fix what is there now */
 		return false;
 	}
 	if (fd == -ENOENT)
 		return false;
 	if (fd < 0) {
-		record_error(w, w->n_frames, name, "open", fd, NULL);
+		record_error(w, at_top(w), name, "open", fd, NULL);
 		return false;
 	}
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_WANT, &sx) < 0) {
-		record_error(w, w->n_frames, name, "stat", -errno, NULL);
+		record_error(w, at_top(w), name, "stat", -errno, NULL);
 		close(fd);
 		return false;
 	}
@@ -613,14 +826,21 @@ static void unpark(Walk *w, size_t i, int child_fd)
 	w->lo = i;
 }
 
+/* Leaves the top frame: fixes its directory (now, or once what it waits for is handled),
+ * unless it was lost. */
 static void pop(Walk *w)
 {
 	size_t i = w->n_frames - 1;
 	Frame *f = &w->frames[i];
 
+	if (f->lost)
+		record_error(w, at_top(w), NULL, "reopen", 0, "moved during the walk");
 	if (i >= 2 && w->frames[i - 1].fd < 0)
 		unpark(w, i - 1, f->fd);
-	closep(&f->fd);
+	if (f->fd >= 0)
+		release_frame(w, i, !f->lost);
+	else if (i > 0)
+		w->frames[i - 1].wait = MAX(w->frames[i - 1].wait, f->wait);
 	free(f->names);
 	w->n_frames--;
 	if (w->lo > w->n_frames)
@@ -633,16 +853,14 @@ static void walk(Walk *w)
 	while (w->n_frames > 0) {
 		Frame *f = &w->frames[w->n_frames - 1];
 
-		if (f->lost)
-			record_error(w, w->n_frames, NULL, "reopen", 0, "moved during the walk");
-		else if (f->pos < f->names_len) {
+		if (!f->lost && f->pos < f->names_len) {
 			if (descend(w))
 				read_dir(w);
 			continue;
-		} else
-			fix_dir(w, w->n_frames - 1);
+		}
 		pop(w);
 	}
+	batch_flush(w);
 }
 
 static bool root_done(const struct statx *sx, gid_t gid, mode_t bits)
@@ -687,12 +905,12 @@ static int apply(int root_fd, gid_t gid, bool read_only, OwnershipPolicy policy,
 	}
 
 	w.buf = xmalloc(GETDENTS_BUF);
-	batch_init(&w);
+	batches_init(&w);
 	count_entry(&w);
 	push(&w, TAKE_FD(fd), &sx, NULL);
 	walk(&w);
-	batch_done(&w);
-	w.report.batched = w.batch.used;
+	w.report.batched = w.batches.used;
+	batches_done(&w);
 	free(w.buf);
 	free(w.frames);
 

@@ -19,20 +19,22 @@
  * statx AT_SYMLINK_NOFOLLOW, fchownat AT_SYMLINK_NOFOLLOW, fchmodat2
  * AT_SYMLINK_NOFOLLOW), so swapping a directory for a symlink mid-walk never leads out of the
  * tree. No recursion and no path buffer: any depth and any path length work, with at most
- * OWNERSHIP_MAX_OPEN_DIRS + 4 fds open (the io_uring is one). Other mounts below the root (a
+ * OWNERSHIP_MAX_OPEN_DIRS + 36 fds open (the io_uring is one, 32 are directories waiting for
+ * their entries' batch). Other mounts below the root (a
  * different device or mount id) are not entered and not changed. Sockets, fifos and device
  * nodes are never opened. Hard links are visited once per name (harmless: the second visit
  * finds them right).
  *
  * Cost: one statx per entry plus, per directory, open/getdents/close; an entry that is already
- * right costs no chown or chmod. Built with liburing, a directory's entries are examined 256
- * at a time through an io_uring, one syscall for all (the same statx, relative to the
- * directory's fd; its results only decide what to change, directories are still opened
- * O_NOFOLLOW and checked); the ring and its kernel worker thread exist only while a walk
- * needs them. Smaller directories, and walks whose ring the kernel refuses (too old, seccomp,
- * kernel.io_uring_disabled), get one statx syscall per entry; so does every walk while the
- * environment has VOLPLUG_OWNERSHIP_NO_URING=1 (a knob for tests and operators, read at the
- * start of each walk). Calls on different trees may run in parallel threads.
+ * right costs no chown or chmod. Built with liburing, entries are examined 256 at a time
+ * (across directories) through an io_uring, one syscall for all, while the walk reads the
+ * next directories (the same statx, relative to the directory's fd; its results only decide
+ * what to change, directories are still opened O_NOFOLLOW and checked); the ring and its
+ * kernel worker thread exist only while a walk needs them. Small trees, and walks whose ring
+ * the kernel refuses (too old, seccomp, kernel.io_uring_disabled), get one statx syscall per
+ * entry; so does every walk while the environment has VOLPLUG_OWNERSHIP_NO_URING=1 (a knob
+ * for tests and operators, read at the start of each walk). Calls on different trees may run
+ * in parallel threads.
  * Design and numbers: docs/ownership.md.
  *
  * Typical caller (NodePublishVolume, after the target is mounted):
