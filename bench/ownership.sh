@@ -2,17 +2,18 @@
 # The fsGroup walk (volplugctl ownership apply) against the usual manual fix, coreutils
 # `chown -R :GID` + `chmod -R g+rwX`, on a tmpfs and on an ext4 loop volume. For each tree size
 # it prints one row: first run (everything to change), second run (already right),
-# OnRootMismatch, and the coreutils pair; time and syscalls per entry. Syscalls are counted
-# with perf (tracepoint raw_syscalls:sys_enter) when it works, else strace -c (strace before
-# 6.5 does not count fchmodat2, so the first run's count is then too low). volplug times are
-# the walk as the library measures it (what NodePublish pays); the volplugctl process adds its
-# start-up (grpc_init), shown in the OnRootMismatch column. Caches are warm for every run.
+# OnRootMismatch, and the coreutils pair; time (median of RUNS runs) and syscalls per entry.
+# Syscalls are counted with perf (tracepoint raw_syscalls:sys_enter) when it works, else
+# strace -c (strace before 6.5 does not count fchmodat2, so the first run's count is then too
+# low). volplug times are the walk as the library measures it (what NodePublish pays); the
+# volplugctl process adds its start-up (grpc_init), shown in the OnRootMismatch column. Caches
+# are warm for every run.
 #
 # Needs root. Usage: bench/ownership.sh [FILES...]   (default: 100000 1000000)
 # Environment: VOLPLUGCTL (default ./build/src/cmd/volplugctl), FILESYSTEMS (default
 # "tmpfs ext4"), GID (default 4321), COUNT=0 to skip the syscall counts,
 # BENCH_DIR (where the ext4 image goes, default /var/tmp), PER_DIR (files per directory,
-# default 20; 10000 gives wide directories, whose entries the walk examines through io_uring).
+# default 20; 10000 gives wide directories), RUNS (timed runs of each, default 3).
 set -euo pipefail
 
 VOLPLUGCTL=${VOLPLUGCTL:-./build/src/cmd/volplugctl}
@@ -20,6 +21,7 @@ FILESYSTEMS=${FILESYSTEMS:-tmpfs ext4}
 GID=${GID:-4321}
 COUNT=${COUNT:-1}
 PER_DIR=${PER_DIR:-20}
+RUNS=${RUNS:-3}
 SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(100000 1000000)
 
@@ -111,6 +113,7 @@ syscalls() {
 	fi
 }
 
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 per_entry() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.2f", c / n }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1fx", (b > 0 ? a / b : 0) }'; }
 field() { awk -F': ' -v k="$1" '$1 == k { print $2 }' "$WORK/out"; }
@@ -164,15 +167,23 @@ for fs in $FILESYSTEMS; do
 		reset_tree "$TREE"
 
 		"$VOLPLUGCTL" --version >/dev/null # load the binary before timing it
-		timed "${APPLY[@]}"
-		first=$(lib_elapsed)
-		[ "$(field entries)" = "$entries" ] || echo "warning: walked $(field entries) of $entries entries" >&2
-		[ "$(field changed)" = "$entries" ] || echo "warning: first run changed $(field changed) of $entries" >&2
-		left=$(find "$TREE" \( ! -group "$GID" -o \( ! -type l ! -perm -g=rw \) \) | wc -l)
-		[ "$left" = 0 ] || echo "warning: $left entries not right after the first run" >&2
-		timed "${APPLY[@]}"
-		second=$(lib_elapsed)
-		[ "$(field changed)" = 0 ] || echo "warning: second run changed $(field changed)" >&2
+		firsts=() seconds=()
+		for ((run = 1; run <= RUNS; run++)); do
+			[ "$run" = 1 ] || reset_tree "$TREE"
+			timed "${APPLY[@]}"
+			firsts+=("$(lib_elapsed)")
+			[ "$(field entries)" = "$entries" ] || echo "warning: walked $(field entries) of $entries entries" >&2
+			[ "$(field changed)" = "$entries" ] || echo "warning: first run changed $(field changed) of $entries" >&2
+			if [ "$run" = 1 ]; then
+				left=$(find "$TREE" \( ! -group "$GID" -o \( ! -type l ! -perm -g=rw \) \) | wc -l)
+				[ "$left" = 0 ] || echo "warning: $left entries not right after the first run" >&2
+			fi
+			timed "${APPLY[@]}"
+			seconds+=("$(lib_elapsed)")
+			[ "$(field changed)" = 0 ] || echo "warning: second run changed $(field changed)" >&2
+		done
+		first=$(median "${firsts[@]}")
+		second=$(median "${seconds[@]}")
 		timed "${ORM[@]}"
 		orm_wall=$(awk -v s="$ELAPSED" 'BEGIN { printf "%.1f", s * 1000 }')
 		orm_lib=$(field elapsed | awk '{ printf "%.0f", $1 * 1e6 }')
@@ -186,11 +197,16 @@ for fs in $FILESYSTEMS; do
 			orm_sc=$(syscalls "${ORM[@]}")
 		fi
 
-		reset_tree "$TREE"
-		timed "${CHOWN[@]}"
-		chown_t=$ELAPSED
-		timed "${CHMOD[@]}"
-		chmod_t=$ELAPSED
+		chowns=() chmods=()
+		for ((run = 1; run <= RUNS; run++)); do
+			reset_tree "$TREE"
+			timed "${CHOWN[@]}"
+			chowns+=("$ELAPSED")
+			timed "${CHMOD[@]}"
+			chmods+=("$ELAPSED")
+		done
+		chown_t=$(median "${chowns[@]}")
+		chmod_t=$(median "${chmods[@]}")
 		if [ "$COUNT" = 1 ]; then
 			reset_tree "$TREE"
 			chown_sc=$(per_entry "$(syscalls "${CHOWN[@]}")" "$entries")
@@ -205,6 +221,7 @@ for fs in $FILESYSTEMS; do
 		umount_fs "$fs"
 	done
 done
-echo "(first vs coreutils: coreutils time / first-run time; second speedup: first / second;"
+echo "(times: medians of $RUNS runs; first vs coreutils: coreutils time / first-run time;"
+echo " second speedup: first / second;"
 echo " OnRootMismatch: time inside the library / whole volplugctl process / its syscalls;"
 echo " syscalls counted with ${COUNTER:-nothing})"
