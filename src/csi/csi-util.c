@@ -3,6 +3,8 @@
 
 #include "alloc.h"
 #include "csi-util.h"
+#include "log.h"
+#include "ownership.h"
 
 /* Every map entry message is { base; char *key; char *value; } for string maps. */
 typedef struct StringEntry {
@@ -189,4 +191,30 @@ Google__Protobuf__Timestamp *timestamp_new(int64_t ns)
 	ts->seconds = ns / 1000000000;
 	ts->nanos = (int32_t)(ns % 1000000000);
 	return ts;
+}
+
+int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
+			   const char *policy_name, int fallback)
+{
+	OwnershipReport report = {};
+	int policy = policy_name ? ownership_policy_from_string(policy_name) : fallback;
+
+	if (policy < 0)
+		policy = fallback;
+	int e = ownership_apply(path, gid, read_only, policy, NULL, &report);
+	if (e < 0) {
+		log_warning_errno(e, "volume %s: giving %s to group %u failed: %m", volume_id, path,
+				  (unsigned)gid);
+		return e;
+	}
+	if (report.errors > 0)
+		log_warning("volume %s: %llu entries could not be given to group %u: %s", volume_id,
+			    (unsigned long long)report.errors, (unsigned)gid,
+			    report.first_errors ?: "");
+	log_info("volume %s: group %u applied (%s): %llu entries, %llu changed, %llu ms", volume_id,
+		 (unsigned)gid, ownership_policy_to_string(policy),
+		 (unsigned long long)report.entries, (unsigned long long)report.changed,
+		 (unsigned long long)(report.elapsed / USEC_PER_MSEC));
+	ownership_report_done(&report);
+	return 0;
 }

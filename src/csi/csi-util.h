@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "csi.pb-c.h"
 #include "params.h"
@@ -53,3 +54,10 @@ bool topology_matches(const Csi__V1__Topology *t, const char *zone);
 
 /* A heap google.protobuf.Timestamp for a CLOCK_REALTIME nanosecond count. */
 Google__Protobuf__Timestamp *timestamp_new(int64_t ns);
+
+/* fsGroup for a volume just mounted at path, before the pod sees it: policy_name as the volume
+ * asks (NULL or unknown: fallback, an OwnershipPolicy). Errors on single entries are logged,
+ * not fatal, as Kubernetes does; the outcome is logged. Returns ownership_apply()'s result:
+ * negative when path itself cannot be changed. */
+int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
+			   const char *policy_name, int fallback);

@@ -944,33 +944,6 @@ int flex_node_unstage(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 	return 0;
 }
 
-/* fsGroup after the mount, as Kubernetes does for drivers with the fsGroup capability:
- * failures on single entries are logged, not fatal (Kubernetes ignores them too). */
-static void publish_ownership(const Record *rec, const char *target, gid_t gid, void *const *ctx,
-			      size_t n)
-{
-	OwnershipReport report = {};
-	const char *p = map_get(ctx, n, CONTEXT_FSGROUP_POLICY);
-	int policy = p ? ownership_policy_from_string(p) : OWNERSHIP_ALWAYS;
-
-	if (policy < 0)
-		policy = OWNERSHIP_ALWAYS; /* Kubernetes' default */
-	int e = ownership_apply(target, gid, false, policy, NULL, &report);
-	if (e < 0) {
-		log_warning_errno(e, "volume %s: giving %s to group %u failed: %m", rec->volume_id,
-				  target, (unsigned)gid);
-		return;
-	}
-	if (report.errors > 0)
-		log_warning("volume %s: %llu entries could not be given to group %u: %s",
-			    rec->volume_id, (unsigned long long)report.errors, (unsigned)gid,
-			    report.first_errors ?: "");
-	log_info("volume %s: group %u applied (%s): %llu entries, %llu changed", rec->volume_id,
-		 (unsigned)gid, ownership_policy_to_string(policy),
-		 (unsigned long long)report.entries, (unsigned long long)report.changed);
-	ownership_report_done(&report);
-}
-
 /* The pod information Kubernetes passes to mount when podInfoOnMount is set, and the secrets.
  * Strings point into the request. */
 static void pod_info(const Csi__V1__NodePublishVolumeRequest *r, int64_t fs_group, FlexPodInfo *ret,
@@ -1090,8 +1063,12 @@ int flex_node_publish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 		}
 		/* Kubernetes never changes the ownership of read-only Flexvolume mounts. */
 		if (fs_group >= 0 && !rec->read_only && drv->capabilities.fs_group)
-			publish_ownership(rec, rec->path, (gid_t)fs_group, ctx,
-					  r->n_volume_context);
+			/* Kubernetes' default policy for Flexvolume is Always; failures are
+			 * logged, not fatal, as there. */
+			(void)volume_ownership_apply(
+				rec->volume_id, rec->path, (gid_t)fs_group, false,
+				map_get(ctx, r->n_volume_context, CONTEXT_FSGROUP_POLICY),
+				OWNERSHIP_ALWAYS);
 		log_info("volume %s: published at %s by Flexvolume driver %s%s", rec->volume_id,
 			 rec->path, drv->name, rec->read_only ? " (read-only)" : "");
 	}

@@ -349,36 +349,24 @@ int node_unstage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 	return 0;
 }
 
-/* Ownership for a volume_mount_group, right after the mount and before the pod sees it. */
+/* Ownership for a volume_mount_group, right after the mount and before the pod sees it. The
+ * volume's own policy (StorageClass parameter, carried in the context) wins over the default. */
 static int publish_ownership(RpcCall *call, const Csi__V1__NodePublishVolumeRequest *r,
 			     uint32_t gid)
 {
 	const Driver *d = rpc_call_userdata(call);
-	OwnershipReport report = {};
-	int policy = d->fs_group_policy;
+	const char *policy = NULL;
 
-	/* The volume's own choice (StorageClass parameter, carried in the context) wins. */
 	for (size_t i = 0; i < r->n_volume_context; i++)
 		if (strcmp(r->volume_context[i]->key, "fsGroupChangePolicy") == 0)
-			policy = ownership_policy_from_string(r->volume_context[i]->value);
-	if (policy < 0)
-		policy = d->fs_group_policy;
+			policy = r->volume_context[i]->value;
 	/* A read-only bind cannot be changed; the same tree through the staging mount can. */
 	const char *where = r->readonly ? r->staging_target_path : r->target_path;
-	int e = ownership_apply(where, gid, r->readonly, policy, NULL, &report);
+	int e = volume_ownership_apply(r->volume_id, where, gid, r->readonly, policy,
+				       d->fs_group_policy);
 	if (e < 0)
 		return rpc_fail(call, e, "volume %s: giving %s to group %u failed: %s",
 				r->volume_id, where, gid, strerror(-e));
-
-	if (report.errors > 0)
-		log_warning("volume %s: %llu entries could not be given to group %u: %s",
-			    r->volume_id, (unsigned long long)report.errors, gid,
-			    report.first_errors ?: "");
-	log_info("volume %s: group %u applied (%s): %llu entries, %llu changed, %llu ms",
-		 r->volume_id, gid, ownership_policy_to_string(policy),
-		 (unsigned long long)report.entries, (unsigned long long)report.changed,
-		 (unsigned long long)(report.elapsed / 1000));
-	ownership_report_done(&report);
 	return 0;
 }
 
