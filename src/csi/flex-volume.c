@@ -365,6 +365,15 @@ static int load_or_fail(RpcCall *call, Driver *d, RecordKind k, const char *volu
 	return 0;
 }
 
+static int remove_or_fail(RpcCall *call, Driver *d, RecordKind k, const Record *rec)
+{
+	int r = record_remove(d, k, rec);
+	if (r < 0)
+		return rpc_fail(call, -EIO, "volume %s: removing its Flexvolume record failed: %s",
+				rec->volume_id, strerror(-r));
+	return 0;
+}
+
 /* ---- requests ---- */
 
 typedef struct StringEntry {
@@ -518,6 +527,21 @@ static int unmount_and_remove(RpcCall *call, const Record *rec, const char *fiel
 	if (rmdir(path) < 0 && errno != ENOENT)
 		return rpc_fail(call, negative_errno(), "volume %s: %s: removing %s failed: %m",
 				rec->volume_id, field, path);
+	return 0;
+}
+
+/* After the driver's op (unmount, unmountdevice) answered Success: nothing may be mounted at
+ * path any more; then its directory goes, as Kubernetes removes it. */
+static int remove_unmounted(RpcCall *call, const Record *rec, const char *op, const char *field,
+			    const char *path)
+{
+	if (mounted(path))
+		return rpc_fail(
+			call, -EBUSY,
+			"volume %s: driver \"%s\" %s answered Success but %s is still mounted",
+			rec->volume_id, rec->driver, op, path);
+	if (rmdir(path) < 0 && errno != ENOENT)
+		return rpc_fail(call, negative_errno(), "%s: removing %s failed: %m", field, path);
 	return 0;
 }
 
@@ -923,21 +947,14 @@ int flex_node_unstage(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 			if (e < 0)
 				return e;
 		}
-		if (mounted(path))
-			return rpc_fail(
-				call, -EBUSY,
-				"volume %s: driver \"%s\" unmountdevice answered Success but "
-				"%s is still mounted",
-				rec->volume_id, rec->driver, path);
-		if (rmdir(path) < 0 && errno != ENOENT)
-			return rpc_fail(call, negative_errno(),
-					"staging_target_path: removing %s failed: %m", path);
+		e = remove_unmounted(call, rec, "unmountdevice", "staging_target_path", path);
+		if (e < 0)
+			return e;
 		log_info("volume %s: unstaged from %s (Flexvolume driver %s)", rec->volume_id, path,
 			 rec->driver);
 	}
-	if ((e = record_remove(d, RECORD_STAGED, rec)) < 0)
-		return rpc_fail(call, -EIO, "volume %s: removing its Flexvolume record failed: %s",
-				rec->volume_id, strerror(-e));
+	if ((e = remove_or_fail(call, d, RECORD_STAGED, rec)) < 0)
+		return e;
 	Csi__V1__NodeUnstageVolumeResponse *resp = xnew0(Csi__V1__NodeUnstageVolumeResponse, 1);
 	csi__v1__node_unstage_volume_response__init(resp);
 	*ret = &resp->base;
@@ -1109,20 +1126,14 @@ int flex_node_unpublish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 			if (e < 0)
 				return e;
 		}
-		if (mounted(rec->path))
-			return rpc_fail(call, -EBUSY,
-					"volume %s: driver \"%s\" unmount answered Success but %s "
-					"is still mounted",
-					rec->volume_id, rec->driver, rec->path);
-		if (rmdir(rec->path) < 0 && errno != ENOENT)
-			return rpc_fail(call, negative_errno(),
-					"target_path: removing %s failed: %m", rec->path);
+		e = remove_unmounted(call, rec, "unmount", "target_path", rec->path);
+		if (e < 0)
+			return e;
 		log_info("volume %s: unpublished from %s by Flexvolume driver %s", rec->volume_id,
 			 rec->path, rec->driver);
 	}
-	if ((e = record_remove(d, RECORD_PUBLISHED, rec)) < 0)
-		return rpc_fail(call, -EIO, "volume %s: removing its Flexvolume record failed: %s",
-				rec->volume_id, strerror(-e));
+	if ((e = remove_or_fail(call, d, RECORD_PUBLISHED, rec)) < 0)
+		return e;
 	Csi__V1__NodeUnpublishVolumeResponse *resp = xnew0(Csi__V1__NodeUnpublishVolumeResponse, 1);
 	csi__v1__node_unpublish_volume_response__init(resp);
 	*ret = &resp->base;
