@@ -193,15 +193,27 @@ Google__Protobuf__Timestamp *timestamp_new(int64_t ns)
 	return ts;
 }
 
+/* Every few seconds of a long walk (OWNERSHIP_PROGRESS_INTERVAL_DEFAULT). */
+static void log_ownership_progress(const OwnershipReport *so_far, void *userdata)
+{
+	log_info("volume %s: giving it to a group: %llu entries so far, %llu changed, %llu errors, "
+		 "%llu s",
+		 (const char *)userdata, (unsigned long long)so_far->entries,
+		 (unsigned long long)so_far->changed, (unsigned long long)so_far->errors,
+		 (unsigned long long)(so_far->elapsed / USEC_PER_SEC));
+}
+
 int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
 			   const char *policy_name, int fallback)
 {
 	OwnershipReport report = {};
+	OwnershipProgress progress = {.func = log_ownership_progress,
+				      .userdata = (void *)volume_id};
 	int policy = policy_name ? ownership_policy_from_string(policy_name) : fallback;
 
 	if (policy < 0)
 		policy = fallback;
-	int e = ownership_apply(path, gid, read_only, policy, NULL, &report);
+	int e = ownership_apply(path, gid, read_only, policy, &progress, &report);
 	if (e < 0) {
 		log_warning_errno(e, "volume %s: giving %s to group %u failed: %m", volume_id, path,
 				  (unsigned)gid);

@@ -57,7 +57,8 @@ Google__Protobuf__Timestamp *timestamp_new(int64_t ns);
 
 /* fsGroup for a volume just mounted at path, before the pod sees it: policy_name as the volume
  * asks (NULL or unknown: fallback, an OwnershipPolicy). Errors on single entries are logged,
- * not fatal, as Kubernetes does; the outcome is logged. Returns ownership_apply()'s result:
+ * not fatal, as Kubernetes does; the outcome is logged, and a long walk's progress every few
+ * seconds. Returns ownership_apply()'s result:
  * negative when path itself cannot be changed. */
 int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
 			   const char *policy_name, int fallback);
