@@ -473,7 +473,8 @@ static int staging_write_meta(Staging *s, const char *text, size_t len)
 	return 0;
 }
 
-static int object_remove(Pool *p, ObjectKind k, const char *id, uint64_t *ret_size)
+/* Removes an object (one rename makes it gone) and gives its data's size back to the pool. */
+static int object_remove(Pool *p, ObjectKind k, const char *id)
 {
 	char trash[POOL_ID_MAX + 24];
 	uint32_t rnd;
@@ -497,7 +498,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, uint64_t *ret_si
 		return r;
 	failpoint("pool-delete-after-rename");
 	(void)remove_object_dir(p->tmp_fd, trash);
-	*ret_size = (uint64_t)st.st_size;
+	unreserve(p, (uint64_t)st.st_size);
 	return 0;
 }
 
@@ -648,12 +649,7 @@ int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method)
 
 int pool_volume_delete(Pool *p, const char *id)
 {
-	uint64_t size;
-	int r = object_remove(p, KIND_VOLUME, id, &size);
-	if (r < 0)
-		return r;
-	unreserve(p, size);
-	return 0;
+	return object_remove(p, KIND_VOLUME, id);
 }
 
 int pool_volume_lock(Pool *p, const char *id, int *ret_lock_fd)
@@ -776,12 +772,7 @@ int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, CopyMethod *ret_meth
 
 int pool_snapshot_delete(Pool *p, const char *id)
 {
-	uint64_t size;
-	int r = object_remove(p, KIND_SNAPSHOT, id, &size);
-	if (r < 0)
-		return r;
-	unreserve(p, size);
-	return 0;
+	return object_remove(p, KIND_SNAPSHOT, id);
 }
 
 int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n)
@@ -840,8 +831,7 @@ int pool_group_load(Pool *p, const char *id, PoolGroup **ret)
 
 int pool_group_delete(Pool *p, const char *id)
 {
-	uint64_t size;
-	return object_remove(p, KIND_GROUP, id, &size);
+	return object_remove(p, KIND_GROUP, id);
 }
 
 /* Nodes */
