@@ -20,11 +20,17 @@ tap_ok(int cond, const char *expr, const char *file, int line, const char *fmt, 
 {
 	va_list ap;
 
-	printf("%sok %d - ", cond ? "" : "not ", ++tap_n);
+	char desc[4096];
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vsnprintf(desc, sizeof(desc), fmt, ap);
 	va_end(ap);
-	printf("\n");
+	/* A description is one TAP line: the lines of a multi-line one are joined. */
+	size_t len = strlen(desc);
+	while (len > 0 && desc[len - 1] == '\n')
+		desc[--len] = 0;
+	for (char *nl = strchr(desc, '\n'); nl; nl = strchr(nl, '\n'))
+		*nl = '|';
+	printf("%sok %d - %s\n", cond ? "" : "not ", ++tap_n, desc);
 	if (!cond) {
 		tap_failed++;
 		printf("#   failed at %s:%d: %s\n", file, line, expr);
