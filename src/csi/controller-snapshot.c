@@ -64,11 +64,8 @@ int controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req, Proto
 	CopyMethod method;
 	int e;
 
-	if (!r->name || !*r->name)
-		return rpc_fail(call, -EINVAL, "name: missing");
-	if (!pool_name_valid(r->name))
-		return rpc_fail(call, -EINVAL, "name: must be 1-%d printable bytes without '/'",
-				POOL_NAME_MAX);
+	if ((e = create_name_check(call, r->name)) < 0)
+		return e;
 	if (!r->source_volume_id || !*r->source_volume_id)
 		return rpc_fail(call, -EINVAL, "source_volume_id: missing");
 	if ((e = snapshot_params_parse(call, (void *const *)r->parameters, r->n_parameters,

@@ -13,6 +13,17 @@
 
 #define LIST_MAX_DEFAULT 1000
 
+int create_name_check(RpcCall *call, const char *name)
+{
+	if (!name || !*name)
+		return rpc_fail(call, -EINVAL, "name: missing");
+	if (!pool_name_valid(name))
+		return rpc_fail(call, -EINVAL,
+				"name: must be 1-%d printable bytes without '/' (got %zu bytes)",
+				POOL_NAME_MAX, strlen(name));
+	return 0;
+}
+
 int page_token_check(const char *token, bool (*valid)(const char *))
 {
 	if (!token || !*token)
@@ -190,12 +201,8 @@ static int create_parse(RpcCall *call, const Driver *d, const Csi__V1__CreateVol
 	uint64_t source_size;
 	int e;
 
-	if (!r->name || !*r->name)
-		return rpc_fail(call, -EINVAL, "name: missing");
-	if (!pool_name_valid(r->name))
-		return rpc_fail(call, -EINVAL,
-				"name: must be 1-%d printable bytes without '/' (got %zu bytes)",
-				POOL_NAME_MAX, strlen(r->name));
+	if ((e = create_name_check(call, r->name)) < 0)
+		return e;
 	if ((e = create_check_capabilities(call, r, spec)) < 0)
 		return e;
 	if ((e = create_check_topology(call, d, r->accessibility_requirements)) < 0)

@@ -35,6 +35,10 @@ HANDLER(group_controller_get_snapshot);
 /* A heap csi.v1.Snapshot for a pool snapshot. */
 Csi__V1__Snapshot *snapshot_to_csi(const PoolSnapshot *s);
 
+/* Checks the name of a CreateVolume/CreateSnapshot/CreateVolumeGroupSnapshot request: 0, or
+ * INVALID_ARGUMENT naming the field. */
+int create_name_check(RpcCall *call, const char *name);
+
 /* Checks VolumeSnapshotClass parameters (tagSpecification_N; csi.storage.k8s.io/ ignored)
  * into ret; INVALID_ARGUMENT naming the key otherwise. */
 int snapshot_params_parse(RpcCall *call, void *const *entries, size_t n, Strmap *ret);

@@ -193,6 +193,18 @@ Google__Protobuf__Timestamp *timestamp_new(int64_t ns)
 	return ts;
 }
 
+Csi__V1__VolumeUsage *usage_new(Csi__V1__VolumeUsage__Unit unit, uint64_t total, uint64_t used,
+				uint64_t available)
+{
+	Csi__V1__VolumeUsage *u = xnew0(Csi__V1__VolumeUsage, 1);
+	csi__v1__volume_usage__init(u);
+	u->unit = unit;
+	u->total = (int64_t)total;
+	u->used = (int64_t)used;
+	u->available = (int64_t)available;
+	return u;
+}
+
 /* Every few seconds of a long walk (OWNERSHIP_PROGRESS_INTERVAL_DEFAULT). */
 static void log_ownership_progress(const OwnershipReport *so_far, void *userdata)
 {

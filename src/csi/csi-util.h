@@ -55,6 +55,10 @@ bool topology_matches(const Csi__V1__Topology *t, const char *zone);
 /* A heap google.protobuf.Timestamp for a CLOCK_REALTIME nanosecond count. */
 Google__Protobuf__Timestamp *timestamp_new(int64_t ns);
 
+/* A heap VolumeUsage (NodeGetVolumeStats). */
+Csi__V1__VolumeUsage *usage_new(Csi__V1__VolumeUsage__Unit unit, uint64_t total, uint64_t used,
+				uint64_t available);
+
 /* fsGroup for a volume just mounted at path, before the pod sees it: policy_name as the volume
  * asks (NULL or unknown: fallback, an OwnershipPolicy). Errors on single entries are logged,
  * not fatal, as Kubernetes does; the outcome is logged, and a long walk's progress every few

@@ -1227,18 +1227,6 @@ int flex_node_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessag
 	return 0;
 }
 
-static Csi__V1__VolumeUsage *usage_new(Csi__V1__VolumeUsage__Unit unit, uint64_t total,
-				       uint64_t used, uint64_t available)
-{
-	Csi__V1__VolumeUsage *u = xnew0(Csi__V1__VolumeUsage, 1);
-	csi__v1__volume_usage__init(u);
-	u->unit = unit;
-	u->total = (int64_t)total;
-	u->used = (int64_t)used;
-	u->available = (int64_t)available;
-	return u;
-}
-
 int flex_node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
 {
 	const Csi__V1__NodeGetVolumeStatsRequest *r = (const void *)req;

@@ -130,11 +130,8 @@ int group_controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req,
 	Strmap params = {};
 	int e;
 
-	if (!r->name || !*r->name)
-		return rpc_fail(call, -EINVAL, "name: missing");
-	if (!pool_name_valid(r->name))
-		return rpc_fail(call, -EINVAL, "name: must be 1-%d printable bytes without '/'",
-				POOL_NAME_MAX);
+	if ((e = create_name_check(call, r->name)) < 0)
+		return e;
 	if (r->n_source_volume_ids == 0)
 		return rpc_fail(call, -EINVAL, "source_volume_ids: at least one is required");
 	if ((e = snapshot_params_parse(call, (void *const *)r->parameters, r->n_parameters,

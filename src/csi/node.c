@@ -573,18 +573,6 @@ int node_expand_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMess
 	return 0;
 }
 
-static Csi__V1__VolumeUsage *usage_new(Csi__V1__VolumeUsage__Unit unit, uint64_t total,
-				       uint64_t used, uint64_t available)
-{
-	Csi__V1__VolumeUsage *u = xnew0(Csi__V1__VolumeUsage, 1);
-	csi__v1__volume_usage__init(u);
-	u->unit = unit;
-	u->total = (int64_t)total;
-	u->used = (int64_t)used;
-	u->available = (int64_t)available;
-	return u;
-}
-
 static Csi__V1__VolumeCondition *condition_new(bool abnormal, char *message)
 {
 	Csi__V1__VolumeCondition *c = xnew0(Csi__V1__VolumeCondition, 1);
