@@ -18,5 +18,17 @@ static inline usec_t now_usec(clockid_t clock)
 	return (usec_t)ts.tv_sec * USEC_PER_SEC + (usec_t)ts.tv_nsec / NSEC_PER_USEC;
 }
 
+/* A poll() timeout in ms from now until `until` (USEC_INFINITY: -1, forever), rounded up so
+ * that the wake-up is never early, and capped at a minute. */
+static inline int poll_timeout_ms(usec_t now, usec_t until)
+{
+	if (until == USEC_INFINITY)
+		return -1;
+	if (until <= now)
+		return 0;
+	usec_t ms = (until - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+	return ms > 60000 ? 60000 : (int)ms;
+}
+
 /* Parses "1.5s", "250ms", "2m", "10us" or a plain number of seconds. Returns 0 or -EINVAL. */
 int parse_duration(const char *s, usec_t *ret);

@@ -414,16 +414,6 @@ scan_failed : {
 }
 }
 
-static int poll_ms(usec_t now, usec_t until)
-{
-	if (until == USEC_INFINITY)
-		return -1;
-	if (until <= now)
-		return 0;
-	usec_t ms = (until - now + 999) / 1000;
-	return ms > 60000 ? 60000 : (int)ms;
-}
-
 static void *prober_thread(void *arg)
 {
 	FlexProber *p = arg;
@@ -460,7 +450,7 @@ static void *prober_thread(void *arg)
 			{.fd = dir_watch_fd(p->watch), .events = POLLIN},
 			{.fd = p->wake_fd, .events = POLLIN},
 		};
-		if (poll(pfd, 2, poll_ms(now, wake_at)) < 0 && errno != EINTR) {
+		if (poll(pfd, 2, poll_timeout_ms(now, wake_at)) < 0 && errno != EINTR) {
 			log_debug_errno(negative_errno(), "flex prober: poll: %m");
 			continue;
 		}

@@ -73,16 +73,6 @@ static int spawn_child(const ExecOptions *o, int out_w, int err_w, pid_t *ret_pi
 	return -r;
 }
 
-static int poll_timeout_ms(usec_t now, usec_t until)
-{
-	if (until == USEC_INFINITY)
-		return -1;
-	if (until <= now)
-		return 0;
-	usec_t ms = (until - now + 999) / 1000;
-	return ms > 60000 ? 60000 : (int)ms;
-}
-
 /* The next moment the loop must wake for: a kill step or the end of draining. */
 static usec_t next_wakeup(usec_t deadline, usec_t kill_at, bool termed, bool exited,
 			  usec_t drain_until)
