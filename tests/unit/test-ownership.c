@@ -749,6 +749,10 @@ typedef struct Progress {
 	bool monotonic;
 	int sabotage_dfd; /* >= 0: move part of the tree away on the first call */
 	bool sabotaged;
+	bool watch_root; /* check on every call that root_fd does not have gid yet */
+	int root_fd;
+	gid_t gid;
+	bool root_early;
 } Progress;
 
 static void on_progress(const OwnershipReport *so_far, void *userdata)
@@ -759,6 +763,9 @@ static void on_progress(const OwnershipReport *so_far, void *userdata)
 	if (so_far->entries < p->last)
 		p->monotonic = false;
 	p->last = so_far->entries;
+	struct stat st;
+	if (p->watch_root && fstat(p->root_fd, &st) == 0 && st.st_gid == p->gid)
+		p->root_early = true;
 	if (p->sabotage_dfd < 0 || p->sabotaged)
 		return;
 	/* Level 100 ("d" x 100) moves to the root, then level 99 is renamed: the walk, deep
@@ -807,6 +814,58 @@ static unsigned chain_wrong(int dfd, const char *name, unsigned n, gid_t gid)
 		wrong++;
 	close(fd);
 	return wrong;
+}
+
+/* The root is fixed last, so that a walk cut short is done again by OnRootMismatch; with
+ * directory fixes waiting for io_uring batches too: at every progress call the root does not
+ * have the group yet, and at the end the whole tree has it. */
+static void test_root_last(void)
+{
+	int root = mkdir_open(base_fd, "bushy", 0755);
+	_cleanup_free_ char *path = path_of("bushy");
+	char name[32];
+
+	for (int i = 0; i < 60; i++) {
+		snprintf(name, sizeof(name), "d%d", i);
+		int d = mkdir_open(root, name, 0750);
+		int sub = mkdir_open(d, "sub", 0700);
+		for (int k = 0; k < 40; k++) {
+			snprintf(name, sizeof(name), "f%d", k);
+			mkfile(d, name, 0600, 0);
+			if (k % 4 == 0)
+				mkfile(sub, name, 0640, 0);
+		}
+		close(sub);
+		close(d);
+	}
+	for (int way = 0; way < 2; way++) {
+		const char *what = way ? NO_URING "=1" : "io_uring allowed";
+		OwnershipReport rep = {};
+		Progress prog = {.monotonic = true,
+				 .sabotage_dfd = -EBADF,
+				 .watch_root = true,
+				 .root_fd = root,
+				 .gid = way ? G2 : G};
+		OwnershipProgress pr = {.func = on_progress, .userdata = &prog, .interval = 1};
+
+		if (way)
+			setenv(NO_URING, "1", 1);
+		is_call(ownership_apply(path, prog.gid, false, OWNERSHIP_ALWAYS, &pr, &rep), 0,
+			"bushy tree, %s: walk succeeds", what);
+		unsetenv(NO_URING);
+		is_int(rep.entries, 1 + 60 * (2 + 40 + 10), "bushy tree, %s: every entry", what);
+		is_int(rep.errors, 0, "bushy tree, %s: no errors", what);
+		is_int(rep.batched, !way && uring_works(),
+		       "bushy tree, %s: through io_uring or not", what);
+		ok(prog.calls >= 2 && !prog.root_early,
+		   "bushy tree, %s: the root had the group at none of %u progress calls", what,
+		   prog.calls);
+		check(base_fd, "bushy", 02775, prog.gid, "bushy tree: the root, at the end");
+		check(root, "d59/sub/f36", 0660, prog.gid, "bushy tree: the last file");
+		check(root, "d0/sub", 02770, prog.gid, "bushy tree: a subdirectory");
+		ownership_report_done(&rep);
+	}
+	close(root);
 }
 
 static void test_deep(int dfd, const char *dir)
@@ -890,6 +949,7 @@ int main(void)
 	test_errors();
 	test_mounts();
 	test_wide();
+	test_root_last();
 	test_swap_race(base_fd, base, 0, 4 * USEC_PER_SEC, 1000, "race");
 	/* The chains get their own tmpfs: removing 100,000 directories from a disk filesystem
 	 * mounted with discard takes 20 s. */
