@@ -15,26 +15,33 @@ static int tap_n, tap_failed;
 		exit(77);                        \
 	} while (0)
 
-__attribute__((format(printf, 5, 6), unused)) static int
-tap_ok(int cond, const char *expr, const char *file, int line, const char *fmt, ...)
+/* Prints one result line; a multi-line description is joined into one line. */
+__attribute__((unused)) static int tap_result(int passed, const char *fmt, va_list ap)
 {
-	va_list ap;
-
 	char desc[4096];
-	va_start(ap, fmt);
+
 	vsnprintf(desc, sizeof(desc), fmt, ap);
-	va_end(ap);
-	/* A description is one TAP line: the lines of a multi-line one are joined. */
 	size_t len = strlen(desc);
 	while (len > 0 && desc[len - 1] == '\n')
 		desc[--len] = 0;
 	for (char *nl = strchr(desc, '\n'); nl; nl = strchr(nl, '\n'))
 		*nl = '|';
-	printf("%sok %d - %s\n", cond ? "" : "not ", ++tap_n, desc);
-	if (!cond) {
+	printf("%sok %d - %s\n", passed ? "" : "not ", ++tap_n, desc);
+	if (!passed)
 		tap_failed++;
+	return passed;
+}
+
+__attribute__((format(printf, 5, 6), unused)) static int
+tap_ok(int cond, const char *expr, const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	tap_result(cond, fmt, ap);
+	va_end(ap);
+	if (!cond)
 		printf("#   failed at %s:%d: %s\n", file, line, expr);
-	}
 	fflush(stdout);
 	return cond;
 }
@@ -49,16 +56,12 @@ __attribute__((format(printf, 6, 7), unused)) static int tap_is_int(long long go
 	va_list ap;
 	int passed = got == want;
 
-	printf("%sok %d - ", passed ? "" : "not ", ++tap_n);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	tap_result(passed, fmt, ap);
 	va_end(ap);
-	printf("\n");
-	if (!passed) {
-		tap_failed++;
+	if (!passed)
 		printf("#   failed at %s:%d: %s\n#   got %lld, want %lld\n", file, line, expr, got,
 		       want);
-	}
 	fflush(stdout);
 	return passed;
 }
@@ -70,16 +73,12 @@ tap_is_str(const char *got, const char *want, const char *expr, const char *file
 	va_list ap;
 	int passed = got && want && strcmp(got, want) == 0;
 
-	printf("%sok %d - ", passed ? "" : "not ", ++tap_n);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	tap_result(passed, fmt, ap);
 	va_end(ap);
-	printf("\n");
-	if (!passed) {
-		tap_failed++;
+	if (!passed)
 		printf("#   failed at %s:%d: %s\n#   got '%s', want '%s'\n", file, line, expr,
 		       got ? got : "(null)", want ? want : "(null)");
-	}
 	fflush(stdout);
 	return passed;
 }

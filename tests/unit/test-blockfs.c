@@ -17,13 +17,6 @@
 
 #define MiB (1024ULL * 1024ULL)
 
-/* tap.h's is_int() evaluates its arguments twice: never hand it a call with side effects. */
-#define expect_int(got, want, ...)                                            \
-	({                                                                    \
-		long long _got = (long long)(got), _want = (long long)(want); \
-		is_int(_got, _want, __VA_ARGS__);                             \
-	})
-
 static char tmpdir[] = "/tmp/volplug-test-blockfs-XXXXXX";
 
 static int rm_one(const char *path, const struct stat *st, int type, struct FTW *f)
@@ -172,25 +165,24 @@ static void test_probe_and_mkfs_ext4(void)
 	t = probe(dev);
 	is_str(t, "", "a fresh device is blank");
 	free(TAKE_PTR(t));
-	expect_int(blockfs_probe("/nonexistent/dev", &t), -ENOENT, "probe a missing device");
+	is_int(blockfs_probe("/nonexistent/dev", &t), -ENOENT, "probe a missing device");
 
 	BlockfsMkfsOptions o = {.block_size = 1024, .inode_size = 256};
-	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -b 1024 -I 256 (%s)",
-		   err ?: "");
+	is_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -b 1024 -I 256 (%s)", err ?: "");
 	t = probe(dev);
 	is_str(t, "ext4", "probe says ext4");
 	free(TAKE_PTR(t));
-	expect_int(dumpe2fs_value(dev, "Block size"), 1024, "dumpe2fs: block size 1024");
-	expect_int(dumpe2fs_value(dev, "Inode size"), 256, "dumpe2fs: inode size 256");
+	is_int(dumpe2fs_value(dev, "Block size"), 1024, "dumpe2fs: block size 1024");
+	is_int(dumpe2fs_value(dev, "Inode size"), 256, "dumpe2fs: inode size 256");
 	ok(dumpe2fs_has(dev, "uninit_bg") || dumpe2fs_has(dev, "metadata_csum"),
 	   "lazy-init capable features present");
-	expect_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
-	expect_int(size, 64 * MiB, "filesystem fills the 64 MiB device");
-	expect_int(unit, 1024, "unit is the block size");
-	expect_int(blockfs_needs_resize(dev, NULL, "ext4", &err), 0, "no resize needed");
+	is_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
+	is_int(size, 64 * MiB, "filesystem fills the 64 MiB device");
+	is_int(unit, 1024, "unit is the block size");
+	is_int(blockfs_needs_resize(dev, NULL, "ext4", &err), 0, "no resize needed");
 
 	/* xfs refuses to write over it on its own; we never pass -f. */
-	expect_int(blockfs_mkfs(dev, "xfs", NULL, &err), -EIO, "mkfs.xfs over ext4 fails");
+	is_int(blockfs_mkfs(dev, "xfs", NULL, &err), -EIO, "mkfs.xfs over ext4 fails");
 	ok(contains(err, "mkfs.xfs: exit status 1: ") &&
 		   contains(err, "appears to contain an existing filesystem"),
 	   "message carries the tool's stderr: %s", err ?: "(none)");
@@ -200,19 +192,19 @@ static void test_probe_and_mkfs_ext4(void)
 	free(TAKE_PTR(t));
 
 	o = (BlockfsMkfsOptions){.block_size = 4096, .bytes_per_inode = 65536};
-	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -i 65536");
-	expect_int(dumpe2fs_value(dev, "Inode count"), 64 * MiB / 65536, "1024 inodes");
+	is_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -i 65536");
+	is_int(dumpe2fs_value(dev, "Inode count"), 64 * MiB / 65536, "1024 inodes");
 	o = (BlockfsMkfsOptions){.block_size = 4096, .number_of_inodes = 3000};
-	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -N 3000");
+	is_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -N 3000");
 	unsigned long long inodes = dumpe2fs_value(dev, "Inode count");
 	ok(inodes >= 3000 && inodes < 3000 + 1024, "about 3000 inodes (%llu)", inodes);
 	o = (BlockfsMkfsOptions){.ext4_bigalloc = true, .ext4_cluster_size = 65536};
-	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -O bigalloc -C 65536 (%s)",
-		   err ?: "");
+	is_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -O bigalloc -C 65536 (%s)",
+	       err ?: "");
 	ok(dumpe2fs_has(dev, "bigalloc"), "bigalloc feature");
-	expect_int(dumpe2fs_value(dev, "Cluster size"), 65536, "cluster size 65536");
-	expect_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
-	expect_int(unit, 65536, "unit is the cluster");
+	is_int(dumpe2fs_value(dev, "Cluster size"), 65536, "cluster size 65536");
+	is_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
+	is_int(unit, 65536, "unit is the cluster");
 
 	/* Invalid combinations: -EINVAL with a message naming the option. */
 	struct {
@@ -230,19 +222,19 @@ static void test_probe_and_mkfs_ext4(void)
 		{"btrfs", {}, "btrfs"},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-		expect_int(blockfs_mkfs(dev, bad[i].fstype, &bad[i].o, &err), -EINVAL,
-			   "%s with bad %s: -EINVAL", bad[i].fstype, bad[i].names);
+		is_int(blockfs_mkfs(dev, bad[i].fstype, &bad[i].o, &err), -EINVAL,
+		       "%s with bad %s: -EINVAL", bad[i].fstype, bad[i].names);
 		ok(contains(err, bad[i].names), "message: %s", err ?: "(none)");
 		free(TAKE_PTR(err));
 	}
 	/* A value only the tool knows is wrong: its stderr reaches the message. */
 	o = (BlockfsMkfsOptions){.block_size = 128};
-	expect_int(blockfs_mkfs(dev, "ext4", &o, &err), -EIO, "mkfs.ext4 -b 128 fails");
+	is_int(blockfs_mkfs(dev, "ext4", &o, &err), -EIO, "mkfs.ext4 -b 128 fails");
 	ok(contains(err, "mkfs.ext4: exit status 1: ") && contains(err, "block size"),
 	   "message: %s", err ?: "(none)");
 	free(TAKE_PTR(err));
 
-	expect_int(loop_detach(dev), 0, "detach");
+	is_int(loop_detach(dev), 0, "detach");
 }
 
 /* A DOS partition table with one partition, written by hand (no sfdisk needed). */
@@ -280,7 +272,7 @@ static void test_partition_table(void)
 	ok(write_mbr(dev), "MBR written");
 	t = probe(dev);
 	is_str(t, BLOCKFS_PTTYPE_PREFIX "dos", "probe sees the partition table");
-	expect_int(loop_detach(dev), 0, "detach");
+	is_int(loop_detach(dev), 0, "detach");
 }
 
 static void test_fsck(void)
@@ -289,24 +281,24 @@ static void test_fsck(void)
 	_cleanup_free_ char *mnt = make_dir("fsck-mnt"), *err = NULL, *t = NULL, *cmd = NULL;
 	struct stat st = {};
 
-	expect_int(blockfs_mkfs(dev, "ext4", NULL, &err), 0, "mkfs.ext4");
-	expect_int(blockfs_fsck(dev, "ext4", &err), 0, "fsck a clean filesystem");
+	is_int(blockfs_mkfs(dev, "ext4", NULL, &err), 0, "mkfs.ext4");
+	is_int(blockfs_fsck(dev, "ext4", &err), 0, "fsck a clean filesystem");
 
 	/* An inconsistency preen mode repairs (exit 1): fine to mount afterwards. */
 	_cleanup_free_ char *f = xasprintf("%s/f", mnt);
-	expect_int(mount_fs(dev, mnt, "ext4", NULL, false), 0, "mount");
+	is_int(mount_fs(dev, mnt, "ext4", NULL, false), 0, "mount");
 	int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	ok(fd >= 0 && fstat(fd, &st) == 0 && close(fd) == 0, "file created (inode %llu)",
 	   (unsigned long long)st.st_ino);
-	expect_int(umount_path(mnt), 1, "unmount");
+	is_int(umount_path(mnt), 1, "unmount");
 	cmd = xasprintf("debugfs -w -R 'sif <%llu> links_count 5' %s >/dev/null 2>&1 && "
 			"tune2fs -E force_fsck %s >/dev/null 2>&1",
 			(unsigned long long)st.st_ino, dev, dev);
-	expect_int(sh(cmd, NULL), 0, "wrong link count planted, check forced");
-	expect_int(blockfs_fsck(dev, "ext4", &err), 0, "fsck corrects it (exit 1 is success)");
+	is_int(sh(cmd, NULL), 0, "wrong link count planted, check forced");
+	is_int(blockfs_fsck(dev, "ext4", &err), 0, "fsck corrects it (exit 1 is success)");
 	free(TAKE_PTR(cmd));
 	cmd = xasprintf("e2fsck -fn %s >/dev/null 2>&1", dev);
-	expect_int(sh(cmd, NULL), 0, "filesystem clean afterwards");
+	is_int(sh(cmd, NULL), 0, "filesystem clean afterwards");
 
 	/* A damaged superblock: still ext4 to the probe (bad checksums count), never blank. */
 	uint32_t junk = 7;
@@ -315,16 +307,16 @@ static void test_fsck(void)
 	   "s_inodes_count overwritten");
 	t = probe(dev);
 	is_str(t, "ext4", "a corrupted ext4 is not blank");
-	expect_int(blockfs_fsck(dev, "ext4", &err), -EIO, "fsck fails");
+	is_int(blockfs_fsck(dev, "ext4", &err), -EIO, "fsck fails");
 	ok(contains(err, "e2fsck: exit status 8: ") &&
 		   contains(err, "Superblock checksum does not match"),
 	   "message carries e2fsck's stderr: %s", err ?: "(none)");
 	free(TAKE_PTR(err));
 
-	expect_int(blockfs_fsck(dev, "xfs", &err), 0, "xfs: nothing to do at mount time");
-	expect_int(blockfs_fsck(dev, "vfat", &err), -EINVAL, "unsupported type");
+	is_int(blockfs_fsck(dev, "xfs", &err), 0, "xfs: nothing to do at mount time");
+	is_int(blockfs_fsck(dev, "vfat", &err), -EINVAL, "unsupported type");
 	free(TAKE_PTR(err));
-	expect_int(loop_detach(dev), 0, "detach");
+	is_int(loop_detach(dev), 0, "detach");
 }
 
 static void test_resize_ext4(void)
@@ -336,10 +328,10 @@ static void test_resize_ext4(void)
 	uint64_t size = 0;
 	uint32_t unit;
 
-	expect_int(blockfs_mkfs(dev, "ext4", &(BlockfsMkfsOptions){.block_size = 4096}, &err), 0,
-		   "mkfs.ext4");
-	expect_int(mount_fs(dev, mnt, "ext4", NULL, false), 0, "mount");
-	expect_int(blockfs_stats(mnt, &s1), 0, "stats");
+	is_int(blockfs_mkfs(dev, "ext4", &(BlockfsMkfsOptions){.block_size = 4096}, &err), 0,
+	       "mkfs.ext4");
+	is_int(mount_fs(dev, mnt, "ext4", NULL, false), 0, "mount");
+	is_int(blockfs_stats(mnt, &s1), 0, "stats");
 	ok(s1.bytes_total > 50 * MiB && s1.bytes_total <= 64 * MiB, "total %llu",
 	   (unsigned long long)s1.bytes_total);
 	ok(s1.bytes_used + s1.bytes_available <= s1.bytes_total && s1.bytes_available > 0,
@@ -355,31 +347,30 @@ static void test_resize_ext4(void)
 			close(fd);
 		free(TAKE_PTR(f));
 	}
-	expect_int(blockfs_stats(mnt, &s2), 0, "stats after 10 files");
-	expect_int(s2.inodes_used - s1.inodes_used, 10, "10 more inodes used");
-	expect_int(blockfs_needs_resize(dev, mnt, "ext4", &err), 0, "no resize needed");
+	is_int(blockfs_stats(mnt, &s2), 0, "stats after 10 files");
+	is_int(s2.inodes_used - s1.inodes_used, 10, "10 more inodes used");
+	is_int(blockfs_needs_resize(dev, mnt, "ext4", &err), 0, "no resize needed");
 
 	/* Online: grow the file, refresh the device, grow the mounted filesystem. */
 	ok(truncate(file, (off_t)(128 * MiB)) == 0, "backing file grown to 128 MiB");
-	expect_int(loop_refresh_size(dev), 0, "loop device refreshed");
-	expect_int(blockfs_needs_resize(dev, mnt, "ext4", &err), 1, "resize needed");
+	is_int(loop_refresh_size(dev), 0, "loop device refreshed");
+	is_int(blockfs_needs_resize(dev, mnt, "ext4", &err), 1, "resize needed");
 	if (has_cap_sys_resource()) {
-		expect_int(blockfs_resize(dev, mnt, "ext4", &err), 0, "resize2fs online (%s)",
-			   err ?: "");
-		expect_int(blockfs_stats(mnt, &s3), 0, "stats");
+		is_int(blockfs_resize(dev, mnt, "ext4", &err), 0, "resize2fs online (%s)",
+		       err ?: "");
+		is_int(blockfs_stats(mnt, &s3), 0, "stats");
 		ok(s3.bytes_total >= s2.bytes_total + 60 * MiB,
 		   "statvfs sees the space: %llu -> %llu", (unsigned long long)s2.bytes_total,
 		   (unsigned long long)s3.bytes_total);
-		expect_int(blockfs_get_size(dev, mnt, "ext4", &size, &unit, &err), 0, "get_size");
-		expect_int(size, 128 * MiB, "filesystem is 128 MiB");
-		expect_int(blockfs_needs_resize(dev, mnt, "ext4", &err), 0, "no resize needed now");
-		expect_int(blockfs_resize(dev, mnt, "ext4", &err), 0,
-			   "resize again: nothing to do");
+		is_int(blockfs_get_size(dev, mnt, "ext4", &size, &unit, &err), 0, "get_size");
+		is_int(size, 128 * MiB, "filesystem is 128 MiB");
+		is_int(blockfs_needs_resize(dev, mnt, "ext4", &err), 0, "no resize needed now");
+		is_int(blockfs_resize(dev, mnt, "ext4", &err), 0, "resize again: nothing to do");
 	} else {
 		/* ext4's online resize ioctl demands CAP_SYS_RESOURCE, which some sandboxes
 		 * drop: then the kernel's refusal must reach the message. */
-		expect_int(blockfs_resize(dev, mnt, "ext4", &err), -EIO,
-			   "resize2fs online without CAP_SYS_RESOURCE fails");
+		is_int(blockfs_resize(dev, mnt, "ext4", &err), -EIO,
+		       "resize2fs online without CAP_SYS_RESOURCE fails");
 		ok(contains(err, "resize2fs: exit status 1: ") &&
 			   contains(err, "Permission denied"),
 		   "message: %s", err ?: "(none)");
@@ -388,15 +379,15 @@ static void test_resize_ext4(void)
 	}
 
 	/* Offline: e2fsck -f then resize2fs. */
-	expect_int(umount_path(mnt), 1, "unmount");
+	is_int(umount_path(mnt), 1, "unmount");
 	ok(truncate(file, (off_t)(160 * MiB)) == 0, "backing file grown to 160 MiB");
-	expect_int(loop_refresh_size(dev), 0, "loop device refreshed");
-	expect_int(blockfs_needs_resize(dev, NULL, "ext4", &err), 1, "resize needed");
-	expect_int(blockfs_resize(dev, NULL, "ext4", &err), 0, "resize2fs offline (%s)", err ?: "");
-	expect_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
-	expect_int(size, 160 * MiB, "filesystem is 160 MiB");
-	expect_int(blockfs_fsck(dev, "ext4", &err), 0, "clean after the resize");
-	expect_int(loop_detach(dev), 0, "detach");
+	is_int(loop_refresh_size(dev), 0, "loop device refreshed");
+	is_int(blockfs_needs_resize(dev, NULL, "ext4", &err), 1, "resize needed");
+	is_int(blockfs_resize(dev, NULL, "ext4", &err), 0, "resize2fs offline (%s)", err ?: "");
+	is_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
+	is_int(size, 160 * MiB, "filesystem is 160 MiB");
+	is_int(blockfs_fsck(dev, "ext4", &err), 0, "clean after the resize");
+	is_int(loop_detach(dev), 0, "detach");
 }
 
 static void test_xfs(void)
@@ -410,38 +401,38 @@ static void test_xfs(void)
 	uint32_t unit = 0;
 
 	BlockfsMkfsOptions o = {.block_size = 4096, .inode_size = 512};
-	expect_int(blockfs_mkfs(dev, "xfs", &o, &err), 0, "mkfs.xfs -b size=4096 -i size=512 (%s)",
-		   err ?: "");
+	is_int(blockfs_mkfs(dev, "xfs", &o, &err), 0, "mkfs.xfs -b size=4096 -i size=512 (%s)",
+	       err ?: "");
 	t = probe(dev);
 	is_str(t, "xfs", "probe says xfs");
-	expect_int(blockfs_get_size(dev, NULL, "xfs", &size, &unit, &err), 0,
-		   "get_size unmounted (%s)", err ?: "");
-	expect_int(size, 320 * MiB, "320 MiB");
-	expect_int(unit, 4096, "4 KiB blocks");
+	is_int(blockfs_get_size(dev, NULL, "xfs", &size, &unit, &err), 0, "get_size unmounted (%s)",
+	       err ?: "");
+	is_int(size, 320 * MiB, "320 MiB");
+	is_int(unit, 4096, "4 KiB blocks");
 	_cleanup_free_ char *cmd = xasprintf("xfs_db -r -c 'sb 0' -c 'p inodesize' %s", dev);
 	_cleanup_free_ char *out = NULL;
 	ok(sh(cmd, &out) == 0 && contains(out, "inodesize = 512"), "xfs_db: inode size 512");
 
-	expect_int(blockfs_resize(dev, NULL, "xfs", &err), -EINVAL, "xfs cannot grow unmounted");
+	is_int(blockfs_resize(dev, NULL, "xfs", &err), -EINVAL, "xfs cannot grow unmounted");
 	ok(contains(err, "mounted"), "message: %s", err ?: "(none)");
 	free(TAKE_PTR(err));
 
-	expect_int(mount_fs(dev, mnt, "xfs", NULL, false), 0, "mount xfs");
-	expect_int(blockfs_stats(mnt, &s1), 0, "stats");
-	expect_int(blockfs_needs_resize(dev, mnt, "xfs", &err), 0, "no resize needed");
+	is_int(mount_fs(dev, mnt, "xfs", NULL, false), 0, "mount xfs");
+	is_int(blockfs_stats(mnt, &s1), 0, "stats");
+	is_int(blockfs_needs_resize(dev, mnt, "xfs", &err), 0, "no resize needed");
 	ok(truncate(file, (off_t)(400 * MiB)) == 0, "backing file grown to 400 MiB");
-	expect_int(loop_refresh_size(dev), 0, "loop device refreshed");
-	expect_int(blockfs_needs_resize(dev, mnt, "xfs", &err), 1, "resize needed");
-	expect_int(blockfs_resize(dev, mnt, "xfs", &err), 0, "xfs_growfs (%s)", err ?: "");
-	expect_int(blockfs_stats(mnt, &s2), 0, "stats");
+	is_int(loop_refresh_size(dev), 0, "loop device refreshed");
+	is_int(blockfs_needs_resize(dev, mnt, "xfs", &err), 1, "resize needed");
+	is_int(blockfs_resize(dev, mnt, "xfs", &err), 0, "xfs_growfs (%s)", err ?: "");
+	is_int(blockfs_stats(mnt, &s2), 0, "stats");
 	ok(s2.bytes_total >= s1.bytes_total + 75 * MiB, "statvfs sees the space: %llu -> %llu",
 	   (unsigned long long)s1.bytes_total, (unsigned long long)s2.bytes_total);
-	expect_int(blockfs_get_size(dev, mnt, "xfs", &size, &unit, &err), 0, "get_size mounted");
-	expect_int(size, 400 * MiB, "400 MiB");
-	expect_int(blockfs_needs_resize(dev, mnt, "xfs", &err), 0, "no resize needed now");
-	expect_int(blockfs_resize(dev, mnt, "xfs", &err), 0, "xfs_growfs again: nothing to do");
-	expect_int(umount_path(mnt), 1, "unmount");
-	expect_int(loop_detach(dev), 0, "detach");
+	is_int(blockfs_get_size(dev, mnt, "xfs", &size, &unit, &err), 0, "get_size mounted");
+	is_int(size, 400 * MiB, "400 MiB");
+	is_int(blockfs_needs_resize(dev, mnt, "xfs", &err), 0, "no resize needed now");
+	is_int(blockfs_resize(dev, mnt, "xfs", &err), 0, "xfs_growfs again: nothing to do");
+	is_int(umount_path(mnt), 1, "unmount");
+	is_int(loop_detach(dev), 0, "detach");
 }
 
 int main(void)
@@ -467,8 +458,8 @@ int main(void)
 	test_resize_ext4();
 	test_xfs();
 
-	expect_int(loop_list_for_dir(tmpdir, &l, &n), 0, "final list");
-	expect_int(n, 0, "no loop device leaked");
+	is_int(loop_list_for_dir(tmpdir, &l, &n), 0, "final list");
+	is_int(n, 0, "no loop device leaked");
 	loop_info_array_free(l, n);
 	return tap_done();
 }

@@ -19,13 +19,6 @@
 
 #define MiB (1024ULL * 1024ULL)
 
-/* tap.h's is_int() evaluates its arguments twice: never hand it a call with side effects. */
-#define expect_int(got, want, ...)                                            \
-	({                                                                    \
-		long long _got = (long long)(got), _want = (long long)(want); \
-		is_int(_got, _want, __VA_ARGS__);                             \
-	})
-
 static char tmpdir[] = "/tmp/volplug-test-loopdev-XXXXXX";
 static int held_fd = -EBADF; /* keeps a device busy; cleanup must let go of it first */
 
@@ -103,18 +96,18 @@ static void test_attach_find_detach(void)
 	uint64_t size = 0;
 	LoopInfo info;
 
-	expect_int(loop_attach(file, false, &dev), 0, "attach %s", file);
+	is_int(loop_attach(file, false, &dev), 0, "attach %s", file);
 	if (!dev)
 		return;
 	ok(strncmp(dev, "/dev/loop", 9) == 0 && node_is_blockdev(dev), "device node %s", dev);
-	expect_int(loop_get_info(dev, &info), 0, "info");
+	is_int(loop_get_info(dev, &info), 0, "info");
 	is_str(info.backing_file, canon, "sysfs names the backing file");
 	ok(!info.read_only, "read-write");
 	ok(!info.autoclear, "no autoclear: survives the daemon");
 	ok(!info.deleted, "not deleted");
 	loop_info_done(&info);
 
-	expect_int(loop_find(file, &found), 0, "find by the same path");
+	is_int(loop_find(file, &found), 0, "find by the same path");
 	is_str(found, dev, "same device");
 	free(TAKE_PTR(found));
 
@@ -123,47 +116,47 @@ static void test_attach_find_detach(void)
 	_cleanup_free_ char *via_alias = xasprintf("%s/alias/vol.img", tmpdir);
 	_cleanup_free_ char *hardlink = xasprintf("%s/hardlink.img", tmpdir);
 	ok(symlink(tmpdir, alias) == 0 && link(file, hardlink) == 0, "aliases made");
-	expect_int(loop_find(via_alias, &found), 0, "find through a symlinked directory");
+	is_int(loop_find(via_alias, &found), 0, "find through a symlinked directory");
 	is_str(found, dev, "same device through the symlink");
 	free(TAKE_PTR(found));
-	expect_int(loop_find(hardlink, &found), 0, "find through a hard link");
+	is_int(loop_find(hardlink, &found), 0, "find through a hard link");
 	is_str(found, dev, "same device through the hard link");
 	free(TAKE_PTR(found));
 
 	_cleanup_free_ char *other = make_file("other.img", MiB);
-	expect_int(loop_find(other, &found), -ENOENT, "another file has no device");
-	expect_int(loop_find("/nonexistent/x.img", &found), -ENOENT, "missing file: -ENOENT");
+	is_int(loop_find(other, &found), -ENOENT, "another file has no device");
+	is_int(loop_find("/nonexistent/x.img", &found), -ENOENT, "missing file: -ENOENT");
 
 	/* Growing the file: the device sees it after a refresh only. */
-	expect_int(loop_get_size(dev, &size), 0, "size");
-	expect_int(size, 64 * MiB, "size is the file's");
+	is_int(loop_get_size(dev, &size), 0, "size");
+	is_int(size, 64 * MiB, "size is the file's");
 	ok(truncate(file, 96 * MiB) == 0, "file grown to 96 MiB");
-	expect_int(loop_get_size(dev, &size), 0, "size after growing the file");
-	expect_int(size, 64 * MiB, "device does not see it yet");
-	expect_int(loop_refresh_size(dev), 0, "refresh size");
-	expect_int(loop_get_size(dev, &size), 0, "size after refresh");
-	expect_int(size, 96 * MiB, "device sees the grown file");
+	is_int(loop_get_size(dev, &size), 0, "size after growing the file");
+	is_int(size, 64 * MiB, "device does not see it yet");
+	is_int(loop_refresh_size(dev), 0, "refresh size");
+	is_int(loop_get_size(dev, &size), 0, "size after refresh");
+	is_int(size, 96 * MiB, "device sees the grown file");
 
 	/* Busy: an opener that does not let go. The kernel would turn LOOP_CLR_FD into a
 	 * deferred detach; we want -EBUSY and the device as it was. */
 	held_fd = open(dev, O_RDONLY | O_CLOEXEC);
 	ok(held_fd >= 0, "device held open");
 	usec_t t0 = now_usec(CLOCK_MONOTONIC);
-	expect_int(loop_detach(dev), -EBUSY, "detach while held open: -EBUSY");
+	is_int(loop_detach(dev), -EBUSY, "detach while held open: -EBUSY");
 	usec_t took = now_usec(CLOCK_MONOTONIC) - t0;
 	ok(took < 3 * USEC_PER_SEC, "gave up within the retry budget (%.2f s)", took / 1e6);
-	expect_int(loop_get_info(dev, &info), 0, "still attached");
+	is_int(loop_get_info(dev, &info), 0, "still attached");
 	ok(!info.autoclear, "autoclear not left behind");
 	loop_info_done(&info);
 	close(TAKE_FD(held_fd));
-	expect_int(loop_find(file, &found), 0, "still found");
+	is_int(loop_find(file, &found), 0, "still found");
 	free(TAKE_PTR(found));
 
-	expect_int(loop_detach(dev), 0, "detach");
-	expect_int(loop_find(file, &found), -ENOENT, "find after detach: -ENOENT");
-	expect_int(loop_get_info(dev, &info), -ENXIO, "info after detach: -ENXIO");
-	expect_int(loop_detach(dev), 0, "detach again: nothing to do");
-	expect_int(loop_refresh_size(dev), -ENXIO, "refresh an unbound device: -ENXIO");
+	is_int(loop_detach(dev), 0, "detach");
+	is_int(loop_find(file, &found), -ENOENT, "find after detach: -ENOENT");
+	is_int(loop_get_info(dev, &info), -ENXIO, "info after detach: -ENXIO");
+	is_int(loop_detach(dev), 0, "detach again: nothing to do");
+	is_int(loop_refresh_size(dev), -ENXIO, "refresh an unbound device: -ENXIO");
 }
 
 static void test_read_only(void)
@@ -173,10 +166,10 @@ static void test_read_only(void)
 	LoopInfo info;
 	int ro = 0;
 
-	expect_int(loop_attach(file, true, &dev), 0, "attach read-only");
+	is_int(loop_attach(file, true, &dev), 0, "attach read-only");
 	if (!dev)
 		return;
-	expect_int(loop_get_info(dev, &info), 0, "info");
+	is_int(loop_get_info(dev, &info), 0, "info");
 	ok(info.read_only, "sysfs says read-only");
 	loop_info_done(&info);
 	int fd = open(dev, O_RDONLY | O_CLOEXEC);
@@ -187,7 +180,7 @@ static void test_read_only(void)
 	ok(fd < 0 || write(fd, "x", 1) < 0, "cannot write to it");
 	if (fd >= 0)
 		close(fd);
-	expect_int(loop_detach(dev), 0, "detach");
+	is_int(loop_detach(dev), 0, "detach");
 }
 
 static void test_list_and_duplicates(void)
@@ -199,31 +192,31 @@ static void test_list_and_duplicates(void)
 	size_t n = 99;
 
 	ok(mkdir(subdir, 0700) == 0, "empty subdirectory");
-	expect_int(loop_attach(file, false, &a), 0, "attach once");
-	expect_int(loop_attach(file, false, &b), 0, "attach twice: always a new device");
+	is_int(loop_attach(file, false, &a), 0, "attach once");
+	is_int(loop_attach(file, false, &b), 0, "attach twice: always a new device");
 	if (!a || !b)
 		return;
 	ok(strcmp(a, b) != 0, "two devices (%s, %s)", a, b);
 	unsigned na = (unsigned)atoi(a + 9), nb = (unsigned)atoi(b + 9);
-	expect_int(loop_find(file, &found), 0, "find");
+	is_int(loop_find(file, &found), 0, "find");
 	is_str(found, na < nb ? a : b, "the lowest-numbered one");
 
-	expect_int(loop_list_for_dir(tmpdir, &l, &n), 0, "list below the temp dir");
-	expect_int(n, 2, "both listed");
+	is_int(loop_list_for_dir(tmpdir, &l, &n), 0, "list below the temp dir");
+	is_int(n, 2, "both listed");
 	if (n == 2) {
 		ok(l[0].number < l[1].number, "ordered by number");
 		ok(strstr(l[0].backing_file, "/dup.img") && strstr(l[1].backing_file, "/dup.img"),
 		   "backing files named");
 	}
 	loop_info_array_free(l, n);
-	expect_int(loop_list_for_dir(subdir, &l, &n), 0, "list below an empty dir");
-	expect_int(n, 0, "none there");
+	is_int(loop_list_for_dir(subdir, &l, &n), 0, "list below an empty dir");
+	is_int(n, 0, "none there");
 	ok(l == NULL, "NULL array");
-	expect_int(loop_list_for_dir("/nonexistent-dir", &l, &n), -ENOENT, "missing dir: -ENOENT");
+	is_int(loop_list_for_dir("/nonexistent-dir", &l, &n), -ENOENT, "missing dir: -ENOENT");
 
-	expect_int(loop_detach_file(file), 2, "detach_file detaches both");
-	expect_int(loop_find(file, &found), -ENOENT, "none left");
-	expect_int(loop_detach_file(file), 0, "detach_file again: 0");
+	is_int(loop_detach_file(file), 2, "detach_file detaches both");
+	is_int(loop_find(file, &found), -ENOENT, "none left");
+	is_int(loop_detach_file(file), 0, "detach_file again: 0");
 }
 
 static void test_deleted_backing(void)
@@ -233,12 +226,12 @@ static void test_deleted_backing(void)
 	LoopInfo *l = NULL;
 	size_t n = 0;
 
-	expect_int(loop_attach(file, false, &dev), 0, "attach");
+	is_int(loop_attach(file, false, &dev), 0, "attach");
 	if (!dev)
 		return;
 	ok(unlink(file) == 0, "backing file unlinked");
-	expect_int(loop_list_for_dir(tmpdir, &l, &n), 0, "list");
-	expect_int(n, 1, "the leaked device is listed");
+	is_int(loop_list_for_dir(tmpdir, &l, &n), 0, "list");
+	is_int(n, 1, "the leaked device is listed");
 	if (n == 1) {
 		ok(l[0].deleted, "marked deleted (%s)", l[0].backing_file);
 		is_str(l[0].devpath, dev, "its device");
@@ -246,8 +239,8 @@ static void test_deleted_backing(void)
 	loop_info_array_free(l, n);
 	/* A new file at the same path is another file. */
 	free(make_file("deleted.img", MiB));
-	expect_int(loop_find(file, &found), -ENOENT, "a new file at the old path does not match");
-	expect_int(loop_detach(dev), 0, "detach the leak");
+	is_int(loop_find(file, &found), -ENOENT, "a new file at the old path does not match");
+	is_int(loop_detach(dev), 0, "detach the leak");
 }
 
 static void test_missing_node(void)
@@ -268,14 +261,14 @@ static void test_missing_node(void)
 	_cleanup_free_ char *node = xasprintf("/dev/loop%d", n);
 	(void)unlink(node);
 	ok(!node_is_blockdev(node), "%s removed", node);
-	expect_int(loop_attach(file, false, &dev), 0, "attach without the node");
+	is_int(loop_attach(file, false, &dev), 0, "attach without the node");
 	if (!dev)
 		return;
 	ok(node_is_blockdev(dev), "node %s exists", dev);
 	ok(node_is_blockdev(node), "node %s recreated", node);
-	expect_int(loop_get_size(dev, &size), 0, "usable");
-	expect_int(size, 8 * MiB, "size");
-	expect_int(loop_detach(dev), 0, "detach");
+	is_int(loop_get_size(dev, &size), 0, "usable");
+	is_int(size, 8 * MiB, "size");
+	is_int(loop_detach(dev), 0, "detach");
 }
 
 static void test_concurrent_attach(void)
@@ -297,7 +290,7 @@ static void test_concurrent_attach(void)
 	for (int i = 0; i < 4; i++)
 		for (int k = 0; k < 3; k++)
 			good += jobs[i].r[k] == 0;
-	expect_int(good, 12, "12 racing attaches succeed");
+	is_int(good, 12, "12 racing attaches succeed");
 	bool distinct = true;
 	for (int i = 0; i < 12; i++)
 		for (int k = i + 1; k < 12; k++) {
@@ -314,18 +307,18 @@ static void test_concurrent_attach(void)
 			free(jobs[i].dev[k]);
 		free(files[i]);
 	}
-	expect_int(detached, 12, "all detached");
+	is_int(detached, 12, "all detached");
 }
 
 static void test_bad_input(void)
 {
 	char *dev = NULL;
 
-	expect_int(loop_attach(tmpdir, false, &dev), -EINVAL, "a directory cannot back a device");
-	expect_int(loop_attach("/nonexistent/f", false, &dev), -ENOENT, "missing file");
-	expect_int(loop_detach("/dev/sda"), -EINVAL, "not a loop device path");
-	expect_int(loop_detach("/dev/loop1x"), -EINVAL, "junk after the number");
-	expect_int(loop_detach("/dev/loop999999"), 0, "a device that does not exist is detached");
+	is_int(loop_attach(tmpdir, false, &dev), -EINVAL, "a directory cannot back a device");
+	is_int(loop_attach("/nonexistent/f", false, &dev), -ENOENT, "missing file");
+	is_int(loop_detach("/dev/sda"), -EINVAL, "not a loop device path");
+	is_int(loop_detach("/dev/loop1x"), -EINVAL, "junk after the number");
+	is_int(loop_detach("/dev/loop999999"), 0, "a device that does not exist is detached");
 }
 
 int main(void)
@@ -353,8 +346,8 @@ int main(void)
 	test_concurrent_attach();
 	test_bad_input();
 
-	expect_int(loop_list_for_dir(tmpdir, &l, &n), 0, "final list");
-	expect_int(n, 0, "no loop device leaked");
+	is_int(loop_list_for_dir(tmpdir, &l, &n), 0, "final list");
+	is_int(n, 0, "no loop device leaked");
 	loop_info_array_free(l, n);
 	return tap_done();
 }

@@ -17,13 +17,6 @@
 
 #define MiB (1024ULL * 1024ULL)
 
-/* tap.h's is_int() evaluates its arguments twice: never hand it a call with side effects. */
-#define expect_int(got, want, ...)                                            \
-	({                                                                    \
-		long long _got = (long long)(got), _want = (long long)(want); \
-		is_int(_got, _want, __VA_ARGS__);                             \
-	})
-
 static char tmpdir[] = "/tmp/volplug-test-mount-XXXXXX";
 
 /* Mount points listed in /proc/self/mountinfo below tmpdir, in table order. */
@@ -153,16 +146,16 @@ static void test_options_split(void)
 	unsigned long flags = 0;
 	char *data = NULL;
 
-	expect_int(mount_options_split("noatime,nodev,commit=7,_netdev,ro", &flags, &data), 0,
-		   "split options");
+	is_int(mount_options_split("noatime,nodev,commit=7,_netdev,ro", &flags, &data), 0,
+	       "split options");
 	ok(flags == (MS_NOATIME | MS_NODEV | MS_RDONLY), "flags noatime|nodev|ro (%#lx)", flags);
 	is_str(data, "commit=7", "filesystem data kept, userspace option dropped");
 	free(data);
-	expect_int(mount_options_split(NULL, &flags, &data), 0, "NULL options");
+	is_int(mount_options_split(NULL, &flags, &data), 0, "NULL options");
 	ok(flags == 0 && data == NULL, "nothing");
-	expect_int(mount_options_split("nosuid,bind", &flags, &data), -EINVAL, "bind refused");
-	expect_int(mount_options_split("remount", &flags, &data), -EINVAL, "remount refused");
-	expect_int(mount_options_split("rshared", &flags, &data), -EINVAL, "propagation refused");
+	is_int(mount_options_split("nosuid,bind", &flags, &data), -EINVAL, "bind refused");
+	is_int(mount_options_split("remount", &flags, &data), -EINVAL, "remount refused");
+	is_int(mount_options_split("rshared", &flags, &data), -EINVAL, "propagation refused");
 }
 
 static void test_mount_fs(const char *dev, const char *mnt)
@@ -172,15 +165,15 @@ static void test_mount_fs(const char *dev, const char *mnt)
 	struct stat st;
 	MountInfo m;
 
-	expect_int(is_mount_point(mnt), 0, "not a mount point yet");
-	expect_int(mount_find(mnt, &m), -ENOENT, "mount_find before mounting: -ENOENT");
-	expect_int(mount_fs(dev, mnt, "ext4", "noatime,nodev,commit=7", false), 0, "mount ext4");
-	expect_int(is_mount_point(mnt), 1, "a mount point now");
+	is_int(is_mount_point(mnt), 0, "not a mount point yet");
+	is_int(mount_find(mnt, &m), -ENOENT, "mount_find before mounting: -ENOENT");
+	is_int(mount_fs(dev, mnt, "ext4", "noatime,nodev,commit=7", false), 0, "mount ext4");
+	is_int(is_mount_point(mnt), 1, "a mount point now");
 	ok(statvfs(mnt, &sv) == 0 && (sv.f_flag & ST_NOATIME) && (sv.f_flag & ST_NODEV) &&
 		   !(sv.f_flag & ST_RDONLY),
 	   "the kernel has noatime,nodev,rw");
 
-	expect_int(mount_find(mnt, &m), 0, "mount_find");
+	is_int(mount_find(mnt, &m), 0, "mount_find");
 	is_str(m.target, mnt, "target");
 	is_str(m.source, dev, "source is the loop device");
 	is_str(m.fstype, "ext4", "fstype");
@@ -195,35 +188,34 @@ static void test_mount_fs(const char *dev, const char *mnt)
 
 	/* The table lists canonical paths: a symlink to the mount point finds it too. */
 	ok(symlink(mnt, link) == 0, "symlink to the mount point");
-	expect_int(mount_find(link, &m), 0, "mount_find through a symlink");
+	is_int(mount_find(link, &m), 0, "mount_find through a symlink");
 	is_str(m.target, mnt, "canonical target");
 	mount_info_done(&m);
 
 	sub = xasprintf("%s/sub", mnt);
 	ok(mkdir(sub, 0755) == 0, "directory inside the mount");
-	expect_int(mount_find(sub, &m), -ENOENT, "a directory inside a mount is not mounted");
-	expect_int(is_mount_point(sub), 0, "not a mount point");
-	expect_int(is_mount_point("/nonexistent/x"), -ENOENT, "missing path: -ENOENT");
+	is_int(mount_find(sub, &m), -ENOENT, "a directory inside a mount is not mounted");
+	is_int(is_mount_point(sub), 0, "not a mount point");
+	is_int(is_mount_point("/nonexistent/x"), -ENOENT, "missing path: -ENOENT");
 
 	/* Idempotency from the mount table. */
-	expect_int(mount_fs(dev, mnt, "ext4", "noatime,nodev", false), 0, "mount again: 0");
-	expect_int(count_mounts_at(mnt), 1, "still one mount there");
-	expect_int(mount_fs(dev, mnt, "ext4", NULL, true), -EEXIST,
-		   "same device read-only: -EEXIST");
+	is_int(mount_fs(dev, mnt, "ext4", "noatime,nodev", false), 0, "mount again: 0");
+	is_int(count_mounts_at(mnt), 1, "still one mount there");
+	is_int(mount_fs(dev, mnt, "ext4", NULL, true), -EEXIST, "same device read-only: -EEXIST");
 	dev2 = make_ext4("other.img");
-	expect_int(mount_fs(dev2, mnt, "ext4", NULL, false), -EEXIST, "another device: -EEXIST");
-	expect_int(count_mounts_at(mnt), 1, "nothing stacked");
-	expect_int(mount_fs(dev2, sub, "ext4", "bind", false), -EINVAL, "bind option refused");
-	expect_int(mount_fs(dev2, sub, NULL, NULL, false), -EINVAL, "no fstype refused");
-	expect_int(mount_fs(dev2, sub, "xfs", NULL, false), -EINVAL,
-		   "wrong fstype: the kernel's -EINVAL");
-	expect_int(is_mount_point(sub), 0, "nothing mounted by the failures");
-	expect_int(loop_detach(dev2), 0, "detach the other device");
+	is_int(mount_fs(dev2, mnt, "ext4", NULL, false), -EEXIST, "another device: -EEXIST");
+	is_int(count_mounts_at(mnt), 1, "nothing stacked");
+	is_int(mount_fs(dev2, sub, "ext4", "bind", false), -EINVAL, "bind option refused");
+	is_int(mount_fs(dev2, sub, NULL, NULL, false), -EINVAL, "no fstype refused");
+	is_int(mount_fs(dev2, sub, "xfs", NULL, false), -EINVAL,
+	       "wrong fstype: the kernel's -EINVAL");
+	is_int(is_mount_point(sub), 0, "nothing mounted by the failures");
+	is_int(loop_detach(dev2), 0, "detach the other device");
 
 	/* A mounted device is busy: no deferred detach behind the mount's back. */
-	expect_int(loop_detach(dev), -EBUSY, "detach while mounted: -EBUSY");
+	is_int(loop_detach(dev), -EBUSY, "detach while mounted: -EBUSY");
 	LoopInfo li;
-	expect_int(loop_get_info(dev, &li), 0, "still attached");
+	is_int(loop_get_info(dev, &li), 0, "still attached");
 	ok(!li.autoclear, "no autoclear set");
 	loop_info_done(&li);
 }
@@ -243,8 +235,8 @@ static void test_bind(const char *dev, const char *mnt)
 	pub = make_dir("pub");
 	pub_file = xasprintf("%s/hello", pub);
 
-	expect_int(mount_bind(data, pub, true, NULL), 0, "bind read-only");
-	expect_int(is_mount_point(pub), 1, "bind is a mount point");
+	is_int(mount_bind(data, pub, true, NULL), 0, "bind read-only");
+	is_int(is_mount_point(pub), 1, "bind is a mount point");
 	int fd = open(pub_file, O_RDONLY | O_CLOEXEC);
 	ok(fd >= 0 && read(fd, buf, sizeof(buf) - 1) == 5 && strcmp(buf, "hello") == 0,
 	   "data readable through the bind");
@@ -260,50 +252,50 @@ static void test_bind(const char *dev, const char *mnt)
 	ok(!write_file(newf, "x") && errno == EROFS, "creating a file: EROFS");
 	ok(write_file(file, "still rw"), "the staging mount stays writable");
 
-	expect_int(mount_find(pub, &m), 0, "mount_find on the bind");
+	is_int(mount_find(pub, &m), 0, "mount_find on the bind");
 	ok(m.read_only, "read-only mount");
 	ok(!m.fs_read_only, "superblock still read-write");
 	is_str(m.root, "/data", "root is the bound subdirectory");
 	is_str(m.fstype, "ext4", "fstype");
 	mount_info_done(&m);
 
-	expect_int(mount_bind(data, pub, true, NULL), 0, "same bind again: 0");
-	expect_int(count_mounts_at(pub), 1, "not stacked");
-	expect_int(mount_bind(data, pub, false, NULL), -EEXIST, "same source read-write: -EEXIST");
-	expect_int(mount_bind(mnt, pub, true, NULL), -EEXIST, "other source: -EEXIST");
+	is_int(mount_bind(data, pub, true, NULL), 0, "same bind again: 0");
+	is_int(count_mounts_at(pub), 1, "not stacked");
+	is_int(mount_bind(data, pub, false, NULL), -EEXIST, "same source read-write: -EEXIST");
+	is_int(mount_bind(mnt, pub, true, NULL), -EEXIST, "other source: -EEXIST");
 
 	/* Per-mount flags on a read-write bind; filesystem options are ignored. */
 	pub2 = make_dir("pub2");
-	expect_int(mount_bind(data, pub2, false, "nosuid,noexec,discard"), 0,
-		   "bind with nosuid,noexec");
+	is_int(mount_bind(data, pub2, false, "nosuid,noexec,discard"), 0,
+	       "bind with nosuid,noexec");
 	ok(statvfs(pub2, &sv) == 0 && (sv.f_flag & ST_NOSUID) && (sv.f_flag & ST_NOEXEC) &&
 		   !(sv.f_flag & ST_RDONLY),
 	   "the kernel has nosuid,noexec,rw");
-	expect_int(mount_bind(data, pub2, false, "bind"), -EINVAL, "bind option refused");
+	is_int(mount_bind(data, pub2, false, "bind"), -EINVAL, "bind option refused");
 
 	/* A file bind of the device node: what a block volume publish does. */
 	blk = path_in("blockdev");
 	ok(write_file(blk, ""), "target file");
-	expect_int(mount_bind(dev, blk, false, NULL), 0, "bind the device node onto a file");
+	is_int(mount_bind(dev, blk, false, NULL), 0, "bind the device node onto a file");
 	ok(stat(blk, &a) == 0 && stat(dev, &b) == 0 && S_ISBLK(a.st_mode) && a.st_rdev == b.st_rdev,
 	   "the file is the block device now");
-	expect_int(mount_bind(dev, blk, false, NULL), 0, "again: 0");
+	is_int(mount_bind(dev, blk, false, NULL), 0, "again: 0");
 
 	/* The superblock turns read-only under a read-write bind: fs_read_only tells. */
 	ok(mount(NULL, mnt, NULL, MS_REMOUNT | MS_RDONLY, NULL) == 0,
 	   "staging remounted read-only (as errors=remount-ro would)");
-	expect_int(mount_find(pub2, &m), 0, "mount_find on the rw bind");
+	is_int(mount_find(pub2, &m), 0, "mount_find on the rw bind");
 	ok(!m.read_only && m.fs_read_only, "vfs rw, superblock ro ('%s' / '%s')", m.vfs_options,
 	   m.fs_options);
 	mount_info_done(&m);
 	ok(mount(NULL, mnt, NULL, MS_REMOUNT, NULL) == 0, "staging back to read-write");
 
-	expect_int(umount_path(blk), 1, "unmount the device bind");
-	expect_int(umount_path(pub2), 1, "unmount pub2");
-	expect_int(umount_path(pub), 1, "unmount the read-only bind");
-	expect_int(umount_path(pub), 0, "unmount again: 0");
-	expect_int(is_mount_point(pub), 0, "gone");
-	expect_int(umount_path("/nonexistent/x"), 0, "missing path: 0");
+	is_int(umount_path(blk), 1, "unmount the device bind");
+	is_int(umount_path(pub2), 1, "unmount pub2");
+	is_int(umount_path(pub), 1, "unmount the read-only bind");
+	is_int(umount_path(pub), 0, "unmount again: 0");
+	is_int(is_mount_point(pub), 0, "gone");
+	is_int(umount_path("/nonexistent/x"), 0, "missing path: 0");
 }
 
 static void test_stacked(void)
@@ -314,14 +306,14 @@ static void test_stacked(void)
 	ok(mount("tmpfs", stack, "tmpfs", 0, "size=1m") == 0 &&
 		   mount("tmpfs", stack, "tmpfs", 0, "size=2m") == 0,
 	   "two tmpfs stacked");
-	expect_int(count_mounts_at(stack), 2, "two in the table");
-	expect_int(mount_find(stack, &m), 0, "mount_find");
+	is_int(count_mounts_at(stack), 2, "two in the table");
+	is_int(mount_find(stack, &m), 0, "mount_find");
 	ok(has_opt(m.fs_options, "size") && strstr(m.fs_options, "size=2048k"),
 	   "the topmost one (%s)", m.fs_options);
 	mount_info_done(&m);
-	expect_int(umount_all_at(stack), 2, "umount_all_at removes both");
-	expect_int(count_mounts_at(stack), 0, "none left");
-	expect_int(umount_all_at(stack), 0, "again: 0");
+	is_int(umount_all_at(stack), 2, "umount_all_at removes both");
+	is_int(count_mounts_at(stack), 0, "none left");
+	is_int(umount_all_at(stack), 0, "again: 0");
 }
 
 int main(void)
@@ -345,12 +337,12 @@ int main(void)
 	test_bind(dev, mnt);
 	test_stacked();
 
-	expect_int(umount_path(mnt), 1, "unmount the staging mount");
-	expect_int(mount_find(mnt, &m), -ENOENT, "gone from the table");
-	expect_int(loop_detach(dev), 0, "detach after unmount");
+	is_int(umount_path(mnt), 1, "unmount the staging mount");
+	is_int(mount_find(mnt, &m), -ENOENT, "gone from the table");
+	is_int(loop_detach(dev), 0, "detach after unmount");
 	char **l = NULL;
 	size_t n = mounts_below(&l);
-	expect_int(n, 0, "no mount leaked");
+	is_int(n, 0, "no mount leaked");
 	for (size_t i = 0; i < n; i++)
 		free(l[i]);
 	free(l);
