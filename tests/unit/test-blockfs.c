@@ -2,8 +2,6 @@
 /* Real mkfs.ext4 / mkfs.xfs, e2fsck, resize2fs and xfs_growfs on loop devices. Needs root. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -13,64 +11,15 @@
 #include "exec.h"
 #include "loopdev.h"
 #include "mount-util.h"
+#include "scratch.h"
 #include "tap.h"
 
 #define MiB (1024ULL * 1024ULL)
 
-static char tmpdir[] = "/tmp/volplug-test-blockfs-XXXXXX";
-
-static int rm_one(const char *path, const struct stat *st, int type, struct FTW *f)
-{
-	(void)st;
-	(void)f;
-	return type == FTW_DP ? rmdir(path) : unlink(path), 0;
-}
-
-/* Unmounts what is mounted below tmpdir, detaches its loop devices, removes it. */
-static void cleanup(void)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096], target[4096];
-	LoopInfo *l;
-	size_t n;
-
-	/* Our mounts are never stacked, and a second pass catches nested ones. */
-	for (int pass = 0; pass < 2 && f; pass++) {
-		rewind(f);
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "%*s %*s %*s %*s %4095s", target) == 1 &&
-			    strncmp(target, tmpdir, strlen(tmpdir)) == 0)
-				(void)umount2(target, pass ? MNT_DETACH : 0);
-	}
-	if (f)
-		fclose(f);
-	if (loop_list_for_dir(tmpdir, &l, &n) == 0) {
-		for (size_t i = 0; i < n; i++)
-			(void)loop_detach(l[i].devpath);
-		loop_info_array_free(l, n);
-	}
-	(void)nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-static void on_signal(int sig)
-{
-	/* The interrupted code may hold a device open (O_EXCL in loop_detach()): let go of
-	 * every descriptor but stdio, or the devices stay busy. */
-	(void)close_range(3, ~0U, 0);
-	cleanup();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static char *path_in(const char *name)
-{
-	return xasprintf("%s/%s", tmpdir, name);
-}
-
 /* A sparse file of size bytes on a new loop device; *ret_file gets the file's path. */
 static char *make_dev(const char *name, uint64_t size, char **ret_file)
 {
-	char *file = path_in(name), *dev = NULL;
+	char *file = scratch_path(name), *dev = NULL;
 	int fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 
 	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 || loop_attach(file, false, &dev) < 0) {
@@ -87,7 +36,7 @@ static char *make_dev(const char *name, uint64_t size, char **ret_file)
 
 static char *make_dir(const char *name)
 {
-	char *p = path_in(name);
+	char *p = scratch_path(name);
 	if (mkdir(p, 0755) < 0) {
 		printf("Bail out! mkdir %s: %s\n", p, strerror(errno));
 		exit(1);
@@ -444,13 +393,7 @@ int main(void)
 		TAP_SKIP_ALL("needs root for loop devices and mounts");
 	if (access("/usr/sbin/mkfs.xfs", X_OK) < 0 && access("/sbin/mkfs.xfs", X_OK) < 0)
 		TAP_SKIP_ALL("xfsprogs not installed");
-	if (!mkdtemp(tmpdir)) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 1;
-	}
-	atexit(cleanup);
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
+	scratch_init("blockfs");
 
 	test_probe_and_mkfs_ext4();
 	test_partition_table();
@@ -458,7 +401,7 @@ int main(void)
 	test_resize_ext4();
 	test_xfs();
 
-	is_int(loop_list_for_dir(tmpdir, &l, &n), 0, "final list");
+	is_int(loop_list_for_dir(scratch, &l, &n), 0, "final list");
 	is_int(n, 0, "no loop device leaked");
 	loop_info_array_free(l, n);
 	return tap_done();

@@ -2,11 +2,9 @@
 /* Real loop devices on sparse files in a temporary directory. Needs root. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
 #include <pthread.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -14,51 +12,23 @@
 
 #include "alloc.h"
 #include "loopdev.h"
+#include "scratch.h"
 #include "tap.h"
 #include "time-util.h"
 
 #define MiB (1024ULL * 1024ULL)
 
-static char tmpdir[] = "/tmp/volplug-test-loopdev-XXXXXX";
-static int held_fd = -EBADF; /* keeps a device busy; cleanup must let go of it first */
+static int held_fd = -EBADF; /* keeps a device busy; the clean-up must let go of it first */
 
-static int rm_one(const char *path, const struct stat *st, int type, struct FTW *f)
+static void release_held(void)
 {
-	(void)st;
-	(void)f;
-	return type == FTW_DP ? rmdir(path) : unlink(path), 0;
-}
-
-/* Detaches whatever is still bound below tmpdir (and only that: device numbers are reused by
- * other processes as soon as we let go of them), then removes tmpdir. */
-static void cleanup(void)
-{
-	LoopInfo *l;
-	size_t n;
-
 	if (held_fd >= 0)
 		close(TAKE_FD(held_fd));
-	if (loop_list_for_dir(tmpdir, &l, &n) == 0) {
-		for (size_t i = 0; i < n; i++)
-			(void)loop_detach(l[i].devpath);
-		loop_info_array_free(l, n);
-	}
-	(void)nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-static void on_signal(int sig)
-{
-	/* The interrupted code may hold a device open (O_EXCL in loop_detach()): let go of
-	 * every descriptor but stdio, or the devices stay busy. */
-	(void)close_range(3, ~0U, 0);
-	cleanup();
-	signal(sig, SIG_DFL);
-	raise(sig);
 }
 
 static char *make_file(const char *name, uint64_t size)
 {
-	char *path = xasprintf("%s/%s", tmpdir, name);
+	char *path = scratch_path(name);
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0 || ftruncate(fd, (off_t)size) < 0) {
 		printf("Bail out! cannot create %s: %s\n", path, strerror(errno));
@@ -112,10 +82,10 @@ static void test_attach_find_detach(void)
 	free(TAKE_PTR(found));
 
 	/* The same file through another path: a symlinked directory and a hard link. */
-	_cleanup_free_ char *alias = xasprintf("%s/alias", tmpdir);
-	_cleanup_free_ char *via_alias = xasprintf("%s/alias/vol.img", tmpdir);
-	_cleanup_free_ char *hardlink = xasprintf("%s/hardlink.img", tmpdir);
-	ok(symlink(tmpdir, alias) == 0 && link(file, hardlink) == 0, "aliases made");
+	_cleanup_free_ char *alias = scratch_path("alias");
+	_cleanup_free_ char *via_alias = scratch_path("alias/vol.img");
+	_cleanup_free_ char *hardlink = scratch_path("hardlink.img");
+	ok(symlink(scratch, alias) == 0 && link(file, hardlink) == 0, "aliases made");
 	is_int(loop_find(via_alias, &found), 0, "find through a symlinked directory");
 	is_str(found, dev, "same device through the symlink");
 	free(TAKE_PTR(found));
@@ -186,7 +156,7 @@ static void test_read_only(void)
 static void test_list_and_duplicates(void)
 {
 	_cleanup_free_ char *file = make_file("dup.img", 8 * MiB);
-	_cleanup_free_ char *subdir = xasprintf("%s/empty", tmpdir);
+	_cleanup_free_ char *subdir = scratch_path("empty");
 	_cleanup_free_ char *a = NULL, *b = NULL, *found = NULL;
 	LoopInfo *l = NULL;
 	size_t n = 99;
@@ -201,7 +171,7 @@ static void test_list_and_duplicates(void)
 	is_int(loop_find(file, &found), 0, "find");
 	is_str(found, na < nb ? a : b, "the lowest-numbered one");
 
-	is_int(loop_list_for_dir(tmpdir, &l, &n), 0, "list below the temp dir");
+	is_int(loop_list_for_dir(scratch, &l, &n), 0, "list below the temp dir");
 	is_int(n, 2, "both listed");
 	if (n == 2) {
 		ok(l[0].number < l[1].number, "ordered by number");
@@ -230,7 +200,7 @@ static void test_deleted_backing(void)
 	if (!dev)
 		return;
 	ok(unlink(file) == 0, "backing file unlinked");
-	is_int(loop_list_for_dir(tmpdir, &l, &n), 0, "list");
+	is_int(loop_list_for_dir(scratch, &l, &n), 0, "list");
 	is_int(n, 1, "the leaked device is listed");
 	if (n == 1) {
 		ok(l[0].deleted, "marked deleted (%s)", l[0].backing_file);
@@ -314,7 +284,7 @@ static void test_bad_input(void)
 {
 	char *dev = NULL;
 
-	is_int(loop_attach(tmpdir, false, &dev), -EINVAL, "a directory cannot back a device");
+	is_int(loop_attach(scratch, false, &dev), -EINVAL, "a directory cannot back a device");
 	is_int(loop_attach("/nonexistent/f", false, &dev), -ENOENT, "missing file");
 	is_int(loop_detach("/dev/sda"), -EINVAL, "not a loop device path");
 	is_int(loop_detach("/dev/loop1x"), -EINVAL, "junk after the number");
@@ -330,13 +300,8 @@ int main(void)
 		TAP_SKIP_ALL("needs root for loop devices");
 	if (access("/dev/loop-control", F_OK) < 0)
 		TAP_SKIP_ALL("no /dev/loop-control");
-	if (!mkdtemp(tmpdir)) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 1;
-	}
-	atexit(cleanup);
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
+	scratch_init("loopdev");
+	scratch_release = release_held;
 
 	test_attach_find_detach();
 	test_read_only();
@@ -346,7 +311,7 @@ int main(void)
 	test_concurrent_attach();
 	test_bad_input();
 
-	is_int(loop_list_for_dir(tmpdir, &l, &n), 0, "final list");
+	is_int(loop_list_for_dir(scratch, &l, &n), 0, "final list");
 	is_int(n, 0, "no loop device leaked");
 	loop_info_array_free(l, n);
 	return tap_done();

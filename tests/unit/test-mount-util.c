@@ -2,8 +2,6 @@
 /* Real mounts of a real ext4 on a loop device, in a temporary directory. Needs root. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -13,37 +11,15 @@
 #include "blockfs.h"
 #include "loopdev.h"
 #include "mount-util.h"
+#include "scratch.h"
 #include "tap.h"
 
 #define MiB (1024ULL * 1024ULL)
 
-static char tmpdir[] = "/tmp/volplug-test-mount-XXXXXX";
-
-/* Mount points listed in /proc/self/mountinfo below tmpdir, in table order. */
-static size_t mounts_below(char ***ret)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096], target[4096];
-	char **list = NULL;
-	size_t n = 0, len = strlen(tmpdir);
-
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%*s %*s %*s %*s %4095s", target) == 1 &&
-		    strncmp(target, tmpdir, len) == 0 && (target[len] == '/' || !target[len])) {
-			list = xrealloc(list, (n + 1) * sizeof(char *));
-			list[n++] = xstrdup(target);
-		}
-	fclose(f);
-	*ret = list;
-	return n;
-}
-
 static size_t count_mounts_at(const char *target)
 {
 	char **l = NULL;
-	size_t n = mounts_below(&l), c = 0;
+	size_t n = scratch_mounts(&l), c = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		c += strcmp(l[i], target) == 0;
@@ -53,53 +29,9 @@ static size_t count_mounts_at(const char *target)
 	return c;
 }
 
-static int rm_one(const char *path, const struct stat *st, int type, struct FTW *f)
-{
-	(void)st;
-	(void)f;
-	return type == FTW_DP ? rmdir(path) : unlink(path), 0;
-}
-
-/* Undoes everything below tmpdir: mounts newest first, then loop devices, then files. */
-static void cleanup(void)
-{
-	char **l = NULL;
-	size_t n = mounts_below(&l);
-	LoopInfo *loops;
-	size_t nl;
-
-	for (size_t i = n; i > 0; i--) {
-		if (umount2(l[i - 1], 0) < 0)
-			(void)umount2(l[i - 1], MNT_DETACH);
-		free(l[i - 1]);
-	}
-	free(l);
-	if (loop_list_for_dir(tmpdir, &loops, &nl) == 0) {
-		for (size_t i = 0; i < nl; i++)
-			(void)loop_detach(loops[i].devpath);
-		loop_info_array_free(loops, nl);
-	}
-	(void)nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
-static void on_signal(int sig)
-{
-	/* The interrupted code may hold a device open (O_EXCL in loop_detach()): let go of
-	 * every descriptor but stdio, or the devices stay busy. */
-	(void)close_range(3, ~0U, 0);
-	cleanup();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static char *path_in(const char *name)
-{
-	return xasprintf("%s/%s", tmpdir, name);
-}
-
 static char *make_dir(const char *name)
 {
-	char *p = path_in(name);
+	char *p = scratch_path(name);
 	if (mkdir(p, 0755) < 0) {
 		printf("Bail out! mkdir %s: %s\n", p, strerror(errno));
 		exit(1);
@@ -110,7 +42,7 @@ static char *make_dir(const char *name)
 /* A formatted ext4 on a fresh loop device. */
 static char *make_ext4(const char *name)
 {
-	_cleanup_free_ char *file = path_in(name), *err = NULL;
+	_cleanup_free_ char *file = scratch_path(name), *err = NULL;
 	char *dev = NULL;
 	int fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 
@@ -160,7 +92,7 @@ static void test_options_split(void)
 
 static void test_mount_fs(const char *dev, const char *mnt)
 {
-	_cleanup_free_ char *link = path_in("link"), *sub = NULL, *dev2 = NULL;
+	_cleanup_free_ char *link = scratch_path("link"), *sub = NULL, *dev2 = NULL;
 	struct statvfs sv;
 	struct stat st;
 	MountInfo m;
@@ -274,7 +206,7 @@ static void test_bind(const char *dev, const char *mnt)
 	is_int(mount_bind(data, pub2, false, "bind"), -EINVAL, "bind option refused");
 
 	/* A file bind of the device node: what a block volume publish does. */
-	blk = path_in("blockdev");
+	blk = scratch_path("blockdev");
 	ok(write_file(blk, ""), "target file");
 	is_int(mount_bind(dev, blk, false, NULL), 0, "bind the device node onto a file");
 	ok(stat(blk, &a) == 0 && stat(dev, &b) == 0 && S_ISBLK(a.st_mode) && a.st_rdev == b.st_rdev,
@@ -322,13 +254,7 @@ int main(void)
 
 	if (geteuid() != 0)
 		TAP_SKIP_ALL("needs root for mounts and loop devices");
-	if (!mkdtemp(tmpdir)) {
-		printf("Bail out! mkdtemp: %s\n", strerror(errno));
-		return 1;
-	}
-	atexit(cleanup);
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
+	scratch_init("mount");
 
 	test_options_split();
 	_cleanup_free_ char *dev = make_ext4("vol.img");
@@ -341,7 +267,7 @@ int main(void)
 	is_int(mount_find(mnt, &m), -ENOENT, "gone from the table");
 	is_int(loop_detach(dev), 0, "detach after unmount");
 	char **l = NULL;
-	size_t n = mounts_below(&l);
+	size_t n = scratch_mounts(&l);
 	is_int(n, 0, "no mount leaked");
 	for (size_t i = 0; i < n; i++)
 		free(l[i]);
