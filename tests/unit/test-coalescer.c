@@ -8,19 +8,6 @@
 #include "coalescer.h"
 #include "tap.h"
 
-/* tap.h's is_int() and is_str() evaluate their first argument more than once: evaluate it
- * once here, so a call with side effects runs once. */
-#define IS_INT(got, want, ...)                     \
-	do {                                       \
-		long long got_ = (long long)(got); \
-		is_int(got_, want, __VA_ARGS__);   \
-	} while (0)
-#define IS_STR(got, want, ...)                   \
-	do {                                     \
-		const char *got_ = (got);        \
-		is_str(got_, want, __VA_ARGS__); \
-	} while (0)
-
 #define WINDOW (150 * USEC_PER_MSEC)
 #define MAX_APPLIES 8
 
@@ -171,12 +158,12 @@ int main(void)
 			 .delay = 40 * USEC_PER_MSEC},
 		};
 		run(k, 2);
-		IS_INT(k[0].r, 0, "expand: success");
-		IS_INT(k[1].r, 0, "modify within the window: success");
-		IS_INT(n_applied, 1, "expand + modify within the window: one backend change");
-		IS_INT(applied[0].new_size, 2 * GiB, "the change carries the new size");
-		IS_STR(applied_param(0, "iops"), "4000", "and the new iops");
-		IS_INT(applied[0].n_callers, 2, "two callers merged");
+		is_int(k[0].r, 0, "expand: success");
+		is_int(k[1].r, 0, "modify within the window: success");
+		is_int(n_applied, 1, "expand + modify within the window: one backend change");
+		is_int(applied[0].new_size, 2 * GiB, "the change carries the new size");
+		is_str(applied_param(0, "iops"), "4000", "and the new iops");
+		is_int(applied[0].n_callers, 2, "two callers merged");
 		ok(applied[0].start >= WINDOW, "applied once the window ended (at %llu us)",
 		   (unsigned long long)applied[0].start);
 		ok(k[0].returned >= applied[0].end && k[1].returned >= applied[0].end,
@@ -193,17 +180,17 @@ int main(void)
 			 .delay = 40 * USEC_PER_MSEC},
 		};
 		run(k, 2);
-		IS_INT(k[0].r, 0, "first size: success");
-		IS_INT(k[1].r, -EINVAL, "conflicting size: -EINVAL");
-		IS_STR(k[1].error,
+		is_int(k[0].r, 0, "first size: success");
+		is_int(k[1].r, -EINVAL, "conflicting size: -EINVAL");
+		is_str(k[1].error,
 		       "capacity_range.required_bytes: conflicts with 2147483648 requested by a "
 		       "concurrent call",
 		       "the message names the field and the other value");
 		ok(k[1].returned < WINDOW, "the conflicting caller fails at once (%llu us)",
 		   (unsigned long long)k[1].returned);
-		IS_INT(n_applied, 1, "one backend change");
-		IS_INT(applied[0].new_size, 2 * GiB, "with the first size");
-		IS_INT(applied[0].n_callers, 1, "the failed caller was not merged");
+		is_int(n_applied, 1, "one backend change");
+		is_int(applied[0].new_size, 2 * GiB, "with the first size");
+		is_int(applied[0].n_callers, 1, "the failed caller was not merged");
 		callers_done(k, 2);
 	}
 	{
@@ -225,14 +212,14 @@ int main(void)
 			 .delay = 60 * USEC_PER_MSEC},
 		};
 		run(k, 3);
-		IS_INT(k[1].r, -EINVAL, "conflicting throughput: -EINVAL");
-		IS_STR(k[1].error, "throughput: conflicts with 250 requested by a concurrent call",
+		is_int(k[1].r, -EINVAL, "conflicting throughput: -EINVAL");
+		is_str(k[1].error, "throughput: conflicts with 250 requested by a concurrent call",
 		       "the message names the parameter and the value already merged");
-		IS_INT(k[0].r, 0, "the first caller succeeds");
-		IS_INT(k[2].r, 0, "a later, compatible caller succeeds");
-		IS_INT(n_applied, 1, "one backend change");
-		IS_STR(applied_param(0, "throughput"), "250", "with throughput 250");
-		IS_STR(applied_param(0, "iops"), "4000", "and iops 4000");
+		is_int(k[0].r, 0, "the first caller succeeds");
+		is_int(k[2].r, 0, "a later, compatible caller succeeds");
+		is_int(n_applied, 1, "one backend change");
+		is_str(applied_param(0, "throughput"), "250", "with throughput 250");
+		is_str(applied_param(0, "iops"), "4000", "and iops 4000");
 		callers_done(k, 3);
 	}
 	{
@@ -249,11 +236,11 @@ int main(void)
 			 .delay = WINDOW + 100 * USEC_PER_MSEC},
 		};
 		run(k, 2);
-		IS_INT(k[0].r, 0, "first request: success");
-		IS_INT(k[1].r, 0, "a request after the window: success, no conflict");
-		IS_INT(n_applied, 2, "requests spaced beyond the window: two backend changes");
-		IS_STR(applied_param(0, "iops"), "4000", "the first with its value");
-		IS_STR(applied_param(1, "iops"), "5000", "the second with its value");
+		is_int(k[0].r, 0, "first request: success");
+		is_int(k[1].r, 0, "a request after the window: success, no conflict");
+		is_int(n_applied, 2, "requests spaced beyond the window: two backend changes");
+		is_str(applied_param(0, "iops"), "4000", "the first with its value");
+		is_str(applied_param(1, "iops"), "5000", "the second with its value");
 		callers_done(k, 2);
 	}
 	{
@@ -268,11 +255,11 @@ int main(void)
 			 .delay = 40 * USEC_PER_MSEC},
 		};
 		run(k, 2);
-		IS_INT(n_applied, 1, "failing change: applied once");
-		IS_INT(k[0].r, -ENOSPC, "the first caller gets the backend's error");
-		IS_INT(k[1].r, -ENOSPC, "so does the second");
-		IS_STR(k[0].error, "pool: no space left for volume vol-1", "with its message");
-		IS_STR(k[1].error, "pool: no space left for volume vol-1", "both of them");
+		is_int(n_applied, 1, "failing change: applied once");
+		is_int(k[0].r, -ENOSPC, "the first caller gets the backend's error");
+		is_int(k[1].r, -ENOSPC, "so does the second");
+		is_str(k[0].error, "pool: no space left for volume vol-1", "with its message");
+		is_str(k[1].error, "pool: no space left for volume vol-1", "both of them");
 		callers_done(k, 2);
 	}
 	{
@@ -291,11 +278,11 @@ int main(void)
 			 .delay = 40 * USEC_PER_MSEC},
 		};
 		run(k, 2);
-		IS_INT(k[0].r, 0, "a retried request: first succeeds");
-		IS_INT(k[1].r, 0, "the same values again (key spelled otherwise): success");
-		IS_INT(n_applied, 1, "one backend change");
-		IS_INT(applied[0].n_params, 1, "iops once in the merged change");
-		IS_INT(applied[0].n_callers, 2, "both callers merged");
+		is_int(k[0].r, 0, "a retried request: first succeeds");
+		is_int(k[1].r, 0, "the same values again (key spelled otherwise): success");
+		is_int(n_applied, 1, "one backend change");
+		is_int(applied[0].n_params, 1, "iops once in the merged change");
+		is_int(applied[0].n_callers, 2, "both callers merged");
 		callers_done(k, 2);
 	}
 	{
@@ -315,11 +302,11 @@ int main(void)
 			 .delay = WINDOW + 50 * USEC_PER_MSEC},
 		};
 		run(k, 2);
-		IS_INT(k[0].r, 0, "first batch: success");
-		IS_INT(k[1].r, 0, "a request arriving during apply: success, no conflict");
-		IS_INT(n_applied, 2, "it went into the next batch");
-		IS_STR(applied_param(1, "iops"), "6000", "which carries only its value");
-		IS_INT(max_running, 1, "batches of one volume never run at once");
+		is_int(k[0].r, 0, "first batch: success");
+		is_int(k[1].r, 0, "a request arriving during apply: success, no conflict");
+		is_int(n_applied, 2, "it went into the next batch");
+		is_str(applied_param(1, "iops"), "6000", "which carries only its value");
+		is_int(max_running, 1, "batches of one volume never run at once");
 		ok(applied[1].start >= applied[0].end, "the second started after the first ended");
 		callers_done(k, 2);
 	}
@@ -342,17 +329,17 @@ int main(void)
 			 .delay = 60 * USEC_PER_MSEC},
 		};
 		run(k, 3);
-		IS_INT(k[0].r, 0, "tag env=prod: success");
-		IS_INT(k[1].r, 0, "another tag under the same N: merged, success");
-		IS_INT(k[2].r, -EINVAL, "another value for tag env: -EINVAL");
-		IS_STR(k[2].error,
+		is_int(k[0].r, 0, "tag env=prod: success");
+		is_int(k[1].r, 0, "another tag under the same N: merged, success");
+		is_int(k[2].r, -EINVAL, "another value for tag env: -EINVAL");
+		is_str(k[2].error,
 		       "tagSpecification_3: tag 'env' conflicts with 'prod' requested by a "
 		       "concurrent call",
 		       "the message names the parameter, the tag and the value merged");
-		IS_INT(n_applied, 1, "one backend change");
-		IS_STR(applied_param(0, "tagSpecification_1"), "env=prod", "tags renumbered: 1");
-		IS_STR(applied_param(0, "tagSpecification_2"), "team=db", "tags renumbered: 2");
-		IS_STR(applied_param(0, "iops"), "3000", "with the other parameter");
+		is_int(n_applied, 1, "one backend change");
+		is_str(applied_param(0, "tagSpecification_1"), "env=prod", "tags renumbered: 1");
+		is_str(applied_param(0, "tagSpecification_2"), "team=db", "tags renumbered: 2");
+		is_str(applied_param(0, "iops"), "3000", "with the other parameter");
 		callers_done(k, 3);
 	}
 	{
@@ -370,8 +357,8 @@ int main(void)
 			 .delay = 20 * USEC_PER_MSEC},
 		};
 		run(k, 2);
-		IS_INT(k[0].r + k[1].r, 0, "two volumes: both succeed");
-		IS_INT(n_applied, 2, "one change per volume");
+		is_int(k[0].r + k[1].r, 0, "two volumes: both succeed");
+		is_int(n_applied, 2, "one change per volume");
 		ok(applied[0].start < applied[1].end && applied[1].start < applied[0].end,
 		   "different volumes are applied at the same time");
 		callers_done(k, 2);
@@ -381,16 +368,16 @@ int main(void)
 		ParamKV dup[] = {P("iops", "4000"), P("IOPS", "5000")};
 		_cleanup_free_ char *error = NULL;
 		CoalesceRequest req = {.volume_id = "vol-1", .params = dup, .n_params = 2};
-		IS_INT(coalescer_submit(c, &req, &error), -EINVAL,
+		is_int(coalescer_submit(c, &req, &error), -EINVAL,
 		       "one request with two values for a key: -EINVAL");
-		IS_STR(error, "IOPS: given twice with different values", "message for it");
-		IS_INT(n_applied, 0, "nothing applied");
+		is_str(error, "IOPS: given twice with different values", "message for it");
+		is_int(n_applied, 0, "nothing applied");
 
 		CoalesceRequest empty = {.volume_id = "vol-1"};
 		usec_t before = now_usec(CLOCK_MONOTONIC);
-		IS_INT(coalescer_submit(c, &empty, NULL), 0, "a request without changes: success");
+		is_int(coalescer_submit(c, &empty, NULL), 0, "a request without changes: success");
 		ok(now_usec(CLOCK_MONOTONIC) - before < WINDOW, "at once");
-		IS_INT(n_applied, 0, "without a backend change");
+		is_int(n_applied, 0, "without a backend change");
 	}
 	reset();
 	return tap_done();

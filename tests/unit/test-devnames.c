@@ -8,19 +8,6 @@
 #include "devnames.h"
 #include "tap.h"
 
-/* tap.h's is_int() and is_str() evaluate their first argument more than once: evaluate it
- * once here, so a call with side effects runs once. */
-#define IS_INT(got, want, ...)                     \
-	do {                                       \
-		long long got_ = (long long)(got); \
-		is_int(got_, want, __VA_ARGS__);   \
-	} while (0)
-#define IS_STR(got, want, ...)                   \
-	do {                                     \
-		const char *got_ = (got);        \
-		is_str(got_, want, __VA_ARGS__); \
-	} while (0)
-
 #define N_THREADS 8
 
 static DevNames *shared;
@@ -58,66 +45,66 @@ int main(void)
 	char *name = NULL;
 
 	/* the list */
-	IS_STR(devnames_name(0), "/dev/xvdba", "the first name is /dev/xvdba");
-	IS_STR(devnames_name(25), "/dev/xvdbz", "the 26th is /dev/xvdbz");
-	IS_STR(devnames_name(26), "/dev/xvdca", "then /dev/xvdca");
-	IS_STR(devnames_name(52), "/dev/xvdda", "then /dev/xvdda");
-	IS_STR(devnames_name(DEVNAMES_MAX - 1), "/dev/xvddx", "the last is /dev/xvddx");
+	is_str(devnames_name(0), "/dev/xvdba", "the first name is /dev/xvdba");
+	is_str(devnames_name(25), "/dev/xvdbz", "the 26th is /dev/xvdbz");
+	is_str(devnames_name(26), "/dev/xvdca", "then /dev/xvdca");
+	is_str(devnames_name(52), "/dev/xvdda", "then /dev/xvdda");
+	is_str(devnames_name(DEVNAMES_MAX - 1), "/dev/xvddx", "the last is /dev/xvddx");
 	ok(devnames_name(DEVNAMES_MAX) == NULL, "no name past the end");
 	int dups = 0;
 	for (size_t i = 0; i < DEVNAMES_MAX; i++)
 		for (size_t j = i + 1; j < DEVNAMES_MAX; j++)
 			dups += strcmp(devnames_name(i), devnames_name(j)) == 0;
-	IS_INT(dups, 0, "the %d names are distinct", DEVNAMES_MAX);
+	is_int(dups, 0, "the %d names are distinct", DEVNAMES_MAX);
 
 	/* allocation order and idempotency */
-	IS_INT(devnames_allocate(d, "node-a", "vol-1", &name), 0, "allocate for vol-1");
-	IS_STR(name, "/dev/xvdba", "vol-1 gets the first name");
+	is_int(devnames_allocate(d, "node-a", "vol-1", &name), 0, "allocate for vol-1");
+	is_str(name, "/dev/xvdba", "vol-1 gets the first name");
 	free(name);
-	IS_INT(devnames_allocate(d, "node-a", "vol-2", &name), 0, "allocate for vol-2");
-	IS_STR(name, "/dev/xvdbb", "vol-2 gets the second");
+	is_int(devnames_allocate(d, "node-a", "vol-2", &name), 0, "allocate for vol-2");
+	is_str(name, "/dev/xvdbb", "vol-2 gets the second");
 	free(name);
-	IS_INT(devnames_allocate(d, "node-a", "vol-1", &name), 0, "vol-1 again");
-	IS_STR(name, "/dev/xvdba", "a retried publish gets the same name");
+	is_int(devnames_allocate(d, "node-a", "vol-1", &name), 0, "vol-1 again");
+	is_str(name, "/dev/xvdba", "a retried publish gets the same name");
 	free(name);
-	IS_INT(devnames_allocate(d, "node-b", "vol-3", &name), 0, "another node");
-	IS_STR(name, "/dev/xvdba", "each node has its own list");
+	is_int(devnames_allocate(d, "node-b", "vol-3", &name), 0, "another node");
+	is_str(name, "/dev/xvdba", "each node has its own list");
 	free(name);
-	IS_INT(devnames_count(d, "node-a"), 2, "node-a holds two names");
-	IS_INT(devnames_lookup(d, "node-a", "vol-2", &name), 0, "lookup vol-2");
-	IS_STR(name, "/dev/xvdbb", "lookup gives its name");
+	is_int(devnames_count(d, "node-a"), 2, "node-a holds two names");
+	is_int(devnames_lookup(d, "node-a", "vol-2", &name), 0, "lookup vol-2");
+	is_str(name, "/dev/xvdbb", "lookup gives its name");
 	free(name);
 	name = NULL;
-	IS_INT(devnames_lookup(d, "node-a", "vol-9", &name), -ENOENT, "lookup of no name: -ENOENT");
+	is_int(devnames_lookup(d, "node-a", "vol-9", &name), -ENOENT, "lookup of no name: -ENOENT");
 	ok(name == NULL, "and leaves the output alone");
 
 	/* release frees the name for the next volume; the lowest free name comes first */
-	IS_INT(devnames_release(d, "node-a", "vol-1"), 0, "release vol-1");
-	IS_INT(devnames_release(d, "node-a", "vol-1"), -ENOENT, "a second release: -ENOENT");
-	IS_INT(devnames_allocate(d, "node-a", "vol-4", &name), 0, "allocate for vol-4");
-	IS_STR(name, "/dev/xvdba", "vol-4 reuses the freed first name");
+	is_int(devnames_release(d, "node-a", "vol-1"), 0, "release vol-1");
+	is_int(devnames_release(d, "node-a", "vol-1"), -ENOENT, "a second release: -ENOENT");
+	is_int(devnames_allocate(d, "node-a", "vol-4", &name), 0, "allocate for vol-4");
+	is_str(name, "/dev/xvdba", "vol-4 reuses the freed first name");
 	free(name);
 
 	/* a failed name is avoided for the window */
-	IS_INT(devnames_mark_failed(d, "node-a", "/dev/xvdbc"), 0, "mark /dev/xvdbc failed");
-	IS_INT(devnames_mark_failed(d, "node-a", "/dev/sdz"), -EINVAL,
+	is_int(devnames_mark_failed(d, "node-a", "/dev/xvdbc"), 0, "mark /dev/xvdbc failed");
+	is_int(devnames_mark_failed(d, "node-a", "/dev/sdz"), -EINVAL,
 	       "marking a name not in the list: -EINVAL");
-	IS_INT(devnames_allocate(d, "node-a", "vol-5", &name), 0, "allocate for vol-5");
-	IS_STR(name, "/dev/xvdbd", "vol-5 skips the failed /dev/xvdbc");
+	is_int(devnames_allocate(d, "node-a", "vol-5", &name), 0, "allocate for vol-5");
+	is_str(name, "/dev/xvdbd", "vol-5 skips the failed /dev/xvdbc");
 	free(name);
 	usleep(150 * 1000);
-	IS_INT(devnames_allocate(d, "node-a", "vol-6", &name), 0, "allocate after the window");
-	IS_STR(name, "/dev/xvdbc", "after the window /dev/xvdbc is used again");
+	is_int(devnames_allocate(d, "node-a", "vol-6", &name), 0, "allocate after the window");
+	is_str(name, "/dev/xvdbc", "after the window /dev/xvdbc is used again");
 	free(name);
 
 	/* a failed publish: mark, release, retry gets another name */
-	IS_INT(devnames_allocate(d, "node-c", "vol-7", &name), 0, "vol-7 on node-c");
-	IS_STR(name, "/dev/xvdba", "gets /dev/xvdba");
-	IS_INT(devnames_mark_failed(d, "node-c", name), 0, "its attach failed");
+	is_int(devnames_allocate(d, "node-c", "vol-7", &name), 0, "vol-7 on node-c");
+	is_str(name, "/dev/xvdba", "gets /dev/xvdba");
+	is_int(devnames_mark_failed(d, "node-c", name), 0, "its attach failed");
 	free(name);
-	IS_INT(devnames_release(d, "node-c", "vol-7"), 0, "released");
-	IS_INT(devnames_allocate(d, "node-c", "vol-7", &name), 0, "retry");
-	IS_STR(name, "/dev/xvdbb", "the retry gets a different name");
+	is_int(devnames_release(d, "node-c", "vol-7"), 0, "released");
+	is_int(devnames_allocate(d, "node-c", "vol-7", &name), 0, "retry");
+	is_str(name, "/dev/xvdbb", "the retry gets a different name");
 	free(name);
 	devnames_release(d, "node-c", "vol-7");
 
@@ -130,9 +117,9 @@ int main(void)
 		fails += devnames_allocate(full, "n", vol, &name) < 0;
 		free(name);
 	}
-	IS_INT(fails, 0, "all %d names allocated", DEVNAMES_MAX);
+	is_int(fails, 0, "all %d names allocated", DEVNAMES_MAX);
 	name = NULL;
-	IS_INT(devnames_allocate(full, "n", "vol-extra", &name), -ENOSPC,
+	is_int(devnames_allocate(full, "n", "vol-extra", &name), -ENOSPC,
 	       "one more on a full node: -ENOSPC");
 	ok(name == NULL, "and no name");
 	devnames_release(full, "n", "vol-3");
@@ -140,12 +127,12 @@ int main(void)
 	devnames_mark_failed(full, "n", devnames_name(7));
 	usleep(2000);
 	devnames_mark_failed(full, "n", devnames_name(3));
-	IS_INT(devnames_allocate(full, "n", "vol-x", &name), 0,
+	is_int(devnames_allocate(full, "n", "vol-x", &name), 0,
 	       "with only failed names free, allocation still succeeds");
-	IS_STR(name, devnames_name(7), "it takes the name that failed longest ago");
+	is_str(name, devnames_name(7), "it takes the name that failed longest ago");
 	free(name);
-	IS_INT(devnames_allocate(full, "n", "vol-y", &name), 0, "and the next");
-	IS_STR(name, devnames_name(3), "takes the other");
+	is_int(devnames_allocate(full, "n", "vol-y", &name), 0, "and the next");
+	is_str(name, devnames_name(3), "takes the other");
 	free(name);
 
 	/* the per-node limit */
@@ -157,13 +144,13 @@ int main(void)
 	free(name);
 	fails += devnames_allocate(lim, "n", "b", &name) < 0;
 	free(name);
-	IS_INT(fails, 0, "two volumes within a limit of 2");
-	IS_INT(devnames_allocate(lim, "n", "c", &name), -EMLINK, "a third: -EMLINK");
-	IS_INT(devnames_allocate(lim, "n", "a", &name), 0,
+	is_int(fails, 0, "two volumes within a limit of 2");
+	is_int(devnames_allocate(lim, "n", "c", &name), -EMLINK, "a third: -EMLINK");
+	is_int(devnames_allocate(lim, "n", "a", &name), 0,
 	       "an already published volume still gets its name");
-	IS_STR(name, "/dev/xvdba", "the same name");
+	is_str(name, "/dev/xvdba", "the same name");
 	free(name);
-	IS_INT(devnames_allocate(lim, "m", "c", &name), 0, "the limit is per node");
+	is_int(devnames_allocate(lim, "m", "c", &name), 0, "the limit is per node");
 	free(name);
 
 	/* a limit per call: the node's attach limit */
@@ -174,35 +161,35 @@ int main(void)
 		fails += devnames_allocate_max(al, "n", vol, 3, &name) < 0;
 		free(name);
 	}
-	IS_INT(fails, 0, "three volumes within an attach limit of 3");
+	is_int(fails, 0, "three volumes within an attach limit of 3");
 	name = NULL;
-	IS_INT(devnames_allocate_max(al, "n", "vol-3", 3, &name), -EMLINK, "a fourth: -EMLINK");
+	is_int(devnames_allocate_max(al, "n", "vol-3", 3, &name), -EMLINK, "a fourth: -EMLINK");
 	ok(name == NULL, "and no name");
-	IS_INT(devnames_allocate_max(al, "n", "vol-1", 3, &name), 0,
+	is_int(devnames_allocate_max(al, "n", "vol-1", 3, &name), 0,
 	       "a published volume at the limit still gets its name");
 	free(name);
-	IS_INT(devnames_allocate_max(al, "n", "vol-3", 4, &name), 0, "a higher limit: success");
+	is_int(devnames_allocate_max(al, "n", "vol-3", 4, &name), 0, "a higher limit: success");
 	free(name);
-	IS_INT(devnames_count(al, "n"), 4, "four names held");
+	is_int(devnames_count(al, "n"), 4, "four names held");
 
 	/* restore after a restart */
 	_cleanup_(devnames_freep) DevNames *r = devnames_new(NULL);
-	IS_INT(devnames_restore(r, "n", "vol-a", "/dev/xvdbb"), 0, "restore vol-a at /dev/xvdbb");
-	IS_INT(devnames_restore(r, "n", "vol-a", "/dev/xvdbb"), 0, "restoring it again is fine");
-	IS_INT(devnames_restore(r, "n", "vol-b", "/dev/xvdbb"), -EEXIST,
+	is_int(devnames_restore(r, "n", "vol-a", "/dev/xvdbb"), 0, "restore vol-a at /dev/xvdbb");
+	is_int(devnames_restore(r, "n", "vol-a", "/dev/xvdbb"), 0, "restoring it again is fine");
+	is_int(devnames_restore(r, "n", "vol-b", "/dev/xvdbb"), -EEXIST,
 	       "another volume at the same name: -EEXIST");
-	IS_INT(devnames_restore(r, "n", "vol-a", "/dev/xvdbc"), -EEXIST,
+	is_int(devnames_restore(r, "n", "vol-a", "/dev/xvdbc"), -EEXIST,
 	       "the same volume at another name: -EEXIST");
-	IS_INT(devnames_restore(r, "n", "vol-c", "/dev/nvme0n1"), -EINVAL,
+	is_int(devnames_restore(r, "n", "vol-c", "/dev/nvme0n1"), -EINVAL,
 	       "a name not in the list: -EINVAL");
-	IS_INT(devnames_allocate(r, "n", "vol-a", &name), 0, "allocate for the restored volume");
-	IS_STR(name, "/dev/xvdbb", "gives the restored name");
+	is_int(devnames_allocate(r, "n", "vol-a", &name), 0, "allocate for the restored volume");
+	is_str(name, "/dev/xvdbb", "gives the restored name");
 	free(name);
-	IS_INT(devnames_allocate(r, "n", "vol-d", &name), 0, "a new volume");
-	IS_STR(name, "/dev/xvdba", "takes the first name the restore left free");
+	is_int(devnames_allocate(r, "n", "vol-d", &name), 0, "a new volume");
+	is_str(name, "/dev/xvdba", "takes the first name the restore left free");
 	free(name);
-	IS_INT(devnames_allocate(r, "n", "vol-e", &name), 0, "the next new volume");
-	IS_STR(name, "/dev/xvdbc", "skips the restored /dev/xvdbb");
+	is_int(devnames_allocate(r, "n", "vol-e", &name), 0, "the next new volume");
+	is_str(name, "/dev/xvdbc", "skips the restored /dev/xvdbb");
 	free(name);
 
 	/* concurrent publishes to one node never share a name */
@@ -217,8 +204,8 @@ int main(void)
 		pthread_join(th[t], &ret);
 		tf += (long)ret;
 	}
-	IS_INT(tf, 0, "%d concurrent publishes all got a name", N_THREADS * 9);
-	IS_INT(devnames_count(c, "node-race"), N_THREADS * 9, "the node holds %d names",
+	is_int(tf, 0, "%d concurrent publishes all got a name", N_THREADS * 9);
+	is_int(devnames_count(c, "node-race"), N_THREADS * 9, "the node holds %d names",
 	       N_THREADS * 9);
 	int seen[DEVNAMES_MAX] = {}, shared_names = 0;
 	for (long t = 0; t < N_THREADS; t++)
@@ -231,7 +218,7 @@ int main(void)
 					shared_names++;
 			free(name);
 		}
-	IS_INT(shared_names, 0, "no two volumes share a name");
+	is_int(shared_names, 0, "no two volumes share a name");
 
 	int n_ok = 0, n_limit = 0;
 	for (long t = 0; t < N_THREADS; t++)
@@ -242,9 +229,9 @@ int main(void)
 		n_ok += (long)ret == 0;
 		n_limit += (long)ret == -EMLINK;
 	}
-	IS_INT(n_ok, 5, "%d concurrent publishes against a limit of 5: 5 succeed", N_THREADS);
-	IS_INT(n_limit, N_THREADS - 5, "the others get -EMLINK");
-	IS_INT(devnames_count(c, "node-limit"), 5, "the node holds 5 names");
+	is_int(n_ok, 5, "%d concurrent publishes against a limit of 5: 5 succeed", N_THREADS);
+	is_int(n_limit, N_THREADS - 5, "the others get -EMLINK");
+	is_int(devnames_count(c, "node-limit"), 5, "the node holds 5 names");
 
 	return tap_done();
 }

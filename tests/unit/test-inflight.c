@@ -8,19 +8,6 @@
 #include "inflight.h"
 #include "tap.h"
 
-/* tap.h's is_int() and is_str() evaluate their first argument more than once: evaluate it
- * once here, so a call with side effects runs once. */
-#define IS_INT(got, want, ...)                     \
-	do {                                       \
-		long long got_ = (long long)(got); \
-		is_int(got_, want, __VA_ARGS__);   \
-	} while (0)
-#define IS_STR(got, want, ...)                   \
-	do {                                     \
-		const char *got_ = (got);        \
-		is_str(got_, want, __VA_ARGS__); \
-	} while (0)
-
 #define N_THREADS 16
 #define N_ROUNDS 20000
 
@@ -82,34 +69,34 @@ int main(void)
 	_cleanup_(inflight_freep) Inflight *in = inflight_new();
 	char key[64];
 
-	IS_INT(inflight_begin(in, "create:pvc-1"), 0, "first begin holds the key");
-	IS_INT(inflight_begin(in, "create:pvc-1"), -EBUSY, "second begin of the same key: -EBUSY");
-	IS_INT(inflight_begin(in, "create:pvc-2"), 0, "another key is independent");
-	IS_INT(inflight_begin(in, "create:PVC-1"), 0, "keys are case-sensitive (CSI names are)");
-	IS_INT(inflight_count(in), 3, "three keys held");
+	is_int(inflight_begin(in, "create:pvc-1"), 0, "first begin holds the key");
+	is_int(inflight_begin(in, "create:pvc-1"), -EBUSY, "second begin of the same key: -EBUSY");
+	is_int(inflight_begin(in, "create:pvc-2"), 0, "another key is independent");
+	is_int(inflight_begin(in, "create:PVC-1"), 0, "keys are case-sensitive (CSI names are)");
+	is_int(inflight_count(in), 3, "three keys held");
 	inflight_end(in, "create:pvc-1");
-	IS_INT(inflight_begin(in, "create:pvc-1"), 0, "after end the key can be taken again");
+	is_int(inflight_begin(in, "create:pvc-1"), 0, "after end the key can be taken again");
 	inflight_end(in, "create:never-held");
-	IS_INT(inflight_count(in), 3, "ending a key nobody holds changes nothing");
+	is_int(inflight_count(in), 3, "ending a key nobody holds changes nothing");
 	inflight_end(in, "create:pvc-1");
 	inflight_end(in, "create:pvc-2");
 	inflight_end(in, "create:PVC-1");
-	IS_INT(inflight_count(in), 0, "all ended");
+	is_int(inflight_count(in), 0, "all ended");
 
-	IS_INT(hold_in_scope(in, "snap:s1"), -EBUSY, "a hold refuses a second call while in scope");
-	IS_INT(inflight_count(in), 0, "the hold ended when it left scope");
-	IS_INT(inflight_begin(in, "snap:s1"), 0, "and the key is free again");
+	is_int(hold_in_scope(in, "snap:s1"), -EBUSY, "a hold refuses a second call while in scope");
+	is_int(inflight_count(in), 0, "the hold ended when it left scope");
+	is_int(inflight_begin(in, "snap:s1"), 0, "and the key is free again");
 	inflight_end(in, "snap:s1");
 
 	InflightHold *h = NULL;
-	IS_INT(inflight_holdf(in, &h, "pub:%s:%s", "vol-1", "node-a"), 0, "holdf builds the key");
-	IS_INT(inflight_begin(in, "pub:vol-1:node-a"), -EBUSY, "the formatted key is held");
+	is_int(inflight_holdf(in, &h, "pub:%s:%s", "vol-1", "node-a"), 0, "holdf builds the key");
+	is_int(inflight_begin(in, "pub:vol-1:node-a"), -EBUSY, "the formatted key is held");
 	InflightHold *h2 = NULL;
-	IS_INT(inflight_hold(in, "pub:vol-1:node-a", &h2), -EBUSY, "a second hold is refused");
+	is_int(inflight_hold(in, "pub:vol-1:node-a", &h2), -EBUSY, "a second hold is refused");
 	ok(h2 == NULL, "a refused hold leaves its output alone");
 	h = inflight_release(h);
 	ok(h == NULL, "release returns NULL");
-	IS_INT(inflight_count(in), 0, "released");
+	is_int(inflight_count(in), 0, "released");
 	ok(inflight_release(NULL) == NULL, "releasing NULL is a no-op");
 
 	/* many keys: the table grows and still finds every one */
@@ -118,19 +105,19 @@ int main(void)
 		snprintf(key, sizeof(key), "vol:vol-%016x", i);
 		fails += inflight_begin(in, key) != 0;
 	}
-	IS_INT(fails, 0, "10000 distinct keys all held");
-	IS_INT(inflight_count(in), 10000, "count is 10000");
+	is_int(fails, 0, "10000 distinct keys all held");
+	is_int(inflight_count(in), 10000, "count is 10000");
 	int busy = 0;
 	for (int i = 0; i < 10000; i++) {
 		snprintf(key, sizeof(key), "vol:vol-%016x", i);
 		busy += inflight_begin(in, key) == -EBUSY;
 	}
-	IS_INT(busy, 10000, "each of them refused a second time");
+	is_int(busy, 10000, "each of them refused a second time");
 	for (int i = 0; i < 10000; i++) {
 		snprintf(key, sizeof(key), "vol:vol-%016x", i);
 		inflight_end(in, key);
 	}
-	IS_INT(inflight_count(in), 0, "all 10000 ended");
+	is_int(inflight_count(in), 0, "all 10000 ended");
 
 	/* threads */
 	shared = in;
@@ -139,11 +126,11 @@ int main(void)
 		pthread_create(&th[t], NULL, race_one_key, NULL);
 	for (int t = 0; t < N_THREADS; t++)
 		pthread_join(th[t], NULL);
-	IS_INT(atomic_load(&max_inside), 1, "one key is never held by two threads at once");
-	IS_INT(atomic_load(&n_held) + atomic_load(&n_busy), N_THREADS * N_ROUNDS,
+	is_int(atomic_load(&max_inside), 1, "one key is never held by two threads at once");
+	is_int(atomic_load(&n_held) + atomic_load(&n_busy), N_THREADS * N_ROUNDS,
 	       "every attempt either held the key or got -EBUSY");
 	ok(atomic_load(&n_held) > 0, "some attempts held the key (%d)", atomic_load(&n_held));
-	IS_INT(inflight_count(in), 0, "nothing left held after the race");
+	is_int(inflight_count(in), 0, "nothing left held after the race");
 
 	for (long t = 0; t < N_THREADS; t++)
 		pthread_create(&th[t], NULL, own_keys, (void *)t);
@@ -153,8 +140,8 @@ int main(void)
 		pthread_join(th[t], &ret);
 		total += (long)ret;
 	}
-	IS_INT(total, 0, "threads with distinct keys never get -EBUSY");
-	IS_INT(inflight_count(in), 0, "and end them all");
+	is_int(total, 0, "threads with distinct keys never get -EBUSY");
+	is_int(inflight_count(in), 0, "and end them all");
 
 	return tap_done();
 }

@@ -8,19 +8,6 @@
 #include "params.h"
 #include "tap.h"
 
-/* tap.h's is_int() and is_str() evaluate their first argument more than once: evaluate it
- * once here, so a call with side effects runs once. */
-#define IS_INT(got, want, ...)                     \
-	do {                                       \
-		long long got_ = (long long)(got); \
-		is_int(got_, want, __VA_ARGS__);   \
-	} while (0)
-#define IS_STR(got, want, ...)                   \
-	do {                                     \
-		const char *got_ = (got);        \
-		is_str(got_, want, __VA_ARGS__); \
-	} while (0)
-
 #define P(k, v) ((ParamKV){(char *)(k), (char *)(v)})
 #define GiB (UINT64_C(1) << 30)
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -60,21 +47,21 @@ static const char *kv_get(const ParamKV *kv, size_t n, const char *key)
 
 static void test_create(void)
 {
-	IS_INT(parse(NULL, 0, 1 * GiB), 0, "no parameters: success");
-	IS_STR(vp.type, "gp3", "default type gp3");
-	IS_INT(vp.iops, 3000, "gp3 default iops 3000");
-	IS_INT(vp.throughput, 125, "gp3 default throughput 125");
-	IS_STR(vp.fstype, "", "no fstype: the capability decides");
-	IS_INT(vp.n_tags, 0, "no tags");
+	is_int(parse(NULL, 0, 1 * GiB), 0, "no parameters: success");
+	is_str(vp.type, "gp3", "default type gp3");
+	is_int(vp.iops, 3000, "gp3 default iops 3000");
+	is_int(vp.throughput, 125, "gp3 default throughput 125");
+	is_str(vp.fstype, "", "no fstype: the capability decides");
+	is_int(vp.n_tags, 0, "no tags");
 
 	ParamKV ci[] = {P("TYPE", "io1"), P("Iops", "200")};
-	IS_INT(parse(ci, N(ci), 10 * GiB), 0, "keys are case-insensitive");
-	IS_STR(vp.type, "io1", "type io1");
-	IS_INT(vp.iops, 200, "iops 200");
-	IS_INT(vp.throughput, 0, "io1 has no throughput");
+	is_int(parse(ci, N(ci), 10 * GiB), 0, "keys are case-insensitive");
+	is_str(vp.type, "io1", "type io1");
+	is_int(vp.iops, 200, "iops 200");
+	is_int(vp.throughput, 0, "io1 has no throughput");
 
-	IS_INT(parse((ParamKV[]){P("foo", "bar")}, 1, GiB), -EINVAL, "unknown key: -EINVAL");
-	IS_STR(err,
+	is_int(parse((ParamKV[]){P("foo", "bar")}, 1, GiB), -EINVAL, "unknown key: -EINVAL");
+	is_str(err,
 	       "parameter 'foo' is not supported (known: type, iops, iopsPerGB, "
 	       "allowAutoIOPSPerGBIncrease, throughput, tagSpecification_N, "
 	       "csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "
@@ -83,195 +70,195 @@ static void test_create(void)
 	parse_error1("encrypted", "true", GiB);
 	ok(starts_with(err, "parameter 'encrypted' is not supported (known: "),
 	   "EBS keys volplug does not serve are refused: %s", err);
-	IS_STR(parse_error1("type", "gp4", GiB),
+	is_str(parse_error1("type", "gp4", GiB),
 	       "type: wanted one of gp3, gp2, io1, io2, sc1, st1, standard, got 'gp4'",
 	       "bad type: message");
-	IS_STR(parse_error1("type", "GP3", GiB),
+	is_str(parse_error1("type", "GP3", GiB),
 	       "type: wanted one of gp3, gp2, io1, io2, sc1, st1, standard, got 'GP3'",
 	       "type values are lower-case, as EC2 has them");
-	IS_STR(parse_error1("iops", "abc", GiB), "iops: wanted a positive integer, got 'abc'",
+	is_str(parse_error1("iops", "abc", GiB), "iops: wanted a positive integer, got 'abc'",
 	       "bad iops: message");
-	IS_STR(parse_error1("iops", "0", GiB), "iops: wanted a positive integer, got '0'",
+	is_str(parse_error1("iops", "0", GiB), "iops: wanted a positive integer, got '0'",
 	       "iops 0: message");
-	IS_STR(parse_error1("throughput", "-5", GiB),
+	is_str(parse_error1("throughput", "-5", GiB),
 	       "throughput: wanted a positive integer, got '-5'", "negative throughput: message");
-	IS_STR(parse_error1("allowAutoIOPSPerGBIncrease", "yes", GiB),
+	is_str(parse_error1("allowAutoIOPSPerGBIncrease", "yes", GiB),
 	       "allowAutoIOPSPerGBIncrease: wanted \"true\" or \"false\", got 'yes'",
 	       "bad boolean: message");
 
 	ParamKV gp2[] = {P("type", "gp2"), P("iops", "3000")};
-	IS_INT(parse(gp2, N(gp2), 10 * GiB), -EINVAL, "gp2 with iops: -EINVAL");
-	IS_STR(err, "iops: not accepted for type gp2 (only gp3, io1 and io2 take it)",
+	is_int(parse(gp2, N(gp2), 10 * GiB), -EINVAL, "gp2 with iops: -EINVAL");
+	is_str(err, "iops: not accepted for type gp2 (only gp3, io1 and io2 take it)",
 	       "gp2 with iops: message");
 	ParamKV sc1[] = {P("type", "sc1"), P("iopsPerGB", "3")};
-	IS_INT(parse(sc1, N(sc1), 500 * GiB), -EINVAL, "sc1 with iopsPerGB: -EINVAL");
-	IS_STR(err, "iopsPerGB: not accepted for type sc1 (only gp3, io1 and io2 take it)",
+	is_int(parse(sc1, N(sc1), 500 * GiB), -EINVAL, "sc1 with iopsPerGB: -EINVAL");
+	is_str(err, "iopsPerGB: not accepted for type sc1 (only gp3, io1 and io2 take it)",
 	       "sc1 with iopsPerGB: message");
 	ParamKV tpio1[] = {P("type", "io1"), P("iops", "500"), P("throughput", "250")};
-	IS_INT(parse(tpio1, N(tpio1), 10 * GiB), -EINVAL, "io1 with throughput: -EINVAL");
-	IS_STR(err, "throughput: not accepted for type io1 (only gp3 takes it)",
+	is_int(parse(tpio1, N(tpio1), 10 * GiB), -EINVAL, "io1 with throughput: -EINVAL");
+	is_str(err, "throughput: not accepted for type io1 (only gp3 takes it)",
 	       "io1 with throughput: message");
 	ParamKV tpst1[] = {P("type", "st1"), P("throughput", "250")};
-	IS_INT(parse(tpst1, N(tpst1), 500 * GiB), -EINVAL, "st1 with throughput: -EINVAL");
-	IS_STR(parse_error1("throughput", "2000", GiB),
+	is_int(parse(tpst1, N(tpst1), 500 * GiB), -EINVAL, "st1 with throughput: -EINVAL");
+	is_str(parse_error1("throughput", "2000", GiB),
 	       "throughput: wanted 125 to 1000 MiB/s for type gp3, got 2000",
 	       "gp3 throughput out of range: message");
-	IS_STR(parse_error1("throughput", "100", GiB),
+	is_str(parse_error1("throughput", "100", GiB),
 	       "throughput: wanted 125 to 1000 MiB/s for type gp3, got 100",
 	       "gp3 throughput below 125: message");
 	ParamKV tp[] = {P("throughput", "1000")};
-	IS_INT(parse(tp, 1, GiB), 0, "gp3 throughput 1000: success");
-	IS_INT(vp.throughput, 1000, "throughput 1000 recorded");
+	is_int(parse(tp, 1, GiB), 0, "gp3 throughput 1000: success");
+	is_int(vp.throughput, 1000, "throughput 1000 recorded");
 
 	/* IOPS as the EBS driver resolves them */
 	ParamKV cap1[] = {P("iops", "20000")};
-	IS_INT(parse(cap1, 1, 100 * GiB), 0, "gp3 iops above the maximum: success");
-	IS_INT(vp.iops, 16000, "capped to gp3's 16000");
+	is_int(parse(cap1, 1, 100 * GiB), 0, "gp3 iops above the maximum: success");
+	is_int(vp.iops, 16000, "capped to gp3's 16000");
 	ParamKV cap2[] = {P("iops", "10000")};
-	IS_INT(parse(cap2, 1, 10 * GiB), 0, "gp3 iops above 500 per GiB: success");
-	IS_INT(vp.iops, 5000, "capped to 500 x 10 GiB");
+	is_int(parse(cap2, 1, 10 * GiB), 0, "gp3 iops above 500 per GiB: success");
+	is_int(vp.iops, 5000, "capped to 500 x 10 GiB");
 	ParamKV cap3[] = {P("iops", "5000")};
-	IS_INT(parse(cap3, 1, 1 * GiB), 0, "gp3 iops on a 1 GiB volume: success");
-	IS_INT(vp.iops, 3000, "capped, but never below gp3's 3000 baseline");
+	is_int(parse(cap3, 1, 1 * GiB), 0, "gp3 iops on a 1 GiB volume: success");
+	is_int(vp.iops, 3000, "capped, but never below gp3's 3000 baseline");
 	ParamKV low[] = {P("iops", "1000")};
-	IS_INT(parse(low, 1, 10 * GiB), -EINVAL, "gp3 iops below 3000: -EINVAL");
-	IS_STR(err,
+	is_int(parse(low, 1, 10 * GiB), -EINVAL, "gp3 iops below 3000: -EINVAL");
+	is_str(err,
 	       "iops: 1000 is below the minimum of 3000 for type gp3 (set "
 	       "allowAutoIOPSPerGBIncrease to \"true\" to raise it)",
 	       "gp3 iops below the minimum: message");
 	ParamKV lowauto[] = {P("iops", "1000"), P("allowautoiopspergbincrease", "TRUE")};
-	IS_INT(parse(lowauto, N(lowauto), 10 * GiB), 0, "with allowAutoIOPSPerGBIncrease: success");
-	IS_INT(vp.iops, 3000, "raised to the minimum");
+	is_int(parse(lowauto, N(lowauto), 10 * GiB), 0, "with allowAutoIOPSPerGBIncrease: success");
+	is_int(vp.iops, 3000, "raised to the minimum");
 	ParamKV pergb[] = {P("type", "io1"), P("iopsPerGB", "10")};
-	IS_INT(parse(pergb, N(pergb), 20 * GiB), 0, "io1 iopsPerGB: success");
-	IS_INT(vp.iops, 200, "10 per GiB x 20 GiB = 200");
+	is_int(parse(pergb, N(pergb), 20 * GiB), 0, "io1 iopsPerGB: success");
+	is_int(vp.iops, 200, "10 per GiB x 20 GiB = 200");
 	ParamKV pergb_frac[] = {P("type", "io1"), P("iopsPerGB", "10")};
-	IS_INT(parse(pergb_frac, N(pergb_frac), 20 * GiB + 1), 0, "a size just over 20 GiB");
-	IS_INT(vp.iops, 210, "counts as 21 GiB, as EBS rounds sizes up");
+	is_int(parse(pergb_frac, N(pergb_frac), 20 * GiB + 1), 0, "a size just over 20 GiB");
+	is_int(vp.iops, 210, "counts as 21 GiB, as EBS rounds sizes up");
 	ParamKV pergb_low[] = {P("type", "io1"), P("iopsPerGB", "2")};
-	IS_INT(parse(pergb_low, N(pergb_low), 10 * GiB), -EINVAL, "io1 iopsPerGB too low: -EINVAL");
-	IS_STR(err,
+	is_int(parse(pergb_low, N(pergb_low), 10 * GiB), -EINVAL, "io1 iopsPerGB too low: -EINVAL");
+	is_str(err,
 	       "iopsPerGB: 2 x 10 GiB = 20 IOPS is below the minimum of 100 for type io1 (set "
 	       "allowAutoIOPSPerGBIncrease to \"true\" to raise it)",
 	       "iopsPerGB too low: message");
 	ParamKV pergb_auto[] = {P("type", "io1"), P("iopsPerGB", "2"),
 				P("allowAutoIOPSPerGBIncrease", "true")};
-	IS_INT(parse(pergb_auto, N(pergb_auto), 10 * GiB), 0, "with auto increase: success");
-	IS_INT(vp.iops, 100, "raised to io1's 100");
+	is_int(parse(pergb_auto, N(pergb_auto), 10 * GiB), 0, "with auto increase: success");
+	is_int(vp.iops, 100, "raised to io1's 100");
 	ParamKV io1cap[] = {P("type", "io1"), P("iops", "1000")};
-	IS_INT(parse(io1cap, N(io1cap), 10 * GiB), 0, "io1 above 50 per GiB: success");
-	IS_INT(vp.iops, 500, "capped to 50 x 10 GiB");
+	is_int(parse(io1cap, N(io1cap), 10 * GiB), 0, "io1 above 50 per GiB: success");
+	is_int(vp.iops, 500, "capped to 50 x 10 GiB");
 	ParamKV io2pergb[] = {P("type", "io2"), P("iopsPerGB", "2000")};
-	IS_INT(parse(io2pergb, N(io2pergb), 100 * GiB), 0, "io2 iopsPerGB above 1000: success");
-	IS_INT(vp.iops, 100000, "capped to 1000 x 100 GiB");
+	is_int(parse(io2pergb, N(io2pergb), 100 * GiB), 0, "io2 iopsPerGB above 1000: success");
+	is_int(vp.iops, 100000, "capped to 1000 x 100 GiB");
 	ParamKV io2max[] = {P("type", "io2"), P("iops", "300000")};
-	IS_INT(parse(io2max, N(io2max), 1000 * GiB), 0, "io2 above 256000: success");
-	IS_INT(vp.iops, 256000, "capped to io2's 256000");
+	is_int(parse(io2max, N(io2max), 1000 * GiB), 0, "io2 above 256000: success");
+	is_int(vp.iops, 256000, "capped to io2's 256000");
 	ParamKV both[] = {P("iops", "4000"), P("iopsPerGB", "10")};
-	IS_INT(parse(both, N(both), 10 * GiB), -EINVAL, "iops with iopsPerGB: -EINVAL");
-	IS_STR(err, "iops: cannot be combined with iopsPerGB (set one of them)",
+	is_int(parse(both, N(both), 10 * GiB), -EINVAL, "iops with iopsPerGB: -EINVAL");
+	is_str(err, "iops: cannot be combined with iopsPerGB (set one of them)",
 	       "iops with iopsPerGB: message");
 	ParamKV io1none[] = {P("type", "io1")};
-	IS_INT(parse(io1none, 1, 10 * GiB), -EINVAL, "io1 without iops: -EINVAL");
-	IS_STR(err, "iops: required for type io1 (set iops or iopsPerGB)",
+	is_int(parse(io1none, 1, 10 * GiB), -EINVAL, "io1 without iops: -EINVAL");
+	is_str(err, "iops: required for type io1 (set iops or iopsPerGB)",
 	       "io1 without iops: message");
 	ParamKV gp2ok[] = {P("type", "gp2")};
-	IS_INT(parse(gp2ok, 1, 10 * GiB), 0, "gp2: success");
-	IS_INT(vp.iops + vp.throughput, 0, "gp2 provisions neither iops nor throughput");
+	is_int(parse(gp2ok, 1, 10 * GiB), 0, "gp2: success");
+	is_int(vp.iops + vp.throughput, 0, "gp2 provisions neither iops nor throughput");
 
 	/* size limits, only when the request names a type */
 	ParamKV st1[] = {P("type", "st1")};
-	IS_INT(parse(st1, 1, 1 * GiB), -EINVAL, "st1 of 1 GiB: -EINVAL");
-	IS_STR(err, "type: st1 wants a volume of 125 GiB to 16 TiB, got 1 GiB",
+	is_int(parse(st1, 1, 1 * GiB), -EINVAL, "st1 of 1 GiB: -EINVAL");
+	is_str(err, "type: st1 wants a volume of 125 GiB to 16 TiB, got 1 GiB",
 	       "st1 size: message");
-	IS_INT(parse(st1, 1, 125 * GiB), 0, "st1 of 125 GiB: success");
+	is_int(parse(st1, 1, 125 * GiB), 0, "st1 of 125 GiB: success");
 	ParamKV io2[] = {P("type", "io2"), P("iops", "100")};
-	IS_INT(parse(io2, N(io2), 1 * GiB), -EINVAL, "io2 of 1 GiB: -EINVAL");
-	IS_STR(err, "type: io2 wants a volume of 4 GiB to 64 TiB, got 1 GiB", "io2 size: message");
-	IS_INT(parse(io2, N(io2), 3 * GiB + GiB / 2), 0, "io2 of 3.5 GiB counts as 4 GiB: success");
-	IS_INT(parse(io2, N(io2), 64 * 1024 * GiB), 0, "io2 of 64 TiB: success");
+	is_int(parse(io2, N(io2), 1 * GiB), -EINVAL, "io2 of 1 GiB: -EINVAL");
+	is_str(err, "type: io2 wants a volume of 4 GiB to 64 TiB, got 1 GiB", "io2 size: message");
+	is_int(parse(io2, N(io2), 3 * GiB + GiB / 2), 0, "io2 of 3.5 GiB counts as 4 GiB: success");
+	is_int(parse(io2, N(io2), 64 * 1024 * GiB), 0, "io2 of 64 TiB: success");
 	ParamKV gp3[] = {P("type", "gp3")};
-	IS_INT(parse(gp3, 1, 20 * 1024 * GiB), -EINVAL, "gp3 named, 20 TiB: -EINVAL");
-	IS_STR(err, "type: gp3 wants a volume of 1 GiB to 16 TiB, got 20 TiB", "gp3 size: message");
-	IS_INT(parse(NULL, 0, 20 * 1024 * GiB), 0, "default type, 20 TiB: no size limit");
-	IS_INT(parse(NULL, 0, 16 << 20), 0, "default type, 16 MiB: no size limit");
+	is_int(parse(gp3, 1, 20 * 1024 * GiB), -EINVAL, "gp3 named, 20 TiB: -EINVAL");
+	is_str(err, "type: gp3 wants a volume of 1 GiB to 16 TiB, got 20 TiB", "gp3 size: message");
+	is_int(parse(NULL, 0, 20 * 1024 * GiB), 0, "default type, 20 TiB: no size limit");
+	is_int(parse(NULL, 0, 16 << 20), 0, "default type, 16 MiB: no size limit");
 	ParamKV standard[] = {P("type", "standard")};
-	IS_INT(parse(standard, 1, 2048 * GiB), -EINVAL, "standard of 2 TiB: -EINVAL");
-	IS_STR(err, "type: standard wants a volume of 1 GiB to 1 TiB, got 2 TiB",
+	is_int(parse(standard, 1, 2048 * GiB), -EINVAL, "standard of 2 TiB: -EINVAL");
+	is_str(err, "type: standard wants a volume of 1 GiB to 1 TiB, got 2 TiB",
 	       "standard size: message");
 
 	/* passed through by external-provisioner, ignored */
 	ParamKV ign[] = {P("csi.storage.k8s.io/pv/name", "pvc-1234"),
 			 P("csi.storage.k8s.io/pvc/name", "data"),
 			 P("CSI.Storage.K8s.io/pvc/namespace", "default"), P("fstype", "ext3")};
-	IS_INT(parse(ign, N(ign), GiB), 0, "external-provisioner's keys are ignored");
-	IS_STR(vp.fstype, "", "the deprecated fstype key sets nothing");
+	is_int(parse(ign, N(ign), GiB), 0, "external-provisioner's keys are ignored");
+	is_str(vp.fstype, "", "the deprecated fstype key sets nothing");
 
 	ParamKV dup[] = {P("iops", "4000"), P("IOPS", "4000")};
-	IS_INT(parse(dup, N(dup), 10 * GiB), -EINVAL, "one key twice: -EINVAL");
-	IS_STR(err, "IOPS: given more than once (also as 'iops')", "one key twice: message");
+	is_int(parse(dup, N(dup), 10 * GiB), -EINVAL, "one key twice: -EINVAL");
+	is_str(err, "IOPS: given more than once (also as 'iops')", "one key twice: message");
 }
 
 static void test_fs(void)
 {
 	ParamKV xfs[] = {P("csi.storage.k8s.io/fstype", "xfs"), P("blockSize", "4k"),
 			 P("inodeSize", "512"), P("fsGroupChangePolicy", "onrootmismatch")};
-	IS_INT(parse(xfs, N(xfs), GiB), 0, "xfs with block and inode size: success");
-	IS_STR(vp.fstype, "xfs", "fstype xfs");
-	IS_INT(vp.block_size, 4096, "blockSize 4k is 4096");
-	IS_INT(vp.inode_size, 512, "inodeSize 512");
-	IS_INT(vp.fs_group_change_policy, FS_GROUP_CHANGE_POLICY_ON_ROOT_MISMATCH,
+	is_int(parse(xfs, N(xfs), GiB), 0, "xfs with block and inode size: success");
+	is_str(vp.fstype, "xfs", "fstype xfs");
+	is_int(vp.block_size, 4096, "blockSize 4k is 4096");
+	is_int(vp.inode_size, 512, "inodeSize 512");
+	is_int(vp.fs_group_change_policy, FS_GROUP_CHANGE_POLICY_ON_ROOT_MISMATCH,
 	       "fsGroupChangePolicy OnRootMismatch, case-insensitive");
 
-	IS_STR(parse_error1("csi.storage.k8s.io/fstype", "ntfs", GiB),
+	is_str(parse_error1("csi.storage.k8s.io/fstype", "ntfs", GiB),
 	       "csi.storage.k8s.io/fstype: wanted one of ext2, ext3, ext4, xfs, got 'ntfs'",
 	       "bad fstype: message");
-	IS_STR(parse_error1("blockSize", "3000", GiB),
+	is_str(parse_error1("blockSize", "3000", GiB),
 	       "blockSize: wanted a power of two from 512 to 65536 bytes, got '3000'",
 	       "blockSize not a power of two: message");
 	ParamKV bs512[] = {P("blockSize", "512")};
-	IS_INT(parse(bs512, 1, GiB), 0, "blockSize 512 without fstype: the capability decides");
-	IS_INT(volume_params_check_capability(&vp, false, "xfs", NULL), 0,
+	is_int(parse(bs512, 1, GiB), 0, "blockSize 512 without fstype: the capability decides");
+	is_int(volume_params_check_capability(&vp, false, "xfs", NULL), 0,
 	       "blockSize 512 with an xfs capability: success");
-	IS_INT(volume_params_check_capability(&vp, false, "", &err), -EINVAL,
+	is_int(volume_params_check_capability(&vp, false, "", &err), -EINVAL,
 	       "blockSize 512 with the default ext4: -EINVAL");
-	IS_STR(err, "blockSize: wanted 1024 to 65536 bytes with fstype ext4, got 512",
+	is_str(err, "blockSize: wanted 1024 to 65536 bytes with fstype ext4, got 512",
 	       "blockSize 512 with ext4: message");
 	ParamKV bs512e[] = {P("csi.storage.k8s.io/fstype", "ext3"), P("blockSize", "512")};
-	IS_INT(parse(bs512e, N(bs512e), GiB), -EINVAL, "blockSize 512 with fstype ext3: -EINVAL");
-	IS_STR(err, "blockSize: wanted 1024 to 65536 bytes with fstype ext3, got 512",
+	is_int(parse(bs512e, N(bs512e), GiB), -EINVAL, "blockSize 512 with fstype ext3: -EINVAL");
+	is_str(err, "blockSize: wanted 1024 to 65536 bytes with fstype ext3, got 512",
 	       "checked at parse when the fstype parameter is given");
-	IS_STR(parse_error1("bytesPerInode", "512", GiB),
+	is_str(parse_error1("bytesPerInode", "512", GiB),
 	       "bytesPerInode: wanted a byte count from 1024 to 67108864, got '512'",
 	       "bytesPerInode too small: message");
-	IS_STR(parse_error1("numberOfInodes", "lots", GiB),
+	is_str(parse_error1("numberOfInodes", "lots", GiB),
 	       "numberOfInodes: wanted a positive integer, got 'lots'",
 	       "bad numberOfInodes: message");
-	IS_STR(parse_error1("ext4ClusterSize", "65536", GiB),
+	is_str(parse_error1("ext4ClusterSize", "65536", GiB),
 	       "ext4ClusterSize: needs ext4BigAlloc set to \"true\"",
 	       "cluster size without bigalloc: message");
-	IS_STR(parse_error1("fsGroupChangePolicy", "Never", GiB),
+	is_str(parse_error1("fsGroupChangePolicy", "Never", GiB),
 	       "fsGroupChangePolicy: wanted Always or OnRootMismatch, got 'Never'",
 	       "bad fsGroupChangePolicy: message");
 
 	ParamKV xfs_big[] = {P("csi.storage.k8s.io/fstype", "xfs"), P("ext4BigAlloc", "true")};
-	IS_INT(parse(xfs_big, N(xfs_big), GiB), -EINVAL, "bigalloc with xfs: -EINVAL");
-	IS_STR(err, "ext4BigAlloc: not accepted with fstype xfs", "bigalloc with xfs: message");
+	is_int(parse(xfs_big, N(xfs_big), GiB), -EINVAL, "bigalloc with xfs: -EINVAL");
+	is_str(err, "ext4BigAlloc: not accepted with fstype xfs", "bigalloc with xfs: message");
 	ParamKV xfs_bpi[] = {P("csi.storage.k8s.io/fstype", "xfs"), P("bytesPerInode", "16384")};
-	IS_INT(parse(xfs_bpi, N(xfs_bpi), GiB), -EINVAL, "bytesPerInode with xfs: -EINVAL");
-	IS_STR(err, "bytesPerInode: not accepted with fstype xfs",
+	is_int(parse(xfs_bpi, N(xfs_bpi), GiB), -EINVAL, "bytesPerInode with xfs: -EINVAL");
+	is_str(err, "bytesPerInode: not accepted with fstype xfs",
 	       "bytesPerInode with xfs: message");
 	ParamKV xfs_inode[] = {P("csi.storage.k8s.io/fstype", "xfs"), P("inodeSize", "256")};
-	IS_INT(parse(xfs_inode, N(xfs_inode), GiB), -EINVAL, "xfs inodeSize 256: -EINVAL");
-	IS_STR(err, "inodeSize: wanted 512 to 2048 bytes with fstype xfs, got 256",
+	is_int(parse(xfs_inode, N(xfs_inode), GiB), -EINVAL, "xfs inodeSize 256: -EINVAL");
+	is_str(err, "inodeSize: wanted 512 to 2048 bytes with fstype xfs, got 256",
 	       "xfs inodeSize: message");
 	ParamKV ext3_big[] = {P("csi.storage.k8s.io/fstype", "ext3"), P("ext4BigAlloc", "true")};
-	IS_INT(parse(ext3_big, N(ext3_big), GiB), -EINVAL, "bigalloc with ext3: -EINVAL");
-	IS_STR(err, "ext4BigAlloc: not accepted with fstype ext3", "bigalloc with ext3: message");
+	is_int(parse(ext3_big, N(ext3_big), GiB), -EINVAL, "bigalloc with ext3: -EINVAL");
+	is_str(err, "ext4BigAlloc: not accepted with fstype ext3", "bigalloc with ext3: message");
 	ParamKV ext4_inode[] = {P("csi.storage.k8s.io/fstype", "ext4"), P("blockSize", "1024"),
 				P("inodeSize", "2048")};
-	IS_INT(parse(ext4_inode, N(ext4_inode), GiB), -EINVAL, "ext4 inode above block: -EINVAL");
-	IS_STR(err, "inodeSize: wanted at most the block size (1024) with fstype ext4, got 2048",
+	is_int(parse(ext4_inode, N(ext4_inode), GiB), -EINVAL, "ext4 inode above block: -EINVAL");
+	is_str(err, "inodeSize: wanted at most the block size (1024) with fstype ext4, got 2048",
 	       "ext4 inode above block: message");
 
 	ParamKV ext4[] = {P("csi.storage.k8s.io/fstype", "ext4"),
@@ -281,40 +268,40 @@ static void test_fs(void)
 			  P("numberOfInodes", "100000"),
 			  P("ext4BigAlloc", "true"),
 			  P("ext4ClusterSize", "64K")};
-	IS_INT(parse(ext4, N(ext4), GiB), 0, "every ext4 option: success");
-	IS_INT(vp.bytes_per_inode, 16384, "bytesPerInode");
-	IS_INT(vp.number_of_inodes, 100000, "numberOfInodes");
+	is_int(parse(ext4, N(ext4), GiB), 0, "every ext4 option: success");
+	is_int(vp.bytes_per_inode, 16384, "bytesPerInode");
+	is_int(vp.number_of_inodes, 100000, "numberOfInodes");
 	ok(vp.ext4_bigalloc, "bigalloc");
-	IS_INT(vp.ext4_cluster_size, 65536, "cluster size 64K");
+	is_int(vp.ext4_cluster_size, 65536, "cluster size 64K");
 
 	/* against the volume capability */
-	IS_INT(volume_params_check_capability(&vp, false, "ext4", &err), 0,
+	is_int(volume_params_check_capability(&vp, false, "ext4", &err), 0,
 	       "ext4 options with an ext4 mount: success");
 	free(err);
 	err = NULL;
-	IS_INT(volume_params_check_capability(&vp, true, "", &err), -EINVAL,
+	is_int(volume_params_check_capability(&vp, true, "", &err), -EINVAL,
 	       "mkfs options with a block volume: -EINVAL");
-	IS_STR(err, "blockSize: not accepted for a block volume", "block volume: message");
+	is_str(err, "blockSize: not accepted for a block volume", "block volume: message");
 	free(err);
 	err = NULL;
-	IS_INT(volume_params_check_capability(&vp, false, "xfs", &err), -EINVAL,
+	is_int(volume_params_check_capability(&vp, false, "xfs", &err), -EINVAL,
 	       "fstype parameter against another capability fs_type: -EINVAL");
-	IS_STR(err,
+	is_str(err,
 	       "csi.storage.k8s.io/fstype: 'ext4' differs from the volume capability's fs_type "
 	       "'xfs'",
 	       "fstype mismatch: message");
 	ParamKV bpi[] = {P("bytesPerInode", "16384")};
 	parse(bpi, 1, GiB);
-	IS_INT(volume_params_check_capability(&vp, false, "xfs", &err), -EINVAL,
+	is_int(volume_params_check_capability(&vp, false, "xfs", &err), -EINVAL,
 	       "bytesPerInode with an xfs capability: -EINVAL");
-	IS_STR(err, "bytesPerInode: not accepted with fstype xfs",
+	is_str(err, "bytesPerInode: not accepted with fstype xfs",
 	       "checked against the capability");
 	free(err);
 	err = NULL;
-	IS_INT(volume_params_check_capability(&vp, false, "", &err), 0,
+	is_int(volume_params_check_capability(&vp, false, "", &err), 0,
 	       "no fstype anywhere: ext4, success");
 	parse(NULL, 0, GiB);
-	IS_INT(volume_params_check_capability(&vp, true, "", &err), 0,
+	is_int(volume_params_check_capability(&vp, true, "", &err), 0,
 	       "no options with a block volume: success");
 }
 
@@ -322,34 +309,34 @@ static void test_tags(void)
 {
 	ParamKV tags[] = {P("tagSpecification_2", "team=db=primary"),
 			  P("TagSpecification_1", "env=prod"), P("tagSpecification_3", "empty=")};
-	IS_INT(parse(tags, N(tags), GiB), 0, "tags: success");
-	IS_INT(vp.n_tags, 3, "three tags");
-	IS_STR(vp.tags[0].key, "empty", "sorted by key: empty");
-	IS_STR(vp.tags[0].value, "", "an empty value is allowed");
-	IS_STR(vp.tags[1].key, "env", "env");
-	IS_STR(vp.tags[2].key, "team", "team");
-	IS_STR(vp.tags[2].value, "db=primary", "the value keeps later '='");
+	is_int(parse(tags, N(tags), GiB), 0, "tags: success");
+	is_int(vp.n_tags, 3, "three tags");
+	is_str(vp.tags[0].key, "empty", "sorted by key: empty");
+	is_str(vp.tags[0].value, "", "an empty value is allowed");
+	is_str(vp.tags[1].key, "env", "env");
+	is_str(vp.tags[2].key, "team", "team");
+	is_str(vp.tags[2].value, "db=primary", "the value keeps later '='");
 
-	IS_STR(parse_error1("tagSpecification_1", "noequals", GiB),
+	is_str(parse_error1("tagSpecification_1", "noequals", GiB),
 	       "tagSpecification_1: wanted 'key=value', got 'noequals'",
 	       "tag without '=': message");
-	IS_STR(parse_error1("tagSpecification_1", "=v", GiB),
+	is_str(parse_error1("tagSpecification_1", "=v", GiB),
 	       "tagSpecification_1: wanted 'key=value', got '=v'", "tag without key: message");
-	IS_STR(parse_error1("tagSpecification_1", "aws:owner=me", GiB),
+	is_str(parse_error1("tagSpecification_1", "aws:owner=me", GiB),
 	       "tagSpecification_1: tag keys starting with 'aws:' are reserved",
 	       "aws: prefix: message");
 	parse_error1("tagSpecification_x", "a=b", GiB);
 	ok(starts_with(err, "parameter 'tagSpecification_x' is not supported"),
 	   "tagSpecification_ without a number is an unknown key");
 	ParamKV clash[] = {P("tagSpecification_1", "env=prod"), P("tagSpecification_2", "env=dev")};
-	IS_INT(parse(clash, N(clash), GiB), -EINVAL, "one tag key with two values: -EINVAL");
-	IS_STR(err,
+	is_int(parse(clash, N(clash), GiB), -EINVAL, "one tag key with two values: -EINVAL");
+	is_str(err,
 	       "tagSpecification_2: tag 'env' is already set to 'prod' by another "
 	       "tagSpecification_N",
 	       "tag clash: message");
 	ParamKV same_n[] = {P("tagSpecification_1", "a=1"), P("tagSpecification_01", "b=2")};
-	IS_INT(parse(same_n, N(same_n), GiB), -EINVAL, "one N twice: -EINVAL");
-	IS_STR(err, "tagSpecification_01: given more than once", "one N twice: message");
+	is_int(parse(same_n, N(same_n), GiB), -EINVAL, "one N twice: -EINVAL");
+	is_str(err, "tagSpecification_01: given more than once", "one N twice: message");
 
 	ParamKV many[51];
 	char keys[51][32], values[51][32];
@@ -358,9 +345,9 @@ static void test_tags(void)
 		snprintf(values[i], sizeof(values[i]), "k%d=v", i);
 		many[i] = P(keys[i], values[i]);
 	}
-	IS_INT(parse(many, 50, GiB), 0, "50 tags: success");
-	IS_INT(parse(many, 51, GiB), -EINVAL, "51 tags: -EINVAL");
-	IS_STR(err, "tagSpecification_N: wanted at most 50 tags, got 51", "51 tags: message");
+	is_int(parse(many, 50, GiB), 0, "50 tags: success");
+	is_int(parse(many, 51, GiB), -EINVAL, "51 tags: -EINVAL");
+	is_str(err, "tagSpecification_N: wanted at most 50 tags, got 51", "51 tags: message");
 }
 
 static void test_serialise(void)
@@ -375,51 +362,51 @@ static void test_serialise(void)
 			P("fsGroupChangePolicy", "Always"),
 			P("tagSpecification_7", "b=2"),
 			P("tagSpecification_3", "a=1")};
-	IS_INT(parse(in, N(in), 10 * GiB), 0, "parameters for serialising");
+	is_int(parse(in, N(in), 10 * GiB), 0, "parameters for serialising");
 
 	ParamKV *kv = NULL;
 	size_t n = 0;
-	IS_INT(volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &kv, &n), 0, "serialise all");
-	IS_INT(n, 10, "ten keys");
-	IS_STR(kv[0].key, "type", "type first");
-	IS_STR(kv_get(kv, n, "type"), "gp3", "type");
-	IS_STR(kv_get(kv, n, "iops"), "4000", "iops");
-	IS_STR(kv_get(kv, n, "throughput"), "250", "throughput");
-	IS_STR(kv_get(kv, n, "csi.storage.k8s.io/fstype"), "ext4", "fstype");
-	IS_STR(kv_get(kv, n, "blockSize"), "4096", "blockSize");
-	IS_STR(kv_get(kv, n, "ext4BigAlloc"), "true", "ext4BigAlloc");
-	IS_STR(kv_get(kv, n, "ext4ClusterSize"), "16384", "ext4ClusterSize");
-	IS_STR(kv_get(kv, n, "fsGroupChangePolicy"), "Always", "fsGroupChangePolicy");
-	IS_STR(kv_get(kv, n, "tagSpecification_1"), "a=1", "tags renumbered in key order: 1");
-	IS_STR(kv_get(kv, n, "tagSpecification_2"), "b=2", "tags renumbered in key order: 2");
+	is_int(volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &kv, &n), 0, "serialise all");
+	is_int(n, 10, "ten keys");
+	is_str(kv[0].key, "type", "type first");
+	is_str(kv_get(kv, n, "type"), "gp3", "type");
+	is_str(kv_get(kv, n, "iops"), "4000", "iops");
+	is_str(kv_get(kv, n, "throughput"), "250", "throughput");
+	is_str(kv_get(kv, n, "csi.storage.k8s.io/fstype"), "ext4", "fstype");
+	is_str(kv_get(kv, n, "blockSize"), "4096", "blockSize");
+	is_str(kv_get(kv, n, "ext4BigAlloc"), "true", "ext4BigAlloc");
+	is_str(kv_get(kv, n, "ext4ClusterSize"), "16384", "ext4ClusterSize");
+	is_str(kv_get(kv, n, "fsGroupChangePolicy"), "Always", "fsGroupChangePolicy");
+	is_str(kv_get(kv, n, "tagSpecification_1"), "a=1", "tags renumbered in key order: 1");
+	is_str(kv_get(kv, n, "tagSpecification_2"), "b=2", "tags renumbered in key order: 2");
 
 	VolumeParams back = {};
 	_cleanup_free_ char *e = NULL;
-	IS_INT(volume_params_load(kv, n, &back, &e), 0, "load what was serialised");
+	is_int(volume_params_load(kv, n, &back, &e), 0, "load what was serialised");
 	ok(volume_params_equal(&vp, &back), "the round trip gives equal parameters");
 	back.iops = 5000;
 	ok(!volume_params_equal(&vp, &back), "different iops are not equal");
 	volume_params_done(&back);
 	param_kv_free_many(kv, n);
 
-	IS_INT(volume_params_to_kv(&vp, VOLUME_PARAMS_NODE, &kv, &n), 0, "serialise for the node");
-	IS_INT(n, 5, "five keys for the node");
+	is_int(volume_params_to_kv(&vp, VOLUME_PARAMS_NODE, &kv, &n), 0, "serialise for the node");
+	is_int(n, 5, "five keys for the node");
 	ok(!kv_get(kv, n, "type") && !kv_get(kv, n, "iops") && !kv_get(kv, n, "tagSpecification_1"),
 	   "no type, iops or tags in the volume context");
-	IS_STR(kv_get(kv, n, "csi.storage.k8s.io/fstype"), "ext4", "the node gets the fstype");
-	IS_STR(kv_get(kv, n, "fsGroupChangePolicy"), "Always", "and the ownership policy");
+	is_str(kv_get(kv, n, "csi.storage.k8s.io/fstype"), "ext4", "the node gets the fstype");
+	is_str(kv_get(kv, n, "fsGroupChangePolicy"), "Always", "and the ownership policy");
 	param_kv_free_many(kv, n);
 
 	/* a small volume made with defaults loads back without size rules */
 	parse(NULL, 0, 16 << 20);
 	volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &kv, &n);
-	IS_INT(volume_params_load(kv, n, &back, NULL), 0, "load a 16 MiB default volume");
+	is_int(volume_params_load(kv, n, &back, NULL), 0, "load a 16 MiB default volume");
 	ok(volume_params_equal(&vp, &back), "equal");
 	volume_params_done(&back);
 	param_kv_free_many(kv, n);
 
 	ParamKV bad[] = {P("type", "gp9")};
-	IS_INT(volume_params_load(bad, 1, &back, NULL), -EINVAL, "damaged metadata: -EINVAL");
+	is_int(volume_params_load(bad, 1, &back, NULL), -EINVAL, "damaged metadata: -EINVAL");
 }
 
 static int modify(const VolumeParams *cur, uint64_t size, const ParamKV *kv, size_t n)
@@ -434,17 +421,17 @@ static void test_modify(void)
 {
 	_cleanup_free_ char *e = NULL;
 	ParamKV foo[] = {P("type", "gp2"), P("foo", "1")};
-	IS_INT(volume_params_check_mutable(foo, N(foo), &e), -EINVAL,
+	is_int(volume_params_check_mutable(foo, N(foo), &e), -EINVAL,
 	       "unknown mutable key: -EINVAL");
-	IS_STR(e,
+	is_str(e,
 	       "parameter 'foo' cannot be modified (mutable: type, iops, throughput, "
 	       "tagSpecification_N)",
 	       "unknown mutable key: message");
 	free(e);
 	e = NULL;
 	ParamKV bs[] = {P("blockSize", "4096")};
-	IS_INT(volume_params_check_mutable(bs, 1, &e), -EINVAL, "blockSize is not mutable");
-	IS_STR(e,
+	is_int(volume_params_check_mutable(bs, 1, &e), -EINVAL, "blockSize is not mutable");
+	is_str(e,
 	       "parameter 'blockSize' cannot be modified (mutable: type, iops, throughput, "
 	       "tagSpecification_N)",
 	       "blockSize: message");
@@ -452,94 +439,94 @@ static void test_modify(void)
 	e = NULL;
 	ParamKV okm[] = {P("Type", "io2"), P("IOPS", "4000"), P("throughput", "300"),
 			 P("tagSpecification_1", "a=b")};
-	IS_INT(volume_params_check_mutable(okm, N(okm), &e), 0, "mutable keys, any case: success");
+	is_int(volume_params_check_mutable(okm, N(okm), &e), 0, "mutable keys, any case: success");
 	ParamKV badv[] = {P("iops", "many")};
-	IS_INT(volume_params_check_mutable(badv, 1, &e), -EINVAL, "bad mutable value: -EINVAL");
-	IS_STR(e, "iops: wanted a positive integer, got 'many'", "bad mutable value: message");
+	is_int(volume_params_check_mutable(badv, 1, &e), -EINVAL, "bad mutable value: -EINVAL");
+	is_str(e, "iops: wanted a positive integer, got 'many'", "bad mutable value: message");
 
 	VolumeParams cur = {};
 	ParamKV c0[] = {P("tagSpecification_1", "env=prod"), P("blockSize", "4096")};
-	IS_INT(volume_params_parse(c0, N(c0), 10 * GiB, &cur, NULL), 0, "a gp3 volume of 10 GiB");
+	is_int(volume_params_parse(c0, N(c0), 10 * GiB, &cur, NULL), 0, "a gp3 volume of 10 GiB");
 
 	ParamKV m1[] = {P("iops", "4000")};
-	IS_INT(modify(&cur, 10 * GiB, m1, 1), 0, "gp3 iops 4000: success");
-	IS_INT(vp.iops, 4000, "iops 4000");
-	IS_INT(vp.throughput, 125, "throughput kept");
-	IS_INT(vp.block_size, 4096, "mkfs options kept");
-	IS_INT(vp.n_tags, 1, "tags kept");
+	is_int(modify(&cur, 10 * GiB, m1, 1), 0, "gp3 iops 4000: success");
+	is_int(vp.iops, 4000, "iops 4000");
+	is_int(vp.throughput, 125, "throughput kept");
+	is_int(vp.block_size, 4096, "mkfs options kept");
+	is_int(vp.n_tags, 1, "tags kept");
 
 	ParamKV m2[] = {P("iops", "6000")};
-	IS_INT(modify(&cur, 10 * GiB, m2, 1), -EINVAL, "gp3 iops above 500 per GiB: -EINVAL");
-	IS_STR(err, "iops: wanted 3000 to 5000 for a 10 GiB gp3 volume, got 6000",
+	is_int(modify(&cur, 10 * GiB, m2, 1), -EINVAL, "gp3 iops above 500 per GiB: -EINVAL");
+	is_str(err, "iops: wanted 3000 to 5000 for a 10 GiB gp3 volume, got 6000",
 	       "modify does not cap: message");
 	ParamKV m3[] = {P("iops", "20000")};
-	IS_INT(modify(&cur, 100 * GiB, m3, 1), -EINVAL, "gp3 iops 20000: -EINVAL");
-	IS_STR(err, "iops: wanted 3000 to 16000 for a 100 GiB gp3 volume, got 20000",
+	is_int(modify(&cur, 100 * GiB, m3, 1), -EINVAL, "gp3 iops 20000: -EINVAL");
+	is_str(err, "iops: wanted 3000 to 16000 for a 100 GiB gp3 volume, got 20000",
 	       "gp3 maximum: message");
 
 	ParamKV m4[] = {P("type", "io2")};
-	IS_INT(modify(&cur, 10 * GiB, m4, 1), 0, "gp3 -> io2 without iops: success");
-	IS_STR(vp.type, "io2", "type io2");
-	IS_INT(vp.iops, 3000, "EC2's default of 3000 iops");
-	IS_INT(vp.throughput, 0, "no throughput for io2");
+	is_int(modify(&cur, 10 * GiB, m4, 1), 0, "gp3 -> io2 without iops: success");
+	is_str(vp.type, "io2", "type io2");
+	is_int(vp.iops, 3000, "EC2's default of 3000 iops");
+	is_int(vp.throughput, 0, "no throughput for io2");
 
 	ParamKV m5[] = {P("type", "io1")};
-	IS_INT(modify(&cur, 10 * GiB, m5, 1), -EINVAL,
+	is_int(modify(&cur, 10 * GiB, m5, 1), -EINVAL,
 	       "gp3 -> io1 at 10 GiB without iops: -EINVAL");
-	IS_STR(err,
+	is_str(err,
 	       "iops: wanted 100 to 500 for a 10 GiB io1 volume, got 3000 (the default when the "
 	       "type changes to io1)",
 	       "the default that does not fit: message");
 	ParamKV m5b[] = {P("type", "io1"), P("iops", "500")};
-	IS_INT(modify(&cur, 10 * GiB, m5b, N(m5b)), 0, "gp3 -> io1 with iops 500: success");
+	is_int(modify(&cur, 10 * GiB, m5b, N(m5b)), 0, "gp3 -> io1 with iops 500: success");
 
 	ParamKV m6[] = {P("type", "gp2"), P("iops", "3000")};
-	IS_INT(modify(&cur, 10 * GiB, m6, N(m6)), -EINVAL, "gp2 with iops: -EINVAL");
-	IS_STR(err, "iops: not accepted for type gp2 (only gp3, io1 and io2 take it)",
+	is_int(modify(&cur, 10 * GiB, m6, N(m6)), -EINVAL, "gp2 with iops: -EINVAL");
+	is_str(err, "iops: not accepted for type gp2 (only gp3, io1 and io2 take it)",
 	       "gp2 with iops: message");
 	ParamKV m7[] = {P("type", "gp2")};
-	IS_INT(modify(&cur, 10 * GiB, m7, 1), 0, "gp3 -> gp2: success");
-	IS_INT(vp.iops + vp.throughput, 0, "iops and throughput dropped");
+	is_int(modify(&cur, 10 * GiB, m7, 1), 0, "gp3 -> gp2: success");
+	is_int(vp.iops + vp.throughput, 0, "iops and throughput dropped");
 
 	ParamKV m8[] = {P("throughput", "1001")};
-	IS_INT(modify(&cur, 10 * GiB, m8, 1), -EINVAL, "throughput 1001: -EINVAL");
-	IS_STR(err, "throughput: wanted 125 to 1000 MiB/s for type gp3, got 1001",
+	is_int(modify(&cur, 10 * GiB, m8, 1), -EINVAL, "throughput 1001: -EINVAL");
+	is_str(err, "throughput: wanted 125 to 1000 MiB/s for type gp3, got 1001",
 	       "throughput range: message");
 
 	VolumeParams io2 = {};
 	ParamKV c1[] = {P("type", "io2"), P("iops", "8000")};
-	IS_INT(volume_params_parse(c1, N(c1), 20 * GiB, &io2, NULL), 0, "an io2 volume");
+	is_int(volume_params_parse(c1, N(c1), 20 * GiB, &io2, NULL), 0, "an io2 volume");
 	ParamKV m9[] = {P("throughput", "300")};
-	IS_INT(modify(&io2, 20 * GiB, m9, 1), -EINVAL, "throughput on io2: -EINVAL");
-	IS_STR(err, "throughput: not accepted for type io2 (only gp3 takes it)",
+	is_int(modify(&io2, 20 * GiB, m9, 1), -EINVAL, "throughput on io2: -EINVAL");
+	is_str(err, "throughput: not accepted for type io2 (only gp3 takes it)",
 	       "throughput on io2: message");
 	ParamKV m10[] = {P("type", "gp3")};
-	IS_INT(modify(&io2, 20 * GiB, m10, 1), 0, "io2 -> gp3: success");
-	IS_INT(vp.iops, 3000, "gp3 gets 3000 iops");
-	IS_INT(vp.throughput, 125, "and 125 MiB/s");
+	is_int(modify(&io2, 20 * GiB, m10, 1), 0, "io2 -> gp3: success");
+	is_int(vp.iops, 3000, "gp3 gets 3000 iops");
+	is_int(vp.throughput, 125, "and 125 MiB/s");
 	ParamKV m11[] = {P("throughput", "500")};
-	IS_INT(modify(&io2, 20 * GiB, (ParamKV[]){P("type", "gp3"), m11[0]}, 2), 0,
+	is_int(modify(&io2, 20 * GiB, (ParamKV[]){P("type", "gp3"), m11[0]}, 2), 0,
 	       "io2 -> gp3 with throughput 500: success");
-	IS_INT(vp.throughput, 500, "throughput 500");
+	is_int(vp.throughput, 500, "throughput 500");
 	ParamKV m12[] = {P("iops", "9000")};
-	IS_INT(modify(&io2, 20 * GiB, m12, 1), 0, "io2 iops 9000: success");
-	IS_INT(vp.iops, 9000, "iops 9000");
+	is_int(modify(&io2, 20 * GiB, m12, 1), 0, "io2 iops 9000: success");
+	is_int(vp.iops, 9000, "iops 9000");
 	volume_params_done(&io2);
 
 	ParamKV m13[] = {P("type", "st1")};
-	IS_INT(modify(&cur, 10 * GiB, m13, 1), -EINVAL, "gp3 -> st1 at 10 GiB: -EINVAL");
-	IS_STR(err, "type: st1 wants a volume of 125 GiB to 16 TiB, got 10 GiB",
+	is_int(modify(&cur, 10 * GiB, m13, 1), -EINVAL, "gp3 -> st1 at 10 GiB: -EINVAL");
+	is_str(err, "type: st1 wants a volume of 125 GiB to 16 TiB, got 10 GiB",
 	       "st1 size: message");
 
 	ParamKV m14[] = {P("tagSpecification_1", "env=dev"), P("tagSpecification_2", "team=db")};
-	IS_INT(modify(&cur, 10 * GiB, m14, N(m14)), 0, "tags: success");
-	IS_INT(vp.n_tags, 2, "two tags");
-	IS_STR(vp.tags[0].value, "dev", "env overwritten");
-	IS_STR(vp.tags[1].key, "team", "team added");
-	IS_STR(cur.tags[0].value, "prod", "the current parameters are untouched");
+	is_int(modify(&cur, 10 * GiB, m14, N(m14)), 0, "tags: success");
+	is_int(vp.n_tags, 2, "two tags");
+	is_str(vp.tags[0].value, "dev", "env overwritten");
+	is_str(vp.tags[1].key, "team", "team added");
+	is_str(cur.tags[0].value, "prod", "the current parameters are untouched");
 	ParamKV m15[] = {P("size", "10")};
-	IS_INT(modify(&cur, 10 * GiB, m15, 1), -EINVAL, "a non-mutable key: -EINVAL");
-	IS_STR(err,
+	is_int(modify(&cur, 10 * GiB, m15, 1), -EINVAL, "a non-mutable key: -EINVAL");
+	is_str(err,
 	       "parameter 'size' cannot be modified (mutable: type, iops, throughput, "
 	       "tagSpecification_N)",
 	       "a non-mutable key: message");
