@@ -7,12 +7,14 @@
 #pragma once
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -47,6 +49,45 @@ __attribute__((unused)) static size_t scratch_mounts(char ***ret)
 __attribute__((unused)) static char *scratch_path(const char *name)
 {
 	return xasprintf("%s/%s", scratch, name);
+}
+
+/* A new directory below the scratch directory; its path. Bails out of the test when it fails. */
+__attribute__((unused)) static char *scratch_mkdir(const char *name)
+{
+	char *p = scratch_path(name);
+	if (mkdir(p, 0755) < 0) {
+		printf("Bail out! mkdir %s: %s\n", p, strerror(errno));
+		exit(1);
+	}
+	return p;
+}
+
+/* A sparse file of size bytes below the scratch directory; its path. Bails out when it fails. */
+static char *scratch_file(const char *name, uint64_t size)
+{
+	char *p = scratch_path(name);
+	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0) {
+		printf("Bail out! cannot create %s: %s\n", p, strerror(errno));
+		exit(1);
+	}
+	close(fd);
+	return p;
+}
+
+/* A loop device on a new sparse file of size bytes; *ret_file (may be NULL) gets the file. */
+__attribute__((unused)) static char *scratch_loop(const char *name, uint64_t size, char **ret_file)
+{
+	char *file = scratch_file(name, size), *dev = NULL;
+	if (loop_attach(file, false, &dev) < 0) {
+		printf("Bail out! cannot make a loop device on %s\n", file);
+		exit(1);
+	}
+	if (ret_file)
+		*ret_file = file;
+	else
+		free(file);
+	return dev;
 }
 
 static int scratch_rm_one(const char *path, const struct stat *st, int type, struct FTW *f)

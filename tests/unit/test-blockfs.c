@@ -16,34 +16,6 @@
 
 #define MiB (1024ULL * 1024ULL)
 
-/* A sparse file of size bytes on a new loop device; *ret_file gets the file's path. */
-static char *make_dev(const char *name, uint64_t size, char **ret_file)
-{
-	char *file = scratch_path(name), *dev = NULL;
-	int fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-
-	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 || loop_attach(file, false, &dev) < 0) {
-		printf("Bail out! cannot make a loop device on %s: %s\n", file, strerror(errno));
-		exit(1);
-	}
-	close(fd);
-	if (ret_file)
-		*ret_file = file;
-	else
-		free(file);
-	return dev;
-}
-
-static char *make_dir(const char *name)
-{
-	char *p = scratch_path(name);
-	if (mkdir(p, 0755) < 0) {
-		printf("Bail out! mkdir %s: %s\n", p, strerror(errno));
-		exit(1);
-	}
-	return p;
-}
-
 /* Runs a shell command for checking; returns its exit code and stdout. */
 static int sh(const char *cmd, char **ret_out)
 {
@@ -106,7 +78,7 @@ static bool contains(const char *s, const char *sub)
 
 static void test_probe_and_mkfs_ext4(void)
 {
-	_cleanup_free_ char *dev = make_dev("ext4.img", 64 * MiB, NULL);
+	_cleanup_free_ char *dev = scratch_loop("ext4.img", 64 * MiB, NULL);
 	_cleanup_free_ char *t = NULL, *err = NULL;
 	uint64_t size = 0;
 	uint32_t unit = 0;
@@ -215,7 +187,7 @@ static bool write_mbr(const char *dev)
 
 static void test_partition_table(void)
 {
-	_cleanup_free_ char *dev = make_dev("pt.img", 16 * MiB, NULL);
+	_cleanup_free_ char *dev = scratch_loop("pt.img", 16 * MiB, NULL);
 	_cleanup_free_ char *t = NULL, *err = NULL;
 
 	ok(write_mbr(dev), "MBR written");
@@ -226,8 +198,8 @@ static void test_partition_table(void)
 
 static void test_fsck(void)
 {
-	_cleanup_free_ char *dev = make_dev("fsck.img", 64 * MiB, NULL);
-	_cleanup_free_ char *mnt = make_dir("fsck-mnt"), *err = NULL, *t = NULL, *cmd = NULL;
+	_cleanup_free_ char *dev = scratch_loop("fsck.img", 64 * MiB, NULL);
+	_cleanup_free_ char *mnt = scratch_mkdir("fsck-mnt"), *err = NULL, *t = NULL, *cmd = NULL;
 	struct stat st = {};
 
 	is_int(blockfs_mkfs(dev, "ext4", NULL, &err), 0, "mkfs.ext4");
@@ -271,8 +243,8 @@ static void test_fsck(void)
 static void test_resize_ext4(void)
 {
 	_cleanup_free_ char *file = NULL, *err = NULL, *f = NULL;
-	_cleanup_free_ char *dev = make_dev("grow4.img", 64 * MiB, &file);
-	_cleanup_free_ char *mnt = make_dir("grow4-mnt");
+	_cleanup_free_ char *dev = scratch_loop("grow4.img", 64 * MiB, &file);
+	_cleanup_free_ char *mnt = scratch_mkdir("grow4-mnt");
 	BlockfsStats s1, s2, s3;
 	uint64_t size = 0;
 	uint32_t unit;
@@ -343,8 +315,8 @@ static void test_xfs(void)
 {
 	_cleanup_free_ char *file = NULL, *err = NULL, *t = NULL;
 	/* mkfs.xfs wants at least 300 MB. */
-	_cleanup_free_ char *dev = make_dev("xfs.img", 320 * MiB, &file);
-	_cleanup_free_ char *mnt = make_dir("xfs-mnt");
+	_cleanup_free_ char *dev = scratch_loop("xfs.img", 320 * MiB, &file);
+	_cleanup_free_ char *mnt = scratch_mkdir("xfs-mnt");
 	BlockfsStats s1, s2;
 	uint64_t size = 0;
 	uint32_t unit = 0;

@@ -26,18 +26,6 @@ static void release_held(void)
 		close(TAKE_FD(held_fd));
 }
 
-static char *make_file(const char *name, uint64_t size)
-{
-	char *path = scratch_path(name);
-	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || ftruncate(fd, (off_t)size) < 0) {
-		printf("Bail out! cannot create %s: %s\n", path, strerror(errno));
-		exit(1);
-	}
-	close(fd);
-	return path;
-}
-
 static bool node_is_blockdev(const char *devpath)
 {
 	struct stat st;
@@ -60,7 +48,7 @@ static void *attach_thread(void *p)
 
 static void test_attach_find_detach(void)
 {
-	_cleanup_free_ char *file = make_file("vol.img", 64 * MiB);
+	_cleanup_free_ char *file = scratch_file("vol.img", 64 * MiB);
 	_cleanup_free_ char *canon = realpath(file, NULL);
 	_cleanup_free_ char *dev = NULL, *found = NULL;
 	uint64_t size = 0;
@@ -93,7 +81,7 @@ static void test_attach_find_detach(void)
 	is_str(found, dev, "same device through the hard link");
 	free(TAKE_PTR(found));
 
-	_cleanup_free_ char *other = make_file("other.img", MiB);
+	_cleanup_free_ char *other = scratch_file("other.img", MiB);
 	is_int(loop_find(other, &found), -ENOENT, "another file has no device");
 	is_int(loop_find("/nonexistent/x.img", &found), -ENOENT, "missing file: -ENOENT");
 
@@ -131,7 +119,7 @@ static void test_attach_find_detach(void)
 
 static void test_read_only(void)
 {
-	_cleanup_free_ char *file = make_file("ro.img", 8 * MiB);
+	_cleanup_free_ char *file = scratch_file("ro.img", 8 * MiB);
 	_cleanup_free_ char *dev = NULL;
 	LoopInfo info;
 	int ro = 0;
@@ -155,7 +143,7 @@ static void test_read_only(void)
 
 static void test_list_and_duplicates(void)
 {
-	_cleanup_free_ char *file = make_file("dup.img", 8 * MiB);
+	_cleanup_free_ char *file = scratch_file("dup.img", 8 * MiB);
 	_cleanup_free_ char *subdir = scratch_path("empty");
 	_cleanup_free_ char *a = NULL, *b = NULL, *found = NULL;
 	LoopInfo *l = NULL;
@@ -191,7 +179,7 @@ static void test_list_and_duplicates(void)
 
 static void test_deleted_backing(void)
 {
-	_cleanup_free_ char *file = make_file("deleted.img", 8 * MiB);
+	_cleanup_free_ char *file = scratch_file("deleted.img", 8 * MiB);
 	_cleanup_free_ char *dev = NULL, *found = NULL;
 	LoopInfo *l = NULL;
 	size_t n = 0;
@@ -208,14 +196,14 @@ static void test_deleted_backing(void)
 	}
 	loop_info_array_free(l, n);
 	/* A new file at the same path is another file. */
-	free(make_file("deleted.img", MiB));
+	free(scratch_file("deleted.img", MiB));
 	is_int(loop_find(file, &found), -ENOENT, "a new file at the old path does not match");
 	is_int(loop_detach(dev), 0, "detach the leak");
 }
 
 static void test_missing_node(void)
 {
-	_cleanup_free_ char *file = make_file("node.img", 8 * MiB);
+	_cleanup_free_ char *file = scratch_file("node.img", 8 * MiB);
 	_cleanup_free_ char *dev = NULL;
 	uint64_t size;
 
@@ -252,7 +240,7 @@ static void test_concurrent_attach(void)
 	for (int i = 0; i < 4; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "race%d.img", i);
-		jobs[i].file = files[i] = make_file(name, 4 * MiB);
+		jobs[i].file = files[i] = scratch_file(name, 4 * MiB);
 		pthread_create(&th[i], NULL, attach_thread, &jobs[i]);
 	}
 	for (int i = 0; i < 4; i++)

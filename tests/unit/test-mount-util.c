@@ -29,29 +29,16 @@ static size_t count_mounts_at(const char *target)
 	return c;
 }
 
-static char *make_dir(const char *name)
-{
-	char *p = scratch_path(name);
-	if (mkdir(p, 0755) < 0) {
-		printf("Bail out! mkdir %s: %s\n", p, strerror(errno));
-		exit(1);
-	}
-	return p;
-}
-
 /* A formatted ext4 on a fresh loop device. */
 static char *make_ext4(const char *name)
 {
-	_cleanup_free_ char *file = scratch_path(name), *err = NULL;
-	char *dev = NULL;
-	int fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	_cleanup_free_ char *err = NULL;
+	char *dev = scratch_loop(name, 64 * MiB, NULL);
 
-	if (fd < 0 || ftruncate(fd, (off_t)(64 * MiB)) < 0 || loop_attach(file, false, &dev) < 0 ||
-	    blockfs_mkfs(dev, "ext4", NULL, &err) < 0) {
-		printf("Bail out! cannot make ext4 on %s: %s\n", file, err ?: strerror(errno));
+	if (blockfs_mkfs(dev, "ext4", NULL, &err) < 0) {
+		printf("Bail out! cannot make ext4 on %s: %s\n", dev, err ?: "");
 		exit(1);
 	}
-	close(fd);
 	return dev;
 }
 
@@ -164,7 +151,7 @@ static void test_bind(const char *dev, const char *mnt)
 	ok(mkdir(data, 0755) == 0, "data directory");
 	file = xasprintf("%s/hello", data);
 	ok(write_file(file, "hello"), "file written on the staged fs");
-	pub = make_dir("pub");
+	pub = scratch_mkdir("pub");
 	pub_file = xasprintf("%s/hello", pub);
 
 	is_int(mount_bind(data, pub, true, NULL), 0, "bind read-only");
@@ -197,7 +184,7 @@ static void test_bind(const char *dev, const char *mnt)
 	is_int(mount_bind(mnt, pub, true, NULL), -EEXIST, "other source: -EEXIST");
 
 	/* Per-mount flags on a read-write bind; filesystem options are ignored. */
-	pub2 = make_dir("pub2");
+	pub2 = scratch_mkdir("pub2");
 	is_int(mount_bind(data, pub2, false, "nosuid,noexec,discard"), 0,
 	       "bind with nosuid,noexec");
 	ok(statvfs(pub2, &sv) == 0 && (sv.f_flag & ST_NOSUID) && (sv.f_flag & ST_NOEXEC) &&
@@ -232,7 +219,7 @@ static void test_bind(const char *dev, const char *mnt)
 
 static void test_stacked(void)
 {
-	_cleanup_free_ char *stack = make_dir("stack");
+	_cleanup_free_ char *stack = scratch_mkdir("stack");
 	MountInfo m;
 
 	ok(mount("tmpfs", stack, "tmpfs", 0, "size=1m") == 0 &&
@@ -258,7 +245,7 @@ int main(void)
 
 	test_options_split();
 	_cleanup_free_ char *dev = make_ext4("vol.img");
-	_cleanup_free_ char *mnt = make_dir("staging");
+	_cleanup_free_ char *mnt = scratch_mkdir("staging");
 	test_mount_fs(dev, mnt);
 	test_bind(dev, mnt);
 	test_stacked();
