@@ -102,7 +102,7 @@ static int set_flags(int dfd, const char *name, int flags)
 static int rm_tree(int dir_fd, const char *name)
 {
 	char **stack = NULL, buf[8192];
-	size_t n = 0;
+	size_t n = 0, n_alloc = 0;
 	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
@@ -133,7 +133,11 @@ static int rm_tree(int dir_fd, const char *name)
 				return -errno;
 			close(fd);
 			fd = child;
-			stack = xrealloc(stack, (n + 1) * sizeof(char *));
+			if (n ==
+			    n_alloc) { /* doubling: one realloc per level is quadratic under ASan */
+				n_alloc = n_alloc ? 2 * n_alloc : 64;
+				stack = xrealloc(stack, n_alloc * sizeof(char *));
+			}
 			stack[n++] = sub;
 			continue;
 		}
