@@ -226,11 +226,8 @@ int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, b
 	if (policy < 0)
 		policy = fallback;
 	int e = ownership_apply(path, gid, read_only, policy, &progress, &report);
-	if (e < 0) {
-		log_warning_errno(e, "volume %s: giving %s to group %u failed: %m", volume_id, path,
-				  (unsigned)gid);
+	if (e < 0)
 		return e;
-	}
 	if (report.errors > 0)
 		log_warning("volume %s: %llu entries could not be given to group %u: %s", volume_id,
 			    (unsigned long long)report.errors, (unsigned)gid,

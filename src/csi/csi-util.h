@@ -62,7 +62,7 @@ Csi__V1__VolumeUsage *usage_new(Csi__V1__VolumeUsage__Unit unit, uint64_t total,
 /* fsGroup for a volume just mounted at path, before the pod sees it: policy_name as the volume
  * asks (NULL or unknown: fallback, an OwnershipPolicy). Errors on single entries are logged,
  * not fatal, as Kubernetes does; the outcome is logged, and a long walk's progress every few
- * seconds. Returns ownership_apply()'s result:
- * negative when path itself cannot be changed. */
+ * seconds. Returns ownership_apply()'s result: negative when path itself cannot be changed,
+ * which is the caller's to report. */
 int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
 			   const char *policy_name, int fallback);

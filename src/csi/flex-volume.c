@@ -1079,13 +1079,18 @@ int flex_node_publish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 			return e;
 		}
 		/* Kubernetes never changes the ownership of read-only Flexvolume mounts. */
-		if (fs_group >= 0 && !rec->read_only && drv->capabilities.fs_group)
+		if (fs_group >= 0 && !rec->read_only && drv->capabilities.fs_group) {
 			/* Kubernetes' default policy for Flexvolume is Always; failures are
 			 * logged, not fatal, as there. */
-			(void)volume_ownership_apply(
+			e = volume_ownership_apply(
 				rec->volume_id, rec->path, (gid_t)fs_group, false,
 				map_get(ctx, r->n_volume_context, CONTEXT_FSGROUP_POLICY),
 				OWNERSHIP_ALWAYS);
+			if (e < 0)
+				log_warning_errno(e,
+						  "volume %s: giving %s to group %lld failed: %m",
+						  rec->volume_id, rec->path, (long long)fs_group);
+		}
 		log_info("volume %s: published at %s by Flexvolume driver %s%s", rec->volume_id,
 			 rec->path, drv->name, rec->read_only ? " (read-only)" : "");
 	}

@@ -537,7 +537,8 @@ static void batch_wait(Walk *w, Batch *b)
 	unsigned stuck = 0;
 
 	while (b->unanswered > 0) {
-		/* The worker answers in order: this batch's answers come first. */
+		/* Answers to the batch sent after b count towards the number too: then the
+		 * loop waits again for what b still lacks. */
 		int r = io_uring_submit_and_wait(&bs->ring, b->unanswered);
 		struct io_uring_cqe *cqe;
 		unsigned head, k = 0;
