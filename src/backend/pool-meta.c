@@ -284,3 +284,97 @@ int pool_node_from_json(const char *text, size_t len, PoolNode **ret)
 	*ret = n;
 	return 0;
 }
+
+static json_t *target_to_json(const PoolTarget *t)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "path", json_string(t->path));
+	json_object_set_new(o, "created", json_boolean(t->created));
+	json_object_set_new(o, "dev", json_integer((json_int_t)t->dev));
+	json_object_set_new(o, "ino", json_integer((json_int_t)t->ino));
+	return o;
+}
+
+static int target_from_json(json_t *o, PoolTarget *ret)
+{
+	const char *path = get_string(o, "path");
+	json_t *created = json_object_get(o, "created");
+	uint64_t dev, ino;
+
+	if (!path || !json_is_boolean(created) || get_u64(o, "dev", &dev) < 0 ||
+	    get_u64(o, "ino", &ino) < 0)
+		return -EBADMSG;
+	*ret = (PoolTarget){
+		.path = xstrdup(path),
+		.created = json_is_true(created),
+		.dev = dev,
+		.ino = ino,
+	};
+	return 0;
+}
+
+char *pool_volume_use_to_json(const PoolVolumeUse *u, const char *boot_id, size_t *ret_len)
+{
+	json_t *o = json_object(), *targets = json_array();
+
+	json_object_set_new(o, "format", json_integer(META_FORMAT));
+	json_object_set_new(o, "boot_id", json_string(boot_id));
+	json_object_set_new(o, "node", json_string(u->node ?: ""));
+	if (u->staging.path) {
+		json_t *s = target_to_json(&u->staging);
+		json_object_set_new(s, "block", json_boolean(u->staged_block));
+		json_object_set_new(s, "fstype", json_string(u->fstype ?: ""));
+		json_object_set_new(o, "staging", s);
+	}
+	for (size_t i = 0; i < u->n_targets; i++)
+		json_array_append_new(targets, target_to_json(&u->targets[i]));
+	json_object_set_new(o, "targets", targets);
+	return dump(o, ret_len);
+}
+
+static int use_fields(json_t *o, PoolVolumeUse *u)
+{
+	json_t *staging = json_object_get(o, "staging"), *targets = json_object_get(o, "targets"),
+	       *t;
+	const char *node = get_string(o, "node");
+	size_t i;
+
+	if (!node || !json_is_array(targets))
+		return -EBADMSG;
+	u->node = xstrdup(node);
+	if (staging) {
+		json_t *block = json_object_get(staging, "block");
+		const char *fstype = get_string(staging, "fstype");
+		if (!json_is_boolean(block) || !fstype ||
+		    target_from_json(staging, &u->staging) < 0)
+			return -EBADMSG;
+		u->staged_block = json_is_true(block);
+		u->fstype = xstrdup(fstype);
+	}
+	u->targets = xnew0(PoolTarget, json_array_size(targets));
+	json_array_foreach (targets, i, t) {
+		if (target_from_json(t, &u->targets[u->n_targets]) < 0)
+			return -EBADMSG;
+		u->n_targets++;
+	}
+	return 0;
+}
+
+int pool_volume_use_from_json(const char *text, size_t len, PoolVolumeUse *ret, char **ret_boot_id)
+{
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	const char *boot = get_string(o, "boot_id");
+	PoolVolumeUse u = {};
+	uint64_t format;
+
+	if (!json_is_object(o) || !boot || get_u64(o, "format", &format) < 0 ||
+	    format != META_FORMAT || use_fields(o, &u) < 0) {
+		json_decref(o);
+		pool_volume_use_done(&u);
+		return -EBADMSG;
+	}
+	*ret_boot_id = xstrdup(boot);
+	json_decref(o);
+	*ret = u;
+	return 0;
+}

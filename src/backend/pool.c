@@ -14,6 +14,7 @@
 #include "failpoint.h"
 #include "fileio.h"
 #include "log.h"
+#include "pool-internal.h"
 #include "pool-meta.h"
 #include "pool.h"
 
@@ -34,6 +35,7 @@ struct Pool {
 	int dir_fd; /* pinned pool directory */
 	int volumes_fd, snapshots_fd, groups_fd, nodes_fd, tmp_fd;
 	char *zone;
+	char *boot_id;
 	uint64_t capacity;
 
 	pthread_mutex_t lock; /* guards provisioned */
@@ -187,6 +189,27 @@ static int object_open(const Pool *p, ObjectKind k, const char *id)
 	return fd < 0 ? negative_errno() : fd;
 }
 
+int pool_volume_dir_open(const Pool *p, const char *id)
+{
+	return object_open(p, KIND_VOLUME, id);
+}
+
+bool pool_volume_present(const Pool *p, const char *id)
+{
+	return pool_volume_id_valid(id) &&
+	       faccessat(p->volumes_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+int pool_tmp_dir(const Pool *p)
+{
+	return p->tmp_fd;
+}
+
+const char *pool_boot_id(const Pool *p)
+{
+	return p->boot_id;
+}
+
 /* Capacity accounting */
 
 static int reserve(Pool *p, uint64_t bytes)
@@ -274,6 +297,19 @@ static void pool_recover(Pool *p)
 	}
 }
 
+static char *read_boot_id(void)
+{
+	char buf[64] = "";
+
+	_cleanup_close_ int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (n <= 0)
+		return xstrdup("unknown");
+	buf[n] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	return xstrdup(buf);
+}
+
 static int open_subdir(int dir_fd, const char *name)
 {
 	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -301,6 +337,7 @@ int pool_open(const PoolConfig *config, Pool **ret)
 	p->path = xstrdup(config->path);
 	p->dir_fd = TAKE_FD(fd);
 	p->zone = xstrdup(config->zone ?: "local");
+	p->boot_id = read_boot_id();
 	pthread_mutex_init(&p->lock, NULL);
 	if ((r = p->volumes_fd = open_subdir(p->dir_fd, "volumes")) < 0 ||
 	    (r = p->snapshots_fd = open_subdir(p->dir_fd, "snapshots")) < 0 ||
@@ -333,6 +370,7 @@ void pool_close(Pool *p)
 	pthread_mutex_destroy(&p->lock);
 	free(p->path);
 	free(p->zone);
+	free(p->boot_id);
 	free(p);
 }
 

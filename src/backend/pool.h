@@ -161,6 +161,42 @@ void pool_node_free(PoolNode *n);
 
 void strv_free(char **v, size_t n);
 
+/* Where this machine's node service uses a volume: runtime state, kept beside the volume as
+ * volumes/<id>/node.json under its own lock (node.lock), so that every process on the pool
+ * decides from it (DeleteVolume refuses a staged volume) and the node service knows which
+ * directories and files it made. Written before the step it records and cleared after the step
+ * is undone; a record of an earlier boot is void (mounts and loop devices do not survive one). */
+typedef struct PoolTarget {
+	char *path;
+	bool created;	   /* volplug made the directory or file at path, and removes it */
+	uint64_t dev, ino; /* what was at path before anything was mounted on it */
+} PoolTarget;
+
+typedef struct PoolVolumeUse {
+	char *node;	    /* the node id that uses it */
+	PoolTarget staging; /* where it is staged; .path NULL: not staged */
+	bool staged_block;  /* staged for raw block access: nothing is mounted */
+	char *fstype;	    /* the filesystem it is staged with */
+	PoolTarget *targets;
+	size_t n_targets;
+} PoolVolumeUse;
+
+/* Takes the volume's node lock (blocking, also against other processes): -ENOENT when there is
+ * no such volume (also when it was deleted while we waited). */
+int pool_volume_use_lock(Pool *p, const char *id, int *ret_lock_fd);
+/* Loads the record; an absent or void one loads empty. Hold the node lock. */
+int pool_volume_use_load(Pool *p, const char *id, PoolVolumeUse *ret);
+/* Writes the record (removes it when empty). Atomic, not synced: it describes the running
+ * machine. Hold the node lock. */
+int pool_volume_use_save(Pool *p, const char *id, const PoolVolumeUse *u);
+bool pool_volume_use_empty(const PoolVolumeUse *u);
+void pool_volume_use_done(PoolVolumeUse *u);
+/* The publish target at path in u, or NULL. */
+PoolTarget *pool_volume_use_target(const PoolVolumeUse *u, const char *path);
+/* Adds (or replaces) the target at t->path, taking a copy. */
+void pool_volume_use_add_target(PoolVolumeUse *u, const PoolTarget *t);
+void pool_volume_use_remove_target(PoolVolumeUse *u, const char *path);
+
 /* pool check: what is wrong in a pool. */
 typedef struct PoolCheckReport {
 	size_t volumes, snapshots, problems;

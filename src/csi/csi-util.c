@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -215,8 +216,8 @@ static void log_ownership_progress(const OwnershipReport *so_far, void *userdata
 		 (unsigned long long)(so_far->elapsed / USEC_PER_SEC));
 }
 
-int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
-			   const char *policy_name, int fallback)
+int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, bool read_only,
+			      const char *policy_name, int fallback)
 {
 	OwnershipReport report = {};
 	OwnershipProgress progress = {.func = log_ownership_progress,
@@ -225,7 +226,7 @@ int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, b
 
 	if (policy < 0)
 		policy = fallback;
-	int e = ownership_apply(path, gid, read_only, policy, &progress, &report);
+	int e = ownership_apply_fd(root_fd, gid, read_only, policy, &progress, &report);
 	if (e < 0)
 		return e;
 	if (report.errors > 0)
@@ -238,4 +239,15 @@ int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, b
 		 (unsigned long long)(report.elapsed / USEC_PER_MSEC));
 	ownership_report_done(&report);
 	return 0;
+}
+
+int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
+			   const char *policy_name, int fallback)
+{
+	if (gid == OWNERSHIP_GID_NONE)
+		return 0;
+	_cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	return volume_ownership_apply_fd(volume_id, fd, gid, read_only, policy_name, fallback);
 }

@@ -66,3 +66,6 @@ Csi__V1__VolumeUsage *usage_new(Csi__V1__VolumeUsage__Unit unit, uint64_t total,
  * which is the caller's to report. */
 int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
 			   const char *policy_name, int fallback);
+/* The same on the tree open as root_fd (O_PATH is fine; neither closed nor moved). */
+int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, bool read_only,
+			      const char *policy_name, int fallback);

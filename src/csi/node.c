@@ -1,62 +1,47 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Node service on the pool: a volume's data file becomes a loop device, formatted and mounted
- * at the staging path (or left raw for block volumes), then bind-mounted into each target.
- * Every decision is made from the machine's state (mountinfo, loop devices in sysfs), never
- * from memory, so a restart loses nothing and a retried call finds its finished work. */
-#include <fcntl.h>
-#include <limits.h>
-#include <stdlib.h>
+/* Node service on the pool: each handler turns the request into the pool's plain request
+ * (src/backend/pool-node.h), which proves every path and object it acts on, and builds the
+ * reply. Flexvolume volumes go to their driver first. */
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <linux/fs.h>
 
 #include "alloc.h"
-#include "blockfs.h"
 #include "csi-util.h"
-#include "failpoint.h"
 #include "flex-volume.h"
 #include "log.h"
-#include "loopdev.h"
-#include "mount-util.h"
 #include "node.h"
 #include "ownership.h"
 #include "parse-util.h"
+#include "pinned-path.h"
+#include "pool-node.h"
 
 #define FSTYPE_KEY "csi.storage.k8s.io/fstype"
 #define DEFAULT_FSTYPE "ext4"
 
-/* Request paths: absolute, clean, and with no symlink in them, so a request cannot make us
- * mount somewhere it did not name. A path that does not exist yet is checked through its
- * parent. */
-static int path_check_as(RpcCall *call, const char *field, const char *path, int bad)
+int node_path_check(RpcCall *call, const char *field, const char *path)
 {
-	char resolved[PATH_MAX];
+	PinnedPath pin = PINNED_PATH_NULL;
+	const char *why;
 
-	if (!path || !*path)
-		return rpc_fail(call, -EINVAL, "%s: missing", field);
-	if (path[0] != '/' || strstr(path, "//") || strstr(path, "/./") || strstr(path, "/../") ||
-	    (strlen(path) > 1 && path[strlen(path) - 1] == '/') ||
-	    (strlen(path) >= 3 && strcmp(path + strlen(path) - 3, "/..") == 0) ||
-	    (strlen(path) >= 2 && strcmp(path + strlen(path) - 2, "/.") == 0))
-		return rpc_fail(call, bad, "%s: '%s' is not a clean absolute path", field, path);
-	if (strlen(path) >= PATH_MAX - 1)
-		return rpc_fail(call, -EINVAL, "%s: too long", field);
-	_cleanup_free_ char *copy = xstrdup(path);
-	char *check = copy;
-	struct stat st;
-	if (lstat(path, &st) < 0) {
-		char *slash = strrchr(copy, '/');
-		if (slash == copy)
-			return 0;
-		*slash = 0; /* the parent must be real */
-	} else if (S_ISLNK(st.st_mode))
-		return rpc_fail(call, -EINVAL, "%s: '%s' is a symlink", field, path);
-	if (!realpath(check, resolved))
-		return 0; /* parent missing too: creating it below will fail with a clear error */
-	if (strcmp(resolved, check) != 0)
-		return rpc_fail(call, -EINVAL, "%s: '%s' goes through a symlink (to %s)", field,
-				path, resolved);
+	if (request_path_check(path, &why) < 0)
+		return rpc_fail(call, -EINVAL, "%s: '%s' is %s", field, path ?: "", why);
+	int r = pinned_path_open(path, &pin);
+	pinned_path_done(&pin);
+	if (r == -ELOOP)
+		return rpc_fail(call, -EINVAL, "%s: '%s' goes through a symlink", field, path);
+	return 0;
+}
+
+static int volume_id_check(RpcCall *call, const char *id)
+{
+	if (!id || !*id)
+		return rpc_fail(call, -EINVAL, "volume_id: missing");
+	return 0;
+}
+
+static int hold_volume(RpcCall *call, Driver *d, const char *id, InflightHold **ret)
+{
+	if (inflight_holdf(d->inflight, ret, "node:%s", id) < 0)
+		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress", id);
 	return 0;
 }
 
@@ -70,44 +55,6 @@ static bool capability_readonly(const Csi__V1__VolumeCapability *cap)
 	Csi__V1__VolumeCapability__AccessMode__Mode m = cap->access_mode->mode;
 	return m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY ||
 	       m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
-}
-
-static int path_check(RpcCall *call, const char *field, const char *path)
-{
-	return path_check_as(call, field, path, -EINVAL);
-}
-
-int node_path_check(RpcCall *call, const char *field, const char *path)
-{
-	return path_check(call, field, path);
-}
-
-/* The loop device of a volume: the one already attached to its data file, or a new one
- * (*ret_attached says which). -ENOENT for an unknown volume, -ENODEV for one without a device. */
-static int volume_device(RpcCall *call, Driver *d, const char *volume_id, bool attach,
-			 char **ret_dev, bool *ret_attached)
-{
-	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
-
-	if (!pool_volume_id_valid(volume_id) || pool_volume_load(d->pool, volume_id, &v) < 0)
-		return rpc_fail(call, -ENOENT, "volume %s not found", volume_id);
-	_cleanup_free_ char *data = pool_volume_data_path(d->pool, volume_id);
-	int e = loop_find(data, ret_dev);
-	if (e == 0 && ret_attached)
-		*ret_attached = false;
-	if (e == 0 || !attach)
-		return e == 0 ? 0
-			      : rpc_fail(call, -ENODEV, "volume %s is not staged on this node",
-					 volume_id);
-	e = loop_attach(data, false, ret_dev);
-	if (e < 0)
-		return rpc_fail(call, e, "volume %s: attaching a loop device failed: %s", volume_id,
-				strerror(-e));
-	log_info("volume %s attached as %s", volume_id, *ret_dev);
-	if (ret_attached)
-		*ret_attached = true;
-	failpoint("node-stage-after-attach");
-	return 0;
 }
 
 /* The filesystem options carried in the volume context, for mkfs. */
@@ -141,133 +88,14 @@ static const char *context_get(Csi__V1__NodeStageVolumeRequest__VolumeContextEnt
 	return NULL;
 }
 
-static char *join_flags(char **flags, size_t n)
+/* The filesystem a mount capability asks for: its fs_type, else the StorageClass's. */
+static const char *stage_fstype(const Csi__V1__NodeStageVolumeRequest *r)
 {
-	size_t len = 1;
-	for (size_t i = 0; i < n; i++)
-		len += strlen(flags[i]) + 1;
-	char *s = xmalloc(len);
-	s[0] = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			strcat(s, ",");
-		strcat(s, flags[i]);
-	}
-	return s;
-}
-
-static int check_mount_flags(RpcCall *call, char **flags, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!*flags[i] || strchr(flags[i], ',') || strpbrk(flags[i], " \t\n"))
-			return rpc_fail(call, -EINVAL,
-					"volume_capability.mount.mount_flags[%zu]: '%s' is not one "
-					"mount option",
-					i, flags[i]);
-	return 0;
-}
-
-/* Formats the device when it is blank, checks it when not; never destroys data. */
-static int stage_prepare_fs(RpcCall *call, const Csi__V1__NodeStageVolumeRequest *r,
-			    const char *dev, const char *fstype)
-{
-	_cleanup_free_ char *found = NULL, *err = NULL;
-	BlockfsMkfsOptions o;
-
-	int e = blockfs_probe(dev, &found);
-	if (e < 0)
-		return rpc_fail(call, e, "volume %s: probing %s failed: %s", r->volume_id, dev,
-				strerror(-e));
-	if (!*found) {
-		if ((e = mkfs_options(call, r->volume_context, r->n_volume_context, &o)) < 0)
-			return e;
-		e = blockfs_mkfs(dev, fstype, &o, &err);
-		if (e < 0)
-			return rpc_fail(call, e, "volume %s: %s", r->volume_id,
-					err ?: strerror(-e));
-		log_info("volume %s: made %s on %s", r->volume_id, fstype, dev);
-		failpoint("node-stage-after-mkfs");
-		return 0;
-	}
-	if (strcmp(found, fstype) != 0)
-		return rpc_fail(call, -ENOTEMPTY,
-				"volume %s holds %s, not the requested %s: it is never reformatted",
-				r->volume_id, found, fstype);
-	e = blockfs_fsck(dev, found, &err);
-	if (e < 0)
-		return rpc_fail(call, -ENOTEMPTY,
-				"volume %s: filesystem check found errors it could not fix, not "
-				"mounting: %s",
-				r->volume_id, err ?: strerror(-e));
-	return 0;
-}
-
-/* Grows the filesystem when the device grew while nobody used it; a failure only warns. */
-static void stage_grow(const Csi__V1__NodeStageVolumeRequest *r, const char *dev,
-		       const char *mount_path, const char *fstype)
-{
-	_cleanup_free_ char *err = NULL;
-
-	if (blockfs_needs_resize(dev, mount_path, fstype, &err) <= 0)
-		return;
-	int e = blockfs_resize(dev, mount_path, fstype, &err);
-	if (e < 0)
-		log_warning("volume %s: growing its filesystem failed: %s", r->volume_id,
-			    err ?: strerror(-e));
-}
-
-static int stage_mount(RpcCall *call, const Csi__V1__NodeStageVolumeRequest *r, const char *dev)
-{
-	const Csi__V1__VolumeCapability__MountVolume *m = r->volume_capability->mount;
-	const char *fstype = m->fs_type && *m->fs_type ? m->fs_type : NULL;
-	_cleanup_free_ char *flags = NULL;
-	bool readonly = capability_readonly(r->volume_capability);
-	int e;
-
-	if (!fstype)
-		fstype = context_get(r->volume_context, r->n_volume_context, FSTYPE_KEY);
+	const char *fstype =
+		r->volume_capability->mount ? r->volume_capability->mount->fs_type : NULL;
 	if (!fstype || !*fstype)
-		fstype = DEFAULT_FSTYPE;
-	if ((e = check_mount_flags(call, m->mount_flags, m->n_mount_flags)) < 0)
-		return e;
-	if ((e = stage_prepare_fs(call, r, dev, fstype)) < 0)
-		return e;
-	/* ext grows unmounted: online resize needs CAP_SYS_RESOURCE. xfs grows only mounted. */
-	bool grow_mounted = strcmp(fstype, "xfs") == 0;
-	if (!readonly && !grow_mounted)
-		stage_grow(r, dev, NULL, fstype);
-	flags = join_flags(m->mount_flags, m->n_mount_flags);
-	if (mkdir(r->staging_target_path, 0750) < 0 && errno != EEXIST)
-		return rpc_fail(call, -errno, "staging_target_path: cannot create %s: %m",
-				r->staging_target_path);
-	e = mount_fs(dev, r->staging_target_path, fstype, flags, readonly);
-	if (e < 0)
-		return rpc_fail(call, e, "volume %s: mounting %s on %s failed: %s", r->volume_id,
-				dev, r->staging_target_path, strerror(-e));
-	if (!readonly && grow_mounted)
-		stage_grow(r, dev, r->staging_target_path, fstype);
-	log_info("volume %s: %s mounted on %s", r->volume_id, dev, r->staging_target_path);
-	return 0;
-}
-
-/* What is mounted at a path already: 0 nothing, 1 our device (same source), or an error. */
-static int mounted_here(RpcCall *call, const char *field, const char *path, const char *dev)
-{
-	MountInfo mi = {};
-	struct stat st;
-
-	int e = mount_find(path, &mi);
-	if (e == -ENOENT)
-		return 0;
-	if (e < 0)
-		return rpc_fail(call, e, "%s: reading the mount table failed: %s", field,
-				strerror(-e));
-	bool same = strcmp(mi.source, dev) == 0 ||
-		    (stat(dev, &st) == 0 && S_ISBLK(st.st_mode) && st.st_rdev == mi.devno);
-	mount_info_done(&mi);
-	if (!same)
-		return rpc_fail(call, -EEXIST, "%s: %s already holds another device", field, path);
-	return 1;
+		fstype = context_get(r->volume_context, r->n_volume_context, FSTYPE_KEY);
+	return fstype && *fstype ? fstype : DEFAULT_FSTYPE;
 }
 
 int node_stage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
@@ -275,35 +103,39 @@ int node_stage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 	const Csi__V1__NodeStageVolumeRequest *r = (const void *)req;
 	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_free_ char *dev = NULL, *err = NULL;
+	_cleanup_free_ char *err = NULL;
+	BlockfsMkfsOptions mkfs;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
 	if ((e = flex_node_stage(call, req, ret)) <= 0)
 		return e;
-	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
-	if ((e = path_check(call, "staging_target_path", r->staging_target_path)) < 0)
+	if ((e = volume_id_check(call, r->volume_id)) < 0)
 		return e;
+	if (!r->staging_target_path || !*r->staging_target_path)
+		return rpc_fail(call, -EINVAL, "staging_target_path: missing");
 	if (capability_check(r->volume_capability, "volume_capability", &err) < 0)
 		return rpc_fail(call, -EINVAL, "%s", err);
-	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
-	bool attached = false;
-	if ((e = volume_device(call, d, r->volume_id, true, &dev, &attached)) < 0)
+	bool block = capability_block(r->volume_capability);
+	if (!block && (e = mkfs_options(call, r->volume_context, r->n_volume_context, &mkfs)) < 0)
 		return e;
-	if (!capability_block(r->volume_capability)) {
-		e = mounted_here(call, "staging_target_path", r->staging_target_path, dev);
-		if (e == 0)
-			e = stage_mount(call, r, dev);
-		if (e < 0) {
-			/* A refused stage leaves no loop device it attached itself. */
-			if (attached)
-				(void)loop_detach(dev);
-			return e;
-		}
-	}
+	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
+		return e;
+	PoolStage s = {
+		.volume_id = r->volume_id,
+		.node_id = d->node_id,
+		.staging_path = r->staging_target_path,
+		.block = block,
+		.read_only = capability_readonly(r->volume_capability),
+		.fstype = block ? NULL : stage_fstype(r),
+		.mount_flags = block ? NULL : r->volume_capability->mount->mount_flags,
+		.n_mount_flags = block ? 0 : r->volume_capability->mount->n_mount_flags,
+		.mkfs = block ? NULL : &mkfs,
+	};
+	if ((e = pool_node_stage(d->pool, &s, &err)) < 0)
+		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+	log_info("volume %s staged at %s%s", r->volume_id, r->staging_target_path,
+		 block ? " (raw block)" : "");
 	Csi__V1__NodeStageVolumeResponse *resp = xnew0(Csi__V1__NodeStageVolumeResponse, 1);
 	csi__v1__node_stage_volume_response__init(resp);
 	*ret = &resp->base;
@@ -315,127 +147,68 @@ int node_unstage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 	const Csi__V1__NodeUnstageVolumeRequest *r = (const void *)req;
 	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_free_ char *dev = NULL;
+	_cleanup_free_ char *err = NULL;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
 	if ((e = flex_node_unstage(call, req, ret)) <= 0)
 		return e;
-	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
-	if ((e = path_check(call, "staging_target_path", r->staging_target_path)) < 0)
+	if ((e = volume_id_check(call, r->volume_id)) < 0)
 		return e;
-	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
-	e = umount_all_at(r->staging_target_path);
-	if (e < 0 && e != -ENOENT)
-		return rpc_fail(call, e, "staging_target_path: unmounting %s failed: %s",
-				r->staging_target_path, strerror(-e));
-	_cleanup_free_ char *data = pool_volume_id_valid(r->volume_id)
-					    ? pool_volume_data_path(d->pool, r->volume_id)
-					    : NULL;
-	if (data && loop_find(data, &dev) == 0) {
-		e = loop_detach(dev);
-		if (e < 0)
-			return rpc_fail(call, e, "volume %s: detaching %s failed: %s%s",
-					r->volume_id, dev, strerror(-e),
-					e == -EBUSY ? " (still published somewhere?)" : "");
-		log_info("volume %s: unstaged, %s detached", r->volume_id, dev);
-	}
+	if (!r->staging_target_path || !*r->staging_target_path)
+		return rpc_fail(call, -EINVAL, "staging_target_path: missing");
+	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
+		return e;
+	if ((e = pool_node_unstage(d->pool, r->volume_id, r->staging_target_path, &err)) < 0)
+		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+	log_info("volume %s unstaged from %s", r->volume_id, r->staging_target_path);
 	Csi__V1__NodeUnstageVolumeResponse *resp = xnew0(Csi__V1__NodeUnstageVolumeResponse, 1);
 	csi__v1__node_unstage_volume_response__init(resp);
 	*ret = &resp->base;
 	return 0;
 }
 
-/* Ownership for a volume_mount_group, right after the mount and before the pod sees it. The
- * volume's own policy (StorageClass parameter, carried in the context) wins over the default. */
-static int publish_ownership(RpcCall *call, const Csi__V1__NodePublishVolumeRequest *r,
-			     uint32_t gid)
+/* fsGroup on a new publish, before the pod sees it. The volume's own policy (StorageClass
+ * parameter, carried in the context) wins over the default. */
+typedef struct PublishOwnership {
+	const Csi__V1__NodePublishVolumeRequest *request;
+	const Driver *driver;
+	gid_t gid;
+} PublishOwnership;
+
+static int publish_ownership(int root_fd, bool read_only, void *userdata, char **ret_error)
 {
-	const Driver *d = rpc_call_userdata(call);
+	const PublishOwnership *o = userdata;
+	const Csi__V1__NodePublishVolumeRequest *r = o->request;
 	const char *policy = NULL;
 
 	for (size_t i = 0; i < r->n_volume_context; i++)
 		if (strcmp(r->volume_context[i]->key, "fsGroupChangePolicy") == 0)
 			policy = r->volume_context[i]->value;
-	/* A read-only bind cannot be changed; the same tree through the staging mount can. */
-	const char *where = r->readonly ? r->staging_target_path : r->target_path;
-	int e = volume_ownership_apply(r->volume_id, where, gid, r->readonly, policy,
-				       d->fs_group_policy);
-	if (e < 0)
-		return rpc_fail(call, e, "volume %s: giving %s to group %u failed: %s",
-				r->volume_id, where, gid, strerror(-e));
+	int e = volume_ownership_apply_fd(r->volume_id, root_fd, o->gid, read_only, policy,
+					  o->driver->fs_group_policy);
+	if (e < 0) {
+		*ret_error = xasprintf("volume %s: giving it to group %u failed: %s", r->volume_id,
+				       (unsigned)o->gid, strerror(-e));
+		return e;
+	}
 	return 0;
 }
 
-/* A bind-mounted device node shows devtmpfs in mountinfo: compare the device numbers. */
-static int block_published_here(RpcCall *call, const char *target, const char *dev)
+/* volume_mount_group, checked before anything is mounted. */
+static int publish_group(RpcCall *call, const Csi__V1__NodePublishVolumeRequest *r, gid_t *ret)
 {
-	struct stat t, d;
-
-	if (is_mount_point(target) <= 0)
-		return 0;
-	if (stat(target, &t) == 0 && stat(dev, &d) == 0 && S_ISBLK(t.st_mode) &&
-	    t.st_rdev == d.st_rdev)
-		return 1;
-	return rpc_fail(call, -EEXIST, "target_path: %s already holds another device", target);
-}
-
-static int publish_block(RpcCall *call, const Csi__V1__NodePublishVolumeRequest *r, const char *dev)
-{
-	int e = block_published_here(call, r->target_path, dev);
-	if (e != 0)
-		return e < 0 ? e : 0;
-	_cleanup_close_ int fd =
-		open(r->target_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
-	if (fd < 0)
-		return rpc_fail(call, -errno, "target_path: cannot create %s: %m", r->target_path);
-	e = mount_bind(dev, r->target_path, r->readonly, NULL);
-	if (e < 0)
-		return rpc_fail(call, e, "volume %s: binding %s to %s failed: %s", r->volume_id,
-				dev, r->target_path, strerror(-e));
-	return 0;
-}
-
-static int publish_mount(RpcCall *call, const Csi__V1__NodePublishVolumeRequest *r, const char *dev)
-{
-	const Csi__V1__VolumeCapability__MountVolume *m = r->volume_capability->mount;
-	const char *group = m->volume_mount_group;
-	_cleanup_free_ char *flags = NULL;
+	const char *group = r->volume_capability->mount
+				    ? r->volume_capability->mount->volume_mount_group
+				    : NULL;
 	uint32_t gid = OWNERSHIP_GID_NONE;
-	int e;
 
-	/* Checked before anything is mounted: a refused call leaves nothing behind. */
 	if (group && *group && (parse_uint32(group, &gid) < 0 || gid == OWNERSHIP_GID_NONE))
 		return rpc_fail(
 			call, -EINVAL,
 			"volume_capability.mount.volume_mount_group: '%s' is not a group id",
 			group);
-	if (mounted_here(call, "staging_target_path", r->staging_target_path, dev) != 1)
-		return rpc_fail(call, -ENOTEMPTY,
-				"volume %s is not staged at %s: call NodeStageVolume first",
-				r->volume_id, r->staging_target_path);
-	e = mounted_here(call, "target_path", r->target_path, dev);
-	if (e < 0)
-		return e;
-	if (e == 0) {
-		if ((e = check_mount_flags(call, m->mount_flags, m->n_mount_flags)) < 0)
-			return e;
-		if (mkdir(r->target_path, 0750) < 0 && errno != EEXIST)
-			return rpc_fail(call, -errno, "target_path: cannot create %s: %m",
-					r->target_path);
-		flags = join_flags(m->mount_flags, m->n_mount_flags);
-		e = mount_bind(r->staging_target_path, r->target_path, r->readonly, flags);
-		if (e < 0)
-			return rpc_fail(call, e, "volume %s: binding %s to %s failed: %s",
-					r->volume_id, r->staging_target_path, r->target_path,
-					strerror(-e));
-		failpoint("node-publish-after-mount");
-	}
-	if (gid != OWNERSHIP_GID_NONE)
-		return publish_ownership(call, r, gid);
+	*ret = gid;
 	return 0;
 }
 
@@ -444,31 +217,40 @@ int node_publish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 	const Csi__V1__NodePublishVolumeRequest *r = (const void *)req;
 	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_free_ char *dev = NULL, *err = NULL;
+	_cleanup_free_ char *err = NULL;
+	PublishOwnership own = {.request = r, .driver = d};
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
 	if ((e = flex_node_publish(call, req, ret)) <= 0)
 		return e;
-	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
-	if ((e = path_check(call, "target_path", r->target_path)) < 0)
+	if ((e = volume_id_check(call, r->volume_id)) < 0)
 		return e;
+	if (!r->target_path || !*r->target_path)
+		return rpc_fail(call, -EINVAL, "target_path: missing");
 	if (capability_check(r->volume_capability, "volume_capability", &err) < 0)
 		return rpc_fail(call, -EINVAL, "%s", err);
-	if ((e = path_check(call, "staging_target_path", r->staging_target_path)) < 0)
+	if (!r->staging_target_path || !*r->staging_target_path)
+		return rpc_fail(call, -EINVAL, "staging_target_path: missing");
+	bool block = capability_block(r->volume_capability);
+	if (!block && (e = publish_group(call, r, &own.gid)) < 0)
 		return e;
-	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
-	if ((e = volume_device(call, d, r->volume_id, false, &dev, NULL)) < 0)
-		return e == -ENODEV ? rpc_fail(call, -ENOTEMPTY,
-					       "volume %s is not staged on this node", r->volume_id)
-				    : e;
-	e = capability_block(r->volume_capability) ? publish_block(call, r, dev)
-						   : publish_mount(call, r, dev);
-	if (e < 0)
+	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
 		return e;
+	PoolPublish pub = {
+		.volume_id = r->volume_id,
+		.node_id = d->node_id,
+		.staging_path = r->staging_target_path,
+		.target_path = r->target_path,
+		.block = block,
+		.read_only = r->readonly,
+		.mount_flags = block ? NULL : r->volume_capability->mount->mount_flags,
+		.n_mount_flags = block ? 0 : r->volume_capability->mount->n_mount_flags,
+		.prepare = !block && own.gid != OWNERSHIP_GID_NONE ? publish_ownership : NULL,
+		.userdata = &own,
+	};
+	if ((e = pool_node_publish(d->pool, &pub, &err)) < 0)
+		return rpc_fail(call, e, "%s", err ?: strerror(-e));
 	log_info("volume %s published at %s%s", r->volume_id, r->target_path,
 		 r->readonly ? " (read-only)" : "");
 	Csi__V1__NodePublishVolumeResponse *resp = xnew0(Csi__V1__NodePublishVolumeResponse, 1);
@@ -482,28 +264,20 @@ int node_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 	const Csi__V1__NodeUnpublishVolumeRequest *r = (const void *)req;
 	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	struct stat st;
+	_cleanup_free_ char *err = NULL;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
 	if ((e = flex_node_unpublish(call, req, ret)) <= 0)
 		return e;
-	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
-	if ((e = path_check(call, "target_path", r->target_path)) < 0)
+	if ((e = volume_id_check(call, r->volume_id)) < 0)
 		return e;
-	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
-	e = umount_all_at(r->target_path);
-	if (e < 0 && e != -ENOENT)
-		return rpc_fail(call, e, "target_path: unmounting %s failed: %s", r->target_path,
-				strerror(-e));
-	if (lstat(r->target_path, &st) == 0) {
-		if (S_ISDIR(st.st_mode) ? rmdir(r->target_path) : unlink(r->target_path))
-			return rpc_fail(call, -errno, "target_path: removing %s failed: %m",
-					r->target_path);
-	}
+	if (!r->target_path || !*r->target_path)
+		return rpc_fail(call, -EINVAL, "target_path: missing");
+	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
+		return e;
+	if ((e = pool_node_unpublish(d->pool, r->volume_id, r->target_path, &err)) < 0)
+		return rpc_fail(call, e, "%s", err ?: strerror(-e));
 	log_info("volume %s unpublished from %s", r->volume_id, r->target_path);
 	Csi__V1__NodeUnpublishVolumeResponse *resp = xnew0(Csi__V1__NodeUnpublishVolumeResponse, 1);
 	csi__v1__node_unpublish_volume_response__init(resp);
@@ -511,13 +285,24 @@ int node_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 	return 0;
 }
 
-static uint64_t device_size(const char *dev)
+/* A capacity range's bounds, or -EINVAL naming the one that is negative. */
+static int range_bounds(RpcCall *call, const Csi__V1__CapacityRange *range, uint64_t *ret_required,
+			uint64_t *ret_limit)
 {
-	uint64_t size = 0;
-	_cleanup_close_ int fd = open(dev, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && ioctl(fd, BLKGETSIZE64, &size) < 0)
-		size = 0;
-	return size;
+	*ret_required = *ret_limit = 0;
+	if (!range)
+		return 0;
+	if (range->required_bytes < 0)
+		return rpc_fail(call, -EINVAL, "capacity_range.required_bytes: negative");
+	if (range->limit_bytes < 0)
+		return rpc_fail(call, -EINVAL, "capacity_range.limit_bytes: negative");
+	if (range->limit_bytes && range->required_bytes > range->limit_bytes)
+		return rpc_fail(call, -EINVAL,
+				"capacity_range: required_bytes %lld is more than limit_bytes %lld",
+				(long long)range->required_bytes, (long long)range->limit_bytes);
+	*ret_required = (uint64_t)range->required_bytes;
+	*ret_limit = (uint64_t)range->limit_bytes;
+	return 0;
 }
 
 int node_expand_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
@@ -525,50 +310,28 @@ int node_expand_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMess
 	const Csi__V1__NodeExpandVolumeRequest *r = (const void *)req;
 	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_free_ char *dev = NULL, *err = NULL;
-	MountInfo mi = {};
+	_cleanup_free_ char *err = NULL;
+	uint64_t required, limit, size;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
 	if ((e = flex_node_expand(call, req, ret)) <= 0)
 		return e;
-	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+	if ((e = volume_id_check(call, r->volume_id)) < 0)
+		return e;
 	if (!r->volume_path || !*r->volume_path)
 		return rpc_fail(call, -EINVAL, "volume_path: missing");
-	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
-	if ((e = volume_device(call, d, r->volume_id, false, &dev, NULL)) < 0)
+	if ((e = range_bounds(call, r->capacity_range, &required, &limit)) < 0)
 		return e;
-	/* A path that cannot hold the volume means the volume is not found there. */
-	if ((e = path_check_as(call, "volume_path", r->volume_path, -ENOENT)) < 0)
+	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
 		return e;
-	if ((e = loop_refresh_size(dev)) < 0)
-		return rpc_fail(call, e, "volume %s: refreshing the size of %s failed: %s",
-				r->volume_id, dev, strerror(-e));
-	struct stat st;
-	if (lstat(r->volume_path, &st) < 0)
-		return rpc_fail(call, -ENOENT, "volume_path: %s does not exist", r->volume_path);
-	bool block = r->volume_capability ? capability_block(r->volume_capability)
-					  : !S_ISDIR(st.st_mode);
-	if (!block) {
-		if (mount_find(r->volume_path, &mi) < 0)
-			return rpc_fail(call, -ENOTEMPTY, "volume_path: nothing is mounted at %s",
-					r->volume_path);
-		e = blockfs_resize(dev, r->volume_path, mi.fstype, &err);
-		if (e < 0) {
-			mount_info_done(&mi);
-			return rpc_fail(call, e, "volume %s: growing the filesystem failed: %s",
-					r->volume_id, err ?: strerror(-e));
-		}
-	}
-	mount_info_done(&mi);
-	log_info("volume %s expanded to %llu bytes", r->volume_id,
-		 (unsigned long long)device_size(dev));
+	e = pool_node_expand(d->pool, r->volume_id, r->volume_path, required, limit, &size, &err);
+	if (e < 0)
+		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+	log_info("volume %s expanded to %llu bytes", r->volume_id, (unsigned long long)size);
 	Csi__V1__NodeExpandVolumeResponse *resp = xnew0(Csi__V1__NodeExpandVolumeResponse, 1);
 	csi__v1__node_expand_volume_response__init(resp);
-	resp->capacity_bytes = (int64_t)device_size(dev);
+	resp->capacity_bytes = (int64_t)size;
 	*ret = &resp->base;
 	return 0;
 }
@@ -582,68 +345,50 @@ static Csi__V1__VolumeCondition *condition_new(bool abnormal, char *message)
 	return c;
 }
 
+static void stats_usage(Csi__V1__NodeGetVolumeStatsResponse *resp, const PoolNodeStats *s)
+{
+	const BlockfsStats *f = &s->fs;
+
+	if (s->block) {
+		resp->usage = xnew0(Csi__V1__VolumeUsage *, 1);
+		resp->usage[0] =
+			usage_new(CSI__V1__VOLUME_USAGE__UNIT__BYTES, f->bytes_total, 0, 0);
+		resp->n_usage = 1;
+		return;
+	}
+	if (f->bytes_total == 0)
+		return; /* not mounted here: the condition says so */
+	resp->usage = xnew0(Csi__V1__VolumeUsage *, 2);
+	resp->usage[0] = usage_new(CSI__V1__VOLUME_USAGE__UNIT__BYTES, f->bytes_total,
+				   f->bytes_used, f->bytes_available);
+	resp->usage[1] = usage_new(CSI__V1__VOLUME_USAGE__UNIT__INODES, f->inodes_total,
+				   f->inodes_used, f->inodes_free);
+	resp->n_usage = 2;
+}
+
 int node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
 {
 	const Csi__V1__NodeGetVolumeStatsRequest *r = (const void *)req;
 	Driver *d = rpc_call_userdata(call);
-	_cleanup_free_ char *dev = NULL;
-	BlockfsStats s = {};
-	struct stat st;
+	_cleanup_free_ char *err = NULL;
+	PoolNodeStats s = {};
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
 	if ((e = flex_node_get_volume_stats(call, req, ret)) <= 0)
 		return e;
-	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+	if ((e = volume_id_check(call, r->volume_id)) < 0)
+		return e;
 	if (!r->volume_path || !*r->volume_path)
 		return rpc_fail(call, -EINVAL, "volume_path: missing");
-	if ((e = path_check_as(call, "volume_path", r->volume_path, -ENOENT)) < 0)
-		return e;
-	if (lstat(r->volume_path, &st) < 0)
-		return rpc_fail(call, -ENOENT, "volume_path: %s does not exist", r->volume_path);
-	if ((e = volume_device(call, d, r->volume_id, false, &dev, NULL)) < 0) {
-		if (e != -ENODEV)
-			return e;
-		dev = NULL; /* known volume, device gone: report it abnormal below */
-	}
+	if ((e = pool_node_stats(d->pool, r->volume_id, r->volume_path, &s, &err)) < 0)
+		return rpc_fail(call, e, "%s", err ?: strerror(-e));
 	Csi__V1__NodeGetVolumeStatsResponse *resp = xnew0(Csi__V1__NodeGetVolumeStatsResponse, 1);
 	csi__v1__node_get_volume_stats_response__init(resp);
+	stats_usage(resp, &s);
+	resp->volume_condition = condition_new(s.abnormal, TAKE_PTR(s.message));
+	pool_node_stats_done(&s);
 	*ret = &resp->base;
-	if (!dev) {
-		resp->volume_condition = condition_new(
-			true, xasprintf("the loop device of volume %s is gone", r->volume_id));
-		return 0;
-	}
-	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
-		resp->usage = xnew0(Csi__V1__VolumeUsage *, 1);
-		resp->usage[0] =
-			usage_new(CSI__V1__VOLUME_USAGE__UNIT__BYTES, device_size(dev), 0, 0);
-		resp->n_usage = 1;
-		resp->volume_condition = condition_new(false, xstrdup("device is attached"));
-		return 0;
-	}
-	if (mounted_here(call, "volume_path", r->volume_path, dev) != 1) {
-		resp->volume_condition =
-			condition_new(true, xasprintf("volume %s is not mounted at %s",
-						      r->volume_id, r->volume_path));
-		return 0;
-	}
-	if ((e = blockfs_stats(r->volume_path, &s)) < 0)
-		return rpc_fail(call, e, "volume_path: statvfs of %s failed: %s", r->volume_path,
-				strerror(-e));
-	resp->usage = xnew0(Csi__V1__VolumeUsage *, 2);
-	resp->usage[0] = usage_new(CSI__V1__VOLUME_USAGE__UNIT__BYTES, s.bytes_total, s.bytes_used,
-				   s.bytes_available);
-	resp->usage[1] = usage_new(CSI__V1__VOLUME_USAGE__UNIT__INODES, s.inodes_total,
-				   s.inodes_used, s.inodes_free);
-	resp->n_usage = 2;
-	MountInfo mi = {};
-	bool fs_ro = mount_find(r->volume_path, &mi) == 0 && mi.fs_read_only;
-	mount_info_done(&mi);
-	resp->volume_condition =
-		fs_ro ? condition_new(true, xstrdup("the filesystem turned read-only (errors?)"))
-		      : condition_new(false, xstrdup("volume is mounted and writable"));
 	return 0;
 }
 

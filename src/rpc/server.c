@@ -26,6 +26,7 @@
 #include "log.h"
 #include "server.h"
 #include "status.h"
+#include "wire-check.h"
 
 typedef enum {
 	TAG_NEW,
@@ -79,6 +80,38 @@ struct RpcServer {
 /* How many request_call slots wait for new calls at once. */
 #define PENDING_REQUESTS 32
 
+/* A message echoes what the request held: a 10 KB id would push the status past the client's
+ * metadata limit, so that the client sees a size error instead of the reply. Any run of more
+ * than MESSAGE_WORD_MAX bytes without a space keeps its head and says how long it was. */
+#define MESSAGE_WORD_MAX 1024
+#define MESSAGE_WORD_KEEP 128
+
+static char *message_shorten_words(char *msg)
+{
+	size_t n = strlen(msg), out = 0;
+	char *s = xmalloc(n + 1);
+
+	for (size_t i = 0; i < n;) {
+		size_t w = strcspn(msg + i, " ");
+		if (w > MESSAGE_WORD_MAX) {
+			char note[64];
+			int k = snprintf(note, sizeof(note), "...(%zu bytes)", w);
+			memcpy(s + out, msg + i, MESSAGE_WORD_KEEP);
+			memcpy(s + out + MESSAGE_WORD_KEEP, note, (size_t)k);
+			out += MESSAGE_WORD_KEEP + (size_t)k;
+		} else {
+			memcpy(s + out, msg + i, w);
+			out += w;
+		}
+		i += w;
+		if (i < n)
+			s[out++] = msg[i++]; /* the space */
+	}
+	s[out] = 0;
+	free(msg);
+	return s;
+}
+
 int rpc_fail(RpcCall *call, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -88,6 +121,8 @@ int rpc_fail(RpcCall *call, int err, const char *fmt, ...)
 	if (vasprintf(&call->error_message, fmt, ap) < 0)
 		call->error_message = NULL;
 	va_end(ap);
+	if (call->error_message)
+		call->error_message = message_shorten_words(call->error_message);
 	return err;
 }
 
@@ -265,17 +300,26 @@ static grpc_byte_buffer *encode_message(const ProtobufCMessage *m)
 	return bb;
 }
 
-static ProtobufCMessage *decode_message(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *d)
+/* The request, or NULL with the reason recorded for the client. */
+static ProtobufCMessage *decode_message(RpcCall *c, grpc_byte_buffer *bb,
+					const ProtobufCMessageDescriptor *d)
 {
 	grpc_byte_buffer_reader reader;
-	ProtobufCMessage *m;
+	_cleanup_free_ char *field = NULL;
+	ProtobufCMessage *m = NULL;
 
-	if (!grpc_byte_buffer_reader_init(&reader, bb))
+	if (!grpc_byte_buffer_reader_init(&reader, bb)) {
+		rpc_fail(c, -EINVAL, "%s: the request cannot be read", c->name);
 		return NULL;
+	}
 	grpc_slice slice = grpc_byte_buffer_reader_readall(&reader);
 	grpc_byte_buffer_reader_destroy(&reader);
-	m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(slice),
-				      GRPC_SLICE_START_PTR(slice));
+	if (wire_strings_check(d, GRPC_SLICE_START_PTR(slice), GRPC_SLICE_LENGTH(slice), &field) <
+	    0)
+		rpc_fail(c, -EINVAL, "%s: a NUL byte inside a string", field);
+	else if (!(m = protobuf_c_message_unpack(d, NULL, GRPC_SLICE_LENGTH(slice),
+						 GRPC_SLICE_START_PTR(slice))))
+		rpc_fail(c, -EINVAL, "%s: the request is not a valid %s message", c->name, d->name);
 	grpc_slice_unref(slice);
 	return m;
 }
@@ -293,12 +337,9 @@ static grpc_status_code call_dispatch(RpcCall *c, ProtobufCMessage **ret_reply)
 		rpc_fail(c, -EINVAL, "%s: the request carries no message", c->name);
 		return GRPC_STATUS_INVALID_ARGUMENT;
 	}
-	request = decode_message(c->request_payload, c->method->request);
-	if (!request) {
-		rpc_fail(c, -EINVAL, "%s: the request is not a valid %s message", c->name,
-			 c->method->request->name);
+	request = decode_message(c, c->request_payload, c->method->request);
+	if (!request)
 		return GRPC_STATUS_INVALID_ARGUMENT;
-	}
 	if (failpoints_enabled()) {
 		char fp[128];
 		snprintf(fp, sizeof(fp), "rpc:%s", c->name);

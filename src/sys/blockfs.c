@@ -429,11 +429,19 @@ int blockfs_needs_resize(const char *dev, const char *mount_path, const char *fs
 
 int blockfs_stats(const char *mount_path, BlockfsStats *ret)
 {
-	struct statvfs sv;
-
 	if (!mount_path || !ret)
 		return -EINVAL;
-	if (statvfs(mount_path, &sv) < 0)
+	_cleanup_close_ int fd = open(mount_path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	return blockfs_stats_fd(fd, ret);
+}
+
+int blockfs_stats_fd(int fd, BlockfsStats *ret)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(fd, &sv) < 0)
 		return negative_errno();
 	uint64_t frsize = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
 	*ret = (BlockfsStats){

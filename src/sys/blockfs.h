@@ -83,3 +83,5 @@ typedef struct BlockfsStats {
 
 /* statvfs() of a mounted filesystem. */
 int blockfs_stats(const char *mount_path, BlockfsStats *ret);
+/* The same through an fd of the mounted filesystem (O_PATH is fine). */
+int blockfs_stats_fd(int fd, BlockfsStats *ret);

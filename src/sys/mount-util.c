@@ -9,6 +9,7 @@
 #include "alloc.h"
 #include "log.h"
 #include "mount-util.h"
+#include "pinned-path.h"
 
 #define MOUNTINFO "/proc/self/mountinfo"
 /* Flags that turn mount(2) into another operation than "mount this filesystem". */
@@ -322,4 +323,301 @@ int umount_all_at(const char *target)
 		if (++n >= MAX_STACKED)
 			return -ELOOP;
 	}
+}
+
+/* ---- acting through fds: mounts onto pinned targets ---- */
+
+static bool legacy_api;
+
+void mount_force_legacy_api(bool on)
+{
+	legacy_api = on;
+}
+
+static bool new_api_missing(int r)
+{
+	return r == -ENOSYS || r == -EPERM; /* EPERM: a seccomp filter that refuses it */
+}
+
+/* The per-mount flags of an options string, as mount attributes. */
+static unsigned ms_to_attr(unsigned long ms)
+{
+	static const struct {
+		unsigned long ms;
+		unsigned attr;
+	} map[] = {
+		{MS_RDONLY, MOUNT_ATTR_RDONLY},		{MS_NOSUID, MOUNT_ATTR_NOSUID},
+		{MS_NODEV, MOUNT_ATTR_NODEV},		{MS_NOEXEC, MOUNT_ATTR_NOEXEC},
+		{MS_NOATIME, MOUNT_ATTR_NOATIME},	{MS_STRICTATIME, MOUNT_ATTR_STRICTATIME},
+		{MS_NODIRATIME, MOUNT_ATTR_NODIRATIME}, {MS_NOSYMFOLLOW, MOUNT_ATTR_NOSYMFOLLOW},
+	};
+	unsigned attr = 0;
+
+	for (size_t i = 0; i < ELEMENTSOF(map); i++)
+		if (ms & map[i].ms)
+			attr |= map[i].attr;
+	return attr;
+}
+
+/* Superblock flags go to the filesystem context by name. */
+static const struct {
+	unsigned long ms;
+	const char *name;
+} sb_flags[] = {
+	{MS_RDONLY, "ro"},	   {MS_SYNCHRONOUS, "sync"}, {MS_DIRSYNC, "dirsync"},
+	{MS_LAZYTIME, "lazytime"}, {MS_MANDLOCK, "mand"},
+};
+
+/* The kernel's own words for what it refused, read from the context (one message a read). */
+static char *fs_context_messages(int fs_fd)
+{
+	_cleanup_free_ char *all = NULL;
+	char buf[512];
+	ssize_t n;
+
+	while ((n = read(fs_fd, buf, sizeof(buf) - 1)) > 0) {
+		buf[n] = 0;
+		const char *msg = n > 2 && buf[1] == ' ' ? buf + 2 : buf; /* "e ext4: ..." */
+		char *joined = all ? xasprintf("%s; %s", all, msg) : xstrdup(msg);
+		free(all);
+		all = joined;
+	}
+	return TAKE_PTR(all);
+}
+
+/* Sets one "key" or "key=value" option of a filesystem context. */
+static int fs_context_set(int fs_fd, const char *option)
+{
+	_cleanup_free_ char *key = xstrdup(option);
+	char *value = strchr(key, '=');
+
+	if (value)
+		*value++ = 0;
+	if (fsconfig(fs_fd, value ? FSCONFIG_SET_STRING : FSCONFIG_SET_FLAG, key, value, 0) < 0)
+		return negative_errno();
+	return 0;
+}
+
+/* Fills a filesystem context from an options string's filesystem part and flags. */
+static int fs_context_configure(int fs_fd, const char *fs_data, unsigned long flags)
+{
+	char *save = NULL;
+	int r;
+
+	_cleanup_free_ char *copy = xstrdup(fs_data ?: "");
+	for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save))
+		if ((r = fs_context_set(fs_fd, o)) < 0)
+			return r;
+	for (size_t i = 0; i < ELEMENTSOF(sb_flags); i++)
+		if ((flags & sb_flags[i].ms) &&
+		    fsconfig(fs_fd, FSCONFIG_SET_FLAG, sb_flags[i].name, NULL, 0) < 0)
+			return negative_errno();
+	return 0;
+}
+
+static char *proc_fd_path(int fd, const char *name)
+{
+	return name ? xasprintf("/proc/self/fd/%d/%s", fd, name)
+		    : xasprintf("/proc/self/fd/%d", fd);
+}
+
+int mount_options_check(const char *fstype, const char *options, char **ret_error)
+{
+	_cleanup_free_ char *data = NULL;
+	unsigned long flags;
+
+	if (!fstype || !*fstype)
+		return -EINVAL;
+	int r = mount_options_split(options, &flags, &data);
+	if (r < 0) {
+		*ret_error = xasprintf("'%s' is not a plain mount option", options);
+		return r;
+	}
+	if (legacy_api)
+		return 0;
+	_cleanup_close_ int fs_fd = fsopen(fstype, FSOPEN_CLOEXEC);
+	if (fs_fd < 0) {
+		r = negative_errno();
+		if (new_api_missing(r))
+			return 0; /* nothing to ask: the mount itself will tell */
+		*ret_error = xasprintf("filesystem type '%s' is not known to the kernel", fstype);
+		return r == -ENODEV ? -EINVAL : r;
+	}
+	r = fs_context_configure(fs_fd, data, flags);
+	if (r < 0) {
+		_cleanup_free_ char *why = fs_context_messages(fs_fd);
+		*ret_error =
+			why ? TAKE_PTR(why) : xasprintf("%s does not accept '%s'", fstype, options);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int mount_fs_legacy(const char *source_dev, int target_fd, const char *fstype,
+			   unsigned long flags, const char *data)
+{
+	_cleanup_free_ char *target = proc_fd_path(target_fd, NULL);
+	if (mount(source_dev, target, fstype, flags, data) < 0)
+		return negative_errno();
+	return 0;
+}
+
+int mount_fs_at(const char *source_dev, int target_fd, const char *fstype, const char *options,
+		bool read_only, char **ret_error)
+{
+	_cleanup_free_ char *data = NULL;
+	unsigned long flags;
+
+	if (!source_dev || !fstype || !*fstype)
+		return -EINVAL;
+	int r = mount_options_split(options, &flags, &data);
+	if (r < 0) {
+		*ret_error = xasprintf("'%s' is not a plain mount option", options ?: "");
+		return r;
+	}
+	if (read_only)
+		flags |= MS_RDONLY;
+	if (legacy_api)
+		return mount_fs_legacy(source_dev, target_fd, fstype, flags, data);
+
+	_cleanup_close_ int fs_fd = fsopen(fstype, FSOPEN_CLOEXEC);
+	if (fs_fd < 0 && new_api_missing(negative_errno()))
+		return mount_fs_legacy(source_dev, target_fd, fstype, flags, data);
+	if (fs_fd < 0)
+		return negative_errno();
+	if (fsconfig(fs_fd, FSCONFIG_SET_STRING, "source", source_dev, 0) < 0 ||
+	    (r = fs_context_configure(fs_fd, data, flags)) < 0 ||
+	    fsconfig(fs_fd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+		r = r < 0 ? r : negative_errno();
+		*ret_error = fs_context_messages(fs_fd);
+		return log_debug_errno(r, "mount %s (%s, %s): %s", source_dev, fstype,
+				       options ?: "", *ret_error ?: "");
+	}
+	_cleanup_close_ int mnt_fd = fsmount(fs_fd, FSMOUNT_CLOEXEC, ms_to_attr(flags));
+	if (mnt_fd < 0)
+		return negative_errno();
+	if (move_mount(mnt_fd, "", target_fd, "",
+		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return negative_errno();
+	log_debug("mounted %s (%s)", source_dev, fstype);
+	return 0;
+}
+
+/* Classic bind through /proc/self/fd, then the flags in a second step on the new mount (reached
+ * again through the pinned parent); undone if that step fails. */
+static int mount_bind_legacy(int source_fd, const PinnedPath *target, int target_fd,
+			     unsigned long want)
+{
+	_cleanup_free_ char *source = proc_fd_path(source_fd, NULL);
+	_cleanup_free_ char *onto = proc_fd_path(target_fd, NULL);
+	struct statvfs sv;
+
+	if (mount(source, onto, NULL, MS_BIND, NULL) < 0)
+		return negative_errno();
+	if (!want)
+		return 0;
+	_cleanup_close_ int mnt_fd = pinned_path_open_object(target, O_PATH);
+	_cleanup_free_ char *mnt = mnt_fd >= 0 ? proc_fd_path(mnt_fd, NULL) : NULL;
+	if (!mnt || fstatvfs(mnt_fd, &sv) < 0 ||
+	    mount(NULL, mnt, NULL, MS_REMOUNT | MS_BIND | statvfs_to_ms(sv.f_flag) | want, NULL) <
+		    0) {
+		int r = mnt_fd < 0 ? mnt_fd : negative_errno();
+		(void)umount_at(target);
+		return r;
+	}
+	return 0;
+}
+
+int mount_bind_at(int source_fd, const PinnedPath *target, int target_fd, bool read_only,
+		  const char *options)
+{
+	const struct libmnt_optmap *linux_map = mnt_get_builtin_optmap(MNT_LINUX_MAP);
+	unsigned long want = 0;
+
+	if (options && *options &&
+	    (mnt_optstr_get_flags(options, &want, linux_map) < 0 || (want & OPERATION_FLAGS)))
+		return -EINVAL;
+	if (read_only)
+		want |= MS_RDONLY;
+	/* Superblock flags belong to the filesystem's own mount, not to a bind of it. */
+	want &= ~(unsigned long)(MS_SYNCHRONOUS | MS_DIRSYNC | MS_LAZYTIME | MS_MANDLOCK);
+	if (legacy_api)
+		return mount_bind_legacy(source_fd, target, target_fd, want);
+
+	_cleanup_close_ int tree_fd =
+		open_tree(source_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree_fd < 0 && new_api_missing(negative_errno()))
+		return mount_bind_legacy(source_fd, target, target_fd, want);
+	if (tree_fd < 0)
+		return negative_errno();
+	/* The flags are set on the detached copy: the mount never shows up without them. */
+	struct mount_attr attr = {.attr_set = ms_to_attr(want)};
+	if (attr.attr_set & MOUNT_ATTR__ATIME)
+		attr.attr_clr |= MOUNT_ATTR__ATIME;
+	if (attr.attr_set && mount_setattr(tree_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		int r = negative_errno();
+		if (new_api_missing(r))
+			return mount_bind_legacy(source_fd, target, target_fd, want);
+		return r;
+	}
+	if (move_mount(tree_fd, "", target_fd, "",
+		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return negative_errno();
+	log_debug("bound onto %s%s", target->base, read_only ? " (read-only)" : "");
+	return 0;
+}
+
+int umount_at(const PinnedPath *p)
+{
+	_cleanup_free_ char *path = proc_fd_path(p->parent_fd, p->base);
+
+	if (umount2(path, UMOUNT_NOFOLLOW) == 0)
+		return 1;
+	int r = negative_errno();
+	if (r == -EINVAL || r == -ENOENT)
+		return 0; /* not a mount point (or gone) */
+	return log_debug_errno(r, "umount %s: %m", p->base);
+}
+
+/* The first entry of the mount table that matches, in table order. */
+static int mount_find_matching(bool (*match)(struct libmnt_fs *fs, const void *key),
+			       const void *key, MountInfo *ret)
+{
+	_cleanup_(mnt_unref_tablep) struct libmnt_table *tb = mnt_new_table_from_file(MOUNTINFO);
+	struct libmnt_iter *it;
+	struct libmnt_fs *fs;
+	int r = -ENOENT;
+
+	if (!tb)
+		return errno > 0 ? -errno : -ENOMEM;
+	if (!(it = mnt_new_iter(MNT_ITER_FORWARD)))
+		return -ENOMEM;
+	while (mnt_table_next_fs(tb, it, &fs) == 0)
+		if (match(fs, key)) {
+			fill_info(fs, ret);
+			r = 0;
+			break;
+		}
+	mnt_free_iter(it);
+	return r;
+}
+
+static bool match_id(struct libmnt_fs *fs, const void *key)
+{
+	return (uint64_t)mnt_fs_get_id(fs) == *(const uint64_t *)key;
+}
+
+static bool match_devno(struct libmnt_fs *fs, const void *key)
+{
+	return mnt_fs_get_devno(fs) == *(const dev_t *)key;
+}
+
+int mount_find_by_id(uint64_t mnt_id, MountInfo *ret)
+{
+	return mount_find_matching(match_id, &mnt_id, ret);
+}
+
+int mount_find_by_devno(dev_t devno, MountInfo *ret)
+{
+	return mount_find_matching(match_devno, &devno, ret);
 }

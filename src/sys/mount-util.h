@@ -10,7 +10,10 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
+
+#include "pinned-path.h"
 
 typedef struct MountInfo {
 	char *target;	   /* canonical mount point */
@@ -31,6 +34,13 @@ void mount_info_done(MountInfo *m);
  * target is resolved canonically first. -ENOENT when target does not exist or nothing is
  * mounted exactly there (a path inside a mount is not a mount point). */
 int mount_find(const char *target, MountInfo *ret);
+
+/* The mount with this mount ID (statx STATX_MNT_ID), or -ENOENT. */
+int mount_find_by_id(uint64_t mnt_id, MountInfo *ret);
+
+/* The first mount (in table order) of the filesystem on device devno, or -ENOENT: tells
+ * whether a block device is mounted anywhere. */
+int mount_find_by_devno(dev_t devno, MountInfo *ret);
 
 /* 1 if path is a mount point (a directory or a file with something mounted on it), 0 if
  * not, -errno (-ENOENT) if path cannot be looked up. */
@@ -67,3 +77,33 @@ int umount_all_at(const char *target);
  * NULL when there is none). Returns -EINVAL for options that are not plain mount flags
  * (bind, move, remount, propagation). Exposed for callers that validate options early. */
 int mount_options_split(const char *options, unsigned long *ret_flags, char **ret_data);
+
+/* ---- Acting through fds, for paths that came in a request (see pinned-path.h) ----
+ * These never look a target up by name again: the caller has opened and checked it. Mounts are
+ * made with the new mount API (fsopen/fsmount, open_tree/mount_setattr, move_mount), so flags
+ * are in place before the mount becomes visible; kernels without it (before 5.2, 5.12 for
+ * mount_setattr) get mount(2) through /proc/self/fd. */
+
+/* Checks an options string for fstype as the kernel parses it, without mounting anything: per-
+ * mount flags are known to libmount, filesystem options are given to a throwaway context of
+ * fstype. 0, or -EINVAL with *ret_error (the kernel's words when it gave some). */
+int mount_options_check(const char *fstype, const char *options, char **ret_error);
+
+/* Mounts fstype on source_dev onto the directory target_fd (O_PATH is fine) with options (as
+ * in mount_fs()) and read-only if asked. No idempotency check: the caller has looked. On
+ * failure *ret_error may hold the kernel's explanation (NULL otherwise). Blocks. */
+int mount_fs_at(const char *source_dev, int target_fd, const char *fstype, const char *options,
+		bool read_only, char **ret_error);
+
+/* Bind-mounts the object open as source_fd (a mount's root directory, or a device node) onto
+ * target_fd (same kind), found at the pinned path target, non-recursively, with read_only and
+ * the per-mount flags of options (others are ignored: they belong to the filesystem). */
+int mount_bind_at(int source_fd, const PinnedPath *target, int target_fd, bool read_only,
+		  const char *options);
+
+/* Unmounts the topmost mount at a pinned path, never following a symlink there and never
+ * lazily: 1 when it unmounted, 0 when nothing is mounted there, -EBUSY when in use. */
+int umount_at(const PinnedPath *p);
+
+/* Uses mount(2) through /proc/self/fd instead of the new mount API (for tests of that path). */
+void mount_force_legacy_api(bool on);

@@ -235,6 +235,70 @@ static void test_stacked(void)
 	is_int(umount_all_at(stack), 0, "again: 0");
 }
 
+/* The fd-based calls, with the new mount API and with mount(2) through /proc/self/fd. */
+static void test_fd_mounts(const char *dev, bool legacy)
+{
+	const char *how = legacy ? "mount(2)" : "new API";
+	_cleanup_free_ char *stage = scratch_mkdir(legacy ? "fd-stage-legacy" : "fd-stage");
+	_cleanup_free_ char *target = scratch_mkdir(legacy ? "fd-target-legacy" : "fd-target");
+	_cleanup_free_ char *link = scratch_path(legacy ? "fd-link-legacy" : "fd-link");
+	_cleanup_free_ char *err = NULL;
+	PinnedPath sp = PINNED_PATH_NULL, tp = PINNED_PATH_NULL, lp = PINNED_PATH_NULL;
+	PathObject o;
+	struct statvfs sv;
+	MountInfo m;
+
+	mount_force_legacy_api(legacy);
+	ok(pinned_path_open(stage, &sp) == 0 && pinned_path_open(target, &tp) == 0, "%s: pinned",
+	   how);
+	_cleanup_close_ int sfd = pinned_path_open_object(&sp, O_PATH | O_DIRECTORY);
+	is_int(mount_fs_at(dev, sfd, "ext4", "noatime,nodev", false, &err), 0, "%s: mount_fs_at",
+	       how);
+	ok(mount_find(stage, &m) == 0 && has_opt(m.vfs_options, "noatime") &&
+		   has_opt(m.vfs_options, "nodev"),
+	   "%s: mounted with its flags", how);
+	mount_info_done(&m);
+	ok(pinned_path_stat(&sp, &o) == 0 && o.mount_root, "%s: a mount root now", how);
+
+	_cleanup_close_ int root = pinned_path_open_object(&sp, O_PATH | O_DIRECTORY);
+	_cleanup_close_ int tfd = pinned_path_open_object(&tp, O_PATH | O_DIRECTORY);
+	is_int(mount_bind_at(root, &tp, tfd, true, "nosuid"), 0, "%s: bind read-only, nosuid", how);
+	ok(statvfs(target, &sv) == 0 && (sv.f_flag & ST_RDONLY) && (sv.f_flag & ST_NOSUID),
+	   "%s: the bind has both flags", how);
+	is_int(count_mounts_at(target), 1, "%s: one mount at the target", how);
+
+	/* A symlink to the mount is never followed by the unmount. */
+	ok(symlink(stage, link) == 0 && pinned_path_open(link, &lp) == 0, "%s: a symlink pinned",
+	   how);
+	is_int(umount_at(&lp), 0, "%s: unmounting through a symlink does nothing", how);
+	is_int(count_mounts_at(stage), 1, "%s: the mount behind it is still there", how);
+
+	is_int(umount_at(&tp), 1, "%s: unmount the bind", how);
+	is_int(umount_at(&tp), 0, "%s: nothing left to unmount", how);
+	is_int(umount_at(&sp), -EBUSY, "%s: an fd open on the mount keeps it busy", how);
+	closep(&root);
+	is_int(umount_at(&sp), 1, "%s: unmount the filesystem", how);
+	pinned_path_done(&sp);
+	pinned_path_done(&tp);
+	pinned_path_done(&lp);
+	mount_force_legacy_api(false);
+}
+
+static void test_options_check(void)
+{
+	_cleanup_free_ char *err = NULL;
+
+	is_int(mount_options_check("ext4", "noatime", &err), 0, "a per-mount flag");
+	is_int(mount_options_check("ext4", "data=ordered", &err), 0, "an ext4 option");
+	is_int(mount_options_check("xfs", "nouuid", &err), 0, "an xfs option");
+	is_int(mount_options_check("ext4", "nouuid", &err), -EINVAL, "an xfs option for ext4");
+	ok(err && strstr(err, "nouuid"), "the error names it: %s", err ?: "");
+	free(TAKE_PTR(err));
+	is_int(mount_options_check("ext4", "bind", &err), -EINVAL, "an operation, not an option");
+	free(TAKE_PTR(err));
+	is_int(mount_options_check("nosuchfs", "ro", &err), -EINVAL, "an unknown filesystem type");
+}
+
 int main(void)
 {
 	MountInfo m;
@@ -249,6 +313,9 @@ int main(void)
 	test_mount_fs(dev, mnt);
 	test_bind(dev, mnt);
 	test_stacked();
+	test_options_check();
+	test_fd_mounts(dev, false);
+	test_fd_mounts(dev, true);
 
 	is_int(umount_path(mnt), 1, "unmount the staging mount");
 	is_int(mount_find(mnt, &m), -ENOENT, "gone from the table");

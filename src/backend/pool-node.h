@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pool's node service: a volume's data file becomes a loop device, formatted and mounted
+ * at the staging path (or left raw for block volumes), then bound into each target.
+ *
+ * Every path comes from a request and is hostile until proved otherwise: it is checked as a
+ * string, its parent is opened without following symlinks, and the last component is used only
+ * through that fd. Nothing is unmounted or removed unless it is proved to be this volume's: a
+ * mount whose device is the volume's loop device (the filesystem's st_dev, or a bound device
+ * node's st_rdev), or a directory or file the node service itself made (recorded, with its inode,
+ * in the volume's use record). A mount is made only on an empty directory or on a file made
+ * here. Decisions that span processes are taken under the volume's node lock from the use record
+ * and the machine (mountinfo, loop devices), never from memory. See docs/node-safety.md.
+ *
+ * Errors: a negative errno and *ret_error, a message naming the request field or the object at
+ * fault: -EINVAL a bad argument, -ENOENT an unknown volume (or one not at a volume_path),
+ * -ENOTEMPTY something is in the way (FAILED_PRECONDITION), -EEXIST published there already in
+ * another way, -ERANGE a size out of range, -EBUSY something changed during the call. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "blockfs.h"
+#include "pool.h"
+
+typedef struct PoolStage {
+	const char *volume_id;
+	const char *node_id;
+	const char *staging_path;
+	bool block;	/* raw block: attach only, nothing is mounted */
+	bool read_only; /* mount read-only */
+	const char *fstype;
+	char *const *mount_flags; /* one option each */
+	size_t n_mount_flags;
+	const BlockfsMkfsOptions *mkfs; /* may be NULL */
+} PoolStage;
+
+/* NodeStageVolume: attach, make a filesystem on a blank device (never on one that holds
+ * anything), check it, mount it at staging_path. Idempotent. Blocks (mkfs, fsck). */
+int pool_node_stage(Pool *p, const PoolStage *r, char **ret_error);
+
+/* NodeUnstageVolume: unmount the volume's staging mount, remove the directory if made here,
+ * detach. Idempotent. */
+int pool_node_unstage(Pool *p, const char *volume_id, const char *staging_path, char **ret_error);
+
+/* Called on the root of a new (or republished) mount before the caller returns: fsGroup. */
+typedef int (*PoolPrepareFunc)(int root_fd, bool read_only, void *userdata, char **ret_error);
+
+typedef struct PoolPublish {
+	const char *volume_id;
+	const char *node_id;
+	const char *staging_path;
+	const char *target_path;
+	bool block;
+	bool read_only;
+	char *const *mount_flags;
+	size_t n_mount_flags;
+	PoolPrepareFunc prepare; /* may be NULL */
+	void *userdata;
+} PoolPublish;
+
+/* NodePublishVolume: bind the staging mount (or the raw device) onto target_path, made here
+ * when missing. Idempotent; prepare runs every time. */
+int pool_node_publish(Pool *p, const PoolPublish *r, char **ret_error);
+
+/* NodeUnpublishVolume: unmount the volume at target_path, remove what was made there. */
+int pool_node_unpublish(Pool *p, const char *volume_id, const char *target_path, char **ret_error);
+
+/* NodeExpandVolume: the device takes the data file's new size, the filesystem at volume_path
+ * (this volume's) grows to fill it. required/limit 0: none. *ret_size: the device's size. */
+int pool_node_expand(Pool *p, const char *volume_id, const char *volume_path, uint64_t required,
+		     uint64_t limit, uint64_t *ret_size, char **ret_error);
+
+typedef struct PoolNodeStats {
+	bool block;	 /* a raw device: only bytes_total is set */
+	BlockfsStats fs; /* usage of the filesystem */
+	bool abnormal;	 /* the volume is not healthy here */
+	char *message;	 /* what its condition is */
+} PoolNodeStats;
+
+/* NodeGetVolumeStats of the volume at volume_path (this volume's, else -ENOENT). */
+int pool_node_stats(Pool *p, const char *volume_id, const char *volume_path, PoolNodeStats *ret,
+		    char **ret_error);
+void pool_node_stats_done(PoolNodeStats *s);

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Use records: where this machine's node service stages and publishes a volume (pool.h). */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+
+#include "alloc.h"
+#include "fileio.h"
+#include "log.h"
+#include "pool-internal.h"
+#include "pool-meta.h"
+
+#define USE_FILE "node.json"
+#define USE_LOCK "node.lock"
+#define USE_MAX (1024 * 1024)
+
+int pool_volume_use_lock(Pool *p, const char *id, int *ret_lock_fd)
+{
+	_cleanup_close_ int dir = pool_volume_dir_open(p, id);
+	if (dir < 0)
+		return dir;
+	_cleanup_close_ int fd =
+		openat(dir, USE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return negative_errno();
+	if (flock(fd, LOCK_EX) < 0)
+		return negative_errno();
+	/* A delete renames the volume away while holding this lock: look again. */
+	if (!pool_volume_present(p, id))
+		return -ENOENT;
+	*ret_lock_fd = TAKE_FD(fd);
+	return 0;
+}
+
+void pool_volume_use_done(PoolVolumeUse *u)
+{
+	if (!u)
+		return;
+	free(u->node);
+	free(u->staging.path);
+	free(u->fstype);
+	for (size_t i = 0; i < u->n_targets; i++)
+		free(u->targets[i].path);
+	free(u->targets);
+	*u = (PoolVolumeUse){};
+}
+
+bool pool_volume_use_empty(const PoolVolumeUse *u)
+{
+	return !u->staging.path && u->n_targets == 0;
+}
+
+int pool_volume_use_load(Pool *p, const char *id, PoolVolumeUse *ret)
+{
+	_cleanup_free_ char *text = NULL, *boot = NULL;
+	size_t len;
+
+	*ret = (PoolVolumeUse){};
+	_cleanup_close_ int dir = pool_volume_dir_open(p, id);
+	if (dir < 0)
+		return dir;
+	int r = read_file_at(dir, USE_FILE, USE_MAX, &text, &len);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	r = pool_volume_use_from_json(text, len, ret, &boot);
+	if (r < 0)
+		return log_debug_errno(r, "pool: volumes/%s/" USE_FILE " is damaged", id);
+	if (strcmp(boot, pool_boot_id(p)) != 0) {
+		log_debug("pool: volumes/%s/" USE_FILE " is from an earlier boot: void", id);
+		pool_volume_use_done(ret);
+	}
+	return 0;
+}
+
+/* Written in tmp/ and renamed into place: a crash leaves the old record or the new one, and
+ * any temporary is where the pool's recovery looks. */
+int pool_volume_use_save(Pool *p, const char *id, const PoolVolumeUse *u)
+{
+	char tmp[64];
+	uint32_t rnd;
+	size_t len;
+
+	_cleanup_close_ int dir = pool_volume_dir_open(p, id);
+	if (dir < 0)
+		return dir;
+	if (pool_volume_use_empty(u)) {
+		if (unlinkat(dir, USE_FILE, 0) < 0 && errno != ENOENT)
+			return negative_errno();
+		return 0;
+	}
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd = (uint32_t)getpid();
+	snprintf(tmp, sizeof(tmp), "use-%s.%08x", id, rnd);
+	_cleanup_free_ char *text = pool_volume_use_to_json(u, pool_boot_id(p), &len);
+	_cleanup_close_ int fd = openat(pool_tmp_dir(p), tmp,
+					O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return negative_errno();
+	(void)flock(fd, LOCK_EX); /* the pool's recovery leaves locked files in tmp/ alone */
+	int r = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
+	if (r == 0 && renameat(pool_tmp_dir(p), tmp, dir, USE_FILE) < 0)
+		r = negative_errno();
+	if (r < 0)
+		(void)unlinkat(pool_tmp_dir(p), tmp, 0);
+	return r;
+}
+
+PoolTarget *pool_volume_use_target(const PoolVolumeUse *u, const char *path)
+{
+	for (size_t i = 0; i < u->n_targets; i++)
+		if (strcmp(u->targets[i].path, path) == 0)
+			return &u->targets[i];
+	return NULL;
+}
+
+void pool_volume_use_remove_target(PoolVolumeUse *u, const char *path)
+{
+	PoolTarget *t = pool_volume_use_target(u, path);
+	if (!t)
+		return;
+	free(t->path);
+	*t = u->targets[--u->n_targets];
+}
+
+void pool_volume_use_add_target(PoolVolumeUse *u, const PoolTarget *t)
+{
+	pool_volume_use_remove_target(u, t->path);
+	u->targets = xrealloc(u->targets, (u->n_targets + 1) * sizeof(PoolTarget));
+	u->targets[u->n_targets] = *t;
+	u->targets[u->n_targets++].path = xstrdup(t->path);
+}
