@@ -132,7 +132,7 @@ static int conflict(char **ret_error, const ParamKV *p, const char *theirs)
 				xasprintf("%s: conflicts with %s requested by a concurrent call",
 					  p->key, theirs);
 	}
-	return -EINVAL;
+	return -EBUSY;
 }
 
 /* Finds a value of req that differs from the batch's, or from an earlier one of req itself. */
@@ -143,7 +143,7 @@ static int check_conflicts(const Batch *b, const CoalesceRequest *req, char **re
 			*ret_error = xasprintf("capacity_range.required_bytes: conflicts with %llu "
 					       "requested by a concurrent call",
 					       (unsigned long long)b->new_size);
-		return -EINVAL;
+		return -EBUSY;
 	}
 	for (size_t i = 0; i < req->n_params; i++) {
 		const ParamKV *p = &req->params[i];

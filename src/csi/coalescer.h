@@ -12,7 +12,8 @@
  * ControllerModifyVolume calls for one volume that arrive within a window are merged into ONE
  * backend change. Each caller blocks until that change is applied and gets its result; a
  * caller whose value conflicts with one already merged (another size, another value for the
- * same parameter, another value for the same tag key) fails alone with -EINVAL.
+ * same parameter, another value for the same tag key) fails alone with -EBUSY (ABORTED: the
+ * request itself is fine, the concurrent one is in its way; a retry after it succeeds).
  *
  * Timing: the first request for a volume opens a batch and starts the window; requests that
  * arrive before the window ends join it; when it ends the batch closes and is applied, and a
@@ -66,7 +67,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Coalescer *, coalescer_free);
 
 /* Merges req into the volume's open batch (or opens one) and blocks until the batch is
  * applied: up to the window plus the apply time, plus the apply time of a previous batch of
- * the same volume still running. Returns 0 when the change was applied; -EINVAL when req
+ * the same volume still running. Returns 0 when the change was applied; -EBUSY when req
  * conflicts with a request already merged (only this caller fails; "iops: conflicts with
  * 4000 requested by a concurrent call"); or apply()'s error. A request with nothing to change
  * returns 0 at once. *ret_error is set on failure only (caller frees); it may be NULL. */

@@ -144,6 +144,12 @@ int controller_expand_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 		return rpc_fail(call, e, "%s", err);
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
 		return rpc_fail(call, -ENOENT, "volume %s not found", r->volume_id);
+	if (!capacity_range_allows(r->capacity_range, v->size) && size <= v->size)
+		return rpc_fail(call, -ERANGE,
+				"capacity_range.limit_bytes: volume %s is %llu bytes already, more "
+				"than %lld (volumes never shrink)",
+				r->volume_id, (unsigned long long)v->size,
+				(long long)r->capacity_range->limit_bytes);
 	if (size > v->size) {
 		if ((e = submit(call, d, r->volume_id, size, NULL, 0)) < 0)
 			return e;

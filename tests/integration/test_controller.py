@@ -804,7 +804,7 @@ def test_conflicting_changes_fail_alone(ctx):
         (d, "ControllerExpandVolume", {"volume_id": v, "capacity_range": {"required_bytes": 11 * GIB}}),
         (d, "ControllerExpandVolume", {"volume_id": v, "capacity_range": {"required_bytes": 12 * GIB}}))
     codes = sorted(c.value[0] for c, _ in results)
-    assert codes == [0, 3], results
+    assert codes == [0, 10], results  # OK and ABORTED: the loser's request is fine, retry it
     winner = [r for c, r in results if c == OK][0]
     loser = [r for c, r in results if c != OK][0]
     assert "conflicts" in loser and "capacity_range" in loser, loser
@@ -814,9 +814,16 @@ def test_conflicting_changes_fail_alone(ctx):
     results = concurrently(
         (d, "ControllerModifyVolume", {"volume_id": v, "mutable_parameters": {"iops": "4000"}}),
         (d, "ControllerModifyVolume", {"volume_id": v, "mutable_parameters": {"iops": "5000"}}))
-    assert sorted(c.value[0] for c, _ in results) == [0, 3], results
+    assert sorted(c.value[0] for c, _ in results) == [0, 10], results
     loser = [r for c, r in results if c != OK][0]
     assert "iops" in loser and "conflicts" in loser, loser
+
+    # Never a reply beyond limit_bytes: a volume larger than the limit is out of range.
+    size = meta(d.pool, v)["size"]
+    d.expect_error(grpc.StatusCode.OUT_OF_RANGE, "ControllerExpandVolume", volume_id=v,
+                   capacity_range={"required_bytes": GIB, "limit_bytes": size - MIB},
+                   match="capacity_range.limit_bytes")
+    assert meta(d.pool, v)["size"] == size
 
     for key in ("blockSize", "csi.storage.k8s.io/fstype", "iopsPerGB"):
         d.expect_error(INVALID, "ControllerModifyVolume", volume_id=v, mutable_parameters={key: "4096"},
