@@ -313,8 +313,10 @@ static void use_end(Use *u)
 static int use_begin(Pool *p, const char *id, Use *ret, char **ret_error)
 {
 	int r = pool_volume_use_lock(p, id, &ret->lock_fd);
-	if (r == -ENOENT)
-		return fail(ret_error, r, "volume %s not found", id);
+	if (r == -ENOENT) {
+		*ret_error = pool_volume_not_found("volume_id", id);
+		return r;
+	}
 	if (r < 0)
 		return fail(ret_error, r, "volume %s: cannot lock it: %s", id, strerror(-r));
 	if ((r = pool_volume_use_load(p, id, &ret->rec)) < 0)
@@ -874,8 +876,10 @@ static int volume_at(Pool *p, const char *id, const char *path, PinnedPath *pin,
 
 	if ((e = pin_path("volume_path", path, -ENOENT, pin, ret_error)) < 0)
 		return e;
-	if (!pool_volume_present(p, id))
-		return fail(ret_error, -ENOENT, "volume %s not found", id);
+	if (!pool_volume_present(p, id)) {
+		*ret_error = pool_volume_not_found("volume_id", id);
+		return -ENOENT;
+	}
 	e = pinned_path_stat(pin, o);
 	if (e == -ENOENT)
 		return fail(ret_error, -ENOENT, "volume_path: '%s' does not exist", path);

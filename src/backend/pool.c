@@ -78,6 +78,13 @@ bool pool_snapshot_id_valid(const char *id)
 	return id_valid(id, kind_prefix[KIND_SNAPSHOT]);
 }
 
+char *pool_volume_not_found(const char *field, const char *id)
+{
+	if (!pool_volume_id_valid(id))
+		return xasprintf("%s: '%s' is not a volume ID of this pool", field, id);
+	return xasprintf("%s: volume %s not found", field, id);
+}
+
 bool pool_name_valid(const char *name)
 {
 	size_t n = strlen(name);

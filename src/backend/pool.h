@@ -89,6 +89,11 @@ const char *pool_zone(const Pool *p);
 bool pool_volume_id_valid(const char *id);
 bool pool_snapshot_id_valid(const char *id);
 
+/* The message for an ID that names no volume, saying whether it is not even the shape of one:
+ * "volume_id: volume vol-... not found" or "volume_id: 'x' is not a volume ID of this pool".
+ * Caller frees. */
+char *pool_volume_not_found(const char *field, const char *id);
+
 /* Checks a CSI name: 1..128 bytes, printable, no '/', not "." or "..". */
 bool pool_name_valid(const char *name);
 

@@ -143,7 +143,7 @@ int controller_expand_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 	if ((e = capacity_range_size(r->capacity_range, 0, &size, &err)) < 0)
 		return rpc_fail(call, e, "%s", err);
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-		return rpc_fail(call, -ENOENT, "volume %s not found", r->volume_id);
+		return volume_not_found(call, r->volume_id);
 	if (!capacity_range_allows(r->capacity_range, v->size) && size <= v->size)
 		return rpc_fail(call, -ERANGE,
 				"capacity_range.limit_bytes: volume %s is %llu bytes already, more "
@@ -184,7 +184,7 @@ int controller_modify_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 	if (volume_params_check_mutable(kv, r->n_mutable_parameters, &err) < 0)
 		return rpc_fail(call, -EINVAL, "mutable_parameters: %s", err);
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-		return rpc_fail(call, -ENOENT, "volume %s not found", r->volume_id);
+		return volume_not_found(call, r->volume_id);
 	/* Values are checked against the merged change (the size a concurrent expand brings
 	 * included) when it is applied, as EC2 checks the EBS driver's merged modification. */
 	if ((e = submit(call, d, r->volume_id, 0, kv, r->n_mutable_parameters)) < 0)

@@ -113,9 +113,11 @@ int controller_publish_volume(RpcCall *call, const ProtobufCMessage *req, Protob
 		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
 				r->volume_id);
 	e = pool_volume_lock(d->pool, r->volume_id, &lock);
+	if (e == -ENOENT)
+		return volume_not_found(call, r->volume_id);
 	if (e < 0)
-		return rpc_fail(call, e == -ENOENT ? e : -EIO, "volume %s not found%s",
-				r->volume_id, e == -ENOENT ? "" : " (cannot lock it)");
+		return rpc_fail(call, -EIO, "volume %s: cannot lock it: %s", r->volume_id,
+				strerror(-e));
 	if (pool_node_load(d->pool, r->node_id, &node) < 0) {
 		e = rpc_fail(call, -ENOENT,
 			     "node %s not found: no volplugd node serves this pool "

@@ -413,7 +413,7 @@ int controller_validate_volume_capabilities(RpcCall *call, const ProtobufCMessag
 	if (r->n_volume_capabilities == 0)
 		return rpc_fail(call, -EINVAL, "volume_capabilities: at least one is required");
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-		return rpc_fail(call, -ENOENT, "volume %s not found", r->volume_id);
+		return volume_not_found(call, r->volume_id);
 
 	Csi__V1__ValidateVolumeCapabilitiesResponse *resp =
 		xnew0(Csi__V1__ValidateVolumeCapabilitiesResponse, 1);
@@ -510,7 +510,7 @@ int controller_get_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 	if (!r->volume_id || !*r->volume_id)
 		return rpc_fail(call, -EINVAL, "volume_id: missing");
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-		return rpc_fail(call, -ENOENT, "volume %s not found", r->volume_id);
+		return volume_not_found(call, r->volume_id);
 	Csi__V1__ControllerGetVolumeResponse *resp = xnew0(Csi__V1__ControllerGetVolumeResponse, 1);
 	csi__v1__controller_get_volume_response__init(resp);
 	resp->volume = volume_to_csi(d, v);

@@ -6,6 +6,7 @@
 #include "csi-util.h"
 #include "log.h"
 #include "ownership.h"
+#include "pool.h"
 
 /* Every map entry message is { base; char *key; char *value; } for string maps. */
 typedef struct StringEntry {
@@ -250,4 +251,10 @@ int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, b
 	if (fd < 0)
 		return negative_errno();
 	return volume_ownership_apply_fd(volume_id, fd, gid, read_only, policy_name, fallback);
+}
+
+int volume_not_found(RpcCall *call, const char *id)
+{
+	_cleanup_free_ char *msg = pool_volume_not_found("volume_id", id);
+	return rpc_fail(call, -ENOENT, "%s", msg);
 }

@@ -8,6 +8,7 @@
 
 #include "csi.pb-c.h"
 #include "params.h"
+#include "rpc-call.h"
 #include "strmap.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -69,3 +70,7 @@ int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, b
 /* The same on the tree open as root_fd (O_PATH is fine; neither closed nor moved). */
 int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, bool read_only,
 			      const char *policy_name, int fallback);
+
+/* NOT_FOUND for a volume_id that names no volume (saying so when it is not even the shape of
+ * one of ours). */
+int volume_not_found(RpcCall *call, const char *id);
