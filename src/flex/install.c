@@ -279,7 +279,14 @@ int flex_driver_locate(const char *plugin_dir, const char *driver, char **ret_ex
 					   xasprintf("driver \"%s\": %s: %s", driver, exe,
 						     strerror(-r)));
 	}
-	*ret_exe = TAKE_PTR(exe);
+	/* Only an absolute path can be run (plugin_dir may be relative). */
+	char *abs = realpath(exe, NULL);
+	if (!abs) {
+		int r = negative_errno();
+		return set_error(ret_error, r,
+				 xasprintf("driver \"%s\": %s: %s", driver, exe, strerror(-r)));
+	}
+	*ret_exe = abs;
 	*ret_name = TAKE_PTR(name);
 	return 0;
 }

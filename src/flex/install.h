@@ -18,8 +18,9 @@ int flex_remove(const char *plugin_dir, const char *vendor, const char *name, ch
 
 /* Where a driver's executable is, for tools: driver is a driver name (vendor/name) looked up
  * in plugin_dir as the prober finds it, or a path (one starting with '/' or '.', or an
- * executable that is no driver of plugin_dir). Returns 0 with *ret_exe and *ret_name (the
- * driver name, or the executable's file name for a path), or a negative errno with *ret_error
+ * executable that is no driver of plugin_dir). Returns 0 with *ret_exe (absolute, symlinks
+ * resolved) and *ret_name (the driver name, or the executable's file name for a path), or a
+ * negative errno with *ret_error
  * (may be NULL): -EINVAL for an invalid driver name, others when there is no executable. */
 int flex_driver_locate(const char *plugin_dir, const char *driver, char **ret_exe, char **ret_name,
 		       char **ret_error);

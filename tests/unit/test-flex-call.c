@@ -725,6 +725,42 @@ static void test_names(void)
 	is_str(f, "example.com~tmpfs", "name to folder");
 }
 
+/* How volplugctl finds a driver: by name in a plugin dir (a relative one too), or by path. */
+static void test_locate(void)
+{
+	_cleanup_free_ char *rec = install("tests/flex-drivers", "record");
+	_cleanup_free_ char *exe = NULL, *name = NULL, *error = NULL;
+	char cwd[4096];
+
+	ok(getcwd(cwd, sizeof(cwd)) && chdir(tmpdir) == 0, "into the plugin dir");
+	is_int(flex_driver_locate(".", "test/record", &exe, &name, &error), 0,
+	       "a driver name in a relative plugin dir");
+	is_str(exe, rec, "its executable, as an absolute path");
+	is_str(name, "test/record", "named by its driver name");
+	free(TAKE_PTR(exe));
+	free(TAKE_PTR(name));
+	is_int(flex_driver_locate("/nonexistent", "./test~record/record", &exe, &name, &error), 0,
+	       "a path starting with '.'");
+	is_str(exe, rec, "resolved");
+	is_str(name, "record", "named by its file");
+	free(TAKE_PTR(exe));
+	free(TAKE_PTR(name));
+	ok(chdir(cwd) == 0, "back");
+
+	is_int(flex_driver_locate(tmpdir, "test/none", &exe, &name, &error), -ENOENT,
+	       "a driver that is not installed");
+	ok(contains(error, "driver \"test/none\": ") && contains(error, "test~none/none"),
+	   "the message names the driver and where it was looked for: %s", error);
+	free(TAKE_PTR(error));
+	is_int(flex_driver_locate(tmpdir, "bad name", &exe, &name, &error), -EINVAL,
+	       "an invalid driver name");
+	ok(contains(error, "bad name"), "named: %s", error);
+	free(TAKE_PTR(error));
+	is_int(flex_driver_locate(tmpdir, "/nonexistent/driver", &exe, &name, &error), -ENOENT,
+	       "a path that does not exist");
+	is_str(error, "/nonexistent/driver: No such file or directory", "its message");
+}
+
 static void test_registry(void)
 {
 	_cleanup_(flex_registry_freep) FlexRegistry *reg = flex_registry_new();
@@ -766,6 +802,7 @@ int main(void)
 	drivers_init("flex-call");
 	test_commands();
 	test_names();
+	test_locate();
 	test_registry();
 	test_options_json();
 	test_parse();
