@@ -1,28 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* volplugctl flex: the Flexvolume drivers of a running volplugd (list), installing and
  * removing drivers atomically, calling one as Kubernetes does, and testing a driver through
- * the lifecycle Kubernetes would put it through. */
+ * the lifecycle Kubernetes would put it through. Arguments and output only: src/flex runs and
+ * judges the driver (call.h) and runs the lifecycle (conformance.h), as the daemon does. */
 #include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "call.h"
+#include "conformance.h"
 #include "ctl.h"
-#include "exec.h"
 #include "install.h"
-#include "mount-util.h"
 #include "parse-util.h"
 #include "prober.h"
-#include "registry.h"
 
 static const char flex_usage[] =
 	"Usage: volplugctl flex COMMAND [ARGS...]\n"
@@ -242,202 +236,26 @@ static int flex_remove_cmd(const FlexArgs *a)
 
 /* ---- running a driver ---- */
 
-static int locate_path(const FlexArgs *a, const char *path, char **ret_exe, char **ret_name)
-{
-	char *exe = realpath(path, NULL);
-	if (!exe)
-		return ctl_error(CTL_EXIT_FAILED, "flex %s: %s: %s", a->sub, path, strerror(errno));
-	*ret_name = xstrdup(strrchr(exe, '/') + 1);
-	*ret_exe = exe;
-	return 0;
-}
-
-/* Where the driver's executable is: a driver name in dir, as the prober finds it, or a path
- * (one starting with '/' or '.', or an executable not found as a driver in dir). *ret_name is
- * the driver name for messages. */
+/* The executable of DRIVER (see the usage) and the name to report it under. */
 static int driver_locate(const FlexArgs *a, const char *driver, char **ret_exe, char **ret_name)
 {
-	_cleanup_free_ char *error = NULL, *folder = NULL, *name = NULL, *exe_name = NULL;
-	bool is_file = access(driver, X_OK) == 0;
+	_cleanup_free_ char *error = NULL;
 
-	if (driver[0] == '/' || driver[0] == '.')
-		return locate_path(a, driver, ret_exe, ret_name);
-	if (flex_driver_name_validate(driver, &error) < 0)
-		return is_file ? locate_path(a, driver, ret_exe, ret_name)
-			       : ctl_error(CTL_EXIT_USAGE, "flex %s: %s", a->sub, error);
-	folder = flex_driver_name_to_folder(driver);
-	if (flex_driver_folder_parse(folder, &name, &exe_name, &error) < 0)
-		return ctl_error(CTL_EXIT_USAGE, "flex %s: %s", a->sub, error);
-	char *exe = xasprintf("%s/%s/%s", a->dir, folder, exe_name);
-	if (access(exe, X_OK) < 0) {
-		int r = is_file ? locate_path(a, driver, ret_exe, ret_name)
-				: ctl_error(CTL_EXIT_FAILED, "flex %s: driver \"%s\": %s: %s",
-					    a->sub, driver, exe, strerror(errno));
-		free(exe);
-		return r;
-	}
-	*ret_exe = exe;
-	*ret_name = TAKE_PTR(name);
-	return 0;
-}
-
-/* One run of a driver command, with everything it printed. */
-typedef struct FlexRun {
-	char **argv; /* exe, command, args: NULL-terminated */
-	int exec_r;  /* exec_run(): < 0 when it could not be started */
-	ExecResult res;
-	int parse_r; /* flex_reply_parse(), when it answered in time */
-	FlexReply reply;
-	char *type_error; /* -EPROTO: which key has the wrong type */
-} FlexRun;
-
-static void flex_run_done(FlexRun *run)
-{
-	for (size_t i = 0; run->argv && run->argv[i]; i++)
-		free(run->argv[i]);
-	free(run->argv);
-	if (run->exec_r == 0)
-		exec_result_done(&run->res);
-	if (run->parse_r == 0)
-		flex_reply_done(&run->reply);
-	free(run->type_error);
-	*run = (FlexRun){};
-}
-
-static const char *json_kind(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_STRING:
-		return "a string";
-	case JSON_INTEGER:
-	case JSON_REAL:
-		return "a number";
-	case JSON_TRUE:
-	case JSON_FALSE:
-		return "a bool";
-	default:
-		return "null";
-	}
-}
-
-/* Names the known key of an answer that has the wrong type, as flex_reply_parse() judges
- * them (strings, a bool "attached", a "capabilities" object of bools; null is allowed). */
-static char *find_type_error(const FlexRun *run)
-{
-	static const char *const strings[] = {"status", "message", "device", "volumeName"};
-	static const char *const caps[] = {"attach", "selinuxRelabel", "supportsMetrics", "fsGroup",
-					   "requiresFSResize"};
-	json_t *o = json_loadb(run->res.out, run->res.out_len, 0, NULL);
-	const char *key;
-	json_t *v;
-	char *what = NULL;
-
-	if (!json_is_object(o)) {
-		json_decref(o);
-		o = json_loadb(run->res.err, run->res.err_len, 0, NULL);
-	}
-	if (!json_is_object(o)) {
-		json_decref(o);
-		return xstrdup("a known key has the wrong type");
-	}
-	json_object_foreach (o, key, v) {
-		if (what || json_is_null(v))
-			continue;
-		for (size_t i = 0; i < ELEMENTSOF(strings) && !what; i++)
-			if (strcasecmp(key, strings[i]) == 0 && !json_is_string(v))
-				what = xasprintf("\"%s\" is %s, not a string", key, json_kind(v));
-		if (strcasecmp(key, "attached") == 0 && !json_is_boolean(v))
-			what = xasprintf("\"attached\" is %s, not a bool", json_kind(v));
-		if (strcasecmp(key, "capabilities") == 0) {
-			const char *ck;
-			json_t *cv;
-			if (!json_is_object(v))
-				what = xasprintf("\"capabilities\" is %s, not an object",
-						 json_kind(v));
-			else
-				json_object_foreach (v, ck, cv)
-					for (size_t i = 0; i < ELEMENTSOF(caps) && !what; i++)
-						if (strcasecmp(ck, caps[i]) == 0 &&
-						    !json_is_null(cv) && !json_is_boolean(cv))
-							what = xasprintf("capability \"%s\" is %s, "
-									 "not a bool",
-									 ck, json_kind(cv));
-		}
-	}
-	json_decref(o);
-	return what ?: xstrdup("a known key has the wrong type");
-}
-
-/* Runs exe for cmd with the argv flex_call() would build, its deadline (or timeout), and parses
- * the answer with flex_reply_parse(). Returns 0 when the driver ran (whatever it did), or
- * -EINVAL when args lack a field the command needs; run->exec_r tells whether it started. */
-static int flex_run(const char *exe, FlexCommand cmd, const FlexCallArgs *args, usec_t timeout,
-		    FlexRun *run)
-{
-	char **rest = NULL;
-	size_t n = 0;
-
-	*run = (FlexRun){.exec_r = -ENODATA, .parse_r = -ENODATA};
-	int r = flex_call_argv(cmd, args, &rest);
+	int r = flex_driver_locate(a->dir, driver, ret_exe, ret_name, &error);
 	if (r < 0)
-		return r;
-	while (rest[n])
-		n++;
-	run->argv = xnew0(char *, n + 3);
-	run->argv[0] = xstrdup(exe);
-	run->argv[1] = xstrdup(flex_command_to_string(cmd));
-	memcpy(run->argv + 2, rest, n * sizeof(char *));
-	free(rest);
-
-	ExecOptions o = {
-		.argv = (const char *const *)run->argv,
-		.timeout = timeout ?: flex_call_timeout(NULL, cmd),
-	};
-	run->exec_r = exec_run(&o, &run->res);
-	if (run->exec_r < 0 || run->res.timed_out)
-		return 0;
-	run->parse_r = flex_reply_parse(run->res.out, run->res.out_len, run->res.err,
-					run->res.err_len, &run->reply);
-	if (run->parse_r == -EPROTO)
-		run->type_error = find_type_error(run);
+		return ctl_error(r == -EINVAL ? CTL_EXIT_USAGE : CTL_EXIT_FAILED, "flex %s: %s",
+				 a->sub, error);
 	return 0;
 }
 
-/* What went wrong with a run in the terms of the protocol, or NULL when it answered Success
- * with exit status 0. Mirrors flex_call()'s verdict. */
-static char *flex_run_problem(const FlexRun *run)
+/* --timeout for every command, else Kubernetes' deadlines. */
+static FlexCallConfig call_config(const FlexArgs *a)
 {
-	if (run->exec_r < 0)
-		return xasprintf("cannot run %s: %s", run->argv[0], strerror(-run->exec_r));
-	if (run->res.timed_out)
-		return xasprintf("no answer within the deadline (%s)", exec_describe(&run->res));
-	if (run->parse_r == -EBADMSG)
-		return xasprintf("the answer is not a JSON object (%s): %s",
-				 exec_describe(&run->res), exec_excerpt(&run->res, 200));
-	if (run->parse_r < 0)
-		return xasprintf("the answer has a key of the wrong type: %s", run->type_error);
-	const FlexReply *rep = &run->reply;
-	if (rep->status == FLEX_STATUS_NOT_SUPPORTED)
-		return xstrdup("Not supported");
-	if (rep->status == FLEX_STATUS_FAILURE) {
-		if (rep->status_text && strcmp(rep->status_text, "Failure") == 0)
-			return xasprintf("Failure (%s): %s", exec_describe(&run->res),
-					 rep->message ?: "no message");
-		if (!rep->status_text)
-			return xasprintf("no \"status\" in the answer (%s)",
-					 exec_describe(&run->res));
-		return xasprintf("unknown status \"%s\" (%s), a failure to Kubernetes: %s",
-				 rep->status_text, exec_describe(&run->res),
-				 rep->message ?: "no message");
-	}
-	if (!exec_succeeded(&run->res))
-		return xasprintf("answered \"Success\" but ended with %s",
-				 exec_describe(&run->res));
-	return NULL;
+	FlexCallConfig cfg = {};
+
+	for (size_t i = 0; a->timeout && i < _FLEX_COMMAND_MAX; i++)
+		cfg.timeout[i] = a->timeout;
+	return cfg;
 }
 
 static json_t *capabilities_json(const FlexCapabilities *c)
@@ -451,21 +269,12 @@ static json_t *capabilities_json(const FlexCapabilities *c)
 	return o;
 }
 
-static char *capabilities_text(const FlexCapabilities *c)
-{
-	return xasprintf("attach=%s selinuxRelabel=%s supportsMetrics=%s fsGroup=%s "
-			 "requiresFSResize=%s",
-			 c->attach ? "true" : "false", c->selinux_relabel ? "true" : "false",
-			 c->supports_metrics ? "true" : "false", c->fs_group ? "true" : "false",
-			 c->requires_fs_resize ? "true" : "false");
-}
-
 /* The parsed answer as JSON (capabilities with their defaults filled in, for init). */
 static json_t *reply_json(const FlexRun *run, FlexCommand cmd)
 {
 	const FlexReply *rep = &run->reply;
 
-	if (run->parse_r < 0)
+	if (!run->parsed)
 		return json_null();
 	json_t *o = json_object();
 	json_object_set_new(o, "status",
@@ -520,6 +329,61 @@ static void print_stream(const char *label, const char *text, size_t len, bool t
 		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
 		printf("  %.*s\n", (int)n, p);
 		p += n + (nl ? 1 : 0);
+	}
+}
+
+static json_t *strings_json(char *const *v, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static void print_run_json(const Ctl *ctl, const char *name, FlexCommand cmd, const FlexRun *run)
+{
+	json_t *o = json_object();
+	size_t n = 0;
+
+	while (run->argv[n])
+		n++;
+	json_object_set_new(o, "driver", json_string(name));
+	json_object_set_new(o, "argv", strings_json(run->argv, n));
+	if (run->exec_error == 0) {
+		json_object_set_new(o, "exit_code", json_integer(run->res.exit_code));
+		json_object_set_new(o, "signal", json_integer(run->res.signal));
+		json_object_set_new(o, "timed_out", json_boolean(run->res.timed_out));
+		json_object_set_new(o, "elapsed_us", json_integer((json_int_t)run->res.elapsed));
+		json_object_set_new(o, "stdout", text_json(run->res.out, run->res.out_len));
+		json_object_set_new(o, "stderr", text_json(run->res.err, run->res.err_len));
+	}
+	json_object_set_new(o, "reply", reply_json(run, cmd));
+	json_object_set_new(o, "ok", json_boolean(!run->problem));
+	json_object_set_new(o, "problem", run->problem ? json_string(run->problem) : json_null());
+	ctl_print(ctl, o);
+	json_decref(o);
+}
+
+/* The command line, how it ended, its raw output, then the parsed answer. */
+static void print_run_text(const Ctl *ctl, FlexCommand cmd, const FlexRun *run)
+{
+	fputs("command:", stdout);
+	for (size_t i = 0; run->argv[i]; i++) {
+		fputc(' ', stdout);
+		print_quoted(run->argv[i]);
+	}
+	fputc('\n', stdout);
+	if (run->exec_error == 0) {
+		printf("ended: %s after %.3f s\n", exec_describe(&run->res),
+		       (double)run->res.elapsed / 1e6);
+		print_stream("stdout", run->res.out, run->res.out_len, run->res.out_truncated);
+		print_stream("stderr", run->res.err, run->res.err_len, run->res.err_truncated);
+	}
+	if (run->parsed) {
+		json_t *o = json_object();
+		json_object_set_new(o, "reply", reply_json(run, cmd));
+		ctl_print(ctl, o);
+		json_decref(o);
 	}
 }
 
@@ -655,10 +519,11 @@ static int call_args(const FlexArgs *a, FlexCommand cmd, char **v, FlexCallArgs 
 
 static int flex_call_cmd(Ctl *ctl, const FlexArgs *a)
 {
-	_cleanup_free_ char *exe = NULL, *name = NULL, *problem = NULL;
+	_cleanup_free_ char *exe = NULL, *name = NULL;
 	_cleanup_free_ FlexOption *options = NULL;
 	FlexVolumeSpec spec = {};
 	FlexCallArgs args = {};
+	FlexCallConfig cfg = call_config(a);
 	json_t *opts_json = NULL;
 	FlexRun run;
 
@@ -685,478 +550,117 @@ static int flex_call_cmd(Ctl *ctl, const FlexArgs *a)
 		json_decref(opts_json);
 		return r;
 	}
-	r = flex_run(exe, c, &args, a->timeout, &run);
+	r = flex_run(name, exe, &cfg, c, &args, &run);
 	json_decref(opts_json);
 	if (r < 0)
 		return flex_bad_usage(a->sub, "%s: missing arguments", a->pos[1]);
-	problem = flex_run_problem(&run);
 
-	if (ctl->json) {
-		json_t *o = json_object(), *argv = json_array();
-		for (size_t i = 0; run.argv[i]; i++)
-			json_array_append_new(argv, json_string(run.argv[i]));
-		json_object_set_new(o, "driver", json_string(name));
-		json_object_set_new(o, "argv", argv);
-		if (run.exec_r == 0) {
-			json_object_set_new(o, "exit_code", json_integer(run.res.exit_code));
-			json_object_set_new(o, "signal", json_integer(run.res.signal));
-			json_object_set_new(o, "timed_out", json_boolean(run.res.timed_out));
-			json_object_set_new(o, "elapsed_us",
-					    json_integer((json_int_t)run.res.elapsed));
-			json_object_set_new(o, "stdout", text_json(run.res.out, run.res.out_len));
-			json_object_set_new(o, "stderr", text_json(run.res.err, run.res.err_len));
-		}
-		json_object_set_new(o, "reply", reply_json(&run, c));
-		json_object_set_new(o, "ok", json_boolean(!problem));
-		json_object_set_new(o, "problem", problem ? json_string(problem) : json_null());
-		ctl_print(ctl, o);
-		json_decref(o);
-	} else {
-		fputs("command:", stdout);
-		for (size_t i = 0; run.argv[i]; i++) {
-			fputc(' ', stdout);
-			print_quoted(run.argv[i]);
-		}
-		fputc('\n', stdout);
-		if (run.exec_r == 0) {
-			printf("ended: %s after %.3f s\n", exec_describe(&run.res),
-			       (double)run.res.elapsed / 1e6);
-			print_stream("stdout", run.res.out, run.res.out_len, run.res.out_truncated);
-			print_stream("stderr", run.res.err, run.res.err_len, run.res.err_truncated);
-		}
-		if (run.parse_r == 0) {
-			json_t *o = json_object();
-			json_object_set_new(o, "reply", reply_json(&run, c));
-			ctl_print(ctl, o);
-			json_decref(o);
-		}
-	}
+	if (ctl->json)
+		print_run_json(ctl, name, c, &run);
+	else
+		print_run_text(ctl, c, &run);
+	r = run.problem ? ctl_error(CTL_EXIT_FAILED, "flex call: %s", run.problem) : 0;
 	flex_run_done(&run);
-	if (problem)
-		return ctl_error(CTL_EXIT_FAILED, "flex call: driver \"%s\" %s: %s", name,
-				 a->pos[1], problem);
-	return 0;
+	return r;
 }
 
 /* ---- test ---- */
 
-typedef struct Tester {
-	const Ctl *ctl;
-	const char *exe;
-	usec_t timeout;
-	unsigned checks, violations;
-	json_t *steps; /* -o json: one object per step */
-	json_t *step;  /* the current one */
-	bool step_ok;
-} Tester;
-
-static void step_begin(Tester *t, const char *label)
+static void test_step_begin(const char *label, _unused_ void *userdata)
 {
-	t->step = json_object();
-	t->step_ok = true;
-	json_object_set_new(t->step, "step", json_string(label));
-	json_object_set_new(t->step, "violations", json_array());
-	json_object_set_new(t->step, "notes", json_array());
-	if (!t->ctl->json) {
-		printf("%-22s ", label);
-		fflush(stdout);
-	}
+	printf("%-22s ", label);
+	fflush(stdout);
 }
 
-static void check(Tester *t, bool ok, const char *fmt, ...) _printf_(3, 4);
-
-/* One rule evaluated: counted, and reported when broken. */
-static void check(Tester *t, bool ok, const char *fmt, ...)
+/* "ok[: notes]" after the label, or one line per violation, then the notes. */
+static void test_step_end(const FlexConformanceStep *step, _unused_ void *userdata)
 {
-	t->checks++;
-	if (ok)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	_cleanup_free_ char *msg = NULL;
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	t->violations++;
-	t->step_ok = false;
-	json_array_append_new(json_object_get(t->step, "violations"), json_string(msg));
-}
-
-static void note(Tester *t, const char *fmt, ...) _printf_(2, 3);
-
-static void note(Tester *t, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	_cleanup_free_ char *msg = NULL;
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	json_array_append_new(json_object_get(t->step, "notes"), json_string(msg));
-}
-
-/* Text: "ok[: notes]" after the label, or one line per violation, then the notes. */
-static void step_end(Tester *t)
-{
-	json_t *violations = json_object_get(t->step, "violations");
-	json_t *notes = json_object_get(t->step, "notes");
 	const char *indent = "                       ";
-	json_t *v;
-	size_t i;
 
-	json_object_set_new(t->step, "ok", json_boolean(t->step_ok));
-	if (!t->ctl->json) {
-		if (json_array_size(violations) == 0) {
-			fputs("ok", stdout);
-			json_array_foreach (notes, i, v)
-				printf("%s%s", i == 0 ? ": " : "; ", json_string_value(v));
-			fputc('\n', stdout);
-		} else {
-			json_array_foreach (violations, i, v)
-				printf("%sVIOLATION: %s\n", i == 0 ? "" : indent,
-				       json_string_value(v));
-			json_array_foreach (notes, i, v)
-				printf("%s%s\n", indent, json_string_value(v));
-		}
+	if (step->n_violations == 0) {
+		fputs("ok", stdout);
+		for (size_t i = 0; i < step->n_notes; i++)
+			printf("%s%s", i == 0 ? ": " : "; ", step->notes[i]);
+		fputc('\n', stdout);
+		return;
 	}
-	json_array_append_new(t->steps, t->step);
-	t->step = NULL;
+	for (size_t i = 0; i < step->n_violations; i++)
+		printf("%sVIOLATION: %s\n", i == 0 ? "" : indent, step->violations[i]);
+	for (size_t i = 0; i < step->n_notes; i++)
+		printf("%s%s\n", indent, step->notes[i]);
 }
 
-/* Runs one command and checks what every answer owes the protocol: in time, one JSON object
- * with keys of the right types, a known status, exit status 0 with Success. A Failure counts
- * too: the test passes valid inputs. Fills *run (flex_run_done() it); returns the status, or
- * -1 when there is no usable answer. The step stays open for command-specific checks. */
-static int run_step(Tester *t, const char *label, FlexCommand cmd, const FlexCallArgs *args,
-		    FlexRun *run)
+static void print_conformance_json(const Ctl *ctl, const char *name, const char *exe,
+				   const FlexConformance *c)
 {
-	step_begin(t, label);
-	if (flex_run(t->exe, cmd, args, t->timeout, run) < 0) {
-		check(t, false, "volplugctl built an incomplete argv (a bug)");
-		return -1;
+	json_t *o = json_object(), *steps = json_array();
+
+	for (size_t i = 0; i < c->n_steps; i++) {
+		const FlexConformanceStep *s = &c->steps[i];
+		json_array_append_new(steps, json_pack("{s:s, s:o, s:o, s:b}", "step", s->label,
+						       "violations",
+						       strings_json(s->violations, s->n_violations),
+						       "notes", strings_json(s->notes, s->n_notes),
+						       "ok", s->n_violations == 0));
 	}
-	if (run->exec_r < 0) {
-		check(t, false, "cannot run %s: %s", t->exe, strerror(-run->exec_r));
-		return -1;
-	}
-	check(t, !run->res.timed_out, "no answer within the deadline: %s; output: %s",
-	      exec_describe(&run->res), exec_excerpt(&run->res, 160));
-	if (run->res.timed_out)
-		return -1;
-	check(t, run->parse_r != -EBADMSG, "the output is not a JSON object (%s): %s",
-	      exec_describe(&run->res), exec_excerpt(&run->res, 160));
-	if (run->parse_r == -EBADMSG)
-		return -1;
-	check(t, run->parse_r == 0, "%s", run->type_error ?: "");
-	if (run->parse_r < 0)
-		return -1;
-	const FlexReply *rep = &run->reply;
-	check(t, rep->status_text != NULL, "the answer has no \"status\"");
-	if (rep->status_text)
-		check(t,
-		      strcmp(rep->status_text, "Success") == 0 ||
-			      strcmp(rep->status_text, "Failure") == 0 ||
-			      strcmp(rep->status_text, "Not supported") == 0,
-		      "unknown status \"%s\": want Success, Failure or Not supported",
-		      rep->status_text);
-	if (rep->status == FLEX_STATUS_SUCCESS)
-		check(t, exec_succeeded(&run->res), "answered \"Success\" but ended with %s",
-		      exec_describe(&run->res));
-	if (rep->status == FLEX_STATUS_FAILURE &&
-	    (rep->status_text && strcmp(rep->status_text, "Failure") == 0))
-		check(t, false, "answered Failure (%s): %s", exec_describe(&run->res),
-		      rep->message ?: "no message");
-	return (int)rep->status;
-}
-
-/* The whole step in one call, for steps with no checks of their own. */
-static int simple_step(Tester *t, const char *label, FlexCommand cmd, const FlexCallArgs *args,
-		       const char *if_not_supported)
-{
-	FlexRun run;
-	int s = run_step(t, label, cmd, args, &run);
-	if (s == FLEX_STATUS_NOT_SUPPORTED)
-		note(t, "Not supported: %s", if_not_supported);
-	step_end(t);
-	flex_run_done(&run);
-	return s;
-}
-
-static void check_mounted(Tester *t, const char *cmd, const char *path, bool want)
-{
-	int m = is_mount_point(path);
-	if (want)
-		check(t, m > 0, "%s answered Success but nothing is mounted at %s", cmd, path);
-	else
-		check(t, m <= 0, "%s answered Success but %s is still mounted", cmd, path);
-}
-
-/* mountdevice and mount must leave path mounted, unmount and unmountdevice must not. Not
- * supported is fine when the host has a fallback (if_not_supported says which), a violation
- * when it has none (NULL). Returns the status. */
-static int mount_step(Tester *t, FlexCommand cmd, const FlexCallArgs *args, const char *path,
-		      const char *if_not_supported)
-{
-	FlexRun run;
-	const char *label = flex_command_to_string(cmd);
-	int s = run_step(t, label, cmd, args, &run);
-	if (s == FLEX_STATUS_SUCCESS)
-		check_mounted(t, label, path, cmd == FLEX_MOUNTDEVICE || cmd == FLEX_MOUNT);
-	else if (s == FLEX_STATUS_NOT_SUPPORTED && if_not_supported)
-		note(t, "Not supported: %s", if_not_supported);
-	else if (s == FLEX_STATUS_NOT_SUPPORTED)
-		check(t, false,
-		      "%s answered Not supported: a driver that is not attachable must implement "
-		      "it (Kubernetes has no device mount path to bind)",
-		      label);
-	step_end(t);
-	flex_run_done(&run);
-	return s;
-}
-
-/* isattached, right after attach (want true) or detach (want false). */
-static void isattached_step(Tester *t, const char *label, const FlexCallArgs *args, bool want)
-{
-	FlexRun run;
-	int s = run_step(t, label, FLEX_ISATTACHED, args, &run);
-	if (s == FLEX_STATUS_SUCCESS) {
-		check(t, run.reply.has_attached, "no \"attached\" bool in a Success answer");
-		if (run.reply.has_attached)
-			check(t, run.reply.attached == want, "\"attached\" is %s %s",
-			      run.reply.attached ? "true" : "false",
-			      want ? "right after a successful attach"
-				   : "after a successful detach");
-	} else if (s == FLEX_STATUS_NOT_SUPPORTED)
-		note(t, "Not supported: Kubernetes assumes attached");
-	step_end(t);
-	flex_run_done(&run);
-}
-
-/* attach or waitforattach: Success must name the device. Returns it (or NULL). */
-static char *device_step(Tester *t, FlexCommand cmd, const FlexCallArgs *args, int *ret_status)
-{
-	FlexRun run;
-	char *device = NULL;
-	*ret_status = run_step(t, flex_command_to_string(cmd), cmd, args, &run);
-	if (*ret_status == FLEX_STATUS_SUCCESS) {
-		check(t, run.reply.device && *run.reply.device,
-		      "no \"device\" in a Success answer");
-		if (run.reply.device && *run.reply.device) {
-			device = xstrdup(run.reply.device);
-			note(t, "device %s", device);
-		}
-	} else if (*ret_status == FLEX_STATUS_NOT_SUPPORTED)
-		note(t, "Not supported: the host goes on without a device");
-	step_end(t);
-	flex_run_done(&run);
-	return device;
-}
-
-static char *random_hex(void)
-{
-	uint64_t rnd;
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint64_t)getpid() ^ (uint64_t)now_usec(CLOCK_MONOTONIC);
-	return xasprintf("%016" PRIx64, rnd);
-}
-
-/* Whatever the driver left mounted at path is unmounted, so a broken driver leaves nothing
- * behind; then the directory goes if empty. */
-static void cleanup_dir(Tester *t, const char *path)
-{
-	int n = umount_all_at(path);
-	if (n > 0 && !t->ctl->json)
-		printf("%-22s unmounted %s, which the driver left mounted\n", "cleanup", path);
-	(void)rmdir(path);
-}
-
-/* The lifecycle Kubernetes runs, mounts in a temporary directory. */
-static void lifecycle(Tester *t, const char *driver, const FlexCapabilities *caps,
-		      const FlexVolumeSpec *spec, const char *tmp)
-{
-	char node[HOST_NAME_MAX + 1] = "localhost";
-	_cleanup_free_ char *folder = flex_driver_name_to_folder(driver);
-	_cleanup_free_ char *pods = xasprintf("%s/pods", tmp);
-	_cleanup_free_ char *volumes = xasprintf("%s/pods/volumes", tmp);
-	_cleanup_free_ char *pod_dir = xasprintf("%s/pods/volumes/%s", tmp, folder);
-	_cleanup_free_ char *dev_dir = xasprintf("%s/mounts", tmp);
-	_cleanup_free_ char *vol_dir = xasprintf("%s/vol", pod_dir);
-	_cleanup_free_ char *devmnt = xasprintf("%s/mounts/%s", tmp, spec->pv_or_volume_name);
-	_cleanup_free_ char *uid = random_hex();
-	FlexPodInfo pod = {.name = "volplugctl-flex-test",
-			   .namespace = "default",
-			   .uid = uid,
-			   .service_account = "default",
-			   .fs_group = -1};
-	FlexCallArgs args = {.spec = spec};
-	bool mounted = false;
-	int s;
-
-	(void)gethostname(node, sizeof(node) - 1);
-	args.node_name = node;
-	/* The kubelet makes the parents; the driver the directory itself. */
-	(void)mkdir(pods, 0750);
-	(void)mkdir(volumes, 0750);
-	(void)mkdir(pod_dir, 0750);
-	(void)mkdir(dev_dir, 0750);
-
-	if (caps->attach) {
-		_cleanup_free_ char *device = device_step(t, FLEX_ATTACH, &args, &s);
-		bool attached = s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED;
-		bool staged = false;
-		if (attached) {
-			isattached_step(t, "isattached", &args, true);
-			args.device = device ?: "";
-			_cleanup_free_ char *dev2 = device_step(t, FLEX_WAITFORATTACH, &args, &s);
-			if (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED) {
-				args.device = dev2 ?: device ?: "";
-				args.device_mount_path = devmnt;
-				s = mount_step(t, FLEX_MOUNTDEVICE, &args, devmnt,
-					       "the host formats a blank device and mounts it");
-				staged = true;
-				if (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED) {
-					args.pod_volume_dir = vol_dir;
-					args.pod = &pod;
-					s = mount_step(
-						t, FLEX_MOUNT, &args, vol_dir,
-						"the host bind-mounts the device mount path");
-					args.pod = NULL;
-					mounted = true;
-				}
-			}
-			if (mounted &&
-			    (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED)) {
-				args.new_size = 2ULL << 30;
-				args.old_size = 1ULL << 30;
-				simple_step(t, "expandvolume", FLEX_EXPANDVOLUME, &args,
-					    "Kubernetes takes the volume as grown");
-				if (caps->requires_fs_resize)
-					simple_step(t, "expandfs", FLEX_EXPANDFS, &args,
-						    "Kubernetes takes the file system as grown");
-			}
-			args.device = device ?: "";
-			if (mounted)
-				mount_step(t, FLEX_UNMOUNT, &args, vol_dir,
-					   "the host unmounts the directory");
-			if (staged)
-				mount_step(t, FLEX_UNMOUNTDEVICE, &args, devmnt,
-					   "the host unmounts the device mount path");
-		}
-		/* Kubernetes retries detach after a failed attach too. */
-		args.volume_name = spec->pv_or_volume_name;
-		simple_step(t, "detach", FLEX_DETACH, &args, "Kubernetes takes it as detached");
-		if (attached)
-			isattached_step(t, "isattached (detached)", &args, false);
-	} else {
-		args.pod_volume_dir = vol_dir;
-		args.pod = &pod;
-		s = mount_step(t, FLEX_MOUNT, &args, vol_dir, NULL);
-		args.pod = NULL;
-		if (s == FLEX_STATUS_SUCCESS) {
-			args.device = "";
-			args.device_mount_path = devmnt;
-			args.new_size = 2ULL << 30;
-			args.old_size = 1ULL << 30;
-			simple_step(t, "expandvolume", FLEX_EXPANDVOLUME, &args,
-				    "Kubernetes takes the volume as grown");
-			if (caps->requires_fs_resize)
-				simple_step(t, "expandfs", FLEX_EXPANDFS, &args,
-					    "Kubernetes takes the file system as grown");
-		}
-		mount_step(t, FLEX_UNMOUNT, &args, vol_dir, "the host unmounts the directory");
-	}
-	cleanup_dir(t, vol_dir);
-	cleanup_dir(t, devmnt);
-	(void)rmdir(pod_dir);
-	(void)rmdir(volumes);
-	(void)rmdir(pods);
-	(void)rmdir(dev_dir);
+	json_object_set_new(o, "driver", json_string(name));
+	json_object_set_new(o, "executable", json_string(exe));
+	json_object_set_new(o, "steps", steps);
+	json_object_set_new(o, "checks", json_integer(c->checks));
+	json_object_set_new(o, "violations", json_integer(c->violations));
+	ctl_print(ctl, o);
+	json_decref(o);
 }
 
 static int flex_test_cmd(Ctl *ctl, const FlexArgs *a)
 {
-	_cleanup_free_ char *exe = NULL, *name = NULL, *tmp = NULL, *vol_name = NULL;
+	_cleanup_free_ char *exe = NULL, *name = NULL, *error = NULL;
 	_cleanup_free_ FlexOption *options = NULL;
 	FlexVolumeSpec spec = {};
+	FlexCallConfig call = call_config(a);
+	FlexConformance c;
 	json_t *opts_json = NULL;
-	Tester t = {.ctl = ctl, .timeout = a->timeout, .steps = json_array()};
-	FlexRun run;
 	int r;
 
-	if (a->n_pos != 1) {
-		json_decref(t.steps);
+	if (a->n_pos != 1)
 		return flex_bad_usage(a->sub, "want DRIVER");
-	}
 	r = spec_from_json(a->sub, a->options ?: "{}", &opts_json, &options, &spec);
 	if (r == 0)
 		r = driver_locate(a, a->pos[0], &exe, &name);
 	if (r != 0) {
 		json_decref(opts_json);
-		json_decref(t.steps);
 		return r;
 	}
-	t.exe = exe;
-	if (!spec.pv_or_volume_name) {
-		_cleanup_free_ char *hex = random_hex();
-		vol_name = xasprintf("flex-test-%.8s", hex);
-		spec.pv_or_volume_name = vol_name;
-	}
-
-	/* init: without a Success the driver would not be loaded at all. */
-	int s = run_step(&t, "init", FLEX_INIT, NULL, &run);
-	FlexCapabilities caps = s >= 0 ? run.reply.capabilities : FLEX_CAPABILITIES_DEFAULT;
-	if (s == FLEX_STATUS_NOT_SUPPORTED)
-		check(&t, false,
-		      "init answered Not supported: Kubernetes does not load the driver");
-	if (s == FLEX_STATUS_SUCCESS) {
-		_cleanup_free_ char *text = capabilities_text(&caps);
-		note(&t, "%s%s", text,
-		     run.reply.has_capabilities ? "" : " (no capabilities: the defaults)");
-	}
-	step_end(&t);
-	flex_run_done(&run);
-
-	if (s == FLEX_STATUS_SUCCESS) {
-		FlexCallArgs args = {.spec = &spec};
-		simple_step(&t, "getvolumename", FLEX_GETVOLUMENAME, &args,
-			    "Kubernetes uses the volume's name");
-		if (geteuid() != 0)
-			fprintf(stderr,
-				"volplugctl: flex test: not root: only init and getvolumename ran; "
-				"attach and mount steps need root\n");
-		else {
-			const char *tmpdir = getenv("TMPDIR");
-			tmp = xasprintf("%s/volplugctl-flex-test-XXXXXX",
-					tmpdir && *tmpdir == '/' ? tmpdir : "/tmp");
-			if (!mkdtemp(tmp)) {
-				json_decref(opts_json);
-				json_decref(t.steps);
-				return ctl_error(CTL_EXIT_FAILED, "flex test: mkdtemp: %s",
-						 strerror(errno));
-			}
-			lifecycle(&t, name, &caps, &spec, tmp);
-			if (rmdir(tmp) < 0 && !ctl->json)
-				printf("%-22s %s is left behind: the driver put files in it\n",
-				       "cleanup", tmp);
-		}
-	} else if (!ctl->json)
-		printf("%-22s the driver would not be loaded: stopped\n", "");
-
-	if (ctl->json) {
-		json_t *o = json_object();
-		json_object_set_new(o, "driver", json_string(name));
-		json_object_set_new(o, "executable", json_string(exe));
-		json_object_set_new(o, "steps", t.steps);
-		json_object_set_new(o, "checks", json_integer(t.checks));
-		json_object_set_new(o, "violations", json_integer(t.violations));
-		ctl_print(ctl, o);
-		json_decref(o);
-	} else {
-		json_decref(t.steps);
-		printf("%u checks, %u violations\n", t.checks, t.violations);
-	}
+	const char *tmpdir = getenv("TMPDIR");
+	FlexConformanceConfig cfg = {
+		.driver = name,
+		.exe = exe,
+		.spec = &spec,
+		.call = &call,
+		.tmp_dir = tmpdir && *tmpdir == '/' ? tmpdir : NULL,
+		.step_begin = ctl->json ? NULL : test_step_begin,
+		.step_end = ctl->json ? NULL : test_step_end,
+	};
+	r = flex_conformance_run(&cfg, &c, &error);
 	json_decref(opts_json);
-	return t.violations ? CTL_EXIT_FAILED : 0;
+	if (r < 0)
+		return ctl_error(CTL_EXIT_FAILED, "flex test: %s", error);
+
+	if (c.root_skipped)
+		fprintf(stderr, "volplugctl: flex test: not root: only init and getvolumename ran; "
+				"attach and mount steps need root\n");
+	if (ctl->json)
+		print_conformance_json(ctl, name, exe, &c);
+	else {
+		for (size_t i = 0; i < c.n_cleanups; i++)
+			printf("%-22s %s\n", "cleanup", c.cleanups[i]);
+		if (!c.loaded)
+			printf("%-22s the driver would not be loaded: stopped\n", "");
+		printf("%u checks, %u violations\n", c.checks, c.violations);
+	}
+	r = c.violations ? CTL_EXIT_FAILED : 0;
+	flex_conformance_done(&c);
+	return r;
 }
 
 int ctl_flex(Ctl *ctl, int argc, char **argv)

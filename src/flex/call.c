@@ -447,28 +447,57 @@ int flex_call_argv(FlexCommand cmd, const FlexCallArgs *args, char ***ret_argv)
 
 /* ---- answer ---- */
 
-static int take_string(json_t *v, char **field)
+static const char *json_kind(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+	case JSON_REAL:
+		return "a number";
+	case JSON_TRUE:
+	case JSON_FALSE:
+		return "a bool";
+	default:
+		return "null";
+	}
+}
+
+/* -EPROTO, with what is wrong (key as the driver spelled it) in *ret_error when wanted. */
+static int wrong_type(char **ret_error, const char *what, const char *key, const json_t *v,
+		      const char *want)
+{
+	if (ret_error)
+		*ret_error = xasprintf("%s\"%s\" is %s, not %s", what, key, json_kind(v), want);
+	return -EPROTO;
+}
+
+static int take_string(const char *key, json_t *v, char **field, char **ret_error)
 {
 	if (json_is_null(v))
 		return 0; /* like Go: null leaves the field alone */
 	if (!json_is_string(v))
-		return -EPROTO;
+		return wrong_type(ret_error, "", key, v, "a string");
 	free(*field);
 	*field = xstrdup(json_string_value(v));
 	return 0;
 }
 
-static int take_bool(json_t *v, bool *field)
+static int take_bool(const char *what, const char *key, json_t *v, bool *field, char **ret_error)
 {
 	if (json_is_null(v))
 		return 0;
 	if (!json_is_boolean(v))
-		return -EPROTO;
+		return wrong_type(ret_error, what, key, v, "a bool");
 	*field = json_is_true(v);
 	return 0;
 }
 
-static int parse_capabilities(json_t *o, FlexCapabilities *caps)
+static int parse_capabilities(json_t *o, FlexCapabilities *caps, char **ret_error)
 {
 	const char *key;
 	json_t *v;
@@ -476,22 +505,22 @@ static int parse_capabilities(json_t *o, FlexCapabilities *caps)
 
 	json_object_foreach (o, key, v) {
 		if (strcasecmp(key, "attach") == 0)
-			r = take_bool(v, &caps->attach);
+			r = take_bool("capability ", key, v, &caps->attach, ret_error);
 		else if (strcasecmp(key, "selinuxRelabel") == 0)
-			r = take_bool(v, &caps->selinux_relabel);
+			r = take_bool("capability ", key, v, &caps->selinux_relabel, ret_error);
 		else if (strcasecmp(key, "supportsMetrics") == 0)
-			r = take_bool(v, &caps->supports_metrics);
+			r = take_bool("capability ", key, v, &caps->supports_metrics, ret_error);
 		else if (strcasecmp(key, "fsGroup") == 0)
-			r = take_bool(v, &caps->fs_group);
+			r = take_bool("capability ", key, v, &caps->fs_group, ret_error);
 		else if (strcasecmp(key, "requiresFSResize") == 0)
-			r = take_bool(v, &caps->requires_fs_resize);
+			r = take_bool("capability ", key, v, &caps->requires_fs_resize, ret_error);
 		if (r < 0)
 			return r;
 	}
 	return 0;
 }
 
-static int reply_from_object(json_t *o, FlexReply *ret)
+static int reply_from_object(json_t *o, FlexReply *ret, char **ret_error)
 {
 	FlexReply rep = {.capabilities = FLEX_CAPABILITIES_DEFAULT};
 	const char *key;
@@ -500,25 +529,25 @@ static int reply_from_object(json_t *o, FlexReply *ret)
 
 	json_object_foreach (o, key, v) {
 		if (strcasecmp(key, "status") == 0)
-			r = take_string(v, &rep.status_text);
+			r = take_string(key, v, &rep.status_text, ret_error);
 		else if (strcasecmp(key, "message") == 0)
-			r = take_string(v, &rep.message);
+			r = take_string(key, v, &rep.message, ret_error);
 		else if (strcasecmp(key, "device") == 0)
-			r = take_string(v, &rep.device);
+			r = take_string(key, v, &rep.device, ret_error);
 		else if (strcasecmp(key, "volumeName") == 0)
-			r = take_string(v, &rep.volume_name);
+			r = take_string(key, v, &rep.volume_name, ret_error);
 		else if (strcasecmp(key, "attached") == 0) {
-			r = take_bool(v, &rep.attached);
+			r = take_bool("", key, v, &rep.attached, ret_error);
 			rep.has_attached = rep.has_attached || json_is_boolean(v);
 		} else if (strcasecmp(key, "capabilities") == 0) {
 			if (json_is_null(v)) {
 				rep.capabilities = FLEX_CAPABILITIES_DEFAULT;
 				rep.has_capabilities = false;
 			} else if (json_is_object(v)) {
-				r = parse_capabilities(v, &rep.capabilities);
+				r = parse_capabilities(v, &rep.capabilities, ret_error);
 				rep.has_capabilities = true;
 			} else
-				r = -EPROTO;
+				r = wrong_type(ret_error, "", key, v, "an object");
 		}
 		if (r < 0) {
 			flex_reply_done(&rep);
@@ -622,8 +651,9 @@ static char *utf8_sanitize(const char *s, size_t len, size_t *ret_len)
 	return b.s;
 }
 
-int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t err_len,
-		     FlexReply *ret)
+/* flex_reply_parse(), and on -EPROTO which key is wrong in *ret_type_error (may be NULL). */
+static int reply_parse(const char *out, size_t out_len, const char *err, size_t err_len,
+		       FlexReply *ret, char **ret_type_error)
 {
 	size_t n;
 	_cleanup_free_ char *out_fixed = utf8_sanitize(out, out_len, &n);
@@ -647,9 +677,15 @@ int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t er
 		o = last_object(err, err_len);
 	if (!o)
 		return -EBADMSG;
-	int r = reply_from_object(o, ret);
+	int r = reply_from_object(o, ret, ret_type_error);
 	json_decref(o);
 	return r;
+}
+
+int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t err_len,
+		     FlexReply *ret)
+{
+	return reply_parse(out, out_len, err, err_len, ret, NULL);
 }
 
 /* ---- the call ---- */
@@ -772,9 +808,178 @@ static char *loggable_argv(const char *const *full, int json_index)
 	return b.s;
 }
 
+/* exe, command, the args: one NULL-terminated array, every string its own. */
+static char **full_argv(const char *exe, const char *cmd_name, char **rest)
+{
+	size_t n = 0;
+
+	while (rest[n])
+		n++;
+	char **argv = xnew0(char *, n + 3);
+	argv[0] = xstrdup(exe);
+	argv[1] = xstrdup(cmd_name);
+	memcpy(argv + 2, rest, n * sizeof(char *));
+	return argv;
+}
+
+/* The verdict on a run that ended; parse_r is the parser's result (-ENODATA: not parsed). */
+static FlexVerdict judge(const ExecResult *res, int parse_r, const FlexReply *rep)
+{
+	if (res->timed_out)
+		return FLEX_VERDICT_TIMEOUT;
+	if (parse_r == -EBADMSG)
+		return FLEX_VERDICT_NOT_JSON;
+	if (parse_r < 0)
+		return FLEX_VERDICT_BAD_TYPE;
+	if (!rep->status_text)
+		return FLEX_VERDICT_NO_STATUS;
+	if (rep->status == FLEX_STATUS_NOT_SUPPORTED)
+		return FLEX_VERDICT_NOT_SUPPORTED;
+	if (rep->status == FLEX_STATUS_FAILURE)
+		return strcmp(rep->status_text, "Failure") == 0 ? FLEX_VERDICT_FAILURE
+								: FLEX_VERDICT_UNKNOWN_STATUS;
+	return exec_succeeded(res) ? FLEX_VERDICT_SUCCESS : FLEX_VERDICT_BAD_EXIT;
+}
+
+/* The message for a run that did not succeed: driver, command, how it ended, the driver's
+ * message or an excerpt of its output, secrets cut out. NULL on SUCCESS. */
+static char *problem_message(const char *driver, const char *cmd_name, const FlexRun *run,
+			     const Secrets *secrets)
+{
+	const FlexReply *rep = &run->reply;
+
+	if (run->verdict == FLEX_VERDICT_SUCCESS)
+		return NULL;
+	if (run->verdict == FLEX_VERDICT_CANNOT_RUN)
+		return xasprintf("driver \"%s\" %s: cannot run %s: %s", driver, cmd_name,
+				 run->argv[0], strerror(-run->exec_error));
+
+	_cleanup_free_ char *ex = output_excerpt(&run->res, secrets);
+	/* What the driver wrote goes into logs: secrets cut out of all of it. */
+	_cleanup_free_ char *st =
+		rep->status_text ? scrub(rep->status_text, strlen(rep->status_text), secrets)
+				 : NULL;
+	_cleanup_free_ char *key =
+		run->type_error ? scrub(run->type_error, strlen(run->type_error), secrets) : NULL;
+	const char *how = how_it_ended(&run->res), *text = rep->message ?: ex;
+
+	switch (run->verdict) {
+	case FLEX_VERDICT_TIMEOUT:
+		return xasprintf("driver \"%s\" %s: no answer within the deadline (%s); %s", driver,
+				 cmd_name, how, ex);
+	case FLEX_VERDICT_NOT_JSON:
+		return xasprintf("driver \"%s\" %s: the answer is not a JSON object (%s); %s",
+				 driver, cmd_name, how, ex);
+	case FLEX_VERDICT_BAD_TYPE:
+		return xasprintf("driver \"%s\" %s: the answer has a key of the wrong type: %s "
+				 "(%s); %s",
+				 driver, cmd_name, key, how, ex);
+	case FLEX_VERDICT_NOT_SUPPORTED:
+		return xasprintf("driver \"%s\" %s: Not supported (%s)", driver, cmd_name, how);
+	case FLEX_VERDICT_FAILURE:
+		return xasprintf("driver \"%s\" %s failed (%s): %s", driver, cmd_name, how, text);
+	case FLEX_VERDICT_NO_STATUS:
+		return xasprintf("driver \"%s\" %s failed (%s, no \"status\"): %s", driver,
+				 cmd_name, how, text);
+	case FLEX_VERDICT_UNKNOWN_STATUS:
+		return xasprintf("driver \"%s\" %s failed (%s, unknown status \"%s\"): %s", driver,
+				 cmd_name, how, st, text);
+	default: /* FLEX_VERDICT_BAD_EXIT */
+		return xasprintf("driver \"%s\" %s: answered \"Success\" but ended with %s; %s",
+				 driver, cmd_name, how, ex);
+	}
+}
+
+int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
+	     const FlexCallArgs *args, FlexRun *ret)
+{
+	_cleanup_(strv_freep) char **rest = NULL;
+	const char *cmd_name = flex_command_to_string(cmd);
+	int json_index, r;
+
+	if (!cmd_name)
+		return -EINVAL;
+	r = build_argv(cmd, args, &rest, &json_index);
+	if (r < 0)
+		return r;
+	FlexRun run = {.argv = full_argv(exe, cmd_name, rest)};
+	free(TAKE_PTR(rest)); /* its strings now belong to run.argv */
+
+	if (log_get_max_level() >= LOG_LEVEL_DEBUG) {
+		_cleanup_free_ char *line =
+			loggable_argv((const char *const *)run.argv, json_index);
+		log_debug("driver \"%s\" %s: running %s", driver, cmd_name, line);
+	}
+	ExecOptions o = {
+		.argv = (const char *const *)run.argv,
+		.timeout = flex_call_timeout(cfg, cmd),
+		.kill_grace = cfg ? cfg->kill_grace : 0,
+		.output_cap = cfg ? cfg->output_cap : 0,
+	};
+	r = exec_run(&o, &run.res);
+	if (r < 0) {
+		run.verdict = FLEX_VERDICT_CANNOT_RUN;
+		run.exec_error = r;
+	} else {
+		int parse_r = -ENODATA;
+		if (!run.res.timed_out)
+			parse_r = reply_parse(run.res.out, run.res.out_len, run.res.err,
+					      run.res.err_len, &run.reply, &run.type_error);
+		run.parsed = parse_r == 0;
+		run.verdict = judge(&run.res, parse_r, &run.reply);
+	}
+
+	Secrets secrets;
+	secrets_collect(args, cmd, &secrets);
+	if (run.reply.message) {
+		/* The caller may log it: a driver echoing its options must not leak through. */
+		char *m = scrub(run.reply.message, strlen(run.reply.message), &secrets);
+		free(run.reply.message);
+		run.reply.message = m;
+	}
+	run.problem = problem_message(driver, cmd_name, &run, &secrets);
+	secrets_done(&secrets);
+	if (run.problem)
+		log_debug("%s", run.problem);
+	else
+		log_debug("driver \"%s\" %s: Success (%.3f s)", driver, cmd_name,
+			  (double)run.res.elapsed / 1e6);
+	*ret = run;
+	return 0;
+}
+
+void flex_run_done(FlexRun *run)
+{
+	strv_free(run->argv);
+	exec_result_done(&run->res);
+	flex_reply_done(&run->reply);
+	free(run->type_error);
+	free(run->problem);
+	*run = (FlexRun){};
+}
+
+int flex_verdict_to_errno(const FlexRun *run)
+{
+	switch (run->verdict) {
+	case FLEX_VERDICT_SUCCESS:
+		return 0;
+	case FLEX_VERDICT_CANNOT_RUN:
+		return run->exec_error;
+	case FLEX_VERDICT_TIMEOUT:
+		return -ETIMEDOUT;
+	case FLEX_VERDICT_NOT_SUPPORTED:
+		return -EOPNOTSUPP;
+	case FLEX_VERDICT_FAILURE:
+	case FLEX_VERDICT_NO_STATUS:
+	case FLEX_VERDICT_UNKNOWN_STATUS:
+		return -EIO;
+	default: /* NOT_JSON, BAD_TYPE, BAD_EXIT */
+		return -EPROTO;
+	}
+}
+
 static int fail(char **ret_error, int r, char *msg)
 {
-	log_debug("%s", msg);
 	if (ret_error)
 		*ret_error = msg;
 	else
@@ -785,116 +990,27 @@ static int fail(char **ret_error, int r, char *msg)
 int flex_call(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
 	      const FlexCallArgs *args, FlexReply *ret, char **ret_error)
 {
-	_cleanup_(strv_freep) char **argv = NULL;
 	const char *cmd_name = flex_command_to_string(cmd);
-	int json_index, r;
+	FlexRun run;
 
 	if (!cmd_name)
 		return fail(ret_error, -EINVAL,
 			    xasprintf("driver \"%s\": unknown command %d", driver, (int)cmd));
-	r = build_argv(cmd, args, &argv, &json_index);
-	if (r < 0)
-		return fail(ret_error, r,
-			    xasprintf("driver \"%s\" %s: missing argument", driver, cmd_name));
-
-	size_t n = 0;
-	while (argv[n])
-		n++;
-	_cleanup_free_ const char **full = xnew0(const char *, n + 3);
-	full[0] = exe;
-	full[1] = cmd_name;
-	for (size_t i = 0; i < n; i++)
-		full[i + 2] = argv[i];
-
-	if (log_get_max_level() >= LOG_LEVEL_DEBUG) {
-		_cleanup_free_ char *line = loggable_argv(full, json_index);
-		log_debug("driver \"%s\" %s: running %s", driver, cmd_name, line);
-	}
-
-	usec_t timeout = flex_call_timeout(cfg, cmd);
-	ExecOptions o = {
-		.argv = full,
-		.timeout = timeout,
-		.kill_grace = cfg ? cfg->kill_grace : 0,
-		.output_cap = cfg ? cfg->output_cap : 0,
-	};
-	ExecResult res;
-	r = exec_run(&o, &res);
-	if (r < 0)
-		return fail(ret_error, r,
-			    xasprintf("driver \"%s\" %s: cannot run %s: %s", driver, cmd_name, exe,
-				      strerror(-r)));
-
-	Secrets secrets;
-	secrets_collect(args, cmd, &secrets);
-	FlexReply rep = {};
-	char *msg = NULL;
-
-	if (res.timed_out) {
-		_cleanup_free_ char *ex = output_excerpt(&res, &secrets);
-		r = -ETIMEDOUT;
-		msg = xasprintf("driver \"%s\" %s: no answer within the deadline (%s); %s", driver,
-				cmd_name, how_it_ended(&res), ex);
-		goto done;
-	}
-	r = flex_reply_parse(res.out, res.out_len, res.err, res.err_len, &rep);
+	int r = flex_run(driver, exe, cfg, cmd, args, &run);
 	if (r < 0) {
-		_cleanup_free_ char *ex = output_excerpt(&res, &secrets);
-		msg = xasprintf("driver \"%s\" %s: %s (%s); %s", driver, cmd_name,
-				r == -EBADMSG ? "answer is not a JSON object"
-					      : "answer has a key of the wrong type",
-				how_it_ended(&res), ex);
-		r = -EPROTO;
-		goto done;
-	}
-	if (rep.message) {
-		/* The caller may log it: a driver echoing its options must not leak through. */
-		char *m = scrub(rep.message, strlen(rep.message), &secrets);
-		free(rep.message);
-		rep.message = m;
-	}
-	if (rep.status == FLEX_STATUS_NOT_SUPPORTED) {
-		r = -EOPNOTSUPP;
-		msg = xasprintf("driver \"%s\" %s: Not supported (%s)", driver, cmd_name,
-				how_it_ended(&res));
-		goto done;
-	}
-	if (rep.status == FLEX_STATUS_FAILURE) {
-		const char *text = rep.message;
-		_cleanup_free_ char *st =
-			rep.status_text ? scrub(rep.status_text, strlen(rep.status_text), &secrets)
-					: NULL;
-		_cleanup_free_ char *ex = text ? NULL : output_excerpt(&res, &secrets);
-		r = -EIO;
-		if (st && strcmp(st, "Failure") == 0)
-			msg = xasprintf("driver \"%s\" %s failed (%s): %s", driver, cmd_name,
-					how_it_ended(&res), text ?: ex);
-		else
-			msg = xasprintf("driver \"%s\" %s failed (%s, status \"%s\"): %s", driver,
-					cmd_name, how_it_ended(&res), st ?: "", text ?: ex);
-		goto done;
-	}
-	if (!exec_succeeded(&res)) {
-		_cleanup_free_ char *ex = output_excerpt(&res, &secrets);
-		r = -EPROTO;
-		msg = xasprintf("driver \"%s\" %s: answered \"Success\" but ended with %s; %s",
-				driver, cmd_name, how_it_ended(&res), ex);
-		goto done;
-	}
-	log_debug("driver \"%s\" %s: Success (%.3f s)", driver, cmd_name,
-		  (double)res.elapsed / 1e6);
-done:
-	secrets_done(&secrets);
-	exec_result_done(&res);
-	if (r < 0) {
-		flex_reply_done(&rep);
+		char *msg = xasprintf("driver \"%s\" %s: missing argument", driver, cmd_name);
+		log_debug("%s", msg);
 		return fail(ret_error, r, msg);
 	}
-	if (ret)
-		*ret = rep;
-	else
-		flex_reply_done(&rep);
-	return 0;
+	r = flex_verdict_to_errno(&run);
+	if (r < 0)
+		fail(ret_error, r, TAKE_PTR(run.problem));
+	else if (ret) {
+		*ret = run.reply;
+		run.reply = (FlexReply){};
+	}
+	flex_run_done(&run);
+	return r;
 }
 
 int flex_call_init(const char *driver, const char *exe, const FlexCallConfig *cfg,

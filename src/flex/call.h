@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "exec.h"
 #include "time-util.h"
 
 typedef enum FlexCommand {
@@ -124,11 +125,50 @@ int flex_call_argv(FlexCommand cmd, const FlexCallArgs *args, char ***ret_argv);
 int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t err_len,
 		     FlexReply *ret);
 
+/* The judgement of one run of a driver, as Kubernetes would take it. At most one applies: they
+ * are listed in the order a run is looked at. */
+typedef enum FlexVerdict {
+	FLEX_VERDICT_SUCCESS,	     /* "Success" and exit status 0 */
+	FLEX_VERDICT_CANNOT_RUN,     /* the executable could not be started */
+	FLEX_VERDICT_TIMEOUT,	     /* no answer within the deadline */
+	FLEX_VERDICT_NOT_JSON,	     /* no JSON object in the output */
+	FLEX_VERDICT_BAD_TYPE,	     /* a known key of the wrong type */
+	FLEX_VERDICT_NO_STATUS,	     /* an answer without "status": a failure */
+	FLEX_VERDICT_UNKNOWN_STATUS, /* a status other than the three: a failure */
+	FLEX_VERDICT_FAILURE,	     /* "Failure" */
+	FLEX_VERDICT_NOT_SUPPORTED,  /* "Not supported", whatever the exit status */
+	FLEX_VERDICT_BAD_EXIT,	     /* "Success", but a non-zero exit */
+} FlexVerdict;
+
+/* One run of a driver with everything it did, for callers that show more than the verdict. */
+typedef struct FlexRun {
+	char **argv; /* exe, command, args: NULL-terminated */
+	FlexVerdict verdict;
+	int exec_error;	  /* CANNOT_RUN: exec_run()'s error, res is empty; else 0 */
+	ExecResult res;	  /* how it ended and its raw output */
+	bool parsed;	  /* reply holds the answer: every verdict from NO_STATUS on, and SUCCESS */
+	FlexReply reply;  /* its message with secrets removed */
+	char *type_error; /* BAD_TYPE: which key, e.g. "\"attached\" is a string, not a bool" */
+	char *problem;	  /* NULL on SUCCESS, else flex_call()'s error message */
+} FlexRun;
+
+/* Runs driver exe (an absolute path; driver is its name, for messages) for cmd with the
+ * deadline of cfg (may be NULL), SIGTERM then SIGKILL, parses the answer and judges it. Blocks.
+ * Returns 0 whenever the run was made, whatever the driver did (see ret->verdict), or -EINVAL
+ * for an unknown command or args lacking a field cmd needs (nothing ran). */
+int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
+	     const FlexCallArgs *args, FlexRun *ret);
+void flex_run_done(FlexRun *run);
+
+/* What flex_call() returns for a verdict: 0 for SUCCESS, else a negative errno (see there). */
+int flex_verdict_to_errno(const FlexRun *run);
+
 /* Runs driver exe (an absolute path; driver is its name, for messages) for cmd with a deadline,
- * SIGTERM then SIGKILL, and parses the answer. Blocks. Returns 0 and *ret on "Success" with
- * a zero exit; otherwise a negative errno and *ret_error, a message naming the driver, the
- * command, the exit status and an excerpt of the output, with secrets removed:
- *   -EOPNOTSUPP "Not supported";  -EIO "Failure" or another status;
+ * SIGTERM then SIGKILL, and parses the answer: flex_run() reduced to its verdict. Blocks.
+ * Returns 0 and *ret on "Success" with a zero exit; otherwise a negative errno and *ret_error,
+ * a message naming the driver, the command, the exit status and an excerpt of the output, with
+ * secrets removed:
+ *   -EOPNOTSUPP "Not supported";  -EIO "Failure", another status or none;
  *   -ETIMEDOUT  deadline passed;  -EPROTO no JSON object, a badly typed key, or a non-zero exit
  *               with "Success";   -EINVAL missing args;  -ENOENT/-EACCES/-ENOEXEC not runnable.
  * ret, ret_error and cfg may be NULL. */

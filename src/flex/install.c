@@ -2,9 +2,11 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "fileio.h"
@@ -239,5 +241,52 @@ int flex_remove(const char *plugin_dir, const char *vendor, const char *name, ch
 				 xasprintf("removed %s/%s, but deleting %s failed: %s", plugin_dir,
 					   folder, gone, strerror(-r)));
 	log_debug("flex remove: %s/%s", plugin_dir, folder);
+	return 0;
+}
+
+static int locate_path(const char *path, char **ret_exe, char **ret_name, char **ret_error)
+{
+	char *exe = realpath(path, NULL);
+	if (!exe) {
+		int r = negative_errno();
+		return set_error(ret_error, r, xasprintf("%s: %s", path, strerror(-r)));
+	}
+	*ret_name = xstrdup(strrchr(exe, '/') + 1);
+	*ret_exe = exe;
+	return 0;
+}
+
+int flex_driver_locate(const char *plugin_dir, const char *driver, char **ret_exe, char **ret_name,
+		       char **ret_error)
+{
+	_cleanup_free_ char *error = NULL, *folder = NULL, *name = NULL, *exe_name = NULL,
+			    *exe = NULL;
+	bool is_file = access(driver, X_OK) == 0;
+
+	if (driver[0] == '/' || driver[0] == '.')
+		return locate_path(driver, ret_exe, ret_name, ret_error);
+	if (flex_driver_name_validate(driver, &error) < 0)
+		return is_file ? locate_path(driver, ret_exe, ret_name, ret_error)
+			       : set_error(ret_error, -EINVAL, TAKE_PTR(error));
+	folder = flex_driver_name_to_folder(driver);
+	if (flex_driver_folder_parse(folder, &name, &exe_name, &error) < 0)
+		return set_error(ret_error, -EINVAL, TAKE_PTR(error));
+	exe = xasprintf("%s/%s/%s", plugin_dir, folder, exe_name);
+	if (access(exe, X_OK) < 0) {
+		int r = negative_errno();
+		return is_file ? locate_path(driver, ret_exe, ret_name, ret_error)
+			       : set_error(ret_error, r,
+					   xasprintf("driver \"%s\": %s: %s", driver, exe,
+						     strerror(-r)));
+	}
+	/* Only an absolute path can be run (plugin_dir may be relative). */
+	char *abs = realpath(exe, NULL);
+	if (!abs) {
+		int r = negative_errno();
+		return set_error(ret_error, r,
+				 xasprintf("driver \"%s\": %s: %s", driver, exe, strerror(-r)));
+	}
+	*ret_exe = abs;
+	*ret_name = TAKE_PTR(name);
 	return 0;
 }

@@ -15,3 +15,12 @@ int flex_install(const char *plugin_dir, const char *vendor, const char *name, c
  * watcher), then deleted. Returns 0, -ENOENT when not installed, -EINVAL for a bad name, or
  * another negative errno, with *ret_error (may be NULL). */
 int flex_remove(const char *plugin_dir, const char *vendor, const char *name, char **ret_error);
+
+/* Where a driver's executable is, for tools: driver is a driver name (vendor/name) looked up
+ * in plugin_dir as the prober finds it, or a path (one starting with '/' or '.', or an
+ * executable that is no driver of plugin_dir). Returns 0 with *ret_exe (absolute, symlinks
+ * resolved) and *ret_name (the driver name, or the executable's file name for a path), or a
+ * negative errno with *ret_error
+ * (may be NULL): -EINVAL for an invalid driver name, others when there is no executable. */
+int flex_driver_locate(const char *plugin_dir, const char *driver, char **ret_exe, char **ret_name,
+		       char **ret_error);

@@ -12,36 +12,10 @@
 #include "call.h"
 #include "exec.h"
 #include "fileio.h"
-#include "install.h"
+#include "flex-drivers.h"
 #include "log.h"
 #include "registry.h"
 #include "tap.h"
-
-static char tmpdir[] = "/tmp/volplug-test-flex-call-XXXXXX";
-
-/* Installs tests/flex-drivers/<name> (or examples/flexvolume/<name>) as test~<name> and returns
- * the executable's path. */
-static char *install(const char *from, const char *name)
-{
-	_cleanup_free_ char *src = xasprintf("%s/%s/%s", SOURCE_ROOT, from, name);
-	_cleanup_free_ char *error = NULL;
-	int r = flex_install(tmpdir, "test", name, src, &error);
-	if (r < 0) {
-		printf("Bail out! cannot install %s: %s\n", src, error);
-		exit(1);
-	}
-	return xasprintf("%s/test~%s/%s", tmpdir, name, name);
-}
-
-static void put(const char *name, const char *file, const char *content)
-{
-	_cleanup_free_ char *dir = xasprintf("%s/test~%s", tmpdir, name);
-	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (content)
-		(void)write_file_atomic_at(fd, file, content, strlen(content), 0644);
-	else
-		(void)unlinkat(fd, file, 0);
-}
 
 /* The recorded argv, joined with '|'. */
 static char *recorded(void)
@@ -75,11 +49,6 @@ static size_t count_lines(const char *dir, const char *file, const char *line)
 		if (strcmp(tok, line) == 0)
 			n++;
 	return n;
-}
-
-static bool contains(const char *haystack, const char *needle)
-{
-	return haystack && strstr(haystack, needle);
 }
 
 static const FlexOption user_options[] = {
@@ -405,6 +374,142 @@ static void test_answers(void)
 	free(TAKE_PTR(error));
 }
 
+/* flex_run()'s verdict on every kind of answer, and flex_call() returning what that verdict
+ * says with the same message: the daemon and volplugctl judge a driver with one piece of code. */
+static void test_verdicts(void)
+{
+	_cleanup_free_ char *rec = install("tests/flex-drivers", "record");
+	_cleanup_free_ char *garbage = install("tests/flex-drivers", "garbage");
+	_cleanup_free_ char *badexit = install("tests/flex-drivers", "badexit");
+	_cleanup_free_ char *hang = install("tests/flex-drivers", "hang");
+	/* A data file (mode 0644, no x bit): not even root may run it. */
+	_cleanup_free_ char *noexec = xasprintf("%s/test~record/.stdout", tmpdir);
+	const FlexCallArgs a = {.pod_volume_dir = "/mnt/x", .spec = &spec};
+	const FlexCallConfig fast = {.timeout[FLEX_MOUNT] = 300 * USEC_PER_MSEC,
+				     .kill_grace = 200 * USEC_PER_MSEC};
+	const struct {
+		const char *what, *driver, *exe;
+		const char *out, *err, *exit; /* what record answers: .stdout, .stderr, .exit */
+		FlexVerdict verdict;
+		int error;
+		bool parsed;
+		const char *problem; /* the whole message, or a part of it after '~' */
+	} table[] = {
+		{"Success", "test/record", rec, NULL, NULL, NULL, FLEX_VERDICT_SUCCESS, 0, true,
+		 NULL},
+		{"Success on stderr after debug lines", "test/record", rec, "starting\n",
+		 "{\"status\":\"Success\"}", NULL, FLEX_VERDICT_SUCCESS, 0, true, NULL},
+		{"Not supported, exit status ignored", "test/record", rec,
+		 "{\"status\":\"Not supported\"}", NULL, "1", FLEX_VERDICT_NOT_SUPPORTED,
+		 -EOPNOTSUPP, true, "driver \"test/record\" mount: Not supported (exit status 1)"},
+		{"Failure with a message", "test/record", rec,
+		 "{\"status\":\"Failure\",\"message\":\"disk on fire\"}", NULL, "1",
+		 FLEX_VERDICT_FAILURE, -EIO, true,
+		 "driver \"test/record\" mount failed (exit status 1): disk on fire"},
+		{"Failure without a message: the output instead", "test/record", rec,
+		 "{\"status\":\"Failure\"}\n", "see\nthe log\n", "1", FLEX_VERDICT_FAILURE, -EIO,
+		 true,
+		 "driver \"test/record\" mount failed (exit status 1): stdout "
+		 "\"{\"status\":\"Failure\"}\"; stderr \"see the log\""},
+		{"no status", "test/record", rec, "{\"message\":\"hm\"}", NULL, NULL,
+		 FLEX_VERDICT_NO_STATUS, -EIO, true,
+		 "driver \"test/record\" mount failed (exit status 0, no \"status\"): hm"},
+		{"unknown status", "test/record", rec,
+		 "{\"status\":\"success\",\"message\":\"so so\"}", NULL, NULL,
+		 FLEX_VERDICT_UNKNOWN_STATUS, -EIO, true,
+		 "driver \"test/record\" mount failed (exit status 0, unknown status \"success\"): "
+		 "so so"},
+		{"a bool of the wrong type", "test/record", rec,
+		 "{\"status\":\"Success\",\"attached\":\"yes\"}", NULL, NULL, FLEX_VERDICT_BAD_TYPE,
+		 -EPROTO, false,
+		 "driver \"test/record\" mount: the answer has a key of the wrong type: "
+		 "\"attached\" "
+		 "is a string, not a bool (exit status 0); stdout "
+		 "\"{\"status\":\"Success\",\"attached\":\"yes\"}\""},
+		{"a capability of the wrong type", "test/record", rec,
+		 "{\"status\":\"Success\",\"Capabilities\":{\"FSGroup\":1}}", NULL, NULL,
+		 FLEX_VERDICT_BAD_TYPE, -EPROTO, false,
+		 "~wrong type: capability \"FSGroup\" is a number, not a bool (exit status 0)"},
+		{"capabilities not an object", "test/record", rec,
+		 "{\"status\":\"Success\",\"capabilities\":[true]}", NULL, NULL,
+		 FLEX_VERDICT_BAD_TYPE, -EPROTO, false,
+		 "~wrong type: \"capabilities\" is an array, not an object"},
+		{"a status that is no string", "test/record", rec, "{\"status\":7}", NULL, NULL,
+		 FLEX_VERDICT_BAD_TYPE, -EPROTO, false,
+		 "~wrong type: \"status\" is a number, not a "
+		 "string"},
+		{"no JSON and a non-zero exit", "test/record", rec, "oops\n", NULL, "4",
+		 FLEX_VERDICT_NOT_JSON, -EPROTO, false,
+		 "driver \"test/record\" mount: the answer is not a JSON object (exit status 4); "
+		 "stdout \"oops\""},
+		{"no output at all", "test/record", rec, "", NULL, "2", FLEX_VERDICT_NOT_JSON,
+		 -EPROTO, false,
+		 "driver \"test/record\" mount: the answer is not a JSON object (exit status 2); "
+		 "no "
+		 "output"},
+		{"garbage", "test/garbage", garbage, NULL, NULL, NULL, FLEX_VERDICT_NOT_JSON,
+		 -EPROTO, false,
+		 "~{mount|unmount} <<< this is not JSON debug: {unbalanced [brace\""},
+		{"Success with a non-zero exit", "test/badexit", badexit, NULL, NULL, NULL,
+		 FLEX_VERDICT_BAD_EXIT, -EPROTO, true,
+		 "driver \"test/badexit\" mount: answered \"Success\" but ended with exit status "
+		 "3; "
+		 "stdout \"{\"status\":\"Success\",\"message\":\"all good, honest\"}\""},
+		{"no answer in time", "test/hang", hang, NULL, NULL, NULL, FLEX_VERDICT_TIMEOUT,
+		 -ETIMEDOUT, false, "~s, stopped with SIGTERM); stdout \"started mount\""},
+		{"no such executable", "test/none", "/nonexistent/driver", NULL, NULL, NULL,
+		 FLEX_VERDICT_CANNOT_RUN, -ENOENT, false,
+		 "driver \"test/none\" mount: cannot run /nonexistent/driver: No such file or "
+		 "directory"},
+		{"not executable", "test/noexec", noexec, "{}", NULL, NULL, FLEX_VERDICT_CANNOT_RUN,
+		 -EACCES, false, "~: Permission denied"},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+		const char *what = table[i].what, *want = table[i].problem;
+		const FlexCallConfig *cfg = table[i].exe == hang ? &fast : NULL;
+		_cleanup_free_ char *error = NULL;
+		FlexRun run;
+
+		put("record", ".stdout", table[i].out);
+		put("record", ".stderr", table[i].err);
+		put("record", ".exit", table[i].exit);
+		if (!is_int(flex_run(table[i].driver, table[i].exe, cfg, FLEX_MOUNT, &a, &run), 0,
+			    "%s: run", what))
+			continue;
+		is_int(run.verdict, table[i].verdict, "%s: verdict", what);
+		is_int(flex_verdict_to_errno(&run), table[i].error, "%s: errno", what);
+		is_int(run.parsed, table[i].parsed, "%s: answer parsed", what);
+		ok(run.argv && strcmp(run.argv[0], table[i].exe) == 0 &&
+			   strcmp(run.argv[1], "mount") == 0 && strcmp(run.argv[2], "/mnt/x") == 0,
+		   "%s: argv kept", what);
+		if (!want)
+			ok(!run.problem, "%s: no problem (%s)", what, run.problem ?: "");
+		else if (want[0] == '~')
+			ok(contains(run.problem, want + 1), "%s: message has '%s': %s", what,
+			   want + 1, run.problem ?: "(null)");
+		else
+			is_str(run.problem, want, "%s: message", what);
+
+		int r = flex_call(table[i].driver, table[i].exe, cfg, FLEX_MOUNT, &a, NULL, &error);
+		is_int(r, table[i].error, "%s: flex_call returns the verdict's errno", what);
+		ok(error == run.problem ||
+			   (error && run.problem && strcmp(error, run.problem) == 0),
+		   "%s: flex_call says the same: %s", what, error ?: "(nothing)");
+		flex_run_done(&run);
+	}
+	put("record", ".stdout", NULL);
+	put("record", ".stderr", NULL);
+	put("record", ".exit", NULL);
+
+	FlexRun run = {};
+	is_int(flex_run("test/record", rec, NULL, FLEX_ATTACH, &a, &run), -EINVAL,
+	       "a missing argument: refused");
+	ok(!run.argv && !run.problem, "nothing ran, nothing to free");
+	is_int(flex_run("test/record", rec, NULL, _FLEX_COMMAND_MAX, &a, &run), -EINVAL,
+	       "an unknown command: refused");
+}
+
 static void test_not_supported_memory(void)
 {
 	_cleanup_free_ char *exe = install("tests/flex-drivers", "notsupported");
@@ -620,6 +725,42 @@ static void test_names(void)
 	is_str(f, "example.com~tmpfs", "name to folder");
 }
 
+/* How volplugctl finds a driver: by name in a plugin dir (a relative one too), or by path. */
+static void test_locate(void)
+{
+	_cleanup_free_ char *rec = install("tests/flex-drivers", "record");
+	_cleanup_free_ char *exe = NULL, *name = NULL, *error = NULL;
+	char cwd[4096];
+
+	ok(getcwd(cwd, sizeof(cwd)) && chdir(tmpdir) == 0, "into the plugin dir");
+	is_int(flex_driver_locate(".", "test/record", &exe, &name, &error), 0,
+	       "a driver name in a relative plugin dir");
+	is_str(exe, rec, "its executable, as an absolute path");
+	is_str(name, "test/record", "named by its driver name");
+	free(TAKE_PTR(exe));
+	free(TAKE_PTR(name));
+	is_int(flex_driver_locate("/nonexistent", "./test~record/record", &exe, &name, &error), 0,
+	       "a path starting with '.'");
+	is_str(exe, rec, "resolved");
+	is_str(name, "record", "named by its file");
+	free(TAKE_PTR(exe));
+	free(TAKE_PTR(name));
+	ok(chdir(cwd) == 0, "back");
+
+	is_int(flex_driver_locate(tmpdir, "test/none", &exe, &name, &error), -ENOENT,
+	       "a driver that is not installed");
+	ok(contains(error, "driver \"test/none\": ") && contains(error, "test~none/none"),
+	   "the message names the driver and where it was looked for: %s", error);
+	free(TAKE_PTR(error));
+	is_int(flex_driver_locate(tmpdir, "bad name", &exe, &name, &error), -EINVAL,
+	       "an invalid driver name");
+	ok(contains(error, "bad name"), "named: %s", error);
+	free(TAKE_PTR(error));
+	is_int(flex_driver_locate(tmpdir, "/nonexistent/driver", &exe, &name, &error), -ENOENT,
+	       "a path that does not exist");
+	is_str(error, "/nonexistent/driver: No such file or directory", "its message");
+}
+
 static void test_registry(void)
 {
 	_cleanup_(flex_registry_freep) FlexRegistry *reg = flex_registry_new();
@@ -658,24 +799,20 @@ static void test_registry(void)
 
 int main(void)
 {
-	if (!mkdtemp(tmpdir)) {
-		printf("Bail out! mkdtemp\n");
-		return 1;
-	}
+	drivers_init("flex-call");
 	test_commands();
 	test_names();
+	test_locate();
 	test_registry();
 	test_options_json();
 	test_parse();
 	test_argv();
 	test_answers();
+	test_verdicts();
 	test_not_supported_memory();
 	test_secrets();
 	test_examples();
 
-	const char *argv[] = {"/bin/rm", "-rf", tmpdir, NULL};
-	ExecResult res;
-	if (exec_run(&(ExecOptions){.argv = argv}, &res) == 0)
-		exec_result_done(&res);
+	drivers_done();
 	return tap_done();
 }

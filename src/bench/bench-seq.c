@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -175,12 +177,32 @@ typedef struct SeqState {
 	char node_id[256];
 	bool stage_unstage, controller_publish; /* what the driver supports */
 
+	void (*warn)(const char *msg, void *userdata); /* the config's */
+	void *userdata;
+
 	pthread_mutex_t lock; /* guards leftovers */
 	SeqVolume *leftovers; /* what a failed iteration could not undo; cleanup retries */
 
 	unsigned n_slots; /* publish: volumes staged once by prepare */
 	SeqVolume *slots[SEQ_MAX_SLOTS];
 } SeqState;
+
+static void seq_warn(const SeqState *s, const char *fmt, ...) _printf_(2, 3);
+
+static void seq_warn(const SeqState *s, const char *fmt, ...)
+{
+	_cleanup_free_ char *msg = NULL;
+	va_list ap;
+
+	if (!s->warn)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (msg)
+		s->warn(msg, s->userdata);
+}
 
 static void methods_init(void)
 {
@@ -220,8 +242,7 @@ static int seq_call(BenchThread *t, const SeqState *s, RpcClient *client, SeqMet
 		if (t)
 			bench_fail(t, "%s: bad request: %s", method_names[m], err);
 		else
-			fprintf(stderr, "volplugctl: bench: %s: bad request: %s\n", method_names[m],
-				err);
+			seq_warn(s, "%s: bad request: %s", method_names[m], err);
 		return -EINVAL;
 	}
 	usec_t start = now_usec(CLOCK_MONOTONIC);
@@ -234,8 +255,7 @@ static int seq_call(BenchThread *t, const SeqState *s, RpcClient *client, SeqMet
 		if (t)
 			bench_fail(t, "%s: %s: %s", method_names[m], what, st.message ?: "");
 		else if (r < 0 || st.code != GRPC_STATUS_NOT_FOUND)
-			fprintf(stderr, "volplugctl: bench: %s: %s: %s\n", method_names[m], what,
-				st.message ?: "");
+			seq_warn(s, "%s: %s: %s", method_names[m], what, st.message ?: "");
 		r = r == 0 && st.code == GRPC_STATUS_NOT_FOUND ? -ENOENT : -EIO;
 		rpc_status_done(&st);
 		return r;
@@ -459,6 +479,8 @@ static SeqState *seq_state_new(BenchSeqConfig *cfg, const BenchSequence *seq, ch
 	s->fstype = bench_seq_param(cfg, "fstype", NULL);
 	s->dir = bench_seq_param(cfg, "dir", NULL);
 	s->source = bench_seq_param(cfg, "source", NULL);
+	s->warn = cfg->warn;
+	s->userdata = cfg->userdata;
 	pthread_mutex_init(&s->lock, NULL);
 	for (size_t m = 0; m < _M_MAX; m++) {
 		s->step_of[m] = -1;
@@ -533,10 +555,9 @@ static void seq_cleanup(RpcClient *client, BenchSeqConfig *cfg)
 		if (v->snapshot_id &&
 		    !undo_ok(seq_call(NULL, s, client, M_DELETE_SNAPSHOT,
 				      json_pack("{s:s}", "snapshot_id", v->snapshot_id), NULL)))
-			fprintf(stderr, "volplugctl: bench: snapshot %s is left behind\n",
-				v->snapshot_id);
+			seq_warn(s, "snapshot %s is left behind", v->snapshot_id);
 		if (volume_teardown(NULL, s, client, v) < 0)
-			fprintf(stderr, "volplugctl: bench: volume %s is left behind\n", v->id);
+			seq_warn(s, "volume %s is left behind", v->id);
 		seq_volume_free(v);
 	}
 	s->leftovers = NULL;
@@ -671,8 +692,7 @@ static void publish_finish(RpcClient *client, BenchSeqConfig *cfg)
 
 	for (unsigned k = 0; k < s->n_slots; k++) {
 		if (volume_teardown(NULL, s, client, s->slots[k]) < 0)
-			fprintf(stderr, "volplugctl: bench: volume %s is left behind\n",
-				s->slots[k]->id);
+			seq_warn(s, "volume %s is left behind", s->slots[k]->id);
 		seq_volume_free(s->slots[k]);
 		s->slots[k] = NULL;
 	}

@@ -21,6 +21,10 @@ typedef struct BenchSeqConfig {
 	void *request;
 	size_t request_size;
 	void *state; /* owned by the sequence */
+	/* Told what no row counts: a failed set-up or clean-up call, what is left behind. One
+	 * line each, from the calling thread. NULL: dropped. */
+	void (*warn)(const char *msg, void *userdata);
+	void *userdata;
 } BenchSeqConfig;
 
 typedef struct BenchSequence {

@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "conformance.h"
+#include "mount-util.h"
+#include "registry.h"
+
+typedef struct Tester {
+	const FlexConformanceConfig *cfg;
+	const char *driver, *exe;
+	FlexConformance *res; /* the last step is the open one */
+} Tester;
+
+static void strv_push(char ***v, size_t *n, char *s)
+{
+	*v = xrealloc(*v, (*n + 1) * sizeof(char *));
+	(*v)[(*n)++] = s;
+}
+
+static char *vformat(const char *fmt, va_list ap)
+{
+	char *s;
+	if (vasprintf(&s, fmt, ap) < 0)
+		abort();
+	return s;
+}
+
+static FlexConformanceStep *current(Tester *t)
+{
+	return &t->res->steps[t->res->n_steps - 1];
+}
+
+static void step_begin(Tester *t, const char *label)
+{
+	FlexConformance *res = t->res;
+
+	res->steps = xrealloc(res->steps, (res->n_steps + 1) * sizeof(FlexConformanceStep));
+	res->steps[res->n_steps++] = (FlexConformanceStep){.label = xstrdup(label)};
+	if (t->cfg->step_begin)
+		t->cfg->step_begin(label, t->cfg->userdata);
+}
+
+static void step_end(Tester *t)
+{
+	if (t->cfg->step_end)
+		t->cfg->step_end(current(t), t->cfg->userdata);
+}
+
+static void check(Tester *t, bool ok, const char *fmt, ...) _printf_(3, 4);
+
+/* One rule evaluated: counted, and reported when broken. */
+static void check(Tester *t, bool ok, const char *fmt, ...)
+{
+	FlexConformanceStep *step = current(t);
+	va_list ap;
+
+	t->res->checks++;
+	if (ok)
+		return;
+	t->res->violations++;
+	va_start(ap, fmt);
+	strv_push(&step->violations, &step->n_violations, vformat(fmt, ap));
+	va_end(ap);
+}
+
+static void note(Tester *t, const char *fmt, ...) _printf_(2, 3);
+
+static void note(Tester *t, const char *fmt, ...)
+{
+	FlexConformanceStep *step = current(t);
+	va_list ap;
+
+	va_start(ap, fmt);
+	strv_push(&step->notes, &step->n_notes, vformat(fmt, ap));
+	va_end(ap);
+}
+
+/* Runs one command and checks what every answer owes the protocol, in the order of the
+ * verdicts: in time, one JSON object with keys of the right types, a known status, exit status
+ * 0 with Success. A Failure counts too: the check passes valid inputs. Fills *run
+ * (flex_run_done() it); returns the status, or -1 when there is no usable answer. The step
+ * stays open for command-specific checks. */
+static int run_step(Tester *t, const char *label, FlexCommand cmd, const FlexCallArgs *args,
+		    FlexRun *run)
+{
+	step_begin(t, label);
+	if (flex_run(t->driver, t->exe, t->cfg->call, cmd, args, run) < 0) {
+		*run = (FlexRun){};
+		check(t, false, "the check built an incomplete argv (a bug)");
+		return -1;
+	}
+	FlexVerdict v = run->verdict;
+	if (v == FLEX_VERDICT_CANNOT_RUN) {
+		check(t, false, "cannot run %s: %s", t->exe, strerror(-run->exec_error));
+		return -1;
+	}
+	check(t, v != FLEX_VERDICT_TIMEOUT, "no answer within the deadline: %s; output: %s",
+	      exec_describe(&run->res), exec_excerpt(&run->res, 160));
+	if (v == FLEX_VERDICT_TIMEOUT)
+		return -1;
+	check(t, v != FLEX_VERDICT_NOT_JSON, "the output is not a JSON object (%s): %s",
+	      exec_describe(&run->res), exec_excerpt(&run->res, 160));
+	if (v == FLEX_VERDICT_NOT_JSON)
+		return -1;
+	check(t, v != FLEX_VERDICT_BAD_TYPE, "%s", run->type_error ?: "");
+	if (v == FLEX_VERDICT_BAD_TYPE)
+		return -1;
+	const FlexReply *rep = &run->reply;
+	check(t, v != FLEX_VERDICT_NO_STATUS, "the answer has no \"status\"");
+	if (v != FLEX_VERDICT_NO_STATUS)
+		check(t, v != FLEX_VERDICT_UNKNOWN_STATUS,
+		      "unknown status \"%s\": want Success, Failure or Not supported",
+		      rep->status_text);
+	if (v == FLEX_VERDICT_SUCCESS || v == FLEX_VERDICT_BAD_EXIT)
+		check(t, v != FLEX_VERDICT_BAD_EXIT, "answered \"Success\" but ended with %s",
+		      exec_describe(&run->res));
+	if (v == FLEX_VERDICT_FAILURE)
+		check(t, false, "answered Failure (%s): %s", exec_describe(&run->res),
+		      rep->message ?: "no message");
+	return (int)rep->status;
+}
+
+/* The whole step in one call, for steps with no checks of their own. */
+static int simple_step(Tester *t, const char *label, FlexCommand cmd, const FlexCallArgs *args,
+		       const char *if_not_supported)
+{
+	FlexRun run;
+	int s = run_step(t, label, cmd, args, &run);
+	if (s == FLEX_STATUS_NOT_SUPPORTED)
+		note(t, "Not supported: %s", if_not_supported);
+	step_end(t);
+	flex_run_done(&run);
+	return s;
+}
+
+static void check_mounted(Tester *t, const char *cmd, const char *path, bool want)
+{
+	int m = is_mount_point(path);
+	if (want)
+		check(t, m > 0, "%s answered Success but nothing is mounted at %s", cmd, path);
+	else
+		check(t, m <= 0, "%s answered Success but %s is still mounted", cmd, path);
+}
+
+/* mountdevice and mount must leave path mounted, unmount and unmountdevice must not. Not
+ * supported is fine when the host has a fallback (if_not_supported says which), a violation
+ * when it has none (NULL). Returns the status. */
+static int mount_step(Tester *t, FlexCommand cmd, const FlexCallArgs *args, const char *path,
+		      const char *if_not_supported)
+{
+	FlexRun run;
+	const char *label = flex_command_to_string(cmd);
+	int s = run_step(t, label, cmd, args, &run);
+	if (s == FLEX_STATUS_SUCCESS)
+		check_mounted(t, label, path, cmd == FLEX_MOUNTDEVICE || cmd == FLEX_MOUNT);
+	else if (s == FLEX_STATUS_NOT_SUPPORTED && if_not_supported)
+		note(t, "Not supported: %s", if_not_supported);
+	else if (s == FLEX_STATUS_NOT_SUPPORTED)
+		check(t, false,
+		      "%s answered Not supported: a driver that is not attachable must implement "
+		      "it (Kubernetes has no device mount path to bind)",
+		      label);
+	step_end(t);
+	flex_run_done(&run);
+	return s;
+}
+
+/* isattached, right after attach (want true) or detach (want false). */
+static void isattached_step(Tester *t, const char *label, const FlexCallArgs *args, bool want)
+{
+	FlexRun run;
+	int s = run_step(t, label, FLEX_ISATTACHED, args, &run);
+	if (s == FLEX_STATUS_SUCCESS) {
+		check(t, run.reply.has_attached, "no \"attached\" bool in a Success answer");
+		if (run.reply.has_attached)
+			check(t, run.reply.attached == want, "\"attached\" is %s %s",
+			      run.reply.attached ? "true" : "false",
+			      want ? "right after a successful attach"
+				   : "after a successful detach");
+	} else if (s == FLEX_STATUS_NOT_SUPPORTED)
+		note(t, "Not supported: Kubernetes assumes attached");
+	step_end(t);
+	flex_run_done(&run);
+}
+
+/* attach or waitforattach: Success must name the device. Returns it (or NULL). */
+static char *device_step(Tester *t, FlexCommand cmd, const FlexCallArgs *args, int *ret_status)
+{
+	FlexRun run;
+	char *device = NULL;
+	*ret_status = run_step(t, flex_command_to_string(cmd), cmd, args, &run);
+	if (*ret_status == FLEX_STATUS_SUCCESS) {
+		check(t, run.reply.device && *run.reply.device,
+		      "no \"device\" in a Success answer");
+		if (run.reply.device && *run.reply.device) {
+			device = xstrdup(run.reply.device);
+			note(t, "device %s", device);
+		}
+	} else if (*ret_status == FLEX_STATUS_NOT_SUPPORTED)
+		note(t, "Not supported: the host goes on without a device");
+	step_end(t);
+	flex_run_done(&run);
+	return device;
+}
+
+static char *random_hex(void)
+{
+	uint64_t rnd;
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd = (uint64_t)getpid() ^ (uint64_t)now_usec(CLOCK_MONOTONIC);
+	return xasprintf("%016" PRIx64, rnd);
+}
+
+/* Whatever the driver left mounted at path is unmounted, so a broken driver leaves nothing
+ * behind; then the directory goes if empty. */
+static void cleanup_dir(Tester *t, const char *path)
+{
+	if (umount_all_at(path) > 0)
+		strv_push(&t->res->cleanups, &t->res->n_cleanups,
+			  xasprintf("unmounted %s, which the driver left mounted", path));
+	(void)rmdir(path);
+}
+
+/* The steps of an attachable driver: attach ... detach. */
+static void attachable(Tester *t, const FlexVolumeSpec *spec, bool requires_fs_resize,
+		       FlexCallArgs *args, FlexPodInfo *pod, const char *vol_dir,
+		       const char *devmnt)
+{
+	bool mounted = false, staged = false;
+	int s;
+
+	_cleanup_free_ char *device = device_step(t, FLEX_ATTACH, args, &s);
+	bool attached = s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED;
+	if (attached) {
+		isattached_step(t, "isattached", args, true);
+		args->device = device ?: "";
+		_cleanup_free_ char *dev2 = device_step(t, FLEX_WAITFORATTACH, args, &s);
+		if (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED) {
+			args->device = dev2 ?: device ?: "";
+			args->device_mount_path = devmnt;
+			s = mount_step(t, FLEX_MOUNTDEVICE, args, devmnt,
+				       "the host formats a blank device and mounts it");
+			staged = true;
+			if (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED) {
+				args->pod_volume_dir = vol_dir;
+				args->pod = pod;
+				s = mount_step(t, FLEX_MOUNT, args, vol_dir,
+					       "the host bind-mounts the device mount path");
+				args->pod = NULL;
+				mounted = true;
+			}
+		}
+		if (mounted && (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED)) {
+			args->new_size = 2ULL << 30;
+			args->old_size = 1ULL << 30;
+			simple_step(t, "expandvolume", FLEX_EXPANDVOLUME, args,
+				    "Kubernetes takes the volume as grown");
+			if (requires_fs_resize)
+				simple_step(t, "expandfs", FLEX_EXPANDFS, args,
+					    "Kubernetes takes the file system as grown");
+		}
+		args->device = device ?: "";
+		if (mounted)
+			mount_step(t, FLEX_UNMOUNT, args, vol_dir,
+				   "the host unmounts the directory");
+		if (staged)
+			mount_step(t, FLEX_UNMOUNTDEVICE, args, devmnt,
+				   "the host unmounts the device mount path");
+	}
+	/* Kubernetes retries detach after a failed attach too. */
+	args->volume_name = spec->pv_or_volume_name;
+	simple_step(t, "detach", FLEX_DETACH, args, "Kubernetes takes it as detached");
+	if (attached)
+		isattached_step(t, "isattached (detached)", args, false);
+}
+
+/* The steps of a driver that is not attachable: mount ... unmount. */
+static void not_attachable(Tester *t, bool requires_fs_resize, FlexCallArgs *args, FlexPodInfo *pod,
+			   const char *vol_dir, const char *devmnt)
+{
+	args->pod_volume_dir = vol_dir;
+	args->pod = pod;
+	int s = mount_step(t, FLEX_MOUNT, args, vol_dir, NULL);
+	args->pod = NULL;
+	if (s == FLEX_STATUS_SUCCESS) {
+		args->device = "";
+		args->device_mount_path = devmnt;
+		args->new_size = 2ULL << 30;
+		args->old_size = 1ULL << 30;
+		simple_step(t, "expandvolume", FLEX_EXPANDVOLUME, args,
+			    "Kubernetes takes the volume as grown");
+		if (requires_fs_resize)
+			simple_step(t, "expandfs", FLEX_EXPANDFS, args,
+				    "Kubernetes takes the file system as grown");
+	}
+	mount_step(t, FLEX_UNMOUNT, args, vol_dir, "the host unmounts the directory");
+}
+
+/* The lifecycle Kubernetes runs, mounts in the temporary directory tmp. */
+static void lifecycle(Tester *t, const FlexCapabilities *caps, const FlexVolumeSpec *spec,
+		      const char *tmp)
+{
+	char node[HOST_NAME_MAX + 1] = "localhost";
+	_cleanup_free_ char *folder = flex_driver_name_to_folder(t->driver);
+	_cleanup_free_ char *pods = xasprintf("%s/pods", tmp);
+	_cleanup_free_ char *volumes = xasprintf("%s/pods/volumes", tmp);
+	_cleanup_free_ char *pod_dir = xasprintf("%s/pods/volumes/%s", tmp, folder);
+	_cleanup_free_ char *dev_dir = xasprintf("%s/mounts", tmp);
+	_cleanup_free_ char *vol_dir = xasprintf("%s/vol", pod_dir);
+	_cleanup_free_ char *devmnt = xasprintf("%s/mounts/%s", tmp, spec->pv_or_volume_name);
+	_cleanup_free_ char *uid = random_hex();
+	FlexPodInfo pod = {.name = "volplugctl-flex-test",
+			   .namespace = "default",
+			   .uid = uid,
+			   .service_account = "default",
+			   .fs_group = -1};
+	FlexCallArgs args = {.spec = spec, .node_name = node};
+
+	(void)gethostname(node, sizeof(node) - 1);
+	/* The kubelet makes the parents; the driver the directory itself. */
+	(void)mkdir(pods, 0750);
+	(void)mkdir(volumes, 0750);
+	(void)mkdir(pod_dir, 0750);
+	(void)mkdir(dev_dir, 0750);
+
+	if (caps->attach)
+		attachable(t, spec, caps->requires_fs_resize, &args, &pod, vol_dir, devmnt);
+	else
+		not_attachable(t, caps->requires_fs_resize, &args, &pod, vol_dir, devmnt);
+	cleanup_dir(t, vol_dir);
+	cleanup_dir(t, devmnt);
+	(void)rmdir(pod_dir);
+	(void)rmdir(volumes);
+	(void)rmdir(pods);
+	(void)rmdir(dev_dir);
+}
+
+static char *capabilities_text(const FlexCapabilities *c)
+{
+	return xasprintf("attach=%s selinuxRelabel=%s supportsMetrics=%s fsGroup=%s "
+			 "requiresFSResize=%s",
+			 c->attach ? "true" : "false", c->selinux_relabel ? "true" : "false",
+			 c->supports_metrics ? "true" : "false", c->fs_group ? "true" : "false",
+			 c->requires_fs_resize ? "true" : "false");
+}
+
+/* init: without a Success the driver would not be loaded at all. Returns the status. */
+static int init_step(Tester *t, FlexCapabilities *ret_caps)
+{
+	FlexRun run;
+	int s = run_step(t, "init", FLEX_INIT, NULL, &run);
+
+	*ret_caps = s >= 0 ? run.reply.capabilities : FLEX_CAPABILITIES_DEFAULT;
+	if (s == FLEX_STATUS_NOT_SUPPORTED)
+		check(t, false, "init answered Not supported: Kubernetes does not load the driver");
+	if (s == FLEX_STATUS_SUCCESS) {
+		_cleanup_free_ char *text = capabilities_text(ret_caps);
+		note(t, "%s%s", text,
+		     run.reply.has_capabilities ? "" : " (no capabilities: the defaults)");
+	}
+	step_end(t);
+	flex_run_done(&run);
+	return s;
+}
+
+/* Everything after init and getvolumename, as root in a temporary directory. */
+static int with_mounts(Tester *t, const FlexCapabilities *caps, const FlexVolumeSpec *spec,
+		       char **ret_error)
+{
+	const char *parent = t->cfg->tmp_dir ?: "/tmp";
+	_cleanup_free_ char *tmp = xasprintf("%s/volplugctl-flex-test-XXXXXX", parent);
+
+	if (!mkdtemp(tmp)) {
+		int r = -errno;
+		*ret_error = xasprintf("cannot make a temporary directory in %s: %s", parent,
+				       strerror(errno));
+		return r;
+	}
+	lifecycle(t, caps, spec, tmp);
+	if (rmdir(tmp) < 0)
+		strv_push(&t->res->cleanups, &t->res->n_cleanups,
+			  xasprintf("%s is left behind: the driver put files in it", tmp));
+	return 0;
+}
+
+int flex_conformance_run(const FlexConformanceConfig *cfg, FlexConformance *ret, char **ret_error)
+{
+	FlexConformance res = {};
+	Tester t = {.cfg = cfg, .driver = cfg->driver, .exe = cfg->exe, .res = &res};
+	FlexVolumeSpec spec = *cfg->spec;
+	_cleanup_free_ char *vol_name = NULL;
+	FlexCapabilities caps;
+	int r = 0;
+
+	if (!spec.pv_or_volume_name) {
+		_cleanup_free_ char *hex = random_hex();
+		vol_name = xasprintf("flex-test-%.8s", hex);
+		spec.pv_or_volume_name = vol_name;
+	}
+
+	res.loaded = init_step(&t, &caps) == FLEX_STATUS_SUCCESS;
+	if (res.loaded) {
+		simple_step(&t, "getvolumename", FLEX_GETVOLUMENAME, &(FlexCallArgs){.spec = &spec},
+			    "Kubernetes uses the volume's name");
+		res.root_skipped = geteuid() != 0;
+		if (!res.root_skipped)
+			r = with_mounts(&t, &caps, &spec, ret_error);
+	}
+	if (r < 0) {
+		flex_conformance_done(&res);
+		return r;
+	}
+	*ret = res;
+	return 0;
+}
+
+static void strv_free_n(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void flex_conformance_done(FlexConformance *c)
+{
+	for (size_t i = 0; i < c->n_steps; i++) {
+		free(c->steps[i].label);
+		strv_free_n(c->steps[i].violations, c->steps[i].n_violations);
+		strv_free_n(c->steps[i].notes, c->steps[i].n_notes);
+	}
+	free(c->steps);
+	strv_free_n(c->cleanups, c->n_cleanups);
+	*c = (FlexConformance){};
+}

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The conformance check (volplugctl flex test) against real drivers run as processes: which
+ * rules each broken answer breaks, how many were checked, where the check stops, the progress
+ * callbacks, and that nothing is left in the temporary directory. The attach and mount steps
+ * run only as root; their drivers here mount nothing. */
+#include <dirent.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "conformance.h"
+#include "flex-drivers.h"
+#include "tap.h"
+
+static const FlexVolumeSpec spec = {.fs_type = "ext4"};
+
+/* The labels the callbacks saw: "+label" as a step starts, "-label" once judged. */
+static char progress[1024];
+
+static void on_begin(const char *label, _unused_ void *userdata)
+{
+	size_t n = strlen(progress);
+	snprintf(progress + n, sizeof(progress) - n, "+%s ", label);
+}
+
+static void on_end(const FlexConformanceStep *step, _unused_ void *userdata)
+{
+	size_t n = strlen(progress);
+	snprintf(progress + n, sizeof(progress) - n, "-%s ", step->label);
+}
+
+/* Runs the check; returns its result, Bail out when it cannot run at all. */
+static FlexConformance run(const char *exe, const FlexCallConfig *call)
+{
+	FlexConformanceConfig cfg = {
+		.driver = "test/driver",
+		.exe = exe,
+		.spec = &spec,
+		.call = call,
+		.tmp_dir = tmpdir,
+		.step_begin = on_begin,
+		.step_end = on_end,
+	};
+	_cleanup_free_ char *error = NULL;
+	FlexConformance c;
+
+	progress[0] = 0;
+	if (flex_conformance_run(&cfg, &c, &error) < 0) {
+		printf("Bail out! flex_conformance_run: %s\n", error);
+		exit(1);
+	}
+	return c;
+}
+
+/* Nothing of the check's temporary directories is left. */
+static bool nothing_left(void)
+{
+	DIR *d = opendir(tmpdir);
+	struct dirent *e;
+	bool clean = true;
+
+	while (d && (e = readdir(d)))
+		if (strncmp(e->d_name, "volplugctl-flex-test-", 21) == 0)
+			clean = false;
+	if (d)
+		closedir(d);
+	return clean;
+}
+
+static const char *first_violation(const FlexConformance *c, size_t step)
+{
+	if (step >= c->n_steps || c->steps[step].n_violations == 0)
+		return "(none)";
+	return c->steps[step].violations[0];
+}
+
+/* Answers that stop the check at init: the rule each breaks, and how many rules were checked
+ * (the order: in time, a JSON object, typed keys, a status, a known status, then exit status 0
+ * with Success or no Failure). */
+static void test_init_verdicts(void)
+{
+	_cleanup_free_ char *rec = install("tests/flex-drivers", "record");
+	_cleanup_free_ char *garbage = install("tests/flex-drivers", "garbage");
+	_cleanup_free_ char *hang = install("tests/flex-drivers", "hang");
+	_cleanup_free_ char *initfail = install("tests/flex-drivers", "initfail");
+	const FlexCallConfig fast = {.timeout[FLEX_INIT] = 300 * USEC_PER_MSEC,
+				     .kill_grace = 200 * USEC_PER_MSEC};
+	const struct {
+		const char *what, *exe, *answer; /* answer: what record prints */
+		const char *violation;		 /* the whole text, or its start after '~' */
+		unsigned checks;
+	} table[] = {
+		{"garbage", garbage, NULL, "~the output is not a JSON object (exit status 0): ", 2},
+		{"a hang", hang, NULL,
+		 "no answer within the deadline: timed out after 0.3 s; output: started init", 1},
+		{"Failure", initfail, NULL,
+		 "answered Failure (exit status 1): kernel module initfail-fs is not loaded", 6},
+		{"a capability of the wrong type", rec,
+		 "{\"status\":\"Success\",\"capabilities\":{\"attach\":\"no\"}}",
+		 "capability \"attach\" is a string, not a bool", 3},
+		{"no status", rec, "{\"message\":\"hi\"}", "the answer has no \"status\"", 4},
+		{"an unknown status", rec, "{\"status\":\"Splendid\"}",
+		 "unknown status \"Splendid\": want Success, Failure or Not supported", 5},
+		{"Not supported", rec, "{\"status\":\"Not supported\"}",
+		 "init answered Not supported: Kubernetes does not load the driver", 6},
+		{"no executable", "/nonexistent/driver", NULL,
+		 "cannot run /nonexistent/driver: No such file or directory", 1},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+		const char *what = table[i].what, *want = table[i].violation;
+		put("record", ".stdout", table[i].answer);
+		FlexConformance c = run(table[i].exe, table[i].exe == hang ? &fast : NULL);
+
+		ok(c.n_steps == 1 && strcmp(c.steps[0].label, "init") == 0, "%s: stopped at init",
+		   what);
+		ok(!c.loaded && !c.root_skipped, "%s: would not be loaded", what);
+		is_int(c.violations, 1, "%s: one violation", what);
+		is_int(c.checks, table[i].checks, "%s: rules checked", what);
+		if (want[0] == '~')
+			ok(strncmp(first_violation(&c, 0), want + 1, strlen(want + 1)) == 0,
+			   "%s: %s", what, first_violation(&c, 0));
+		else
+			is_str(first_violation(&c, 0), want, "%s: the violation", what);
+		is_str(progress, "+init -init ", "%s: progress", what);
+		flex_conformance_done(&c);
+	}
+	put("record", ".stdout", NULL);
+}
+
+/* Success with a non-zero exit: a violation, but the answer is read and the check goes on. */
+static void test_bad_exit(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "badexit");
+	FlexConformance c = run(exe, NULL);
+
+	is_str(first_violation(&c, 0), "answered \"Success\" but ended with exit status 3",
+	       "init: the violation");
+	ok(c.loaded && c.n_steps > 1 && strcmp(c.steps[1].label, "getvolumename") == 0,
+	   "the check goes on with getvolumename");
+	is_int(c.steps[0].n_violations, 1, "init broke one rule");
+	ok(nothing_left(), "the temporary directory is gone");
+	flex_conformance_done(&c);
+}
+
+/* A driver that is not attachable and answers Not supported to the rest. */
+static void test_not_supported(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "notsupported");
+	FlexConformance c = run(exe, NULL);
+
+	ok(c.loaded, "loaded");
+	ok(c.n_steps >= 2 && c.steps[0].n_notes == 1 && c.steps[1].n_notes == 1,
+	   "init and getvolumename each have a note");
+	if (c.n_steps >= 2) {
+		is_str(c.steps[0].notes[0],
+		       "attach=false selinuxRelabel=true supportsMetrics=false fsGroup=true "
+		       "requiresFSResize=true",
+		       "init: the capabilities");
+		is_str(c.steps[1].notes[0], "Not supported: Kubernetes uses the volume's name",
+		       "getvolumename: Not supported, and what Kubernetes does instead");
+	}
+	if (geteuid() != 0) {
+		ok(c.root_skipped && c.n_steps == 2 && c.violations == 0,
+		   "not root: init and getvolumename only");
+		is_str(progress, "+init -init +getvolumename -getvolumename ", "progress");
+	} else {
+		ok(!c.root_skipped && c.n_steps == 4, "root: the mount steps ran");
+		is_str(progress,
+		       "+init -init +getvolumename -getvolumename +mount -mount +unmount -unmount ",
+		       "progress: mount, then unmount");
+		ok(strncmp(first_violation(&c, 2),
+			   "mount answered Not supported: a driver that is not attachable must",
+			   66) == 0,
+		   "mount must be implemented without attach: %s", first_violation(&c, 2));
+		ok(c.n_steps == 4 && c.steps[3].n_violations == 0 && c.steps[3].n_notes == 1 &&
+			   strcmp(c.steps[3].notes[0],
+				  "Not supported: the host unmounts the directory") == 0,
+		   "unmount Not supported: the host's fallback");
+		is_int(c.violations, 1, "one violation");
+	}
+	ok(c.n_cleanups == 0, "nothing to clean up");
+	ok(nothing_left(), "the temporary directory is gone");
+	flex_conformance_done(&c);
+}
+
+/* Success to everything, not attachable: a mount that mounted nothing is caught. */
+static void test_mount_checked(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "record");
+	put("record", ".stdout", "{\"status\":\"Success\",\"capabilities\":{\"attach\":false}}");
+	FlexConformance c = run(exe, NULL);
+
+	ok(c.loaded, "loaded");
+	if (geteuid() != 0) {
+		ok(c.root_skipped && c.violations == 0, "not root: nothing to check");
+	} else {
+		const char *labels[] = {"init",		"getvolumename", "mount",
+					"expandvolume", "expandfs",	 "unmount"};
+		ok(c.n_steps == ELEMENTSOF(labels), "%zu steps", c.n_steps);
+		for (size_t i = 0; i < MIN(c.n_steps, ELEMENTSOF(labels)); i++)
+			is_str(c.steps[i].label, labels[i], "step %zu", i);
+		const char *v = first_violation(&c, 2);
+		ok(strncmp(v, "mount answered Success but nothing is mounted at ", 49) == 0 &&
+			   contains(v, "/pods/volumes/test~driver/vol"),
+		   "mount: nothing mounted at the pod's volume directory: %s", v);
+		is_int(c.violations, 1, "one violation");
+		ok(c.checks > 30, "%u rules checked", c.checks);
+	}
+	ok(nothing_left(), "the temporary directory is gone");
+	flex_conformance_done(&c);
+	put("record", ".stdout", NULL);
+}
+
+int main(void)
+{
+	drivers_init("flex-conformance");
+	test_init_verdicts();
+	test_bad_exit();
+	test_not_supported();
+	test_mount_checked();
+	drivers_done();
+	return tap_done();
+}
