@@ -93,8 +93,8 @@ static int pin_path(const char *field, const char *path, int bad, PinnedPath *re
 	if (r == -ELOOP)
 		return fail(ret_error, bad, "%s: '%s' goes through a symlink", field, path);
 	if (r == -ENOENT || r == -ENOTDIR)
-		return fail(ret_error, bad, "%s: the directory '%s' is in does not exist", field,
-			    path);
+		return fail(ret_error, bad, "%s: the parent directory of '%s' does not exist",
+			    field, path);
 	if (r < 0)
 		return fail(ret_error, r, "%s: cannot open the directory of '%s': %s", field, path,
 			    strerror(-r));
@@ -208,6 +208,9 @@ static int mountpoint_prepare(const char *field, const char *path, const PinnedP
 			    kind_name(o.mode));
 	else {
 		_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
+		if (fd < 0 && (fd == -ENOTDIR || fd == -ELOOP || fd == -ENOENT))
+			return fail(ret_error, -EBUSY, "%s: '%s' changed during the call", field,
+				    path);
 		r = fd < 0 ? fd : dir_is_empty(fd);
 		if (r < 0)
 			return fail(ret_error, r, "%s: cannot read '%s': %s", field, path,
@@ -292,6 +295,32 @@ static int remove_made(const char *field, const PinnedPath *pin, const PoolTarge
 		return fail(ret_error, errno == ENOTEMPTY ? -ENOTEMPTY : negative_errno(),
 			    "%s: removing '%s' failed: %m", field, t->path);
 	return 0;
+}
+
+/* Once the volume's mounts are gone from the pinned path: what was made here goes; what the
+ * CO made for the volume (recorded, or an empty directory) stays for the CO to remove;
+ * anything else never was the volume's and is reported, untouched. */
+static int undo_place(const char *field, const char *path, const PinnedPath *pin,
+		      const PoolTarget *t, const char *id, char **ret_error)
+{
+	PathObject o;
+
+	int r = stat_or_fail(field, path, pin, &o, ret_error);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if (t)
+		return remove_made(field, pin, t, ret_error);
+	if (S_ISDIR(o.mode) && !o.mount_root) {
+		_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
+		if (fd >= 0 && dir_is_empty(fd) == 1)
+			return 0;
+		return fail(ret_error, -ENOTEMPTY,
+			    "%s: '%s' is a directory with files, not volume %s's: left as it is",
+			    field, path, id);
+	}
+	return in_the_way(field, path, &o, id, ret_error);
 }
 
 /* ---- the use record, under the volume's node lock ---- */
@@ -612,19 +641,6 @@ static int unstage_check_published(const Use *u, const Device *dev, const char *
 	return 0;
 }
 
-/* An unknown volume owns nothing: only an empty place is a success. */
-static int unstage_unknown(const char *id, const char *path, const PinnedPath *pin,
-			   char **ret_error)
-{
-	PathObject o;
-	int r = stat_or_fail("staging_target_path", path, pin, &o, ret_error);
-	if (r == -ENOENT || (r == 0 && !o.mount_root))
-		return 0;
-	if (r < 0)
-		return r;
-	return in_the_way("staging_target_path", path, &o, id, ret_error);
-}
-
 int pool_node_unstage(Pool *p, const char *id, const char *staging_path, char **ret_error)
 {
 	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
@@ -636,8 +652,11 @@ int pool_node_unstage(Pool *p, const char *id, const char *staging_path, char **
 	if ((e = pin_path("staging_target_path", staging_path, -EINVAL, &pin, ret_error)) < 0)
 		return e;
 	e = use_begin(p, id, &u, &ignored);
-	if (e == -ENOENT)
-		return unstage_unknown(id, staging_path, &pin, ret_error);
+	if (e == -ENOENT) /* an unknown volume owns nothing there */
+		return unmount_volume("staging_target_path", staging_path, &pin, &dev, id,
+				      ret_error)
+			       ?: undo_place("staging_target_path", staging_path, &pin, NULL, id,
+					     ret_error);
 	if (e < 0)
 		return fail(ret_error, e, "%s", ignored);
 	e = device_find(p, id, &dev);
@@ -649,7 +668,8 @@ int pool_node_unstage(Pool *p, const char *id, const char *staging_path, char **
 	    0)
 		return e;
 	bool here = u.rec.staging.path && strcmp(u.rec.staging.path, staging_path) == 0;
-	if (here && (e = remove_made("staging_target_path", &pin, &u.rec.staging, ret_error)) < 0)
+	if ((e = undo_place("staging_target_path", staging_path, &pin, here ? &u.rec.staging : NULL,
+			    id, ret_error)) < 0)
 		return e;
 	if (dev.path && (e = loop_detach(dev.path)) < 0) {
 		MountInfo mi = {};
@@ -657,8 +677,9 @@ int pool_node_unstage(Pool *p, const char *id, const char *staging_path, char **
 			return fail(ret_error, e, "volume %s: detaching %s failed: %s", id,
 				    dev.path, strerror(-e));
 		if (mount_find_by_devno(dev.rdev, &mi) == 0) {
-			e = fail(ret_error, -ENOTEMPTY, "volume %s is still mounted at '%s'", id,
-				 mi.target);
+			e = fail(ret_error, -ENOTEMPTY,
+				 "staging_target_path: volume %s is staged at '%s', not at '%s'",
+				 id, mi.target, staging_path);
 			mount_info_done(&mi);
 			return e;
 		}
@@ -705,10 +726,13 @@ static int publish_source(const PoolPublish *r, const Use *u, const Device *dev,
 	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
 	if ((e = pin_path("staging_target_path", r->staging_path, -EINVAL, &pin, ret_error)) < 0)
 		return e;
-	e = pinned_path_stat(&pin, &o);
+	e = stat_or_fail("staging_target_path", r->staging_path, &pin, &o, ret_error);
+	if (e < 0 && e != -ENOENT)
+		return e;
 	if (e < 0 || !is_volume_fs(&o, dev))
 		return fail(ret_error, -ENOTEMPTY,
-			    "volume %s is not staged at '%s': call NodeStageVolume first%s",
+			    "staging_target_path: volume %s is not staged at '%s': call "
+			    "NodeStageVolume first%s",
 			    r->volume_id, r->staging_path,
 			    u->rec.staged_block ? " (it is staged for raw block access)" : "");
 	int fd = pinned_path_open_object(&pin, O_PATH | O_DIRECTORY);
@@ -841,13 +865,9 @@ int pool_node_unpublish(Pool *p, const char *id, const char *target_path, char *
 	if ((e = pin_path("target_path", target_path, -EINVAL, &pin, ret_error)) < 0)
 		return e;
 	e = use_begin(p, id, &u, &ignored);
-	if (e == -ENOENT) {
-		PathObject o;
-		e = stat_or_fail("target_path", target_path, &pin, &o, ret_error);
-		if (e == -ENOENT || (e == 0 && !o.mount_root))
-			return 0; /* nothing of an unknown volume can be there */
-		return e < 0 ? e : in_the_way("target_path", target_path, &o, id, ret_error);
-	}
+	if (e == -ENOENT) /* an unknown volume owns nothing there */
+		return unmount_volume("target_path", target_path, &pin, &dev, id, ret_error)
+			       ?: undo_place("target_path", target_path, &pin, NULL, id, ret_error);
 	if (e < 0)
 		return fail(ret_error, e, "%s", ignored);
 	e = device_find(p, id, &dev);
@@ -856,7 +876,7 @@ int pool_node_unpublish(Pool *p, const char *id, const char *target_path, char *
 	if ((e = unmount_volume("target_path", target_path, &pin, &dev, id, ret_error)) < 0)
 		return e;
 	PoolTarget *t = pool_volume_use_target(&u.rec, target_path);
-	if ((e = remove_made("target_path", &pin, t, ret_error)) < 0)
+	if ((e = undo_place("target_path", target_path, &pin, t, id, ret_error)) < 0)
 		return e;
 	if (t) {
 		pool_volume_use_remove_target(&u.rec, target_path);
@@ -883,8 +903,8 @@ static int volume_at(Pool *p, const char *id, const char *path, PinnedPath *pin,
 	e = pinned_path_stat(pin, o);
 	if (e == -ENOENT)
 		return fail(ret_error, -ENOENT, "volume_path: '%s' does not exist", path);
-	if (e < 0)
-		return fail(ret_error, e, "volume_path: cannot look at '%s': %s", path,
+	if (e < 0) /* what cannot be looked at cannot hold the volume */
+		return fail(ret_error, -ENOENT, "volume_path: cannot look at '%s': %s", path,
 			    strerror(-e));
 	if ((e = device_find(p, id, dev)) < 0 && e != -ENODEV)
 		return fail(ret_error, e, "volume %s: %s", id, strerror(-e));
@@ -946,6 +966,20 @@ int pool_node_expand(Pool *p, const char *id, const char *volume_path, uint64_t 
 	return 0;
 }
 
+/* Whether the node service put the volume at path (its staging path or a target). Read
+ * without the lock: records are replaced whole. */
+static bool use_recorded(Pool *p, const char *id, const char *path)
+{
+	PoolVolumeUse u = {};
+
+	if (pool_volume_use_load(p, id, &u) < 0)
+		return false;
+	bool found = (u.staging.path && strcmp(u.staging.path, path) == 0) ||
+		     pool_volume_use_target(&u, path);
+	pool_volume_use_done(&u);
+	return found;
+}
+
 void pool_node_stats_done(PoolNodeStats *s)
 {
 	free(s->message);
@@ -977,6 +1011,10 @@ int pool_node_stats(Pool *p, const char *id, const char *volume_path, PoolNodeSt
 		return 0;
 	}
 	if (!is_volume_fs(&o, &dev)) {
+		/* Where the volume was put and is gone from: its condition. Anywhere else: not
+		 * found. */
+		if (!use_recorded(p, id, volume_path))
+			return not_here(id, volume_path, &o, ret_error);
 		_cleanup_free_ char *what = describe(&o);
 		ret->abnormal = true;
 		ret->message = xasprintf("volume %s is not mounted at %s (it holds %s)", id,

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <libmount.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -39,6 +40,32 @@ void mount_info_done(MountInfo *m)
 	*m = (MountInfo){};
 }
 
+/* Options of mount(8) itself that only annotate (fstab, systemd): nothing to do for them. The
+ * others (loop=, offset=, helper=, owner, X-mount.mkdir...) ask mount(8) to act, and nothing
+ * here runs mount(8): refused rather than silently dropped. */
+static bool userspace_option_harmless(const char *name)
+{
+	static const char *const harmless[] = {"defaults", "auto", "noauto", "nofail", "_netdev"};
+
+	for (size_t i = 0; i < ELEMENTSOF(harmless); i++)
+		if (strcmp(name, harmless[i]) == 0)
+			return true;
+	if (strncasecmp(name, "x-mount.", 8) == 0)
+		return false;
+	return strncasecmp(name, "x-", 2) == 0 || strncmp(name, "comment=", 8) == 0;
+}
+
+static int userspace_options_check(const char *user)
+{
+	_cleanup_free_ char *copy = xstrdup(user ?: "");
+	char *save = NULL;
+
+	for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save))
+		if (!userspace_option_harmless(o))
+			return -EINVAL;
+	return 0;
+}
+
 int mount_options_split(const char *options, unsigned long *ret_flags, char **ret_data)
 {
 	unsigned long flags = 0;
@@ -50,8 +77,13 @@ int mount_options_split(const char *options, unsigned long *ret_flags, char **re
 			return -EINVAL;
 		if (mnt_split_optstr(options, &user, &vfs, &fs, 0, 0) < 0)
 			return -EINVAL;
+		int r = userspace_options_check(user);
 		free(user);
 		free(vfs);
+		if (r < 0) {
+			free(fs);
+			return r;
+		}
 	}
 	if (flags & OPERATION_FLAGS) {
 		free(fs);
@@ -430,7 +462,9 @@ int mount_options_check(const char *fstype, const char *options, char **ret_erro
 		return -EINVAL;
 	int r = mount_options_split(options, &flags, &data);
 	if (r < 0) {
-		*ret_error = xasprintf("'%s' is not a plain mount option", options);
+		*ret_error = xasprintf("'%s' is not a plain mount option (an operation, or an "
+				       "option of mount(8), which is not run here)",
+				       options);
 		return r;
 	}
 	if (legacy_api)
