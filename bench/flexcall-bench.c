@@ -5,7 +5,9 @@
  * costs on top of starting the program. The two loops alternate in blocks, so a noisy
  * machine slows both alike.
  *
- * Usage: flexcall-bench DRIVER_EXE [CALLS]   (default 2000 calls per loop and command)
+ * Usage: flexcall-bench [--registry DIR] DRIVER_EXE [CALLS]   (default 2000 calls per loop
+ * and command). --registry: exec_run() records its children in DIR as volplugd does (in
+ * POOL/run/children), to measure what that costs.
  * Prints one line per command: command calls volplug/s spawn/s ratio (spawn/s over
  * volplug/s: how many times slower volplug's path is). Exit 1 when a call fails. */
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 
 #include "alloc.h"
 #include "call.h"
+#include "exec.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "time-util.h"
@@ -134,11 +137,21 @@ static int bench_command(const char *exe, FlexCommand cmd, const FlexCallArgs *a
 
 int main(int argc, char **argv)
 {
+	const char *prog = argv[0];
 	uint32_t calls = 2000;
+	int r;
 
+	if (argc >= 3 && strcmp(argv[1], "--registry") == 0) {
+		if ((r = exec_registry_open(argv[2], NULL, NULL)) < 0) {
+			fprintf(stderr, "%s: --registry %s: %s\n", prog, argv[2], strerror(-r));
+			return 1;
+		}
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc < 2 || argc > 3 || argv[1][0] != '/' ||
 	    (argc == 3 && (parse_uint32(argv[2], &calls) < 0 || calls == 0))) {
-		fprintf(stderr, "usage: %s /ABSOLUTE/DRIVER_EXE [CALLS]\n", argv[0]);
+		fprintf(stderr, "usage: %s [--registry DIR] /ABSOLUTE/DRIVER_EXE [CALLS]\n", prog);
 		return 2;
 	}
 	const FlexOption opts[] = {{"size", "64m"}};

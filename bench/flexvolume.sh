@@ -6,8 +6,9 @@
 #     1 s rate limit); the log's "loaded" line splits it into discovery+init and the first call;
 #  2. probe passes, inits and volplugd's CPU time while a storm of file events (writes,
 #     attribute changes, renames) hits a driver folder as fast as python can make them;
-#  3. calls per second of a trivial driver through flex_call() against a bare posix_spawn +
-#     waitpid loop of the same script (bench/flexcall-bench).
+#  3. calls per second of a trivial driver through flex_call() (recording its children in a
+#     leftover registry, as volplugd does) against a bare posix_spawn + waitpid loop of the same
+#     script (bench/flexcall-bench).
 # Passes are counted from the prober's debug line per pass, hence volplugd -v 4.
 #
 # Needs root (the tmpfs example driver mounts), python3 and jq. Environment: BUILD (default
@@ -241,7 +242,8 @@ done
 
 # ---- 3. calls per second ----
 echo "3/3: $CALLS calls per loop and command, flex_call() vs posix_spawn" >&2
-"$FLEXCALLBENCH" "$TRIVIAL" "$CALLS" >"$BENCH_TMP/calls"
+# With a leftover registry on disk, as volplugd keeps one in its pool.
+"$FLEXCALLBENCH" --registry "$BENCH_TMP/children" "$TRIVIAL" "$CALLS" >"$BENCH_TMP/calls"
 read -r _ _ init_vp init_sp init_ratio < <(awk '$1 == "init"' "$BENCH_TMP/calls")
 read -r _ _ mount_vp mount_sp mount_ratio < <(awk '$1 == "mount"' "$BENCH_TMP/calls")
 

@@ -267,7 +267,9 @@ static uint64_t data_size_sum(int dir_fd, const char *prefix)
 
 /* Open and recovery */
 
-static const char *const pool_subdirs[] = {"volumes", "snapshots", "groups", "nodes", "tmp"};
+/* run/: state of the processes serving the pool, for their own recovery (the exec registry
+ * of volplugd's children); the pool itself never reads it. */
+static const char *const pool_subdirs[] = {"volumes", "snapshots", "groups", "nodes", "tmp", "run"};
 
 static int pool_layout(int dir_fd)
 {

@@ -6,6 +6,7 @@
  *   POOL/groups/group-<16 hex>/meta.json           group snapshots (their snapshots' IDs)
  *   POOL/nodes/<node id>.json                      nodes that serve this pool
  *   POOL/tmp/                                      objects being made or removed
+ *   POOL/run/                                      the serving processes' own state
  *
  * An object is made in tmp/ and renamed into place, and removed by renaming it back into
  * tmp/ first: after a crash at any moment an object is either whole or absent, and what is

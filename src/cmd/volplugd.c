@@ -11,6 +11,7 @@
 #include "alloc.h"
 #include "daemon-config.h"
 #include "driver.h"
+#include "exec.h"
 #include "failpoint.h"
 #include "log.h"
 #include "prober.h"
@@ -131,6 +132,31 @@ static void flex_stop(FlexProber *p, Driver *driver)
 	driver->flex_call = NULL;
 }
 
+/* A previous volplugd died while programs it ran were still running: each is named once. */
+static void leftover_killed(const ExecLeftover *l, void *userdata)
+{
+	(void)userdata;
+	log_warning("killed %s (%zu process%s in process group %d), left running by a volplugd "
+		    "that died%s",
+		    l->program, l->n_processes, l->n_processes == 1 ? "" : "es", (int)l->pid,
+		    l->gone ? "" : ": still there after 10 s");
+}
+
+/* The programs the daemon runs are recorded in the pool, where the next volplugd on it looks
+ * for what a crash left running. Without the registry they still die with the daemon; only
+ * what they leave in their process group would not be found. */
+static void exec_registry_start(Pool *pool)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/run/children", pool_path(pool));
+
+	int r = exec_registry_open(dir, leftover_killed, NULL);
+	if (r < 0)
+		log_warning_errno(r,
+				  "%s: cannot record the programs volplugd runs (%m): what a "
+				  "crash leaves running will not be found",
+				  dir);
+}
+
 static LogLevel level_for_verbosity(int v)
 {
 	return v >= 4 ? LOG_LEVEL_DEBUG : v >= 1 ? LOG_LEVEL_INFO : LOG_LEVEL_WARNING;
@@ -167,6 +193,7 @@ static int run(const DaemonConfig *cfg)
 			strerror(-r));
 		return 2;
 	}
+	exec_registry_start(driver.pool);
 	r = driver_init(&driver);
 	if (r < 0) {
 		pool_close(driver.pool);

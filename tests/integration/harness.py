@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -188,6 +189,57 @@ class Ctx:
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
+
+
+def process(pid):
+    """What /proc shows of a running process: {"pid", "ppid", "args"} (args a list), or None
+    when there is none. A zombie counts as gone: it runs nothing and holds nothing open."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            args = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return {"pid": pid, "ppid": int(fields[1]), "args": args}
+
+
+def processes(ppid=None):
+    """Running processes (see process()), those whose parent is ppid when given."""
+    found = []
+    for entry in os.listdir("/proc"):
+        p = process(int(entry)) if entry.isdigit() else None
+        if p is not None and (ppid is None or p["ppid"] == ppid):
+            found.append(p)
+    return found
+
+
+def wait_for(cond, timeout=10, what="condition"):
+    """Polls cond every 10 ms until it returns something true, which it returns."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.01)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def in_background(fn, *args, **kw):
+    """Runs fn in a thread; returns (thread, result dict with 'value' or 'error')."""
+    result = {}
+
+    def body():
+        try:
+            result["value"] = fn(*args, **kw)
+        except grpc.RpcError as e:
+            result["error"] = e
+
+    t = threading.Thread(target=body)
+    t.start()
+    return t, result
 
 
 def to_dict(msg):

@@ -14,7 +14,7 @@ import time
 
 import grpc
 
-from harness import VOLPLUGCTL, run, to_dict
+from harness import VOLPLUGCTL, in_background, run, to_dict, wait_for
 
 import csi_pb2  # noqa: E402  (found through the path harness sets)
 
@@ -99,30 +99,6 @@ def write_at(path, offset, data):
 def read_all(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def wait_for(cond, timeout=10, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError("timed out waiting for " + what)
-
-
-def in_background(fn, *args, **kw):
-    """Runs fn in a thread; returns (thread, result dict with 'value' or 'error')."""
-    result = {}
-
-    def body():
-        try:
-            result["value"] = fn(*args, **kw)
-        except grpc.RpcError as e:
-            result["error"] = e
-
-    t = threading.Thread(target=body)
-    t.start()
-    return t, result
 
 
 def capacity(d, **req):

@@ -17,7 +17,7 @@ import time
 
 import grpc
 
-from harness import SOURCE_ROOT, Skip, is_root, run, to_dict
+from harness import SOURCE_ROOT, Skip, in_background, is_root, process, processes, run, to_dict, wait_for
 
 EXAMPLES = os.path.join(SOURCE_ROOT, "examples", "flexvolume")
 TEST_DRIVERS = os.path.join(SOURCE_ROOT, "tests", "flex-drivers")
@@ -441,6 +441,37 @@ def test_hanging_driver_meets_its_deadline(ctx):
     assert d.call("Probe").ready.value, "the daemon stays responsive"
 
 
+def test_what_a_crashed_daemon_left_is_killed_at_restart(ctx):
+    need_root()
+    d = flex_daemon(ctx)
+    name = "volplug.test/lingering"
+    helper = os.path.join(ctx.tmp, "helper.pid")
+    install(d.plugin_dir, name, text=wrapper(
+        'case "$1" in init) echo \'{"status":"Success","capabilities":{"attach":false}}\' ;;\n'
+        '*) sleep 600 & echo $! >"%s"; exec sleep 601 ;; esac\n' % helper))
+    wait_driver(d, name)
+    t, result = in_background(publish_ephemeral, d, "vl", os.path.join(ctx.tmp, "pods", "l"), name)
+    driver = wait_for(lambda: processes(ppid=d.proc.pid), what="the driver's mount")[0]
+    left = int(wait_for(lambda: os.path.exists(helper) and open(helper).read().strip(),
+                        what="the driver to start its helper"))
+    d.proc.kill()
+    assert d.proc.wait(10) == -9, d.proc.returncode
+    t.join(10)
+    assert result["error"].code() == grpc.StatusCode.UNAVAILABLE, result
+    wait_for(lambda: process(driver["pid"]) is None, timeout=1,
+             what="the driver (pid %d) to die with volplugd" % driver["pid"])
+    assert process(left)["args"] == ["sleep", "600"], "its helper lives on: %s" % process(left)
+
+    again = ctx.daemon(args=["--flexvolume-dir", d.plugin_dir], pool=d.pool, name="again")
+    assert process(left) is None, "the new volplugd killed the helper before serving"
+    warnings = [line for line in again.logs().splitlines()
+                if "left running by a volplugd that died" in line]
+    assert len(warnings) == 1 and "warning" in warnings[0], warnings
+    assert "killed sleep 600 (1 process in process group %d)" % driver["pid"] in warnings[0], \
+        warnings[0]
+    assert again.call("Probe").ready.value
+
+
 def test_garbage_answers_give_an_excerpt(ctx):
     need_root()
     d = flex_daemon(ctx)
@@ -625,6 +656,7 @@ def test_flexvolume_off_and_unusable_dir(ctx):
 if __name__ == "__main__":
     run([test_drivers_appear_and_tmpfs_volume_mounts, test_loop_driver_attach_stage_publish_and_back,
          test_upgrade_between_attachable_and_not_while_mounted, test_broken_and_removed_drivers,
-         test_hanging_driver_meets_its_deadline, test_garbage_answers_give_an_excerpt,
+         test_hanging_driver_meets_its_deadline, test_what_a_crashed_daemon_left_is_killed_at_restart,
+         test_garbage_answers_give_an_excerpt,
          test_secrets_never_reach_the_log, test_not_supported_fallbacks, test_fs_group_and_read_only,
          test_expansion_calls, test_flexvolume_off_and_unusable_dir])

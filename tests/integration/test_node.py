@@ -16,7 +16,7 @@ import subprocess
 
 import grpc
 
-from harness import Skip, is_root, run, to_dict
+from harness import Skip, in_background, is_root, process, processes, run, to_dict, wait_for
 
 MiB = 1 << 20
 XFS_MIN = 300 * MiB  # mkfs.xfs refuses smaller data sections
@@ -678,6 +678,40 @@ def test_kill9_mid_stage_and_mid_publish(ctx):
     assert loops_under(pool) == {} and mounts_under(ctx.tmp) == []
 
 
+@node_test
+def test_kill9_during_mkfs_leaves_no_mkfs(ctx):
+    # 1 KiB blocks on 1 TiB: mkfs.ext4 takes seconds, a window that is easy to catch.
+    big = ["--pool-capacity", "4T"]
+    d = ctx.daemon(name="d0", args=big)
+    v = Vol(ctx, d, "huge", 1 << 40, params={"blockSize": "1024"})
+    try:
+        t, stage = in_background(v.stage)
+        mkfs = wait_for(lambda: [p for p in processes(ppid=d.proc.pid)
+                                 if os.path.basename(p["args"][0]) == "mkfs.ext4"],
+                        what="volplugd to run mkfs.ext4")[0]
+        d.proc.kill()
+        assert d.proc.wait(10) == -9, d.proc.returncode
+        t.join(10)
+        assert stage["error"].code() == grpc.StatusCode.UNAVAILABLE, stage
+        wait_for(lambda: process(mkfs["pid"]) is None, timeout=1,
+                 what="mkfs.ext4 (pid %d) to die with volplugd" % mkfs["pid"])
+        dev = v.device()
+        assert not [p for p in processes() if dev in p["args"]], "nothing holds %s" % dev
+
+        d = v.d = ctx.daemon(name="d1", args=big, pool=d.pool)
+        v.stage()
+        m = mount_at(v.staging)
+        assert m and m["source"] == dev and m["fstype"] == "ext4", m
+        assert "made ext4" in d.logs(), "the volume was formatted by the retry"
+        children = os.path.join(d.pool, "run", "children")
+        assert len(os.listdir(children)) == 1, "the dead daemon's records are gone: %s" % \
+            os.listdir(children)
+        assert "left running by a volplugd that died" not in d.logs(), \
+            "nothing was left for the new daemon to kill"
+    finally:
+        safely(v.teardown)
+
+
 def entries(root):
     """(relative path, lstat) for every entry below root, root included."""
     out = [(".", os.lstat(root))]
@@ -781,4 +815,5 @@ if __name__ == "__main__":
          test_raw_block_volume, test_idempotency_and_conflicts, test_bad_paths_are_refused,
          test_expand_xfs_online, test_ext4_grown_while_unstaged_grows_at_stage,
          test_volume_stats_and_condition, test_node_info_and_capabilities,
-         test_kill9_mid_stage_and_mid_publish, test_volume_mount_group])
+         test_kill9_mid_stage_and_mid_publish, test_kill9_during_mkfs_leaves_no_mkfs,
+         test_volume_mount_group])

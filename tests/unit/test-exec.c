@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 #include "exec.h"
+#include "scratch.h"
 #include "tap.h"
 
 static int run(ExecResult *r, usec_t timeout, size_t cap, const char *script)
@@ -14,6 +20,282 @@ static int run(ExecResult *r, usec_t timeout, size_t cap, const char *script)
 			 .output_cap = cap,
 			 .kill_grace = 300 * USEC_PER_MSEC};
 	return exec_run(&o, r);
+}
+
+/* What the registry's contract promises, read from /proc independently of exec.c. */
+
+/* Field 22 of /proc/PID/stat (the start time), or 0 when there is no such process. */
+static unsigned long long start_of(pid_t pid)
+{
+	char path[32], line[1024];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	char *p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+	fclose(f);
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* Running: there is such a process and it is not a zombie. */
+static bool running(pid_t pid)
+{
+	char path[32], line[1024];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	char *p = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+	fclose(f);
+	return p && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* The one child of pid, once it runs comm, waiting up to 5 s; -1 when there is none. */
+static pid_t child_running(pid_t pid, const char *comm)
+{
+	char path[64], buf[64];
+
+	for (int i = 0; i < 500; i++, poll(NULL, 0, 10)) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+		FILE *f = fopen(path, "re");
+		int child = 0;
+		if (!f)
+			return -1;
+		if (fscanf(f, "%d", &child) != 1)
+			child = 0;
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/%d/comm", child);
+		if (child <= 0 || !(f = fopen(path, "re")))
+			continue;
+		bool match = fgets(buf, sizeof(buf), f) && strncmp(buf, comm, strlen(comm)) == 0 &&
+			     buf[strlen(comm)] == '\n';
+		fclose(f);
+		if (match)
+			return child;
+	}
+	return -1;
+}
+
+/* Waits up to timeout for our child (or orphan: we are a subreaper) to end; its wait status,
+ * or -1. */
+static int reaped(pid_t pid, usec_t timeout)
+{
+	usec_t until = now_usec(CLOCK_MONOTONIC) + timeout;
+	int status;
+
+	do {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+	} while (now_usec(CLOCK_MONOTONIC) < until && poll(NULL, 0, 5) >= 0);
+	return -1;
+}
+
+/* A process in a group of its own that runs sleep SECONDS (its pid). */
+static pid_t sleeper(const char *seconds)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		setpgid(0, 0);
+		execl("/bin/sleep", "sleep", seconds, (char *)NULL);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	return pid;
+}
+
+/* A process that opens the registry in dir, then runs argv through exec_run() and hangs there:
+ * a daemon in the middle of a call, to be killed. */
+static pid_t daemon_running(const char *dir, const char *const *argv)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		ExecResult r;
+		if (exec_registry_open(dir, NULL, NULL) < 0)
+			_exit(2);
+		exec_run(&(ExecOptions){.argv = argv}, &r);
+		_exit(0);
+	}
+	return pid;
+}
+
+/* The record of pid (a line starting "pid=PID ") in any owner's file below dir, trailing
+ * spaces cut, read within 2 s; NULL when none appears. With pid 0: the first record found. */
+static char *record_of(const char *dir, pid_t pid)
+{
+	_cleanup_free_ char *prefix = pid ? xasprintf("pid=%d ", (int)pid) : xstrdup("pid=");
+
+	for (int i = 0; i < 200; i++, poll(NULL, 0, 10)) {
+		DIR *d = opendir(dir);
+		struct dirent *de;
+		char *found = NULL;
+		while (d && !found && (de = readdir(d))) {
+			_cleanup_free_ char *path = xasprintf("%s/%s", dir, de->d_name);
+			FILE *f = de->d_name[0] != '.' ? fopen(path, "re") : NULL;
+			char line[512];
+			while (f && !found && fgets(line, sizeof(line), f))
+				if (strncmp(line, prefix, strlen(prefix)) == 0) {
+					size_t len = strlen(line);
+					while (len > 0 &&
+					       (line[len - 1] == ' ' || line[len - 1] == '\n'))
+						line[--len] = 0;
+					found = xstrdup(line);
+				}
+			if (f)
+				fclose(f);
+		}
+		if (d)
+			closedir(d);
+		if (found || !pid)
+			return found;
+	}
+	return NULL;
+}
+
+static size_t entries_in(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t n = 0;
+
+	while (d && (de = readdir(d)))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Appends a record to an owner's file, as the registry's contract describes it. */
+static void write_record(const char *owner, pid_t pid, unsigned long long start)
+{
+	char boot[64] = "";
+	struct stat ns = {};
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	if (f) {
+		if (fgets(boot, sizeof(boot), f))
+			boot[strcspn(boot, "\n")] = 0;
+		fclose(f);
+	}
+	stat("/proc/self/ns/pid", &ns);
+	f = fopen(owner, "ae");
+	fprintf(f, "pid=%d pgid=%d start=%llu sid=%d boot=%s pidns=%llu\n\n", (int)pid, (int)pid,
+		start, (int)getsid(0), boot, (unsigned long long)ns.st_ino);
+	fclose(f);
+}
+
+typedef struct Seen {
+	size_t n;
+	char programs[4][64];
+	bool all_gone;
+} Seen;
+
+static void on_leftover(const ExecLeftover *l, void *userdata)
+{
+	Seen *seen = userdata;
+
+	if (seen->n < 4)
+		snprintf(seen->programs[seen->n], sizeof(seen->programs[0]), "%s", l->program);
+	seen->n++;
+	seen->all_gone = (seen->n == 1 || seen->all_gone) && l->gone && l->n_processes == 1;
+}
+
+static bool seen_program(const Seen *seen, const char *program)
+{
+	for (size_t i = 0; i < MIN(seen->n, 4u); i++)
+		if (strcmp(seen->programs[i], program) == 0)
+			return true;
+	return false;
+}
+
+/* A program outlives nothing: killing the process that runs it kills it. */
+static void test_dies_with_the_daemon(const char *dir)
+{
+	const char *argv[] = {"/bin/sleep", "60", NULL};
+	pid_t daemon = daemon_running(dir, argv);
+	pid_t child = child_running(daemon, "sleep");
+
+	ok(child > 0, "the daemon runs sleep 60 (pid %d)", (int)child);
+	_cleanup_free_ char *want = xasprintf("pid=%d pgid=%d start=%llu sid=%d boot=", (int)child,
+					      (int)child, start_of(child), (int)getsid(0));
+	_cleanup_free_ char *record = record_of(dir, child);
+	ok(record && strncmp(record, want, strlen(want)) == 0, "recorded while it runs: %s",
+	   record ?: "(none)");
+	kill(daemon, SIGKILL);
+	is_int(reaped(daemon, 5 * USEC_PER_SEC), SIGKILL, "daemon killed with -9");
+	int status = reaped(child, USEC_PER_SEC);
+	ok(status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+	   "its sleep died with it, of SIGKILL, within a second (status %d)", status);
+}
+
+/* What the kernel cannot do and the registry does: a daemon dies, its child dies with it, but
+ * the child's own child lives on in the group; records of a sleep of our own, of a recycled
+ * pid, and of a daemon still alive. Then one exec_registry_open(). */
+static void test_registry(const char *dir)
+{
+	const char *argv[] = {"/bin/sh", "-c", "sleep 61 & exec sleep 62", NULL};
+	pid_t daemon = daemon_running(dir, argv);
+	pid_t child = child_running(daemon, "sleep");
+	pid_t grandchild = child > 0 ? child_running(child, "sleep") : -1;
+	_cleanup_free_ char *record = child > 0 ? record_of(dir, child) : NULL;
+
+	ok(grandchild > 0 && record, "a daemon runs sleep 62 (%d) which runs sleep 61 (%d)",
+	   (int)child, (int)grandchild);
+	kill(daemon, SIGKILL);
+	reaped(daemon, 5 * USEC_PER_SEC);
+	int status = reaped(child, USEC_PER_SEC);
+	ok(status >= 0 && WTERMSIG(status) == SIGKILL, "the daemon's child died with it");
+	ok(running(grandchild), "its grandchild did not: only the registry finds it");
+
+	/* A dead daemon's records, made by hand as its contract says. */
+	_cleanup_free_ char *dead = xasprintf("%s/dead", dir), *live = xasprintf("%s/live", dir);
+	pid_t mine = sleeper("63"), recycled = sleeper("64"), others = sleeper("65");
+	poll(NULL, 0, 50); /* the sleepers have exec'd */
+	write_record(dead, mine, start_of(mine));
+	write_record(dead, recycled, start_of(recycled) + 1);
+	write_record(dead, 999999999, 1); /* no such process */
+	write_record(live, others, start_of(others));
+	int live_fd = open(live, O_RDONLY | O_CLOEXEC);
+	ok(live_fd >= 0 && flock(live_fd, LOCK_EX) == 0, "a live daemon holds its file");
+
+	Seen seen = {};
+	usec_t t0 = now_usec(CLOCK_MONOTONIC);
+	is_int(exec_registry_open(dir, on_leftover, &seen), 0, "registry opened");
+	usec_t took = now_usec(CLOCK_MONOTONIC) - t0;
+	ok(took < 2 * USEC_PER_SEC, "in %llu ms", (unsigned long long)(took / USEC_PER_MSEC));
+	is_int(seen.n, 2, "two leftovers reported");
+	ok(seen_program(&seen, "sleep 61") && seen_program(&seen, "sleep 63"),
+	   "named by their command lines: '%s', '%s'", seen.programs[0], seen.programs[1]);
+	ok(seen.all_gone, "one process each, gone");
+	status = reaped(grandchild, USEC_PER_SEC);
+	ok(status >= 0 && WTERMSIG(status) == SIGKILL, "the grandchild was killed");
+	status = reaped(mine, USEC_PER_SEC);
+	ok(status >= 0 && WTERMSIG(status) == SIGKILL, "the recorded sleep was killed");
+	ok(running(recycled), "a recycled pid (other start time) is never killed");
+	ok(running(others), "a live daemon's child is left alone");
+	ok(access(dead, F_OK) < 0 && errno == ENOENT, "the dead daemon's records are gone");
+	_cleanup_free_ char *live_record = record_of(dir, others);
+	ok(live_record, "the live daemon's record stays");
+	is_int(entries_in(dir), 2, "left: the live daemon's file and ours");
+	is_int(exec_registry_open(dir, NULL, NULL), -EBUSY, "opened once per process");
+
+	/* Our own records go when the child is reaped. */
+	close(live_fd);
+	unlink(live);
+	kill(others, SIGKILL);
+	reaped(others, USEC_PER_SEC);
+	const char *truth[] = {"/bin/true", NULL};
+	ExecResult r;
+	is_int(exec_run(&(ExecOptions){.argv = truth}, &r), 0, "a program runs with the registry");
+	exec_result_done(&r);
+	_cleanup_free_ char *any = record_of(dir, 0);
+	ok(!any, "its record is gone once it is reaped: %s", any ?: "none left");
+
+	kill(recycled, SIGKILL);
+	reaped(recycled, USEC_PER_SEC);
 }
 
 int main(void)
@@ -62,5 +344,12 @@ int main(void)
 	is_int(exec_run(&(ExecOptions){.argv = missing}, &r), -ENOENT, "missing program");
 	const char *relative[] = {"sh", NULL};
 	is_int(exec_run(&(ExecOptions){.argv = relative}, &r), -EINVAL, "relative path refused");
+
+	/* Orphans come to us, so that a test can see how they died. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	scratch_init("exec");
+	_cleanup_free_ char *registry = scratch_path("children");
+	test_dies_with_the_daemon(registry);
+	test_registry(registry);
 	return tap_done();
 }
