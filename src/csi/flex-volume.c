@@ -39,6 +39,7 @@
 #include "node.h"
 #include "ownership.h"
 #include "parse-util.h"
+#include "pinned-path.h"
 #include "registry.h"
 
 #define CONTEXT_VOLUME_NAME "flexvolume.volumeName"
@@ -506,27 +507,80 @@ static int not_supported(RpcCall *call, const Record *rec, const FlexDriver *drv
 			rec->volume_id, drv->name, flex_command_to_string(cmd), why);
 }
 
+/* What is at a request path, never following a symlink on the way (pinned-path.h). */
+static int place_stat(const char *path, PathObject *ret)
+{
+	PinnedPath pin = PINNED_PATH_NULL;
+
+	int r = pinned_path_open(path, &pin);
+	if (r >= 0)
+		r = pinned_path_stat(&pin, ret);
+	pinned_path_done(&pin);
+	return r;
+}
+
+/* Opens the object at a request path through its pinned parent (kept in *pin). */
+static int open_place(const char *path, int flags, PinnedPath *pin)
+{
+	int r = pinned_path_open(path, pin);
+	return r < 0 ? r : pinned_path_open_object(pin, flags);
+}
+
 static bool path_exists(const char *path)
 {
-	struct stat st;
-	return lstat(path, &st) == 0;
+	PathObject o;
+	return place_stat(path, &o) == 0;
 }
 
 static bool mounted(const char *path)
 {
-	return is_mount_point(path) > 0;
+	PathObject o;
+	return place_stat(path, &o) == 0 && o.mount_root;
 }
 
-/* Kubernetes' fallback for unmount and unmountdevice: unmount, then remove the dir. */
+/* Makes the directory a driver mounts on, through its pinned parent. */
+static int make_place(RpcCall *call, const char *field, const char *path)
+{
+	PinnedPath pin = PINNED_PATH_NULL;
+
+	int r = pinned_path_open(path, &pin);
+	if (r >= 0 && mkdirat(pin.parent_fd, pin.base, 0750) < 0 && errno != EEXIST)
+		r = negative_errno();
+	pinned_path_done(&pin);
+	if (r < 0)
+		return rpc_fail(call, r, "%s: cannot create %s: %s", field, path, strerror(-r));
+	return 0;
+}
+
+/* Removes the (empty) directory at a recorded path, through its pinned parent. */
+static int remove_place(const char *path)
+{
+	PinnedPath pin = PINNED_PATH_NULL;
+
+	int r = pinned_path_open(path, &pin);
+	if (r >= 0 && unlinkat(pin.parent_fd, pin.base, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		r = negative_errno();
+	pinned_path_done(&pin);
+	return r == -ENOENT ? 0 : r;
+}
+
+/* Kubernetes' fallback for unmount and unmountdevice: unmount, then remove the dir. The path is
+ * the one recorded when the volume was put there; it is reached without following symlinks. */
 static int unmount_and_remove(RpcCall *call, const Record *rec, const char *field, const char *path)
 {
-	int r = umount_all_at(path);
+	PinnedPath pin = PINNED_PATH_NULL;
+	int r = pinned_path_open(path, &pin);
+
+	for (int i = 0; r >= 0 && i < 64; i++)
+		if ((r = umount_at(&pin)) == 0)
+			break;
+	pinned_path_done(&pin);
 	if (r < 0)
 		return rpc_fail(call, r, "volume %s: %s: unmounting %s failed: %s", rec->volume_id,
 				field, path, strerror(-r));
-	if (rmdir(path) < 0 && errno != ENOENT)
-		return rpc_fail(call, negative_errno(), "volume %s: %s: removing %s failed: %m",
-				rec->volume_id, field, path);
+	if ((r = remove_place(path)) < 0)
+		return rpc_fail(call, r, "volume %s: %s: removing %s failed: %s", rec->volume_id,
+				field, path, strerror(-r));
 	return 0;
 }
 
@@ -540,8 +594,9 @@ static int remove_unmounted(RpcCall *call, const Record *rec, const char *op, co
 			call, -EBUSY,
 			"volume %s: driver \"%s\" %s answered Success but %s is still mounted",
 			rec->volume_id, rec->driver, op, path);
-	if (rmdir(path) < 0 && errno != ENOENT)
-		return rpc_fail(call, negative_errno(), "%s: removing %s failed: %m", field, path);
+	int r = remove_place(path);
+	if (r < 0)
+		return rpc_fail(call, r, "%s: removing %s failed: %s", field, path, strerror(-r));
 	return 0;
 }
 
@@ -819,10 +874,18 @@ static int mountdevice_fallback(RpcCall *call, const Record *rec, const char *de
 				"volume %s: %s holds %s, not the requested %s: it is never "
 				"reformatted",
 				rec->volume_id, dev, found, fstype);
-	e = mount_fs(dev, staging, fstype, NULL, rec->read_only);
+	_cleanup_free_ char *why = NULL;
+	PinnedPath pin = PINNED_PATH_NULL;
+	int fd = open_place(staging, O_PATH | O_DIRECTORY, &pin);
+	e = fd < 0	       ? fd
+	    : mounted(staging) ? 0
+			       : mount_fs_at(dev, fd, fstype, NULL, rec->read_only, &why);
+	closep(&fd);
+	pinned_path_done(&pin);
 	if (e < 0)
-		return rpc_fail(call, e, "volume %s: mounting %s on %s failed: %s", rec->volume_id,
-				dev, staging, strerror(-e));
+		return rpc_fail(call, e, "volume %s: mounting %s on %s failed: %s%s%s",
+				rec->volume_id, dev, staging, strerror(-e), why ? ": " : "",
+				why ?: "");
 	return 0;
 }
 
@@ -844,9 +907,8 @@ static int stage_attached(RpcCall *call, Driver *d, FlexDriver *drv, Record *rec
 		flex_reply_done(&rep);
 	if ((e = save_or_fail(call, d, RECORD_STAGED, rec)) < 0)
 		return e;
-	if (mkdir(rec->path, 0750) < 0 && errno != EEXIST)
-		return rpc_fail(call, negative_errno(), "staging_target_path: cannot create %s: %m",
-				rec->path);
+	if ((e = make_place(call, "staging_target_path", rec->path)) < 0)
+		return e;
 	args = (FlexCallArgs){.spec = &spec, .device = rec->device, .device_mount_path = rec->path};
 	e = driver_run(call, d, drv, rec, FLEX_MOUNTDEVICE, &args, NULL);
 	if (e == -EOPNOTSUPP)
@@ -935,6 +997,11 @@ int flex_node_unstage(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
 				r->volume_id);
 	const char *path = r->staging_target_path;
+	/* Only where it was staged: the request's path is not proof of anything. */
+	if (rec->device_mounted && rec->path && strcmp(rec->path, path) != 0)
+		return rpc_fail(call, -ENOTEMPTY,
+				"staging_target_path: volume %s is staged at '%s', not at '%s'",
+				rec->volume_id, rec->path, path);
 	/* Like Kubernetes: unmountdevice only when something is mounted, then the dir goes. */
 	if (rec->device_mounted && path_exists(path)) {
 		if (mounted(path)) {
@@ -1002,7 +1069,14 @@ static int publish_mount(RpcCall *call, Driver *d, FlexDriver *drv, const Record
 		return not_supported(call, rec, drv, FLEX_MOUNT,
 				     "and the volume has no staged mount to bind instead "
 				     "(ephemeral volumes are never staged)");
-	e = mount_bind(rec->staging_path, rec->path, rec->read_only, NULL);
+	PinnedPath from = PINNED_PATH_NULL, to = PINNED_PATH_NULL;
+	int source = open_place(rec->staging_path, O_PATH | O_DIRECTORY, &from);
+	int target = source < 0 ? source : open_place(rec->path, O_PATH | O_DIRECTORY, &to);
+	e = target < 0 ? target : mount_bind_at(source, &to, target, rec->read_only, NULL);
+	closep(&source);
+	closep(&target);
+	pinned_path_done(&from);
+	pinned_path_done(&to);
 	if (e < 0)
 		return rpc_fail(call, e, "volume %s: binding %s to %s failed: %s", rec->volume_id,
 				rec->staging_path, rec->path, strerror(-e));
@@ -1065,15 +1139,13 @@ int flex_node_publish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 	} else {
 		if ((e = save_or_fail(call, d, RECORD_PUBLISHED, rec)) < 0)
 			return e;
-		if (mkdir(rec->path, 0750) < 0 && errno != EEXIST)
-			e = rpc_fail(call, negative_errno(), "target_path: cannot create %s: %m",
-				     rec->path);
-		else
+		e = make_place(call, "target_path", rec->path);
+		if (e >= 0)
 			e = publish_mount(call, d, drv, rec, r, fs_group);
 		if (e < 0) {
 			/* Nothing mounted: leave nothing behind, as Kubernetes does. */
 			if (!mounted(rec->path)) {
-				(void)rmdir(rec->path);
+				(void)remove_place(rec->path);
 				(void)record_remove(d, RECORD_PUBLISHED, rec);
 			}
 			return e;
