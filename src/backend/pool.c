@@ -13,6 +13,7 @@
 #include "alloc.h"
 #include "failpoint.h"
 #include "fileio.h"
+#include "hash-util.h"
 #include "log.h"
 #include "pool-internal.h"
 #include "pool-meta.h"
@@ -98,23 +99,10 @@ bool pool_name_valid(const char *name)
 
 /* 64 bits of a name, mixed well enough that IDs spread evenly (FNV-1a, then the murmur3
  * finaliser). Not a defence against chosen collisions: those cost a slot, not a volume. */
-static uint64_t name_hash(const char *name, unsigned slot)
-{
-	uint64_t h = 0xcbf29ce484222325ULL ^ slot;
-	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-		h = (h ^ *c) * 0x100000001b3ULL;
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
 static void id_for_name(ObjectKind k, const char *name, unsigned slot, char ret[POOL_ID_MAX])
 {
 	snprintf(ret, POOL_ID_MAX, "%s%016llx", kind_prefix[k],
-		 (unsigned long long)name_hash(name, slot));
+		 (unsigned long long)hash_mix64(fnv1a64_string(name, slot)));
 }
 
 void pool_volume_id_for_name(const char *name, char ret_id[POOL_ID_MAX])
