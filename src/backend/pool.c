@@ -136,20 +136,6 @@ static int remove_object_dir(int parent_fd, const char *name)
 	return 0;
 }
 
-static int list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n);
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-void strv_free(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 static int list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n)
 {
 	_cleanup_closedir_ DIR *d = fdopendir(fcntl(dir_fd, F_DUPFD_CLOEXEC, 3));
@@ -160,17 +146,10 @@ static int list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret
 	if (!d)
 		return negative_errno();
 	rewinddir(d);
-	while ((de = readdir(d))) {
-		if (!id_valid(de->d_name, prefix))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			ids = xrealloc(ids, cap * sizeof(char *));
-		}
-		ids[n++] = xstrdup(de->d_name);
-	}
-	if (n > 0)
-		qsort(ids, n, sizeof(char *), cmp_str);
+	while ((de = readdir(d)))
+		if (id_valid(de->d_name, prefix))
+			strv_push(&ids, &n, &cap, xstrdup(de->d_name));
+	strv_sort(ids);
 	*ret_ids = ids;
 	*ret_n = n;
 	return 0;
@@ -249,7 +228,7 @@ static uint64_t data_size_sum(int dir_fd, const char *prefix)
 		if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			sum += (uint64_t)st.st_size;
 	}
-	strv_free(ids, n);
+	strv_free(ids);
 	return sum;
 }
 
@@ -830,7 +809,7 @@ void pool_group_free(PoolGroup *g)
 	if (!g)
 		return;
 	free(g->name);
-	strv_free(g->snapshot_ids, g->n_snapshots);
+	strv_free(g->snapshot_ids);
 	free(g);
 }
 

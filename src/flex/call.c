@@ -11,6 +11,7 @@
 #include "call.h"
 #include "exec.h"
 #include "log.h"
+#include "strv.h"
 
 #define KEY_FSTYPE "kubernetes.io/fsType"
 #define KEY_READWRITE "kubernetes.io/readwrite"
@@ -331,28 +332,14 @@ char *flex_options_redact(const char *json)
 
 /* ---- argv ---- */
 
-static void strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
-static void strv_freep(char ***v)
-{
-	strv_free(*v);
-}
-
 /* Builds argv after the executable; *ret_json_index is the position of the options JSON (-1:
  * none), so it can be redacted for logs. */
 static int build_argv(FlexCommand cmd, const FlexCallArgs *a, char ***ret_argv, int *ret_json_index)
 {
 	const FlexCallArgs none = {};
-	char *v[8] = {};
+	_cleanup_strv_free_ char **v = NULL;
 	char size_new[24], size_old[24];
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 	int json_index = -1;
 
 	if (!a)
@@ -360,18 +347,18 @@ static int build_argv(FlexCommand cmd, const FlexCallArgs *a, char ***ret_argv, 
 	snprintf(size_new, sizeof(size_new), "%" PRIu64, a->new_size);
 	snprintf(size_old, sizeof(size_old), "%" PRIu64, a->old_size);
 
-#define ARG(s)                        \
-	do {                          \
-		if (!(s))             \
-			goto missing; \
-		v[n++] = xstrdup(s);  \
+#define ARG(s)                                       \
+	do {                                         \
+		if (!(s))                            \
+			return -EINVAL;              \
+		strv_push(&v, &n, &cap, xstrdup(s)); \
 	} while (0)
-#define JSON(pod)                                           \
-	do {                                                \
-		if (!a->spec)                               \
-			goto missing;                       \
-		json_index = (int)n;                        \
-		v[n++] = flex_options_json(a->spec, (pod)); \
+#define JSON(pod)                                                           \
+	do {                                                                \
+		if (!a->spec)                                               \
+			return -EINVAL;                                     \
+		json_index = (int)n;                                        \
+		strv_push(&v, &n, &cap, flex_options_json(a->spec, (pod))); \
 	} while (0)
 
 	switch (cmd) {
@@ -411,15 +398,15 @@ static int build_argv(FlexCommand cmd, const FlexCallArgs *a, char ***ret_argv, 
 	case FLEX_EXPANDVOLUME:
 		JSON(NULL);
 		ARG(a->device_mount_path);
-		v[n++] = xstrdup(size_new);
-		v[n++] = xstrdup(size_old);
+		strv_push(&v, &n, &cap, xstrdup(size_new));
+		strv_push(&v, &n, &cap, xstrdup(size_old));
 		break;
 	case FLEX_EXPANDFS:
 		JSON(NULL);
 		ARG(a->device);
 		ARG(a->device_mount_path);
-		v[n++] = xstrdup(size_new);
-		v[n++] = xstrdup(size_old);
+		strv_push(&v, &n, &cap, xstrdup(size_new));
+		strv_push(&v, &n, &cap, xstrdup(size_old));
 		break;
 	default:
 		return -EINVAL;
@@ -427,16 +414,9 @@ static int build_argv(FlexCommand cmd, const FlexCallArgs *a, char ***ret_argv, 
 #undef ARG
 #undef JSON
 
-	char **argv = xnew0(char *, n + 1);
-	memcpy(argv, v, n * sizeof(char *));
-	*ret_argv = argv;
+	*ret_argv = v ? TAKE_PTR(v) : xnew0(char *, 1);
 	*ret_json_index = json_index;
 	return 0;
-
-missing:
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	return -EINVAL;
 }
 
 int flex_call_argv(FlexCommand cmd, const FlexCallArgs *args, char ***ret_argv)
@@ -811,10 +791,7 @@ static char *loggable_argv(const char *const *full, int json_index)
 /* exe, command, the args: one NULL-terminated array, every string its own. */
 static char **full_argv(const char *exe, const char *cmd_name, char **rest)
 {
-	size_t n = 0;
-
-	while (rest[n])
-		n++;
+	size_t n = strv_length(rest);
 	char **argv = xnew0(char *, n + 3);
 	argv[0] = xstrdup(exe);
 	argv[1] = xstrdup(cmd_name);
@@ -893,7 +870,7 @@ static char *problem_message(const char *driver, const char *cmd_name, const Fle
 int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
 	     const FlexCallArgs *args, FlexRun *ret)
 {
-	_cleanup_(strv_freep) char **rest = NULL;
+	_cleanup_strv_free_ char **rest = NULL;
 	const char *cmd_name = flex_command_to_string(cmd);
 	int json_index, r;
 

@@ -14,18 +14,13 @@
 #include "conformance.h"
 #include "mount-util.h"
 #include "registry.h"
+#include "strv.h"
 
 typedef struct Tester {
 	const FlexConformanceConfig *cfg;
 	const char *driver, *exe;
 	FlexConformance *res; /* the last step is the open one */
 } Tester;
-
-static void strv_push(char ***v, size_t *n, char *s)
-{
-	*v = xrealloc(*v, (*n + 1) * sizeof(char *));
-	(*v)[(*n)++] = s;
-}
 
 static char *vformat(const char *fmt, va_list ap)
 {
@@ -69,7 +64,7 @@ static void check(Tester *t, bool ok, const char *fmt, ...)
 		return;
 	t->res->violations++;
 	va_start(ap, fmt);
-	strv_push(&step->violations, &step->n_violations, vformat(fmt, ap));
+	strv_append(&step->violations, vformat(fmt, ap));
 	va_end(ap);
 }
 
@@ -81,7 +76,7 @@ static void note(Tester *t, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	strv_push(&step->notes, &step->n_notes, vformat(fmt, ap));
+	strv_append(&step->notes, vformat(fmt, ap));
 	va_end(ap);
 }
 
@@ -226,8 +221,8 @@ static char *random_hex(void)
 static void cleanup_dir(Tester *t, const char *path)
 {
 	if (umount_all_at(path) > 0)
-		strv_push(&t->res->cleanups, &t->res->n_cleanups,
-			  xasprintf("unmounted %s, which the driver left mounted", path));
+		strv_append(&t->res->cleanups,
+			    xasprintf("unmounted %s, which the driver left mounted", path));
 	(void)rmdir(path);
 }
 
@@ -388,8 +383,8 @@ static int with_mounts(Tester *t, const FlexCapabilities *caps, const FlexVolume
 	}
 	lifecycle(t, caps, spec, tmp);
 	if (rmdir(tmp) < 0)
-		strv_push(&t->res->cleanups, &t->res->n_cleanups,
-			  xasprintf("%s is left behind: the driver put files in it", tmp));
+		strv_append(&t->res->cleanups,
+			    xasprintf("%s is left behind: the driver put files in it", tmp));
 	return 0;
 }
 
@@ -424,21 +419,14 @@ int flex_conformance_run(const FlexConformanceConfig *cfg, FlexConformance *ret,
 	return 0;
 }
 
-static void strv_free_n(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 void flex_conformance_done(FlexConformance *c)
 {
 	for (size_t i = 0; i < c->n_steps; i++) {
 		free(c->steps[i].label);
-		strv_free_n(c->steps[i].violations, c->steps[i].n_violations);
-		strv_free_n(c->steps[i].notes, c->steps[i].n_notes);
+		strv_free(c->steps[i].violations);
+		strv_free(c->steps[i].notes);
 	}
 	free(c->steps);
-	strv_free_n(c->cleanups, c->n_cleanups);
+	strv_free(c->cleanups);
 	*c = (FlexConformance){};
 }
