@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "conformance.h"
 #include "mount-util.h"
+#include "path-util.h"
 #include "registry.h"
 #include "strv.h"
 
@@ -323,10 +323,8 @@ static void lifecycle(Tester *t, const FlexCapabilities *caps, const FlexVolumeS
 
 	(void)gethostname(node, sizeof(node) - 1);
 	/* The kubelet makes the parents; the driver the directory itself. */
-	(void)mkdir(pods, 0750);
-	(void)mkdir(volumes, 0750);
-	(void)mkdir(pod_dir, 0750);
-	(void)mkdir(dev_dir, 0750);
+	(void)mkdir_p(pod_dir, 0750);
+	(void)mkdir_p(dev_dir, 0750);
 
 	if (caps->attach)
 		attachable(t, spec, caps->requires_fs_resize, &args, &pod, vol_dir, devmnt);

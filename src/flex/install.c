@@ -12,6 +12,7 @@
 #include "fileio.h"
 #include "install.h"
 #include "log.h"
+#include "path-util.h"
 #include "registry.h"
 
 static int set_error(char **ret_error, int r, char *msg)
@@ -52,23 +53,6 @@ static char *random_suffix(void)
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 		rnd = (uint64_t)getpid() ^ (uint64_t)now_usec(CLOCK_MONOTONIC);
 	return xasprintf("%016" PRIx64, rnd);
-}
-
-static int mkdir_parents(const char *path)
-{
-	_cleanup_free_ char *p = xstrdup(path);
-
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = 0;
-		if (mkdir(p, 0755) < 0 && errno != EEXIST)
-			return negative_errno();
-		*s = '/';
-	}
-	if (mkdir(p, 0755) < 0 && errno != EEXIST)
-		return negative_errno();
-	return 0;
 }
 
 static int copy_fd(int from, int to)
@@ -116,7 +100,7 @@ int flex_install(const char *plugin_dir, const char *vendor, const char *name, c
 	if (!S_ISREG(st.st_mode))
 		return set_error(ret_error, -EINVAL, xasprintf("%s is not a regular file", src));
 
-	r = mkdir_parents(plugin_dir);
+	r = mkdir_p(plugin_dir, 0755);
 	if (r < 0)
 		return set_error(ret_error, r,
 				 xasprintf("cannot create %s: %s", plugin_dir, strerror(-r)));
