@@ -89,10 +89,7 @@ static Entry *entry_get(FlexProber *p, const char *folder, const char *name)
 	Entry *e = entry_find(p, folder);
 	if (e)
 		return e;
-	if (p->n_entries == p->cap_entries) {
-		p->cap_entries = p->cap_entries ? p->cap_entries * 2 : 16;
-		p->entries = xrealloc(p->entries, p->cap_entries * sizeof(*p->entries));
-	}
+	p->entries = xgrow(p->entries, &p->cap_entries, p->n_entries + 1, sizeof(*p->entries));
 	e = &p->entries[p->n_entries++];
 	*e = (Entry){.folder = xstrdup(folder), .name = xstrdup(name)};
 	return e;

@@ -39,10 +39,7 @@ void watch_changes_add(WatchChanges *c, const char *name, WatchOp op)
 			c->items[i].op = op;
 			return;
 		}
-	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 8;
-		c->items = xrealloc(c->items, c->cap * sizeof(*c->items));
-	}
+	c->items = xgrow(c->items, &c->cap, c->n + 1, sizeof(*c->items));
 	c->items[c->n++] = (WatchChange){.name = xstrdup(name), .op = op};
 }
 
@@ -105,10 +102,7 @@ static void sub_add(DirWatch *w, const char *name)
 		s->name = xstrdup(name);
 		return;
 	}
-	if (w->n_subs == w->cap_subs) {
-		w->cap_subs = w->cap_subs ? w->cap_subs * 2 : 16;
-		w->subs = xrealloc(w->subs, w->cap_subs * sizeof(*w->subs));
-	}
+	w->subs = xgrow(w->subs, &w->cap_subs, w->n_subs + 1, sizeof(*w->subs));
 	w->subs[w->n_subs++] = (SubWatch){.wd = wd, .name = xstrdup(name)};
 }
 
