@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -18,6 +18,7 @@
 #include "pool-internal.h"
 #include "pool-meta.h"
 #include "pool.h"
+#include "random-util.h"
 
 #define META_FILE "meta.json"
 #define DATA_FILE "data"
@@ -385,10 +386,7 @@ typedef struct Staging {
 
 static int staging_begin(Pool *p, const char *id, Staging *ret)
 {
-	uint32_t rnd;
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint32_t)getpid();
-	snprintf(ret->name, sizeof(ret->name), "new-%s.%08x", id, rnd);
+	snprintf(ret->name, sizeof(ret->name), "new-%s.%08" PRIx32, id, (uint32_t)random_u64());
 	if (mkdirat(p->tmp_fd, ret->name, 0700) < 0)
 		return negative_errno();
 	ret->fd = openat(p->tmp_fd, ret->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -489,7 +487,6 @@ static int staging_write_meta(Staging *s, const char *text, size_t len)
 static int object_remove(Pool *p, ObjectKind k, const char *id)
 {
 	char trash[POOL_ID_MAX + 24];
-	uint32_t rnd;
 	struct stat st;
 
 	_cleanup_close_ int fd = object_open(p, k, id);
@@ -499,9 +496,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id)
 		return negative_errno();
 	if (fstatat(fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		st.st_size = 0;
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint32_t)getpid();
-	snprintf(trash, sizeof(trash), "del-%s.%08x", id, rnd);
+	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
 	/* One rename makes it gone; the files go after. */
 	if (renameat2(kind_fd(p, k), id, p->tmp_fd, trash, RENAME_NOREPLACE) < 0)
 		return errno == ENOENT ? -ENOENT : negative_errno();

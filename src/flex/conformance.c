@@ -6,13 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "conformance.h"
 #include "mount-util.h"
 #include "path-util.h"
+#include "random-util.h"
 #include "registry.h"
 #include "strv.h"
 
@@ -208,14 +208,6 @@ static char *device_step(Tester *t, FlexCommand cmd, const FlexCallArgs *args, i
 	return device;
 }
 
-static char *random_hex(void)
-{
-	uint64_t rnd;
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint64_t)getpid() ^ (uint64_t)now_usec(CLOCK_MONOTONIC);
-	return xasprintf("%016" PRIx64, rnd);
-}
-
 /* Whatever the driver left mounted at path is unmounted, so a broken driver leaves nothing
  * behind; then the directory goes if empty. */
 static void cleanup_dir(Tester *t, const char *path)
@@ -313,7 +305,7 @@ static void lifecycle(Tester *t, const FlexCapabilities *caps, const FlexVolumeS
 	_cleanup_free_ char *dev_dir = xasprintf("%s/mounts", tmp);
 	_cleanup_free_ char *vol_dir = xasprintf("%s/vol", pod_dir);
 	_cleanup_free_ char *devmnt = xasprintf("%s/mounts/%s", tmp, spec->pv_or_volume_name);
-	_cleanup_free_ char *uid = random_hex();
+	_cleanup_free_ char *uid = xasprintf("%016" PRIx64, random_u64());
 	FlexPodInfo pod = {.name = "volplugctl-flex-test",
 			   .namespace = "default",
 			   .uid = uid,
@@ -396,8 +388,7 @@ int flex_conformance_run(const FlexConformanceConfig *cfg, FlexConformance *ret,
 	int r = 0;
 
 	if (!spec.pv_or_volume_name) {
-		_cleanup_free_ char *hex = random_hex();
-		vol_name = xasprintf("flex-test-%.8s", hex);
+		vol_name = xasprintf("flex-test-%08" PRIx32, (uint32_t)random_u64());
 		spec.pv_or_volume_name = vol_name;
 	}
 
