@@ -117,32 +117,35 @@ void json_writer_string(JsonWriter *w, const char *s)
 	escape_string(&w->out, s);
 }
 
+/* A value written as it is: a number or a literal. */
+static void add_raw(JsonWriter *w, const char *text)
+{
+	value_start(w);
+	strbuf_adds(&w->out, text);
+}
+
 void json_writer_int(JsonWriter *w, int64_t v)
 {
 	char s[24];
-	value_start(w);
 	snprintf(s, sizeof(s), "%" PRId64, v);
-	strbuf_adds(&w->out, s);
+	add_raw(w, s);
 }
 
 void json_writer_uint(JsonWriter *w, uint64_t v)
 {
 	char s[24];
-	value_start(w);
 	snprintf(s, sizeof(s), "%" PRIu64, v);
-	strbuf_adds(&w->out, s);
+	add_raw(w, s);
 }
 
 void json_writer_bool(JsonWriter *w, bool v)
 {
-	value_start(w);
-	strbuf_adds(&w->out, v ? "true" : "false");
+	add_raw(w, v ? "true" : "false");
 }
 
 void json_writer_null(JsonWriter *w)
 {
-	value_start(w);
-	strbuf_adds(&w->out, "null");
+	add_raw(w, "null");
 }
 
 char *json_writer_finish(JsonWriter *w)
