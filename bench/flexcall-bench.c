@@ -22,6 +22,7 @@
 #include "exec.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "strv.h"
 #include "time-util.h"
 
 #define BLOCK 50
@@ -29,15 +30,6 @@
 /* exec_run()'s environment, so both loops start the same process. */
 static char *const bench_env[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-
-static void free_strv(char **v)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; v[i]; i++)
-		free(v[i]);
-	free(v);
-}
 
 /* The baseline this bench exists to measure against, hence posix_spawn here and not
  * exec_run(): spawn with stdout on a pipe, read it to EOF, reap. Returns 0 when the program
@@ -96,9 +88,7 @@ static int bench_command(const char *exe, FlexCommand cmd, const FlexCallArgs *a
 	int r = flex_call_argv(cmd, args, &tail);
 	if (r < 0)
 		return r;
-	size_t n = 0;
-	while (tail[n])
-		n++;
+	size_t n = strv_length(tail);
 	char **argv = xnew0(char *, n + 3);
 	argv[0] = (char *)exe;
 	argv[1] = (char *)flex_command_to_string(cmd);
@@ -131,7 +121,7 @@ static int bench_command(const char *exe, FlexCommand cmd, const FlexCallArgs *a
 		       bare_rate / flex_rate);
 	}
 	free(argv);
-	free_strv(tail);
+	strv_free(tail);
 	return r;
 }
 

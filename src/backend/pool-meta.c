@@ -229,7 +229,7 @@ static int group_fields(json_t *o, PoolGroup *g)
 	strcpy(g->id, id);
 	g->name = xstrdup(name);
 	g->created_ns = json_integer_value(created);
-	g->snapshot_ids = xnew0(char *, json_array_size(ids));
+	g->snapshot_ids = xnew0(char *, json_array_size(ids) + 1);
 	json_array_foreach (ids, i, v) {
 		if (!json_is_string(v))
 			return -EBADMSG;

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Use records: where this machine's node service stages and publishes a volume (pool.h). */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 
 #include "alloc.h"
 #include "fileio.h"
 #include "log.h"
 #include "pool-internal.h"
 #include "pool-meta.h"
+#include "random-util.h"
 
 #define USE_FILE "node.json"
 #define USE_LOCK "node.lock"
@@ -81,7 +82,6 @@ int pool_volume_use_load(Pool *p, const char *id, PoolVolumeUse *ret)
 int pool_volume_use_save(Pool *p, const char *id, const PoolVolumeUse *u)
 {
 	char tmp[64];
-	uint32_t rnd;
 	size_t len;
 
 	_cleanup_close_ int dir = pool_volume_dir_open(p, id);
@@ -92,9 +92,7 @@ int pool_volume_use_save(Pool *p, const char *id, const PoolVolumeUse *u)
 			return negative_errno();
 		return 0;
 	}
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint32_t)getpid();
-	snprintf(tmp, sizeof(tmp), "use-%s.%08x", id, rnd);
+	snprintf(tmp, sizeof(tmp), "use-%s.%08" PRIx32, id, (uint32_t)random_u64());
 	_cleanup_free_ char *text = pool_volume_use_to_json(u, pool_boot_id(p), &len);
 	_cleanup_close_ int fd = openat(pool_tmp_dir(p), tmp,
 					O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -13,10 +13,12 @@
 #include "alloc.h"
 #include "failpoint.h"
 #include "fileio.h"
+#include "hash-util.h"
 #include "log.h"
 #include "pool-internal.h"
 #include "pool-meta.h"
 #include "pool.h"
+#include "random-util.h"
 
 #define META_FILE "meta.json"
 #define DATA_FILE "data"
@@ -98,23 +100,10 @@ bool pool_name_valid(const char *name)
 
 /* 64 bits of a name, mixed well enough that IDs spread evenly (FNV-1a, then the murmur3
  * finaliser). Not a defence against chosen collisions: those cost a slot, not a volume. */
-static uint64_t name_hash(const char *name, unsigned slot)
-{
-	uint64_t h = 0xcbf29ce484222325ULL ^ slot;
-	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-		h = (h ^ *c) * 0x100000001b3ULL;
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
 static void id_for_name(ObjectKind k, const char *name, unsigned slot, char ret[POOL_ID_MAX])
 {
 	snprintf(ret, POOL_ID_MAX, "%s%016llx", kind_prefix[k],
-		 (unsigned long long)name_hash(name, slot));
+		 (unsigned long long)hash_mix64(fnv1a64_string(name, slot)));
 }
 
 void pool_volume_id_for_name(const char *name, char ret_id[POOL_ID_MAX])
@@ -148,20 +137,6 @@ static int remove_object_dir(int parent_fd, const char *name)
 	return 0;
 }
 
-static int list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n);
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-void strv_free(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 static int list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n)
 {
 	_cleanup_closedir_ DIR *d = fdopendir(fcntl(dir_fd, F_DUPFD_CLOEXEC, 3));
@@ -172,17 +147,10 @@ static int list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret
 	if (!d)
 		return negative_errno();
 	rewinddir(d);
-	while ((de = readdir(d))) {
-		if (!id_valid(de->d_name, prefix))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			ids = xrealloc(ids, cap * sizeof(char *));
-		}
-		ids[n++] = xstrdup(de->d_name);
-	}
-	if (n > 0)
-		qsort(ids, n, sizeof(char *), cmp_str);
+	while ((de = readdir(d)))
+		if (id_valid(de->d_name, prefix))
+			strv_push(&ids, &n, &cap, xstrdup(de->d_name));
+	strv_sort(ids);
 	*ret_ids = ids;
 	*ret_n = n;
 	return 0;
@@ -261,7 +229,7 @@ static uint64_t data_size_sum(int dir_fd, const char *prefix)
 		if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			sum += (uint64_t)st.st_size;
 	}
-	strv_free(ids, n);
+	strv_free(ids);
 	return sum;
 }
 
@@ -420,10 +388,7 @@ typedef struct Staging {
 
 static int staging_begin(Pool *p, const char *id, Staging *ret)
 {
-	uint32_t rnd;
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint32_t)getpid();
-	snprintf(ret->name, sizeof(ret->name), "new-%s.%08x", id, rnd);
+	snprintf(ret->name, sizeof(ret->name), "new-%s.%08" PRIx32, id, (uint32_t)random_u64());
 	if (mkdirat(p->tmp_fd, ret->name, 0700) < 0)
 		return negative_errno();
 	ret->fd = openat(p->tmp_fd, ret->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -524,7 +489,6 @@ static int staging_write_meta(Staging *s, const char *text, size_t len)
 static int object_remove(Pool *p, ObjectKind k, const char *id)
 {
 	char trash[POOL_ID_MAX + 24];
-	uint32_t rnd;
 	struct stat st;
 
 	_cleanup_close_ int fd = object_open(p, k, id);
@@ -534,9 +498,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id)
 		return negative_errno();
 	if (fstatat(fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		st.st_size = 0;
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint32_t)getpid();
-	snprintf(trash, sizeof(trash), "del-%s.%08x", id, rnd);
+	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
 	/* One rename makes it gone; the files go after. */
 	if (renameat2(kind_fd(p, k), id, p->tmp_fd, trash, RENAME_NOREPLACE) < 0)
 		return errno == ENOENT ? -ENOENT : negative_errno();
@@ -844,7 +806,7 @@ void pool_group_free(PoolGroup *g)
 	if (!g)
 		return;
 	free(g->name);
-	strv_free(g->snapshot_ids, g->n_snapshots);
+	strv_free(g->snapshot_ids);
 	free(g);
 }
 

@@ -20,6 +20,7 @@
 
 #include "copy.h"
 #include "strmap.h"
+#include "strv.h"
 
 typedef struct Pool Pool;
 
@@ -64,7 +65,7 @@ typedef struct PoolSnapshot {
 typedef struct PoolGroup {
 	char id[POOL_ID_MAX];
 	char *name;
-	char **snapshot_ids; /* member snapshots, in the order of their source volumes */
+	char **snapshot_ids; /* a strv: member snapshots, in the order of their source volumes */
 	size_t n_snapshots;
 	int64_t created_ns;
 } PoolGroup;
@@ -135,7 +136,7 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size);
 /* The data file of a volume (for the node's loop device). Caller frees. */
 char *pool_volume_data_path(const Pool *p, const char *id);
 
-/* All volume IDs, sorted. */
+/* All volume IDs, sorted: a strv (free it with strv_free()) and its length. */
 int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
 
 void pool_volume_free(PoolVolume *v);
@@ -164,8 +165,6 @@ void pool_group_freep(PoolGroup **g);
 int pool_node_register(Pool *p, const PoolNode *n);
 int pool_node_load(Pool *p, const char *id, PoolNode **ret);
 void pool_node_free(PoolNode *n);
-
-void strv_free(char **v, size_t n);
 
 /* Where this machine's node service uses a volume: runtime state, kept beside the volume as
  * volumes/<id>/node.json under its own lock (node.lock), so that every process on the pool

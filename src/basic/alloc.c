@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,5 +66,17 @@ char *xasprintf(const char *fmt, ...)
 	va_end(ap);
 	if (r < 0)
 		oom();
+	return p;
+}
+
+void *xgrow(void *p, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return p;
+	size_t n = MAX(MAX(*cap * 2, need), (size_t)16);
+	if (n > SIZE_MAX / size)
+		oom();
+	p = xrealloc(p, n * size);
+	*cap = n;
 	return p;
 }

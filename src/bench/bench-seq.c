@@ -5,12 +5,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "alloc.h"
 #include "bench-seq.h"
 #include "catalog.h"
 #include "parse-util.h"
+#include "path-util.h"
 #include "pbjson.h"
 #include "status.h"
 
@@ -363,10 +363,10 @@ static int volume_stage(BenchThread *t, const SeqState *s, RpcClient *client, co
 	v->dir = xasprintf("%s/%s", s->dir, name);
 	v->staging = xasprintf("%s/staging", v->dir);
 	v->progress = VOL_STAGED; /* a failed attempt is undone like a finished one */
-	if ((mkdir(v->dir, 0750) < 0 && errno != EEXIST) ||
-	    (mkdir(v->staging, 0750) < 0 && errno != EEXIST)) {
+	int r = mkdir_p(v->staging, 0750);
+	if (r < 0) {
 		if (t)
-			bench_fail(t, "mkdir %s: %m", v->staging);
+			bench_fail(t, "mkdir %s: %s", v->staging, strerror(-r));
 		return -EIO;
 	}
 	if (s->stage_unstage) {

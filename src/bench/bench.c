@@ -31,10 +31,7 @@ typedef struct BenchThread {
 
 void bench_record(BenchThread *t, unsigned step, usec_t us)
 {
-	if (t->n[step] == t->cap[step]) {
-		t->cap[step] = t->cap[step] ? t->cap[step] * 2 : 4096;
-		t->lat[step] = xrealloc(t->lat[step], t->cap[step] * sizeof(double));
-	}
+	t->lat[step] = xgrow(t->lat[step], &t->cap[step], t->n[step] + 1, sizeof(double));
 	t->lat[step][t->n[step]++] = (double)us;
 }
 

@@ -17,6 +17,7 @@
 #include "install.h"
 #include "parse-util.h"
 #include "prober.h"
+#include "strv.h"
 
 static const char flex_usage[] =
 	"Usage: volplugctl flex COMMAND [ARGS...]\n"
@@ -332,10 +333,10 @@ static void print_stream(const char *label, const char *text, size_t len, bool t
 	}
 }
 
-static json_t *strings_json(char *const *v, size_t n)
+static json_t *strings_json(char *const *v)
 {
 	json_t *a = json_array();
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; v && v[i]; i++)
 		json_array_append_new(a, json_string(v[i]));
 	return a;
 }
@@ -343,12 +344,9 @@ static json_t *strings_json(char *const *v, size_t n)
 static void print_run_json(const Ctl *ctl, const char *name, FlexCommand cmd, const FlexRun *run)
 {
 	json_t *o = json_object();
-	size_t n = 0;
 
-	while (run->argv[n])
-		n++;
 	json_object_set_new(o, "driver", json_string(name));
-	json_object_set_new(o, "argv", strings_json(run->argv, n));
+	json_object_set_new(o, "argv", strings_json(run->argv));
 	if (run->exec_error == 0) {
 		json_object_set_new(o, "exit_code", json_integer(run->res.exit_code));
 		json_object_set_new(o, "signal", json_integer(run->res.signal));
@@ -577,16 +575,16 @@ static void test_step_end(const FlexConformanceStep *step, _unused_ void *userda
 {
 	const char *indent = "                       ";
 
-	if (step->n_violations == 0) {
+	if (!step->violations) {
 		fputs("ok", stdout);
-		for (size_t i = 0; i < step->n_notes; i++)
+		for (size_t i = 0; step->notes && step->notes[i]; i++)
 			printf("%s%s", i == 0 ? ": " : "; ", step->notes[i]);
 		fputc('\n', stdout);
 		return;
 	}
-	for (size_t i = 0; i < step->n_violations; i++)
+	for (size_t i = 0; step->violations[i]; i++)
 		printf("%sVIOLATION: %s\n", i == 0 ? "" : indent, step->violations[i]);
-	for (size_t i = 0; i < step->n_notes; i++)
+	for (size_t i = 0; step->notes && step->notes[i]; i++)
 		printf("%s%s\n", indent, step->notes[i]);
 }
 
@@ -597,11 +595,10 @@ static void print_conformance_json(const Ctl *ctl, const char *name, const char 
 
 	for (size_t i = 0; i < c->n_steps; i++) {
 		const FlexConformanceStep *s = &c->steps[i];
-		json_array_append_new(steps, json_pack("{s:s, s:o, s:o, s:b}", "step", s->label,
-						       "violations",
-						       strings_json(s->violations, s->n_violations),
-						       "notes", strings_json(s->notes, s->n_notes),
-						       "ok", s->n_violations == 0));
+		json_array_append_new(steps,
+				      json_pack("{s:s, s:o, s:o, s:b}", "step", s->label,
+						"violations", strings_json(s->violations), "notes",
+						strings_json(s->notes), "ok", !s->violations));
 	}
 	json_object_set_new(o, "driver", json_string(name));
 	json_object_set_new(o, "executable", json_string(exe));
@@ -652,7 +649,7 @@ static int flex_test_cmd(Ctl *ctl, const FlexArgs *a)
 	if (ctl->json)
 		print_conformance_json(ctl, name, exe, &c);
 	else {
-		for (size_t i = 0; i < c.n_cleanups; i++)
+		for (size_t i = 0; c.cleanups && c.cleanups[i]; i++)
 			printf("%-22s %s\n", "cleanup", c.cleanups[i]);
 		if (!c.loaded)
 			printf("%-22s the driver would not be loaded: stopped\n", "");

@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <grpc/grpc.h>
 
@@ -14,6 +12,7 @@
 #include "exec.h"
 #include "failpoint.h"
 #include "log.h"
+#include "path-util.h"
 #include "prober.h"
 #include "server.h"
 #include "version.h"
@@ -47,22 +46,6 @@ static void signals_block(void)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
-}
-
-static int mkdir_parents(const char *path)
-{
-	_cleanup_free_ char *copy = xstrdup(path);
-	char *dir = dirname(copy);
-	struct stat st;
-
-	if (stat(dir, &st) == 0)
-		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
-	int r = mkdir_parents(dir);
-	if (r < 0)
-		return r;
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		return negative_errno();
-	return 0;
 }
 
 /* The prober reports every publication here: the one place a driver's fate is logged. */
@@ -199,7 +182,7 @@ static int run(const DaemonConfig *cfg)
 		pool_close(driver.pool);
 		return 2;
 	}
-	r = mkdir_parents(cfg->socket_path);
+	r = mkdir_parents(cfg->socket_path, 0755);
 	if (r < 0) {
 		fprintf(stderr, "volplugd: --endpoint %s: cannot create its directory: %s\n",
 			cfg->endpoint, strerror(-r));

@@ -226,5 +226,5 @@ void controller_restore_attachments(Driver *d)
 					    v->id, v->attachments[k].node,
 					    v->attachments[k].device);
 	}
-	strv_free(ids, n);
+	strv_free(ids);
 }

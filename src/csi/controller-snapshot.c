@@ -172,9 +172,8 @@ int controller_list_snapshots(RpcCall *call, const ProtobufCMessage *req, Protob
 	if (r->snapshot_id && *r->snapshot_id) {
 		/* One snapshot by ID: absent (or not an ID of ours) means an empty list. */
 		if (pool_snapshot_id_valid(r->snapshot_id)) {
-			ids = xnew0(char *, 1);
-			ids[0] = xstrdup(r->snapshot_id);
-			n = 1;
+			size_t cap = 0;
+			strv_push(&ids, &n, &cap, xstrdup(r->snapshot_id));
 		}
 	} else {
 		int e = pool_snapshot_list(d->pool, &ids, &n);
@@ -199,6 +198,6 @@ int controller_list_snapshots(RpcCall *call, const ProtobufCMessage *req, Protob
 	}
 	if (i < n)
 		resp->next_token = xstrdup(ids[i]);
-	strv_free(ids, n);
+	strv_free(ids);
 	return 0;
 }

@@ -496,7 +496,7 @@ int controller_list_volumes(RpcCall *call, const ProtobufCMessage *req, Protobuf
 	}
 	if (i < n)
 		resp->next_token = xstrdup(ids[i]);
-	strv_free(ids, n);
+	strv_free(ids);
 	*ret = &resp->base;
 	return 0;
 }

@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "devnames.h"
+#include "hashmap.h"
 #include "log.h"
 
 /* "/dev/xvd" + first letter 'b'.. + second letter 'a'..'z', DEVNAMES_MAX names in all: the
@@ -41,9 +42,6 @@ static int name_index(const char *name)
 }
 
 typedef struct Node {
-	struct Node *next;
-	uint64_t hash;
-	char *id;
 	char *volume[DEVNAMES_MAX];	/* the volume holding each name, or NULL */
 	usec_t failed_at[DEVNAMES_MAX]; /* CLOCK_MONOTONIC of the last failure, 0: none */
 	size_t n_used;
@@ -54,22 +52,15 @@ struct DevNames {
 	size_t max_per_node;
 
 	pthread_mutex_t lock;
-	/* Guarded by lock: nodes by id in a chained hash table, grown at 3/4 full. */
-	Node **buckets;
-	size_t n_buckets; /* a power of two */
-	size_t n_nodes;
+	Hashmap *nodes; /* guarded by lock: node id -> Node */
 };
 
-#define INITIAL_BUCKETS 16
-
-static uint64_t hash_string(const char *s)
+static void node_free(void *p)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
+	Node *n = p;
+	for (size_t i = 0; i < DEVNAMES_MAX; i++)
+		free(n->volume[i]);
+	free(n);
 }
 
 DevNames *devnames_new(const DevNamesConfig *config)
@@ -82,30 +73,16 @@ DevNames *devnames_new(const DevNamesConfig *config)
 				  ? config->max_per_node
 				  : DEVNAMES_MAX;
 	pthread_mutex_init(&d->lock, NULL);
-	d->n_buckets = INITIAL_BUCKETS;
-	d->buckets = xnew0(Node *, d->n_buckets);
+	d->nodes = hashmap_new(node_free);
 	pthread_once(&names_once, names_init);
 	return d;
-}
-
-static void node_free(Node *n)
-{
-	for (size_t i = 0; i < DEVNAMES_MAX; i++)
-		free(n->volume[i]);
-	free(n->id);
-	free(n);
 }
 
 void devnames_free(DevNames *d)
 {
 	if (!d)
 		return;
-	for (size_t i = 0; i < d->n_buckets; i++)
-		for (Node *n = d->buckets[i], *next; n; n = next) {
-			next = n->next;
-			node_free(n);
-		}
-	free(d->buckets);
+	hashmap_free(d->nodes);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 }
@@ -114,27 +91,7 @@ void devnames_free(DevNames *d)
 
 static Node *node_find(DevNames *d, const char *id)
 {
-	uint64_t h = hash_string(id);
-	for (Node *n = d->buckets[h & (d->n_buckets - 1)]; n; n = n->next)
-		if (n->hash == h && strcmp(n->id, id) == 0)
-			return n;
-	return NULL;
-}
-
-static void grow(DevNames *d)
-{
-	size_t m = d->n_buckets * 2;
-	Node **b = xnew0(Node *, m);
-
-	for (size_t i = 0; i < d->n_buckets; i++)
-		for (Node *n = d->buckets[i], *next; n; n = next) {
-			next = n->next;
-			n->next = b[n->hash & (m - 1)];
-			b[n->hash & (m - 1)] = n;
-		}
-	free(d->buckets);
-	d->buckets = b;
-	d->n_buckets = m;
+	return hashmap_get(d->nodes, id);
 }
 
 static Node *node_get(DevNames *d, const char *id)
@@ -142,14 +99,8 @@ static Node *node_get(DevNames *d, const char *id)
 	Node *n = node_find(d, id);
 	if (n)
 		return n;
-	if (d->n_nodes + 1 > d->n_buckets / 4 * 3)
-		grow(d);
 	n = xnew0(Node, 1);
-	n->id = xstrdup(id);
-	n->hash = hash_string(id);
-	n->next = d->buckets[n->hash & (d->n_buckets - 1)];
-	d->buckets[n->hash & (d->n_buckets - 1)] = n;
-	d->n_nodes++;
+	(void)hashmap_put(d->nodes, id, n); /* cannot fail: id is not there */
 	return n;
 }
 
@@ -158,9 +109,9 @@ static bool failure_live(const DevNames *d, const Node *n, size_t i, usec_t now)
 	return n->failed_at[i] != 0 && now - n->failed_at[i] < d->failed_avoid;
 }
 
-/* Drops a node that holds no name and remembers no live failure, so the table does not grow
- * with every node ever seen. */
-static void node_maybe_drop(DevNames *d, Node *n)
+/* Drops node id (n) when it holds no name and remembers no live failure, so the table does not
+ * grow with every node ever seen. */
+static void node_maybe_drop(DevNames *d, const char *id, Node *n)
 {
 	usec_t now = now_usec(CLOCK_MONOTONIC);
 
@@ -169,13 +120,7 @@ static void node_maybe_drop(DevNames *d, Node *n)
 	for (size_t i = 0; i < DEVNAMES_MAX; i++)
 		if (failure_live(d, n, i, now))
 			return;
-	for (Node **p = &d->buckets[n->hash & (d->n_buckets - 1)]; *p; p = &(*p)->next)
-		if (*p == n) {
-			*p = n->next;
-			d->n_nodes--;
-			node_free(n);
-			return;
-		}
+	node_free(hashmap_remove(d->nodes, id));
 }
 
 static int volume_index(const Node *n, const char *volume)
@@ -220,7 +165,7 @@ int devnames_allocate_max(DevNames *d, const char *node, const char *volume, siz
 		else
 			i = pick_free(d, n);
 		if (i < 0) {
-			node_maybe_drop(d, n);
+			node_maybe_drop(d, node, n);
 			pthread_mutex_unlock(&d->lock);
 			log_debug_errno(i, "no device name on node %s for volume %s: %m", node,
 					volume);
@@ -253,7 +198,7 @@ int devnames_release(DevNames *d, const char *node, const char *volume)
 			n->n_used--;
 			r = 0;
 		}
-		node_maybe_drop(d, n);
+		node_maybe_drop(d, node, n);
 	}
 	pthread_mutex_unlock(&d->lock);
 	return r;
@@ -290,7 +235,7 @@ int devnames_restore(DevNames *d, const char *node, const char *volume, const ch
 		n->volume[i] = xstrdup(volume);
 		n->n_used++;
 	}
-	node_maybe_drop(d, n);
+	node_maybe_drop(d, node, n);
 	pthread_mutex_unlock(&d->lock);
 	return r;
 }

@@ -34,6 +34,7 @@
 #include "csi-util.h"
 #include "fileio.h"
 #include "flex-volume.h"
+#include "hash-util.h"
 #include "log.h"
 #include "mount-util.h"
 #include "node.h"
@@ -124,13 +125,10 @@ static void set_str(char **field, const char *value)
 /* FNV-1a, 64 bits: record names only; a record holds its full key and is checked on load. */
 static uint64_t key_hash(const char *a, const char *b)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (const char *p = a; *p; p++)
-		h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+	uint64_t h = fnv1a64_string(a, 0);
 	if (b) {
-		h = (h ^ 0xffu) * 0x100000001b3ULL; /* never in UTF-8: a separator */
-		for (const char *p = b; *p; p++)
-			h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+		h = fnv1a64_update(h, "\xff", 1); /* never in UTF-8: a separator */
+		h = fnv1a64_update(h, b, strlen(b));
 	}
 	return h;
 }

@@ -154,7 +154,7 @@ int group_controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req,
 	}
 	g.name = r->name;
 	g.created_ns = (int64_t)now_usec(CLOCK_REALTIME) * 1000;
-	g.snapshot_ids = xnew0(char *, r->n_source_volume_ids);
+	g.snapshot_ids = xnew0(char *, r->n_source_volume_ids + 1);
 	for (size_t i = 0; i < r->n_source_volume_ids; i++) {
 		char id[POOL_ID_MAX];
 		if ((e = group_snapshot_member(call, d, r->name, g.id, &params,
@@ -172,7 +172,7 @@ int group_controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req,
 	log_info("created group snapshot %s (%s) of %zu volumes", g.id, r->name, g.n_snapshots);
 	*ret = create_reply(d, &g);
 out:
-	strv_free(g.snapshot_ids, g.n_snapshots);
+	strv_free(g.snapshot_ids);
 	strmap_done(&params);
 	return e;
 }

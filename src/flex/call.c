@@ -8,9 +8,15 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "base64.h"
 #include "call.h"
 #include "exec.h"
+#include "json-writer.h"
 #include "log.h"
+#include "strbuf.h"
+#include "strmap.h"
+#include "strv.h"
+#include "utf8.h"
 
 #define KEY_FSTYPE "kubernetes.io/fsType"
 #define KEY_READWRITE "kubernetes.io/readwrite"
@@ -80,145 +86,6 @@ void flex_reply_done(FlexReply *r)
 
 /* ---- options JSON ---- */
 
-typedef struct Pairs {
-	char **keys, **values;
-	size_t n, cap;
-} Pairs;
-
-static void pairs_set(Pairs *p, const char *key, const char *value)
-{
-	for (size_t i = 0; i < p->n; i++)
-		if (strcmp(p->keys[i], key) == 0) {
-			free(p->values[i]);
-			p->values[i] = xstrdup(value ? value : "");
-			return;
-		}
-	if (p->n == p->cap) {
-		p->cap = p->cap ? p->cap * 2 : 16;
-		p->keys = xrealloc(p->keys, p->cap * sizeof(char *));
-		p->values = xrealloc(p->values, p->cap * sizeof(char *));
-	}
-	p->keys[p->n] = xstrdup(key);
-	p->values[p->n] = xstrdup(value ? value : "");
-	p->n++;
-}
-
-static void pairs_done(Pairs *p)
-{
-	for (size_t i = 0; i < p->n; i++) {
-		free(p->keys[i]);
-		free(p->values[i]);
-	}
-	free(p->keys);
-	free(p->values);
-	*p = (Pairs){};
-}
-
-typedef struct Buf {
-	char *s;
-	size_t len, cap;
-} Buf;
-
-static void buf_add(Buf *b, const void *data, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		b->cap = MAX(b->cap * 2, b->len + n + 1);
-		b->cap = MAX(b->cap, (size_t)64);
-		b->s = xrealloc(b->s, b->cap);
-	}
-	memcpy(b->s + b->len, data, n);
-	b->len += n;
-	b->s[b->len] = 0;
-}
-
-static void buf_adds(Buf *b, const char *s)
-{
-	buf_add(b, s, strlen(s));
-}
-
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 when invalid; the rules of
- * Go's utf8.DecodeRune: no overlongs, no surrogates, nothing past U+10FFFF. Stores the rune. */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *ret_rune)
-{
-	uint32_t r;
-	size_t len;
-
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		len = 2;
-		r = s[0] & 0x1f;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		len = 3;
-		r = s[0] & 0x0f;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		len = 4;
-		r = s[0] & 0x07;
-	} else
-		return 0;
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		r = (r << 6) | (s[i] & 0x3f);
-	}
-	if ((len == 3 && r < 0x800) || (len == 4 && r < 0x10000) || r > 0x10ffff ||
-	    (r >= 0xd800 && r <= 0xdfff))
-		return 0;
-	*ret_rune = r;
-	return len;
-}
-
-/* Go's encoding/json string encoding with HTML escaping (its default): <, >, & as \u003c...,
- * U+2028/U+2029 escaped, invalid UTF-8 as \ufffd. */
-static void json_add_string(Buf *b, const char *str)
-{
-	static const char hex[] = "0123456789abcdef";
-	const unsigned char *s = (const unsigned char *)str;
-	size_t n = strlen(str);
-
-	buf_add(b, "\"", 1);
-	for (size_t i = 0; i < n;) {
-		unsigned char c = s[i];
-		if (c < 0x80) {
-			char esc[7];
-			if (c == '"' || c == '\\') {
-				esc[0] = '\\';
-				esc[1] = (char)c;
-				buf_add(b, esc, 2);
-			} else if (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') {
-				esc[0] = '\\';
-				esc[1] = c == '\b'   ? 'b'
-					 : c == '\f' ? 'f'
-					 : c == '\n' ? 'n'
-					 : c == '\r' ? 'r'
-						     : 't';
-				buf_add(b, esc, 2);
-			} else if (c < 0x20 || c == '<' || c == '>' || c == '&') {
-				memcpy(esc, "\\u00", 4);
-				esc[4] = hex[c >> 4];
-				esc[5] = hex[c & 0xf];
-				buf_add(b, esc, 6);
-			} else
-				buf_add(b, &c, 1);
-			i++;
-			continue;
-		}
-		uint32_t rune;
-		size_t len = utf8_decode(s + i, n - i, &rune);
-		if (len == 0) {
-			buf_adds(b, "\\ufffd");
-			i++;
-		} else if (rune == 0x2028 || rune == 0x2029) {
-			buf_adds(b, rune == 0x2028 ? "\\u2028" : "\\u2029");
-			i += len;
-		} else {
-			buf_add(b, s + i, len);
-			i += len;
-		}
-	}
-	buf_add(b, "\"", 1);
-}
-
 static int cmp_index(const void *a, const void *b, void *keys)
 {
 	char **k = keys;
@@ -226,78 +93,59 @@ static int cmp_index(const void *a, const void *b, void *keys)
 }
 
 /* Compact, keys sorted bytewise: Go's json.Marshal of a map[string]string. */
-static char *pairs_to_json(const Pairs *p)
+static char *map_to_json(const Strmap *m)
 {
-	_cleanup_free_ size_t *order = xnew0(size_t, p->n);
-	Buf b = {};
+	_cleanup_free_ size_t *order = xnew0(size_t, m->n);
+	JsonWriter w = {};
 
-	for (size_t i = 0; i < p->n; i++)
+	for (size_t i = 0; i < m->n; i++)
 		order[i] = i;
-	qsort_r(order, p->n, sizeof(size_t), cmp_index, p->keys);
-	buf_add(&b, "{", 1);
-	for (size_t i = 0; i < p->n; i++) {
-		if (i > 0)
-			buf_add(&b, ",", 1);
-		json_add_string(&b, p->keys[order[i]]);
-		buf_add(&b, ":", 1);
-		json_add_string(&b, p->values[order[i]]);
+	qsort_r(order, m->n, sizeof(size_t), cmp_index, m->keys);
+	json_writer_object_begin(&w);
+	for (size_t i = 0; i < m->n; i++) {
+		json_writer_key(&w, m->keys[order[i]]);
+		json_writer_string(&w, m->values[order[i]]);
 	}
-	buf_add(&b, "}", 1);
-	return b.s;
+	json_writer_object_end(&w);
+	return json_writer_finish(&w);
 }
 
-static char *base64_encode(const char *data)
+/* A secret as the driver gets it; NULL as "". */
+static char *secret_base64(const char *value)
 {
-	static const char tbl[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	const unsigned char *s = (const unsigned char *)data;
-	size_t n = strlen(data);
-	char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
-
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)s[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)s[i + 1] << 8;
-		if (i + 2 < n)
-			v |= s[i + 2];
-		*o++ = tbl[(v >> 18) & 63];
-		*o++ = tbl[(v >> 12) & 63];
-		*o++ = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
-		*o++ = i + 2 < n ? tbl[v & 63] : '=';
-	}
-	*o = 0;
-	return out;
+	return base64_encode(value ?: "", value ? strlen(value) : 0);
 }
 
+/* NULL values are sent as "" (strmap_set() stores NULL as ""). */
 char *flex_options_json(const FlexVolumeSpec *spec, const FlexPodInfo *pod)
 {
-	Pairs p = {};
+	Strmap m = {};
 
-	pairs_set(&p, KEY_FSTYPE, spec->fs_type);
-	pairs_set(&p, KEY_READWRITE, spec->read_only ? "ro" : "rw");
-	pairs_set(&p, KEY_PV_OR_VOLUME_NAME, spec->pv_or_volume_name);
+	strmap_set(&m, KEY_FSTYPE, spec->fs_type);
+	strmap_set(&m, KEY_READWRITE, spec->read_only ? "ro" : "rw");
+	strmap_set(&m, KEY_PV_OR_VOLUME_NAME, spec->pv_or_volume_name);
 	if (pod) {
-		pairs_set(&p, KEY_POD_NAME, pod->name);
-		pairs_set(&p, KEY_POD_NAMESPACE, pod->namespace);
-		pairs_set(&p, KEY_POD_UID, pod->uid);
-		pairs_set(&p, KEY_SERVICE_ACCOUNT, pod->service_account);
+		strmap_set(&m, KEY_POD_NAME, pod->name);
+		strmap_set(&m, KEY_POD_NAMESPACE, pod->namespace);
+		strmap_set(&m, KEY_POD_UID, pod->uid);
+		strmap_set(&m, KEY_SERVICE_ACCOUNT, pod->service_account);
 		for (size_t i = 0; i < pod->n_secrets; i++) {
 			_cleanup_free_ char *key =
 				xasprintf(KEY_SECRET_PREFIX "%s", pod->secrets[i].key);
-			_cleanup_free_ char *value = base64_encode(pod->secrets[i].value ?: "");
-			pairs_set(&p, key, value);
+			_cleanup_free_ char *value = secret_base64(pod->secrets[i].value);
+			strmap_set(&m, key, value);
 		}
 		if (pod->fs_group >= 0) {
 			char v[32];
 			snprintf(v, sizeof(v), "%" PRId64, pod->fs_group);
-			pairs_set(&p, KEY_FSGROUP, v);
+			strmap_set(&m, KEY_FSGROUP, v);
 		}
 	}
 	for (size_t i = 0; i < spec->n_options; i++)
 		if (spec->options[i].key)
-			pairs_set(&p, spec->options[i].key, spec->options[i].value);
-	char *json = pairs_to_json(&p);
-	pairs_done(&p);
+			strmap_set(&m, spec->options[i].key, spec->options[i].value);
+	char *json = map_to_json(&m);
+	strmap_done(&m);
 	return json;
 }
 
@@ -307,7 +155,7 @@ char *flex_options_redact(const char *json)
 	json_t *o = json_loads(json, 0, &e);
 	const char *key;
 	json_t *v;
-	Pairs p = {};
+	Strmap m = {};
 
 	if (!o || !json_is_object(o)) {
 		json_decref(o);
@@ -315,44 +163,30 @@ char *flex_options_redact(const char *json)
 	}
 	json_object_foreach (o, key, v) {
 		if (strncmp(key, KEY_SECRET_PREFIX, strlen(KEY_SECRET_PREFIX)) == 0)
-			pairs_set(&p, key, REDACTED);
+			strmap_set(&m, key, REDACTED);
 		else if (json_is_string(v))
-			pairs_set(&p, key, json_string_value(v));
+			strmap_set(&m, key, json_string_value(v));
 		else {
 			_cleanup_free_ char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-			pairs_set(&p, key, s);
+			strmap_set(&m, key, s);
 		}
 	}
 	json_decref(o);
-	char *out = pairs_to_json(&p);
-	pairs_done(&p);
+	char *out = map_to_json(&m);
+	strmap_done(&m);
 	return out;
 }
 
 /* ---- argv ---- */
-
-static void strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
-static void strv_freep(char ***v)
-{
-	strv_free(*v);
-}
 
 /* Builds argv after the executable; *ret_json_index is the position of the options JSON (-1:
  * none), so it can be redacted for logs. */
 static int build_argv(FlexCommand cmd, const FlexCallArgs *a, char ***ret_argv, int *ret_json_index)
 {
 	const FlexCallArgs none = {};
-	char *v[8] = {};
+	_cleanup_strv_free_ char **v = NULL;
 	char size_new[24], size_old[24];
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 	int json_index = -1;
 
 	if (!a)
@@ -360,18 +194,18 @@ static int build_argv(FlexCommand cmd, const FlexCallArgs *a, char ***ret_argv, 
 	snprintf(size_new, sizeof(size_new), "%" PRIu64, a->new_size);
 	snprintf(size_old, sizeof(size_old), "%" PRIu64, a->old_size);
 
-#define ARG(s)                        \
-	do {                          \
-		if (!(s))             \
-			goto missing; \
-		v[n++] = xstrdup(s);  \
+#define ARG(s)                                       \
+	do {                                         \
+		if (!(s))                            \
+			return -EINVAL;              \
+		strv_push(&v, &n, &cap, xstrdup(s)); \
 	} while (0)
-#define JSON(pod)                                           \
-	do {                                                \
-		if (!a->spec)                               \
-			goto missing;                       \
-		json_index = (int)n;                        \
-		v[n++] = flex_options_json(a->spec, (pod)); \
+#define JSON(pod)                                                           \
+	do {                                                                \
+		if (!a->spec)                                               \
+			return -EINVAL;                                     \
+		json_index = (int)n;                                        \
+		strv_push(&v, &n, &cap, flex_options_json(a->spec, (pod))); \
 	} while (0)
 
 	switch (cmd) {
@@ -411,15 +245,15 @@ static int build_argv(FlexCommand cmd, const FlexCallArgs *a, char ***ret_argv, 
 	case FLEX_EXPANDVOLUME:
 		JSON(NULL);
 		ARG(a->device_mount_path);
-		v[n++] = xstrdup(size_new);
-		v[n++] = xstrdup(size_old);
+		strv_push(&v, &n, &cap, xstrdup(size_new));
+		strv_push(&v, &n, &cap, xstrdup(size_old));
 		break;
 	case FLEX_EXPANDFS:
 		JSON(NULL);
 		ARG(a->device);
 		ARG(a->device_mount_path);
-		v[n++] = xstrdup(size_new);
-		v[n++] = xstrdup(size_old);
+		strv_push(&v, &n, &cap, xstrdup(size_new));
+		strv_push(&v, &n, &cap, xstrdup(size_old));
 		break;
 	default:
 		return -EINVAL;
@@ -427,16 +261,9 @@ static int build_argv(FlexCommand cmd, const FlexCallArgs *a, char ***ret_argv, 
 #undef ARG
 #undef JSON
 
-	char **argv = xnew0(char *, n + 1);
-	memcpy(argv, v, n * sizeof(char *));
-	*ret_argv = argv;
+	*ret_argv = v ? TAKE_PTR(v) : xnew0(char *, 1);
 	*ret_json_index = json_index;
 	return 0;
-
-missing:
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	return -EINVAL;
 }
 
 int flex_call_argv(FlexCommand cmd, const FlexCallArgs *args, char ***ret_argv)
@@ -624,44 +451,18 @@ static json_t *last_object(const char *buf, size_t len)
 	return best;
 }
 
-/* Invalid UTF-8 replaced by U+FFFD, as Go's decoder does; jansson would refuse it. NULL when
- * the text is valid (use it as is). */
-static char *utf8_sanitize(const char *s, size_t len, size_t *ret_len)
-{
-	Buf b = {};
-	size_t done = 0;
-
-	for (size_t i = 0; s && i < len;) {
-		uint32_t rune;
-		size_t n = (unsigned char)s[i] < 0x80
-				   ? 1
-				   : utf8_decode((const unsigned char *)s + i, len - i, &rune);
-		if (n > 0) {
-			i += n;
-			continue;
-		}
-		buf_add(&b, s + done, i - done);
-		buf_adds(&b, "\xef\xbf\xbd");
-		done = ++i;
-	}
-	if (!b.s)
-		return NULL;
-	buf_add(&b, s + done, len - done);
-	*ret_len = b.len;
-	return b.s;
-}
-
 /* flex_reply_parse(), and on -EPROTO which key is wrong in *ret_type_error (may be NULL). */
 static int reply_parse(const char *out, size_t out_len, const char *err, size_t err_len,
 		       FlexReply *ret, char **ret_type_error)
 {
+	/* Invalid UTF-8 read as Go's decoder reads it; jansson would refuse it. */
 	size_t n;
-	_cleanup_free_ char *out_fixed = utf8_sanitize(out, out_len, &n);
+	_cleanup_free_ char *out_fixed = utf8_replace_invalid(out, out_len, &n);
 	if (out_fixed) {
 		out = out_fixed;
 		out_len = n;
 	}
-	_cleanup_free_ char *err_fixed = utf8_sanitize(err, err_len, &n);
+	_cleanup_free_ char *err_fixed = utf8_replace_invalid(err, err_len, &n);
 	if (err_fixed) {
 		err = err_fixed;
 		err_len = n;
@@ -690,50 +491,41 @@ int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t er
 
 /* ---- the call ---- */
 
-typedef struct Secrets {
-	char **values;
-	size_t n;
-} Secrets;
-
-static void secrets_done(Secrets *s)
+/* A strv of each secret as the driver got it (base64) and as the user gave it; NULL when
+ * there is none. */
+static char **secrets_collect(const FlexCallArgs *a, FlexCommand cmd)
 {
-	for (size_t i = 0; i < s->n; i++)
-		free(s->values[i]);
-	free(s->values);
-}
+	char **v = NULL;
+	size_t n = 0, cap = 0;
 
-/* Each secret as the driver got it (base64) and as the user gave it. */
-static void secrets_collect(const FlexCallArgs *a, FlexCommand cmd, Secrets *ret)
-{
-	*ret = (Secrets){};
 	if (cmd != FLEX_MOUNT || !a || !a->pod)
-		return;
-	ret->values = xnew0(char *, 2 * a->pod->n_secrets);
+		return NULL;
 	for (size_t i = 0; i < a->pod->n_secrets; i++) {
-		const char *v = a->pod->secrets[i].value ?: "";
-		if (!*v)
+		const char *value = a->pod->secrets[i].value ?: "";
+		if (!*value)
 			continue;
-		ret->values[ret->n++] = base64_encode(v);
-		ret->values[ret->n++] = xstrdup(v);
+		strv_push(&v, &n, &cap, secret_base64(value));
+		strv_push(&v, &n, &cap, xstrdup(value));
 	}
+	return v;
 }
 
 /* A copy of driver-written text with every secret value cut out. */
-static char *scrub(const char *text, size_t len, const Secrets *s)
+static char *scrub(const char *text, size_t len, char *const *secrets)
 {
-	Buf b = {};
+	StrBuf b = {};
 
-	buf_add(&b, text ? text : "", text ? len : 0);
-	for (size_t k = 0; k < s->n; k++) {
-		size_t sl = strlen(s->values[k]);
-		Buf o = {};
+	strbuf_add(&b, text ? text : "", text ? len : 0);
+	for (size_t k = 0; secrets && secrets[k]; k++) {
+		size_t sl = strlen(secrets[k]);
+		StrBuf o = {};
 		const char *p = b.s, *hit;
-		while ((hit = strstr(p, s->values[k]))) {
-			buf_add(&o, p, (size_t)(hit - p));
-			buf_adds(&o, REDACTED);
+		while ((hit = strstr(p, secrets[k]))) {
+			strbuf_add(&o, p, (size_t)(hit - p));
+			strbuf_adds(&o, REDACTED);
 			p = hit + sl;
 		}
-		buf_adds(&o, p);
+		strbuf_adds(&o, p);
 		free(b.s);
 		b = o;
 	}
@@ -741,7 +533,7 @@ static char *scrub(const char *text, size_t len, const Secrets *s)
 }
 
 /* The tail of a stream, whitespace folded, at most max bytes. */
-static void excerpt_add(Buf *b, const char *label, const char *text, size_t max)
+static void excerpt_add(StrBuf *b, const char *label, const char *text, size_t max)
 {
 	size_t len = strlen(text);
 	while (len > 0 && strchr(" \n\r\t", text[len - 1]))
@@ -750,25 +542,25 @@ static void excerpt_add(Buf *b, const char *label, const char *text, size_t max)
 		return;
 	size_t from = len > max ? len - max : 0;
 	if (b->len > 0)
-		buf_adds(b, "; ");
-	buf_adds(b, label);
-	buf_adds(b, " \"");
+		strbuf_adds(b, "; ");
+	strbuf_adds(b, label);
+	strbuf_adds(b, " \"");
 	if (from > 0)
-		buf_adds(b, "...");
+		strbuf_adds(b, "...");
 	for (size_t i = from; i < len; i++) {
 		char c = text[i];
 		if (c == '\n' || c == '\r' || c == '\t')
 			c = ' ';
-		buf_add(b, &c, 1);
+		strbuf_add(b, &c, 1);
 	}
-	buf_adds(b, "\"");
+	strbuf_adds(b, "\"");
 }
 
-static char *output_excerpt(const ExecResult *res, const Secrets *s)
+static char *output_excerpt(const ExecResult *res, char *const *s)
 {
 	_cleanup_free_ char *out = scrub(res->out, res->out_len, s);
 	_cleanup_free_ char *err = scrub(res->err, res->err_len, s);
-	Buf b = {};
+	StrBuf b = {};
 
 	excerpt_add(&b, "stdout", out, EXCERPT_MAX);
 	excerpt_add(&b, "stderr", err, EXCERPT_MAX);
@@ -792,18 +584,18 @@ static const char *how_it_ended(const ExecResult *res)
 /* "exe command args...", the options JSON redacted. */
 static char *loggable_argv(const char *const *full, int json_index)
 {
-	Buf b = {};
+	StrBuf b = {};
 
 	for (int i = 0; full[i]; i++) {
 		if (i > 0)
-			buf_adds(&b, " ");
+			strbuf_adds(&b, " ");
 		if (json_index >= 0 && i == json_index + 2) {
 			_cleanup_free_ char *red = flex_options_redact(full[i]);
-			buf_adds(&b, "'");
-			buf_adds(&b, red);
-			buf_adds(&b, "'");
+			strbuf_adds(&b, "'");
+			strbuf_adds(&b, red);
+			strbuf_adds(&b, "'");
 		} else
-			buf_adds(&b, full[i]);
+			strbuf_adds(&b, full[i]);
 	}
 	return b.s;
 }
@@ -811,10 +603,7 @@ static char *loggable_argv(const char *const *full, int json_index)
 /* exe, command, the args: one NULL-terminated array, every string its own. */
 static char **full_argv(const char *exe, const char *cmd_name, char **rest)
 {
-	size_t n = 0;
-
-	while (rest[n])
-		n++;
+	size_t n = strv_length(rest);
 	char **argv = xnew0(char *, n + 3);
 	argv[0] = xstrdup(exe);
 	argv[1] = xstrdup(cmd_name);
@@ -844,7 +633,7 @@ static FlexVerdict judge(const ExecResult *res, int parse_r, const FlexReply *re
 /* The message for a run that did not succeed: driver, command, how it ended, the driver's
  * message or an excerpt of its output, secrets cut out. NULL on SUCCESS. */
 static char *problem_message(const char *driver, const char *cmd_name, const FlexRun *run,
-			     const Secrets *secrets)
+			     char *const *secrets)
 {
 	const FlexReply *rep = &run->reply;
 
@@ -893,7 +682,7 @@ static char *problem_message(const char *driver, const char *cmd_name, const Fle
 int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
 	     const FlexCallArgs *args, FlexRun *ret)
 {
-	_cleanup_(strv_freep) char **rest = NULL;
+	_cleanup_strv_free_ char **rest = NULL;
 	const char *cmd_name = flex_command_to_string(cmd);
 	int json_index, r;
 
@@ -929,16 +718,14 @@ int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, Fle
 		run.verdict = judge(&run.res, parse_r, &run.reply);
 	}
 
-	Secrets secrets;
-	secrets_collect(args, cmd, &secrets);
+	_cleanup_strv_free_ char **secrets = secrets_collect(args, cmd);
 	if (run.reply.message) {
 		/* The caller may log it: a driver echoing its options must not leak through. */
-		char *m = scrub(run.reply.message, strlen(run.reply.message), &secrets);
+		char *m = scrub(run.reply.message, strlen(run.reply.message), secrets);
 		free(run.reply.message);
 		run.reply.message = m;
 	}
-	run.problem = problem_message(driver, cmd_name, &run, &secrets);
-	secrets_done(&secrets);
+	run.problem = problem_message(driver, cmd_name, &run, secrets);
 	if (run.problem)
 		log_debug("%s", run.problem);
 	else

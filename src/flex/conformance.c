@@ -6,26 +6,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "conformance.h"
 #include "mount-util.h"
+#include "path-util.h"
+#include "random-util.h"
 #include "registry.h"
+#include "strv.h"
 
 typedef struct Tester {
 	const FlexConformanceConfig *cfg;
 	const char *driver, *exe;
 	FlexConformance *res; /* the last step is the open one */
 } Tester;
-
-static void strv_push(char ***v, size_t *n, char *s)
-{
-	*v = xrealloc(*v, (*n + 1) * sizeof(char *));
-	(*v)[(*n)++] = s;
-}
 
 static char *vformat(const char *fmt, va_list ap)
 {
@@ -69,7 +64,7 @@ static void check(Tester *t, bool ok, const char *fmt, ...)
 		return;
 	t->res->violations++;
 	va_start(ap, fmt);
-	strv_push(&step->violations, &step->n_violations, vformat(fmt, ap));
+	strv_append(&step->violations, vformat(fmt, ap));
 	va_end(ap);
 }
 
@@ -81,7 +76,7 @@ static void note(Tester *t, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	strv_push(&step->notes, &step->n_notes, vformat(fmt, ap));
+	strv_append(&step->notes, vformat(fmt, ap));
 	va_end(ap);
 }
 
@@ -213,21 +208,13 @@ static char *device_step(Tester *t, FlexCommand cmd, const FlexCallArgs *args, i
 	return device;
 }
 
-static char *random_hex(void)
-{
-	uint64_t rnd;
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint64_t)getpid() ^ (uint64_t)now_usec(CLOCK_MONOTONIC);
-	return xasprintf("%016" PRIx64, rnd);
-}
-
 /* Whatever the driver left mounted at path is unmounted, so a broken driver leaves nothing
  * behind; then the directory goes if empty. */
 static void cleanup_dir(Tester *t, const char *path)
 {
 	if (umount_all_at(path) > 0)
-		strv_push(&t->res->cleanups, &t->res->n_cleanups,
-			  xasprintf("unmounted %s, which the driver left mounted", path));
+		strv_append(&t->res->cleanups,
+			    xasprintf("unmounted %s, which the driver left mounted", path));
 	(void)rmdir(path);
 }
 
@@ -318,7 +305,7 @@ static void lifecycle(Tester *t, const FlexCapabilities *caps, const FlexVolumeS
 	_cleanup_free_ char *dev_dir = xasprintf("%s/mounts", tmp);
 	_cleanup_free_ char *vol_dir = xasprintf("%s/vol", pod_dir);
 	_cleanup_free_ char *devmnt = xasprintf("%s/mounts/%s", tmp, spec->pv_or_volume_name);
-	_cleanup_free_ char *uid = random_hex();
+	_cleanup_free_ char *uid = xasprintf("%016" PRIx64, random_u64());
 	FlexPodInfo pod = {.name = "volplugctl-flex-test",
 			   .namespace = "default",
 			   .uid = uid,
@@ -328,10 +315,8 @@ static void lifecycle(Tester *t, const FlexCapabilities *caps, const FlexVolumeS
 
 	(void)gethostname(node, sizeof(node) - 1);
 	/* The kubelet makes the parents; the driver the directory itself. */
-	(void)mkdir(pods, 0750);
-	(void)mkdir(volumes, 0750);
-	(void)mkdir(pod_dir, 0750);
-	(void)mkdir(dev_dir, 0750);
+	(void)mkdir_p(pod_dir, 0750);
+	(void)mkdir_p(dev_dir, 0750);
 
 	if (caps->attach)
 		attachable(t, spec, caps->requires_fs_resize, &args, &pod, vol_dir, devmnt);
@@ -388,8 +373,8 @@ static int with_mounts(Tester *t, const FlexCapabilities *caps, const FlexVolume
 	}
 	lifecycle(t, caps, spec, tmp);
 	if (rmdir(tmp) < 0)
-		strv_push(&t->res->cleanups, &t->res->n_cleanups,
-			  xasprintf("%s is left behind: the driver put files in it", tmp));
+		strv_append(&t->res->cleanups,
+			    xasprintf("%s is left behind: the driver put files in it", tmp));
 	return 0;
 }
 
@@ -403,8 +388,7 @@ int flex_conformance_run(const FlexConformanceConfig *cfg, FlexConformance *ret,
 	int r = 0;
 
 	if (!spec.pv_or_volume_name) {
-		_cleanup_free_ char *hex = random_hex();
-		vol_name = xasprintf("flex-test-%.8s", hex);
+		vol_name = xasprintf("flex-test-%08" PRIx32, (uint32_t)random_u64());
 		spec.pv_or_volume_name = vol_name;
 	}
 
@@ -424,21 +408,14 @@ int flex_conformance_run(const FlexConformanceConfig *cfg, FlexConformance *ret,
 	return 0;
 }
 
-static void strv_free_n(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 void flex_conformance_done(FlexConformance *c)
 {
 	for (size_t i = 0; i < c->n_steps; i++) {
 		free(c->steps[i].label);
-		strv_free_n(c->steps[i].violations, c->steps[i].n_violations);
-		strv_free_n(c->steps[i].notes, c->steps[i].n_notes);
+		strv_free(c->steps[i].violations);
+		strv_free(c->steps[i].notes);
 	}
 	free(c->steps);
-	strv_free_n(c->cleanups, c->n_cleanups);
+	strv_free(c->cleanups);
 	*c = (FlexConformance){};
 }

@@ -13,10 +13,8 @@
 
 typedef struct FlexConformanceStep {
 	char *label;	   /* the command, or "isattached (detached)" */
-	char **violations; /* the rules this step broke */
-	size_t n_violations;
-	char **notes; /* what the host does about an answer, what the driver said */
-	size_t n_notes;
+	char **violations; /* a strv (NULL: none): the rules this step broke */
+	char **notes;	   /* a strv: what the host does about an answer, what the driver said */
 } FlexConformanceStep;
 
 typedef struct FlexConformanceConfig {
@@ -34,8 +32,7 @@ typedef struct FlexConformanceConfig {
 typedef struct FlexConformance {
 	FlexConformanceStep *steps;
 	size_t n_steps;
-	char **cleanups; /* what the driver left that the check had to undo, or could not */
-	size_t n_cleanups;
+	char **cleanups; /* a strv: what the driver left that the check had to undo, or could not */
 	unsigned checks, violations; /* rules evaluated, rules broken */
 	bool loaded;		     /* init answered Success: Kubernetes would load the driver */
 	bool root_skipped;	     /* not root: only init and getvolumename ran */

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,8 @@
 #include "fileio.h"
 #include "install.h"
 #include "log.h"
+#include "path-util.h"
+#include "random-util.h"
 #include "registry.h"
 
 static int set_error(char **ret_error, int r, char *msg)
@@ -46,31 +47,6 @@ static int folder_of(const char *vendor, const char *name, char **ret, char **re
 	return 0;
 }
 
-static char *random_suffix(void)
-{
-	uint64_t rnd;
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint64_t)getpid() ^ (uint64_t)now_usec(CLOCK_MONOTONIC);
-	return xasprintf("%016" PRIx64, rnd);
-}
-
-static int mkdir_parents(const char *path)
-{
-	_cleanup_free_ char *p = xstrdup(path);
-
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = 0;
-		if (mkdir(p, 0755) < 0 && errno != EEXIST)
-			return negative_errno();
-		*s = '/';
-	}
-	if (mkdir(p, 0755) < 0 && errno != EEXIST)
-		return negative_errno();
-	return 0;
-}
-
 static int copy_fd(int from, int to)
 {
 	char buf[65536];
@@ -99,7 +75,7 @@ static int copy_fd(int from, int to)
 int flex_install(const char *plugin_dir, const char *vendor, const char *name, const char *src,
 		 char **ret_error)
 {
-	_cleanup_free_ char *folder = NULL, *tmp = NULL, *suffix = NULL;
+	_cleanup_free_ char *folder = NULL, *tmp = NULL;
 	_cleanup_close_ int src_fd = -EBADF, dir_fd = -EBADF, folder_fd = -EBADF, tmp_fd = -EBADF;
 	struct stat st;
 	bool created = false;
@@ -116,7 +92,7 @@ int flex_install(const char *plugin_dir, const char *vendor, const char *name, c
 	if (!S_ISREG(st.st_mode))
 		return set_error(ret_error, -EINVAL, xasprintf("%s is not a regular file", src));
 
-	r = mkdir_parents(plugin_dir);
+	r = mkdir_p(plugin_dir, 0755);
 	if (r < 0)
 		return set_error(ret_error, r,
 				 xasprintf("cannot create %s: %s", plugin_dir, strerror(-r)));
@@ -131,8 +107,7 @@ int flex_install(const char *plugin_dir, const char *vendor, const char *name, c
 	if (folder_fd < 0)
 		goto io_error;
 
-	suffix = random_suffix();
-	tmp = xasprintf(".%s.tmp-%s", name, suffix);
+	tmp = xasprintf(".%s.tmp-%016" PRIx64, name, random_u64());
 	tmp_fd = openat(folder_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0700);
 	if (tmp_fd < 0)
 		goto io_error;
@@ -206,7 +181,7 @@ static int rm_rf_at(int dir_fd, const char *name)
 
 int flex_remove(const char *plugin_dir, const char *vendor, const char *name, char **ret_error)
 {
-	_cleanup_free_ char *folder = NULL, *gone = NULL, *suffix = NULL;
+	_cleanup_free_ char *folder = NULL, *gone = NULL;
 	_cleanup_close_ int dir_fd = -EBADF;
 	int r;
 
@@ -219,8 +194,7 @@ int flex_remove(const char *plugin_dir, const char *vendor, const char *name, ch
 		return set_error(ret_error, r,
 				 xasprintf("cannot open %s: %s", plugin_dir, strerror(-r)));
 	}
-	suffix = random_suffix();
-	gone = xasprintf(".%s.removing-%s", folder, suffix);
+	gone = xasprintf(".%s.removing-%016" PRIx64, folder, random_u64());
 	if (renameat(dir_fd, folder, dir_fd, gone) < 0) {
 		r = negative_errno();
 		if (r == -ENOENT)

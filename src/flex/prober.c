@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "hash-util.h"
 #include "log.h"
 #include "prober.h"
 #include "watch.h"
@@ -88,10 +89,7 @@ static Entry *entry_get(FlexProber *p, const char *folder, const char *name)
 	Entry *e = entry_find(p, folder);
 	if (e)
 		return e;
-	if (p->n_entries == p->cap_entries) {
-		p->cap_entries = p->cap_entries ? p->cap_entries * 2 : 16;
-		p->entries = xrealloc(p->entries, p->cap_entries * sizeof(*p->entries));
-	}
+	p->entries = xgrow(p->entries, &p->cap_entries, p->n_entries + 1, sizeof(*p->entries));
 	e = &p->entries[p->n_entries++];
 	*e = (Entry){.folder = xstrdup(folder), .name = xstrdup(name)};
 	return e;
@@ -179,27 +177,15 @@ static void dispatch_locked(FlexProber *p)
 	}
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
-{
-	const unsigned char *s = data;
-	for (size_t i = 0; i < n; i++) {
-		h ^= s[i];
-		h *= 0x100000001b3ULL; /* FNV-1a */
-	}
-	return h;
-}
-
 static uint64_t hash_stat(const char *name, const struct stat *st)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	h = hash_bytes(h, name, strlen(name) + 1);
-	h = hash_bytes(h, &st->st_dev, sizeof(st->st_dev));
-	h = hash_bytes(h, &st->st_ino, sizeof(st->st_ino));
-	h = hash_bytes(h, &st->st_mode, sizeof(st->st_mode));
-	h = hash_bytes(h, &st->st_size, sizeof(st->st_size));
-	h = hash_bytes(h, &st->st_mtim, sizeof(st->st_mtim));
-	h = hash_bytes(h, &st->st_ctim, sizeof(st->st_ctim));
-	return h;
+	uint64_t h = fnv1a64_update(FNV1A64_OFFSET_BASIS, name, strlen(name) + 1);
+	h = fnv1a64_update(h, &st->st_dev, sizeof(st->st_dev));
+	h = fnv1a64_update(h, &st->st_ino, sizeof(st->st_ino));
+	h = fnv1a64_update(h, &st->st_mode, sizeof(st->st_mode));
+	h = fnv1a64_update(h, &st->st_size, sizeof(st->st_size));
+	h = fnv1a64_update(h, &st->st_mtim, sizeof(st->st_mtim));
+	return fnv1a64_update(h, &st->st_ctim, sizeof(st->st_ctim));
 }
 
 typedef enum Kind {

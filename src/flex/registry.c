@@ -254,10 +254,7 @@ static FlexDriver *put_locked(FlexRegistry *r, FlexDriver *d)
 		r->entries[i] = d;
 		return old;
 	}
-	if (r->n == r->cap) {
-		r->cap = r->cap ? r->cap * 2 : 16;
-		r->entries = xrealloc(r->entries, r->cap * sizeof(*r->entries));
-	}
+	r->entries = xgrow(r->entries, &r->cap, r->n + 1, sizeof(*r->entries));
 	memmove(r->entries + i + 1, r->entries + i, (r->n - i) * sizeof(*r->entries));
 	r->entries[i] = d;
 	r->n++;

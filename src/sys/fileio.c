@@ -3,11 +3,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
+#include <inttypes.h>
 #include <sys/stat.h>
 
 #include "alloc.h"
 #include "fileio.h"
+#include "random-util.h"
 
 static int write_all(int fd, const void *data, size_t len)
 {
@@ -32,13 +33,10 @@ int fsync_dir(int dir_fd)
 
 int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode)
 {
-	uint64_t rnd;
 	char tmp[512];
 	int r;
 
-	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd = (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&rnd;
-	if ((size_t)snprintf(tmp, sizeof(tmp), ".%s.tmp-%016llx", name, (unsigned long long)rnd) >=
+	if ((size_t)snprintf(tmp, sizeof(tmp), ".%s.tmp-%016" PRIx64, name, random_u64()) >=
 	    sizeof(tmp))
 		return -ENAMETOOLONG;
 

@@ -520,10 +520,7 @@ static int list_one(unsigned n, void *userdata)
 		loop_info_done(&info);
 		return 0;
 	}
-	if (s->n == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 8;
-		s->infos = xrealloc(s->infos, s->cap * sizeof(LoopInfo));
-	}
+	s->infos = xgrow(s->infos, &s->cap, s->n + 1, sizeof(LoopInfo));
 	s->infos[s->n++] = info;
 	return 0;
 }

@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "path-util.h"
 #include "watch.h"
 
 /* IN_MODIFY is left out on purpose: a file is complete at IN_CLOSE_WRITE, and a writer's
@@ -38,10 +39,7 @@ void watch_changes_add(WatchChanges *c, const char *name, WatchOp op)
 			c->items[i].op = op;
 			return;
 		}
-	if (c->n == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 8;
-		c->items = xrealloc(c->items, c->cap * sizeof(*c->items));
-	}
+	c->items = xgrow(c->items, &c->cap, c->n + 1, sizeof(*c->items));
 	c->items[c->n++] = (WatchChange){.name = xstrdup(name), .op = op};
 }
 
@@ -67,23 +65,6 @@ void watch_changes_clear(WatchChanges *c)
 		free(c->items[i].name);
 	free(c->items);
 	*c = (WatchChanges){};
-}
-
-static int mkdir_parents(const char *path, mode_t mode)
-{
-	_cleanup_free_ char *p = xstrdup(path);
-
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = 0;
-		if (mkdir(p, mode) < 0 && errno != EEXIST)
-			return negative_errno();
-		*s = '/';
-	}
-	if (mkdir(p, mode) < 0 && errno != EEXIST)
-		return negative_errno();
-	return 0;
 }
 
 static SubWatch *sub_by_wd(DirWatch *w, int wd)
@@ -121,10 +102,7 @@ static void sub_add(DirWatch *w, const char *name)
 		s->name = xstrdup(name);
 		return;
 	}
-	if (w->n_subs == w->cap_subs) {
-		w->cap_subs = w->cap_subs ? w->cap_subs * 2 : 16;
-		w->subs = xrealloc(w->subs, w->cap_subs * sizeof(*w->subs));
-	}
+	w->subs = xgrow(w->subs, &w->cap_subs, w->n_subs + 1, sizeof(*w->subs));
 	w->subs[w->n_subs++] = (SubWatch){.wd = wd, .name = xstrdup(name)};
 }
 
@@ -177,7 +155,7 @@ static int scan_root(DirWatch *w, WatchChanges *changes)
 
 static int watch_root(DirWatch *w, WatchChanges *changes)
 {
-	int r = mkdir_parents(w->path, 0755);
+	int r = mkdir_p(w->path, 0755);
 	if (r < 0)
 		return r;
 	int wd = inotify_add_watch(w->fd, w->path, ROOT_MASK);

@@ -19,26 +19,27 @@
 
 #include "alloc.h"
 #include "loopdev.h"
+#include "strv.h"
 
 static char scratch[64];
 /* Called first by the clean-up, e.g. to let go of a device held open on purpose. */
 static void (*scratch_release)(void);
 
-/* Mount points listed in /proc/self/mountinfo below the scratch directory, oldest first. */
+/* Mount points listed in /proc/self/mountinfo below the scratch directory, oldest first: a strv
+ * (NULL: none) in *ret, and their number. */
 __attribute__((unused)) static size_t scratch_mounts(char ***ret)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char line[4096], target[4096];
 	char **list = NULL;
-	size_t n = 0, len = strlen(scratch);
+	size_t n = 0, cap = 0, len = strlen(scratch);
 
 	if (f) {
 		while (fgets(line, sizeof(line), f))
 			if (sscanf(line, "%*s %*s %*s %*s %4095s", target) == 1 &&
 			    strncmp(target, scratch, len) == 0 &&
 			    (target[len] == '/' || !target[len])) {
-				list = xrealloc(list, (n + 1) * sizeof(char *));
-				list[n++] = xstrdup(target);
+				strv_push(&list, &n, &cap, xstrdup(target));
 			}
 		fclose(f);
 	}
@@ -106,12 +107,10 @@ static void scratch_cleanup(void)
 	if (scratch_release)
 		scratch_release();
 	n = scratch_mounts(&mounts);
-	for (size_t i = n; i > 0; i--) {
+	for (size_t i = n; i > 0; i--)
 		if (umount2(mounts[i - 1], 0) < 0)
 			(void)umount2(mounts[i - 1], MNT_DETACH);
-		free(mounts[i - 1]);
-	}
-	free(mounts);
+	strv_free(mounts);
 	if (loop_list_for_dir(scratch, &loops, &n) == 0) {
 		for (size_t i = 0; i < n; i++)
 			(void)loop_detach(loops[i].devpath);

@@ -11,6 +11,7 @@
 #include "alloc.h"
 #include "conformance.h"
 #include "flex-drivers.h"
+#include "strv.h"
 #include "tap.h"
 
 static const FlexVolumeSpec spec = {.fs_type = "ext4"};
@@ -70,7 +71,7 @@ static bool nothing_left(void)
 
 static const char *first_violation(const FlexConformance *c, size_t step)
 {
-	if (step >= c->n_steps || c->steps[step].n_violations == 0)
+	if (step >= c->n_steps || !c->steps[step].violations)
 		return "(none)";
 	return c->steps[step].violations[0];
 }
@@ -139,7 +140,7 @@ static void test_bad_exit(void)
 	       "init: the violation");
 	ok(c.loaded && c.n_steps > 1 && strcmp(c.steps[1].label, "getvolumename") == 0,
 	   "the check goes on with getvolumename");
-	is_int(c.steps[0].n_violations, 1, "init broke one rule");
+	is_int(strv_length(c.steps[0].violations), 1, "init broke one rule");
 	ok(nothing_left(), "the temporary directory is gone");
 	flex_conformance_done(&c);
 }
@@ -151,7 +152,8 @@ static void test_not_supported(void)
 	FlexConformance c = run(exe, NULL);
 
 	ok(c.loaded, "loaded");
-	ok(c.n_steps >= 2 && c.steps[0].n_notes == 1 && c.steps[1].n_notes == 1,
+	ok(c.n_steps >= 2 && strv_length(c.steps[0].notes) == 1 &&
+		   strv_length(c.steps[1].notes) == 1,
 	   "init and getvolumename each have a note");
 	if (c.n_steps >= 2) {
 		is_str(c.steps[0].notes[0],
@@ -174,13 +176,14 @@ static void test_not_supported(void)
 			   "mount answered Not supported: a driver that is not attachable must",
 			   66) == 0,
 		   "mount must be implemented without attach: %s", first_violation(&c, 2));
-		ok(c.n_steps == 4 && c.steps[3].n_violations == 0 && c.steps[3].n_notes == 1 &&
+		ok(c.n_steps == 4 && strv_length(c.steps[3].violations) == 0 &&
+			   strv_length(c.steps[3].notes) == 1 &&
 			   strcmp(c.steps[3].notes[0],
 				  "Not supported: the host unmounts the directory") == 0,
 		   "unmount Not supported: the host's fallback");
 		is_int(c.violations, 1, "one violation");
 	}
-	ok(c.n_cleanups == 0, "nothing to clean up");
+	ok(!c.cleanups, "nothing to clean up");
 	ok(nothing_left(), "the temporary directory is gone");
 	flex_conformance_done(&c);
 }

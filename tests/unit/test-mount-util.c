@@ -18,14 +18,11 @@
 
 static size_t count_mounts_at(const char *target)
 {
-	char **l = NULL;
+	_cleanup_strv_free_ char **l = NULL;
 	size_t n = scratch_mounts(&l), c = 0;
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		c += strcmp(l[i], target) == 0;
-		free(l[i]);
-	}
-	free(l);
 	return c;
 }
 
@@ -321,10 +318,7 @@ int main(void)
 	is_int(mount_find(mnt, &m), -ENOENT, "gone from the table");
 	is_int(loop_detach(dev), 0, "detach after unmount");
 	char **l = NULL;
-	size_t n = scratch_mounts(&l);
-	is_int(n, 0, "no mount leaked");
-	for (size_t i = 0; i < n; i++)
-		free(l[i]);
-	free(l);
+	is_int(scratch_mounts(&l), 0, "no mount leaked");
+	strv_free(l);
 	return tap_done();
 }
