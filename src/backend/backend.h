@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The one table of operations every backend fills: the pool (src/backend/pool), Flexvolume
+ * drivers (src/backend/flex), and any other (one folder and one line in backend.c's table).
+ *
+ * Plain C only: no protobuf, no gRPC. Every operation has the shape
+ *
+ *     int op(Backend *b, const XRequest *r, XResult *ret, char **ret_error);
+ *
+ * and returns 0, or a negative errno with *ret_error (malloc'ed) a message for the user that
+ * names the request field or the object at fault; *ret is written on success only (and on
+ * -EEXIST where that is said). The CSI layer maps the errno with the one table in src/rpc:
+ * -EINVAL INVALID_ARGUMENT, -ENOENT NOT_FOUND, -EEXIST ALREADY_EXISTS, -ENOTEMPTY
+ * FAILED_PRECONDITION, -EBUSY ABORTED, -ENOSPC/-EMLINK RESOURCE_EXHAUSTED, -ERANGE
+ * OUT_OF_RANGE. An operation a backend does not have is NULL: the CSI layer answers
+ * UNIMPLEMENTED.
+ *
+ * The CSI layer checks what the CSI spec says of a request (required fields, capabilities,
+ * capacity ranges, the parameters' syntax), holds its in-flight key (ABORTED for a second
+ * call), merges expand and modify requests, and applies the idempotency rules that do not
+ * depend on the backend. A backend owns its objects: their per-object locking, what spans
+ * processes (capacity, attach counts, device names), crash safety, and every path and device
+ * it acts on on the node. Operations block; they may be called from several threads at once. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "blockfs.h"
+#include "params.h"
+#include "strmap.h"
+
+typedef struct Backend Backend;
+typedef struct BackendOps BackendOps;
+
+/* What every backend object starts with. */
+struct Backend {
+	const BackendOps *ops;
+};
+
+/* ---- objects ---- */
+
+/* A topology segment: {"topology.volplug.io/zone": "z1", ...}. */
+typedef Strmap BackendTopology;
+
+typedef struct BackendVolume {
+	char *id;
+	char *name;
+	uint64_t size;
+	int64_t created_ns;  /* CLOCK_REALTIME */
+	VolumeParams params; /* what it was made with (and modified to) */
+	Strmap context;	     /* volume_context for the node */
+	char *source_kind;   /* "", "snapshot" or "volume" */
+	char *source_id;
+	char *access_mode;	  /* the CSI access mode it was made for */
+	BackendTopology topology; /* where it can be reached */
+	char **published_nodes;	  /* strv; NULL when none */
+	bool abnormal;		  /* damaged, or not healthy */
+	char *condition;	  /* its condition, in words */
+} BackendVolume;
+
+void backend_volume_done(BackendVolume *v);
+
+typedef struct BackendSnapshot {
+	char *id;
+	char *name;
+	char *source_volume_id;
+	uint64_t size;
+	int64_t created_ns;
+	bool ready;
+	char *group_id; /* "" when not a member of a group snapshot */
+	Strmap params;
+} BackendSnapshot;
+
+void backend_snapshot_done(BackendSnapshot *s);
+
+typedef struct BackendGroup {
+	char *id;
+	char *name;
+	int64_t created_ns;
+	bool ready;
+	BackendSnapshot *snapshots; /* in the order of their source volumes */
+	size_t n_snapshots;
+} BackendGroup;
+
+void backend_group_done(BackendGroup *g);
+
+/* ---- requests and results ---- */
+
+/* An object named by its id (delete, get). */
+typedef struct BackendRef {
+	const char *id;
+} BackendRef;
+
+/* How a volume is to be used: what CSI calls a volume capability. */
+typedef struct BackendAccess {
+	bool block;	      /* raw block, else a filesystem */
+	const char *fstype;   /* filesystem volumes: the type asked, "" for the default */
+	const char *mode;     /* the CSI access mode's name: "SINGLE_NODE_WRITER" */
+	bool multi_node;      /* the mode lets several nodes use the volume at once */
+	bool read_only;	      /* the mode is a reader-only one */
+} BackendAccess;
+
+typedef struct BackendCreateVolume {
+	const char *name;
+	uint64_t size;		   /* bytes, within the request's range and rounded */
+	const VolumeParams *params; /* parsed and checked */
+	const char *source_kind;   /* NULL, "snapshot" or "volume" */
+	const char *source_id;
+	BackendAccess access;
+	const BackendTopology *requisite; /* where it must be reachable; NULL: anywhere */
+	size_t n_requisite;
+	const BackendTopology *preferred; /* in order of preference */
+	size_t n_preferred;
+} BackendCreateVolume;
+
+typedef struct BackendListRequest {
+	const char *starting_token; /* NULL or "": from the start */
+	size_t max_entries;	    /* 0: the backend's default */
+	const char *source_volume_id; /* snapshots only: of this volume (NULL: all) */
+	const char *snapshot_id;      /* snapshots only: this one (NULL: all) */
+} BackendListRequest;
+
+typedef struct BackendVolumeList {
+	BackendVolume *volumes;
+	size_t n_volumes;
+	char *next_token; /* NULL at the end */
+} BackendVolumeList;
+
+void backend_volume_list_done(BackendVolumeList *l);
+
+typedef struct BackendSnapshotList {
+	BackendSnapshot *snapshots;
+	size_t n_snapshots;
+	char *next_token;
+} BackendSnapshotList;
+
+void backend_snapshot_list_done(BackendSnapshotList *l);
+
+typedef struct BackendCapacityRequest {
+	const BackendTopology *topology; /* NULL: anywhere */
+	const VolumeParams *params;	 /* NULL: the defaults */
+} BackendCapacityRequest;
+
+typedef struct BackendCapacity {
+	uint64_t available;
+	uint64_t maximum_volume_size;
+	uint64_t minimum_volume_size;
+} BackendCapacity;
+
+/* ControllerPublishVolume. */
+typedef struct BackendAttach {
+	const char *volume_id;
+	const char *node_id;
+	bool read_only;
+	BackendAccess access;
+	const Strmap *volume_context;
+} BackendAttach;
+
+typedef struct BackendAttachment {
+	Strmap publish_context; /* handed to the node: {"devicePath": "/dev/xvdba"} */
+} BackendAttachment;
+
+/* ControllerUnpublishVolume; node_id NULL or "": every node. */
+typedef struct BackendDetach {
+	const char *volume_id;
+	const char *node_id;
+} BackendDetach;
+
+/* ControllerExpandVolume and ControllerModifyVolume, merged into one change. */
+typedef struct BackendChange {
+	const char *volume_id;
+	uint64_t new_size;     /* 0: unchanged */
+	const ParamKV *params; /* mutable parameters to set */
+	size_t n_params;
+	size_t n_callers; /* how many requests were merged (for the log) */
+} BackendChange;
+
+typedef struct BackendChanged {
+	uint64_t size;
+	bool node_expansion_required;
+} BackendChanged;
+
+typedef struct BackendCreateSnapshot {
+	const char *name;
+	const char *source_volume_id;
+	const Strmap *params; /* checked tags */
+} BackendCreateSnapshot;
+
+typedef struct BackendCreateGroup {
+	const char *name;
+	char *const *volume_ids; /* strv */
+	const Strmap *params;
+} BackendCreateGroup;
+
+typedef struct BackendDeleteGroup {
+	const char *id;
+	char *const *snapshot_ids; /* strv; NULL: whatever the group holds */
+} BackendDeleteGroup;
+
+/* ---- node requests ---- */
+
+typedef struct BackendStage {
+	const char *volume_id;
+	const char *staging_path;
+	BackendAccess access;
+	char *const *mount_flags; /* one option each */
+	size_t n_mount_flags;
+	const BlockfsMkfsOptions *mkfs;	    /* from the volume context; NULL: defaults */
+	const Strmap *volume_context;
+	const Strmap *publish_context;
+	const Strmap *secrets;
+} BackendStage;
+
+typedef struct BackendUnstage {
+	const char *volume_id;
+	const char *staging_path;
+} BackendUnstage;
+
+/* Called on the root of a new (or republished) mount before the pod sees it: fsGroup. */
+typedef int (*BackendPrepareFunc)(int root_fd, bool read_only, void *userdata,
+				  char **ret_error);
+
+typedef struct BackendPublish {
+	const char *volume_id;
+	const char *staging_path; /* NULL or "" for volumes that are never staged */
+	const char *target_path;
+	BackendAccess access;
+	bool read_only;
+	char *const *mount_flags;
+	size_t n_mount_flags;
+	gid_t group; /* volume_mount_group; (gid_t)-1: none */
+	const Strmap *volume_context;
+	const Strmap *publish_context;
+	const Strmap *secrets;
+	BackendPrepareFunc prepare; /* may be NULL */
+	void *userdata;
+} BackendPublish;
+
+typedef struct BackendUnpublish {
+	const char *volume_id;
+	const char *target_path;
+} BackendUnpublish;
+
+typedef struct BackendNodeExpand {
+	const char *volume_id;
+	const char *volume_path;
+	const char *staging_path; /* may be NULL */
+	uint64_t required, limit; /* 0: none */
+	const BackendAccess *access; /* NULL: not given */
+} BackendNodeExpand;
+
+typedef struct BackendNodeExpanded {
+	uint64_t size;
+} BackendNodeExpanded;
+
+typedef struct BackendStatsRequest {
+	const char *volume_id;
+	const char *volume_path;
+	const char *staging_path; /* may be NULL */
+} BackendStatsRequest;
+
+typedef struct BackendStats {
+	bool block; /* a raw device: only fs.bytes_total is set */
+	bool has_usage;
+	BlockfsStats fs;
+	bool abnormal;
+	char *condition;
+} BackendStats;
+
+void backend_stats_done(BackendStats *s);
+
+typedef struct BackendNodeInfo {
+	uint32_t max_volumes; /* 0: no limit */
+	BackendTopology topology;
+} BackendNodeInfo;
+
+/* ---- the table ---- */
+
+struct BackendOps {
+	const char *name; /* "pool", "flex" */
+
+	/* Whether this backend serves the volume, judged from what a request carries: its id,
+	 * and the volume context when the request has one (NULL otherwise). The default backend
+	 * (the first of the driver) serves what no other claims; it may leave this NULL. */
+	bool (*claims)(Backend *b, const char *volume_id, const Strmap *volume_context);
+
+	/* 0 when the backend can serve requests now. */
+	int (*probe)(Backend *b, char **ret_error);
+
+	/* -EEXIST with *ret the existing volume when one of that name exists: the caller
+	 * compares. -ENOENT for a missing source, -ENOSPC beyond capacity, -ERANGE when the
+	 * source is larger than the size. */
+	int (*create_volume)(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
+			     char **ret_error);
+	/* Succeeds for an id that names nothing; -ENOTEMPTY while it is in use. */
+	int (*delete_volume)(Backend *b, const BackendRef *r, void *ret, char **ret_error);
+	int (*get_volume)(Backend *b, const BackendRef *r, BackendVolume *ret, char **ret_error);
+	/* -EALREADY for a token the backend never gave (ABORTED). */
+	int (*list_volumes)(Backend *b, const BackendListRequest *r, BackendVolumeList *ret,
+			    char **ret_error);
+	int (*get_capacity)(Backend *b, const BackendCapacityRequest *r, BackendCapacity *ret,
+			    char **ret_error);
+	/* Idempotent: a volume attached to the node already gets the same context. -ENOENT for
+	 * an unknown volume or node, -EEXIST attached there with the other read-only state,
+	 * -ENOTEMPTY attached to another node when the mode allows one, -EMLINK beyond the
+	 * node's limit. */
+	int (*attach)(Backend *b, const BackendAttach *r, BackendAttachment *ret, char **ret_error);
+	/* Succeeds when not attached. */
+	int (*detach)(Backend *b, const BackendDetach *r, void *ret, char **ret_error);
+	/* One merged expand + modify. -ERANGE for a smaller size, -ENOSPC beyond capacity. */
+	int (*change_volume)(Backend *b, const BackendChange *r, BackendChanged *ret,
+			     char **ret_error);
+
+	/* -EEXIST with *ret the existing snapshot when one of that name exists. */
+	int (*create_snapshot)(Backend *b, const BackendCreateSnapshot *r, BackendSnapshot *ret,
+			       char **ret_error);
+	int (*delete_snapshot)(Backend *b, const BackendRef *r, void *ret, char **ret_error);
+	int (*get_snapshot)(Backend *b, const BackendRef *r, BackendSnapshot *ret,
+			    char **ret_error);
+	int (*list_snapshots)(Backend *b, const BackendListRequest *r, BackendSnapshotList *ret,
+			      char **ret_error);
+	int (*create_group)(Backend *b, const BackendCreateGroup *r, BackendGroup *ret,
+			    char **ret_error);
+	int (*delete_group)(Backend *b, const BackendDeleteGroup *r, void *ret, char **ret_error);
+	int (*get_group)(Backend *b, const BackendRef *r, BackendGroup *ret, char **ret_error);
+
+	/* The node service: every path in a request is hostile until proved the volume's. */
+	int (*stage)(Backend *b, const BackendStage *r, void *ret, char **ret_error);
+	int (*unstage)(Backend *b, const BackendUnstage *r, void *ret, char **ret_error);
+	int (*publish)(Backend *b, const BackendPublish *r, void *ret, char **ret_error);
+	int (*unpublish)(Backend *b, const BackendUnpublish *r, void *ret, char **ret_error);
+	int (*node_expand)(Backend *b, const BackendNodeExpand *r, BackendNodeExpanded *ret,
+			   char **ret_error);
+	int (*node_stats)(Backend *b, const BackendStatsRequest *r, BackendStats *ret,
+			  char **ret_error);
+	int (*node_info)(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error);
+
+	/* Frees the backend. */
+	void (*free)(Backend *b);
+};
+
+/* ---- making backends ---- */
+
+typedef enum BackendRole {
+	BACKEND_ROLE_CONTROLLER = 1 << 0,
+	BACKEND_ROLE_NODE = 1 << 1,
+} BackendRole;
+
+struct FlexRegistry;
+struct FlexCallConfig;
+
+/* Everything any backend may need to start; each takes what it uses. */
+typedef struct BackendConfig {
+	unsigned roles; /* BackendRole bits: what this process serves */
+	const char *node_id;
+	uint32_t max_volumes_per_node;
+	const char *zone;
+	const char *pool_path;
+	uint64_t pool_capacity; /* 0: what the filesystem has */
+	struct FlexRegistry *flex;	  /* Flexvolume drivers; NULL: Flexvolume off */
+	const struct FlexCallConfig *flex_call;
+} BackendConfig;
+
+/* Makes the backends named in names (a strv, e.g. {"pool", "flex"}: the first is the default,
+ * serving what the others do not claim), in that order. Returns a NULL-terminated array, or
+ * -EINVAL with *ret_error for an unknown name, or what a backend's start returned. Blocks. */
+int backends_new(char *const *names, const BackendConfig *config, Backend ***ret,
+		 char **ret_error);
+void backends_free(Backend **backends);
+
+/* The backend that serves a volume: the first of the others that claims it, else the
+ * default. */
+Backend *backend_for_volume(Backend **backends, const char *volume_id,
+			    const Strmap *volume_context);
+
+/* The default backend: where volumes and snapshots are created. */
+Backend *backend_default(Backend **backends);
