@@ -43,6 +43,8 @@ struct Backend {
 /* A topology segment: {"topology.volplug.io/zone": "z1", ...}. */
 typedef Strmap BackendTopology;
 
+#define BACKEND_TOPOLOGY_ZONE "topology.volplug.io/zone"
+
 typedef struct BackendVolume {
 	char *id;
 	char *name;
@@ -94,18 +96,18 @@ typedef struct BackendRef {
 
 /* How a volume is to be used: what CSI calls a volume capability. */
 typedef struct BackendAccess {
-	bool block;	      /* raw block, else a filesystem */
-	const char *fstype;   /* filesystem volumes: the type asked, "" for the default */
-	const char *mode;     /* the CSI access mode's name: "SINGLE_NODE_WRITER" */
-	bool multi_node;      /* the mode lets several nodes use the volume at once */
-	bool read_only;	      /* the mode is a reader-only one */
+	bool block;	    /* raw block, else a filesystem */
+	const char *fstype; /* filesystem volumes: the type asked, "" for the default */
+	const char *mode;   /* the CSI access mode's name: "SINGLE_NODE_WRITER" */
+	bool multi_node;    /* the mode lets several nodes use the volume at once */
+	bool read_only;	    /* the mode is a reader-only one */
 } BackendAccess;
 
 typedef struct BackendCreateVolume {
 	const char *name;
-	uint64_t size;		   /* bytes, within the request's range and rounded */
+	uint64_t size;		    /* bytes, within the request's range and rounded */
 	const VolumeParams *params; /* parsed and checked */
-	const char *source_kind;   /* NULL, "snapshot" or "volume" */
+	const char *source_kind;    /* NULL, "snapshot" or "volume" */
 	const char *source_id;
 	BackendAccess access;
 	const BackendTopology *requisite; /* where it must be reachable; NULL: anywhere */
@@ -115,8 +117,8 @@ typedef struct BackendCreateVolume {
 } BackendCreateVolume;
 
 typedef struct BackendListRequest {
-	const char *starting_token; /* NULL or "": from the start */
-	size_t max_entries;	    /* 0: the backend's default */
+	const char *starting_token;   /* NULL or "": from the start */
+	size_t max_entries;	      /* 0: the backend's default */
 	const char *source_volume_id; /* snapshots only: of this volume (NULL: all) */
 	const char *snapshot_id;      /* snapshots only: this one (NULL: all) */
 } BackendListRequest;
@@ -206,7 +208,7 @@ typedef struct BackendStage {
 	BackendAccess access;
 	char *const *mount_flags; /* one option each */
 	size_t n_mount_flags;
-	const BlockfsMkfsOptions *mkfs;	    /* from the volume context; NULL: defaults */
+	const BlockfsMkfsOptions *mkfs; /* from the volume context; NULL: defaults */
 	const Strmap *volume_context;
 	const Strmap *publish_context;
 	const Strmap *secrets;
@@ -218,8 +220,7 @@ typedef struct BackendUnstage {
 } BackendUnstage;
 
 /* Called on the root of a new (or republished) mount before the pod sees it: fsGroup. */
-typedef int (*BackendPrepareFunc)(int root_fd, bool read_only, void *userdata,
-				  char **ret_error);
+typedef int (*BackendPrepareFunc)(int root_fd, bool read_only, void *userdata, char **ret_error);
 
 typedef struct BackendPublish {
 	const char *volume_id;
@@ -245,8 +246,8 @@ typedef struct BackendUnpublish {
 typedef struct BackendNodeExpand {
 	const char *volume_id;
 	const char *volume_path;
-	const char *staging_path; /* may be NULL */
-	uint64_t required, limit; /* 0: none */
+	const char *staging_path;    /* may be NULL */
+	uint64_t required, limit;    /* 0: none */
 	const BackendAccess *access; /* NULL: not given */
 } BackendNodeExpand;
 
@@ -357,16 +358,20 @@ typedef struct BackendConfig {
 	uint32_t max_volumes_per_node;
 	const char *zone;
 	const char *pool_path;
-	uint64_t pool_capacity; /* 0: what the filesystem has */
-	struct FlexRegistry *flex;	  /* Flexvolume drivers; NULL: Flexvolume off */
+	uint64_t pool_capacity;	   /* 0: what the filesystem has */
+	struct FlexRegistry *flex; /* Flexvolume drivers; NULL: Flexvolume off */
 	const struct FlexCallConfig *flex_call;
 } BackendConfig;
+
+/* What makes a backend of a name (its folder defines it): fills *ret, or a negative errno with
+ * *ret_error. Blocks (it may open, recover, register). */
+#define BACKEND_NEW(name) \
+	int name##_backend_new(const BackendConfig *config, Backend **ret, char **ret_error)
 
 /* Makes the backends named in names (a strv, e.g. {"pool", "flex"}: the first is the default,
  * serving what the others do not claim), in that order. Returns a NULL-terminated array, or
  * -EINVAL with *ret_error for an unknown name, or what a backend's start returned. Blocks. */
-int backends_new(char *const *names, const BackendConfig *config, Backend ***ret,
-		 char **ret_error);
+int backends_new(char *const *names, const BackendConfig *config, Backend ***ret, char **ret_error);
 void backends_free(Backend **backends);
 
 /* The backend that serves a volume: the first of the others that claims it, else the

@@ -422,7 +422,7 @@ static char *join_flags(char *const *flags, size_t n, const char *extra)
 /* ---- NodeStageVolume ---- */
 
 /* Formats the device when it is blank, checks it when not; never destroys data. */
-static int stage_prepare_fs(const PoolStage *r, const Device *dev, char **ret_error)
+static int stage_prepare_fs(const BackendStage *r, const Device *dev, char **ret_error)
 {
 	_cleanup_free_ char *found = NULL, *err = NULL;
 
@@ -431,18 +431,18 @@ static int stage_prepare_fs(const PoolStage *r, const Device *dev, char **ret_er
 		return fail(ret_error, e, "volume %s: probing %s failed: %s", r->volume_id,
 			    dev->path, strerror(-e));
 	if (!*found) {
-		e = blockfs_mkfs(dev->path, r->fstype, r->mkfs, &err);
+		e = blockfs_mkfs(dev->path, r->access.fstype, r->mkfs, &err);
 		if (e < 0)
 			return fail(ret_error, e, "volume %s: %s", r->volume_id,
 				    err ?: strerror(-e));
-		log_debug("volume %s: made %s on %s", r->volume_id, r->fstype, dev->path);
+		log_debug("volume %s: made %s on %s", r->volume_id, r->access.fstype, dev->path);
 		failpoint("node-stage-after-mkfs");
 		return 0;
 	}
-	if (strcmp(found, r->fstype) != 0)
+	if (strcmp(found, r->access.fstype) != 0)
 		return fail(ret_error, -ENOTEMPTY,
 			    "volume %s holds %s, not the requested %s: it is never reformatted",
-			    r->volume_id, found, r->fstype);
+			    r->volume_id, found, r->access.fstype);
 	e = blockfs_fsck(dev->path, found, &err);
 	if (e < 0)
 		return fail(ret_error, -ENOTEMPTY,
@@ -453,46 +453,47 @@ static int stage_prepare_fs(const PoolStage *r, const Device *dev, char **ret_er
 }
 
 /* Grows the filesystem when the device grew while nobody used it; a failure only warns. */
-static void stage_grow(const PoolStage *r, const Device *dev, const char *mount_path)
+static void stage_grow(const BackendStage *r, const Device *dev, const char *mount_path)
 {
 	_cleanup_free_ char *err = NULL;
 
-	if (blockfs_needs_resize(dev->path, mount_path, r->fstype, &err) <= 0)
+	if (blockfs_needs_resize(dev->path, mount_path, r->access.fstype, &err) <= 0)
 		return;
-	int e = blockfs_resize(dev->path, mount_path, r->fstype, &err);
+	int e = blockfs_resize(dev->path, mount_path, r->access.fstype, &err);
 	if (e < 0)
 		log_warning("volume %s: growing its filesystem failed: %s", r->volume_id,
 			    err ?: strerror(-e));
 }
 
 /* Mounts the prepared filesystem on the staging directory (opened again, checked unchanged). */
-static int stage_mount(const PoolStage *r, const Device *dev, const PinnedPath *pin,
+static int stage_mount(const BackendStage *r, const Device *dev, const PinnedPath *pin,
 		       const PoolTarget *t, char **ret_error)
 {
 	_cleanup_free_ char *why = NULL;
 	/* Clones and restored snapshots carry their source's UUID, which xfs refuses twice. */
-	_cleanup_free_ char *options = join_flags(r->mount_flags, r->n_mount_flags,
-						  strcmp(r->fstype, XFS) == 0 ? "nouuid" : NULL);
-	bool grow_mounted = strcmp(r->fstype, XFS) == 0;
+	_cleanup_free_ char *options =
+		join_flags(r->mount_flags, r->n_mount_flags,
+			   strcmp(r->access.fstype, XFS) == 0 ? "nouuid" : NULL);
+	bool grow_mounted = strcmp(r->access.fstype, XFS) == 0;
 
 	/* ext grows unmounted: online resize needs CAP_SYS_RESOURCE. xfs grows only mounted. */
-	if (!r->read_only && !grow_mounted)
+	if (!r->access.read_only && !grow_mounted)
 		stage_grow(r, dev, NULL);
 	_cleanup_close_ int fd = mountpoint_open("staging_target_path", pin, t, ret_error);
 	if (fd < 0)
 		return fd;
-	int e = mount_fs_at(dev->path, fd, r->fstype, options, r->read_only, &why);
+	int e = mount_fs_at(dev->path, fd, r->access.fstype, options, r->access.read_only, &why);
 	if (e < 0)
 		return fail(ret_error, e, "volume %s: mounting %s (%s) on '%s' failed: %s%s%s",
-			    r->volume_id, dev->path, r->fstype, r->staging_path, strerror(-e),
-			    why ? ": " : "", why ?: "");
-	if (!r->read_only && grow_mounted)
+			    r->volume_id, dev->path, r->access.fstype, r->staging_path,
+			    strerror(-e), why ? ": " : "", why ?: "");
+	if (!r->access.read_only && grow_mounted)
 		stage_grow(r, dev, r->staging_path);
 	return 0;
 }
 
 /* The volume staged elsewhere on this machine and still in use there. */
-static int stage_check_elsewhere(const PoolStage *r, const Use *u, const Device *dev,
+static int stage_check_elsewhere(const BackendStage *r, const Use *u, const Device *dev,
 				 char **ret_error)
 {
 	MountInfo mi = {};
@@ -505,7 +506,7 @@ static int stage_check_elsewhere(const PoolStage *r, const Use *u, const Device 
 		return fail(ret_error, -ENOTEMPTY, "volume %s is already staged at '%s' on node %s",
 			    r->volume_id, u->rec.staging.path, u->rec.node ?: "?");
 	}
-	if (!r->block && mount_find_by_devno(dev->rdev, &mi) == 0) {
+	if (!r->access.block && mount_find_by_devno(dev->rdev, &mi) == 0) {
 		int e = fail(ret_error, -ENOTEMPTY,
 			     "volume %s is already mounted at '%s': it is staged elsewhere",
 			     r->volume_id, mi.target);
@@ -515,7 +516,7 @@ static int stage_check_elsewhere(const PoolStage *r, const Use *u, const Device 
 	return 0;
 }
 
-static int stage_undo(Pool *p, const PoolStage *r, Use *u, Device *dev, const PinnedPath *pin,
+static int stage_undo(Pool *p, const BackendStage *r, Use *u, Device *dev, const PinnedPath *pin,
 		      const PoolTarget *t, int e)
 {
 	_cleanup_free_ char *ignored = NULL;
@@ -529,7 +530,8 @@ static int stage_undo(Pool *p, const PoolStage *r, Use *u, Device *dev, const Pi
 	return e;
 }
 
-static int stage_block(Pool *p, const PoolStage *r, Use *u, char **ret_error)
+static int stage_block(Pool *p, const char *node_id, const BackendStage *r, Use *u,
+		       char **ret_error)
 {
 	_cleanup_(device_done) Device dev = {};
 	PoolTarget t = {.path = (char *)r->staging_path};
@@ -547,7 +549,7 @@ static int stage_block(Pool *p, const PoolStage *r, Use *u, char **ret_error)
 			    r->volume_id, u->rec.staging.path);
 	if ((e = stage_check_elsewhere(r, u, &dev, ret_error)) < 0)
 		return e;
-	use_set_staging(u, r->node_id, &t, true, NULL);
+	use_set_staging(u, node_id, &t, true, NULL);
 	if ((e = use_save(p, r->volume_id, u, ret_error)) < 0)
 		return e;
 	device_done(&dev);
@@ -556,7 +558,8 @@ static int stage_block(Pool *p, const PoolStage *r, Use *u, char **ret_error)
 	return 0;
 }
 
-static int stage_fs(Pool *p, const PoolStage *r, Use *u, const PinnedPath *pin, char **ret_error)
+static int stage_fs(Pool *p, const char *node_id, const BackendStage *r, Use *u,
+		    const PinnedPath *pin, char **ret_error)
 {
 	_cleanup_(device_done) Device dev = {};
 	PoolTarget t;
@@ -574,15 +577,16 @@ static int stage_fs(Pool *p, const PoolStage *r, Use *u, const PinnedPath *pin, 
 	if (e == 1) {
 		struct statvfs sv;
 		_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
-		if (fd >= 0 && fstatvfs(fd, &sv) == 0 && !!(sv.f_flag & ST_RDONLY) != r->read_only)
+		if (fd >= 0 && fstatvfs(fd, &sv) == 0 &&
+		    !!(sv.f_flag & ST_RDONLY) != r->access.read_only)
 			return fail(ret_error, -EEXIST, "volume %s is staged at '%s' %s already",
 				    r->volume_id, r->staging_path,
-				    r->read_only ? "read-write" : "read-only");
+				    r->access.read_only ? "read-write" : "read-only");
 		if (u->rec.staging.path)
 			return 0; /* staged there already */
 		/* Staged before use records existed: record it now (made elsewhere). */
-		use_set_staging(u, r->node_id, &(PoolTarget){.path = (char *)r->staging_path},
-				false, r->fstype);
+		use_set_staging(u, node_id, &(PoolTarget){.path = (char *)r->staging_path}, false,
+				r->access.fstype);
 		return use_save(p, r->volume_id, u, ret_error);
 	}
 	if ((e = stage_check_elsewhere(r, u, &dev, ret_error)) < 0) {
@@ -592,7 +596,7 @@ static int stage_fs(Pool *p, const PoolStage *r, Use *u, const PinnedPath *pin, 
 	}
 	/* Recorded before anything is done: a crash leaves a record of a step not taken, never
 	 * a step without its record. */
-	use_set_staging(u, r->node_id, &t, false, r->fstype);
+	use_set_staging(u, node_id, &t, false, r->access.fstype);
 	if ((e = use_save(p, r->volume_id, u, ret_error)) < 0)
 		return stage_undo(p, r, u, &dev, pin, &t, e);
 	device_done(&dev);
@@ -603,14 +607,14 @@ static int stage_fs(Pool *p, const PoolStage *r, Use *u, const PinnedPath *pin, 
 	return 0;
 }
 
-int pool_node_stage(Pool *p, const PoolStage *r, char **ret_error)
+int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r, char **ret_error)
 {
 	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
 	_cleanup_(use_end) Use u = USE_NULL;
 	int e;
 
-	if (!r->block) {
-		if ((e = check_mount_flags(r->fstype, r->mount_flags, r->n_mount_flags,
+	if (!r->access.block) {
+		if ((e = check_mount_flags(r->access.fstype, r->mount_flags, r->n_mount_flags,
 					   ret_error)) < 0)
 			return e;
 		if ((e = pin_path("staging_target_path", r->staging_path, -EINVAL, &pin,
@@ -619,7 +623,8 @@ int pool_node_stage(Pool *p, const PoolStage *r, char **ret_error)
 	}
 	if ((e = use_begin(p, r->volume_id, &u, ret_error)) < 0)
 		return e;
-	return r->block ? stage_block(p, r, &u, ret_error) : stage_fs(p, r, &u, &pin, ret_error);
+	return r->access.block ? stage_block(p, node_id, r, &u, ret_error)
+			       : stage_fs(p, node_id, r, &u, &pin, ret_error);
 }
 
 /* ---- NodeUnstageVolume ---- */
@@ -696,14 +701,14 @@ int pool_node_unstage(Pool *p, const char *id, const char *staging_path, char **
 /* ---- NodePublishVolume ---- */
 
 /* What gets bound onto the target: the staging mount's root, or the device node. */
-static int publish_source(const PoolPublish *r, const Use *u, const Device *dev, int *ret_fd,
+static int publish_source(const BackendPublish *r, const Use *u, const Device *dev, int *ret_fd,
 			  char **ret_error)
 {
 	MountInfo mi = {};
 	PathObject o;
 	int e;
 
-	if (r->block) {
+	if (r->access.block) {
 		if (mount_find_by_devno(dev->rdev, &mi) == 0) {
 			e = fail(ret_error, -ENOTEMPTY,
 				 "volume %s is staged as a filesystem (mounted at '%s'): its raw "
@@ -746,9 +751,9 @@ static int publish_source(const PoolPublish *r, const Use *u, const Device *dev,
 	return 0;
 }
 
-static int publish_check_flags(const PoolPublish *r, const Use *u, char **ret_error)
+static int publish_check_flags(const BackendPublish *r, const Use *u, char **ret_error)
 {
-	if (r->block || r->n_mount_flags == 0)
+	if (r->access.block || r->n_mount_flags == 0)
 		return 0;
 	/* Per-mount flags apply to the bind; the filesystem's own options belong to the stage
 	 * (the kubelet passes the same list to both) and must at least be the filesystem's. */
@@ -758,12 +763,12 @@ static int publish_check_flags(const PoolPublish *r, const Use *u, char **ret_er
 
 /* fsGroup and the like, on the mount the pod will see (through the staging mount when the
  * publish is read-only). */
-static int publish_prepare(const PoolPublish *r, const PinnedPath *pin, int source_fd,
+static int publish_prepare(const BackendPublish *r, const PinnedPath *pin, int source_fd,
 			   const Device *dev, char **ret_error)
 {
 	PathObject o;
 
-	if (!r->prepare || r->block)
+	if (!r->prepare || r->access.block)
 		return 0;
 	_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
 	if (fd < 0 || pinned_path_stat(pin, &o) < 0 || !is_volume_fs(&o, dev))
@@ -772,7 +777,7 @@ static int publish_prepare(const PoolPublish *r, const PinnedPath *pin, int sour
 	return r->prepare(r->read_only ? source_fd : fd, r->read_only, r->userdata, ret_error);
 }
 
-static int publish_existing(Pool *p, const PoolPublish *r, Use *u, const PinnedPath *pin,
+static int publish_existing(Pool *p, const BackendPublish *r, Use *u, const PinnedPath *pin,
 			    int source_fd, const Device *dev, char **ret_error)
 {
 	struct statvfs sv;
@@ -795,7 +800,7 @@ static int publish_existing(Pool *p, const PoolPublish *r, Use *u, const PinnedP
 	return publish_prepare(r, pin, source_fd, dev, ret_error);
 }
 
-static int publish_undo(Pool *p, const PoolPublish *r, Use *u, const PinnedPath *pin,
+static int publish_undo(Pool *p, const BackendPublish *r, Use *u, const PinnedPath *pin,
 			const PoolTarget *t, int e)
 {
 	_cleanup_free_ char *ignored = NULL;
@@ -806,7 +811,7 @@ static int publish_undo(Pool *p, const PoolPublish *r, Use *u, const PinnedPath 
 	return e;
 }
 
-int pool_node_publish(Pool *p, const PoolPublish *r, char **ret_error)
+int pool_node_publish(Pool *p, const char *node_id, const BackendPublish *r, char **ret_error)
 {
 	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
 	_cleanup_(use_end) Use u = USE_NULL;
@@ -826,7 +831,7 @@ int pool_node_publish(Pool *p, const PoolPublish *r, char **ret_error)
 			    r->volume_id);
 	if ((e = publish_source(r, &u, &dev, &source_fd, ret_error)) < 0)
 		return e;
-	e = mountpoint_prepare("target_path", r->target_path, &pin, &dev, r->block,
+	e = mountpoint_prepare("target_path", r->target_path, &pin, &dev, r->access.block,
 			       pool_volume_use_target(&u.rec, r->target_path), r->volume_id, &t,
 			       ret_error);
 	if (e == 1)
@@ -835,7 +840,7 @@ int pool_node_publish(Pool *p, const PoolPublish *r, char **ret_error)
 		return e;
 	pool_volume_use_add_target(&u.rec, &t);
 	if (!u.rec.node)
-		u.rec.node = xstrdup(r->node_id);
+		u.rec.node = xstrdup(node_id);
 	if ((e = use_save(p, r->volume_id, &u, ret_error)) < 0)
 		return publish_undo(p, r, &u, &pin, &t, e);
 	_cleanup_close_ int target_fd = mountpoint_open("target_path", &pin, &t, ret_error);
@@ -980,13 +985,7 @@ static bool use_recorded(Pool *p, const char *id, const char *path)
 	return found;
 }
 
-void pool_node_stats_done(PoolNodeStats *s)
-{
-	free(s->message);
-	*s = (PoolNodeStats){};
-}
-
-int pool_node_stats(Pool *p, const char *id, const char *volume_path, PoolNodeStats *ret,
+int pool_node_stats(Pool *p, const char *id, const char *volume_path, BackendStats *ret,
 		    char **ret_error)
 {
 	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
@@ -997,17 +996,19 @@ int pool_node_stats(Pool *p, const char *id, const char *volume_path, PoolNodeSt
 
 	if ((e = volume_at(p, id, volume_path, &pin, &dev, &o, ret_error)) < 0)
 		return e;
-	*ret = (PoolNodeStats){};
+	*ret = (BackendStats){};
 	if (!dev.path) {
 		ret->abnormal = true;
-		ret->message = xasprintf("the loop device of volume %s is gone", id);
+		ret->condition = xasprintf("the loop device of volume %s is gone", id);
 		return 0;
 	}
 	if (is_volume_dev(&o, &dev)) {
 		ret->block = true;
 		e = loop_get_size(dev.path, &ret->fs.bytes_total);
+		ret->has_usage = e >= 0;
 		ret->abnormal = e < 0;
-		ret->message = xstrdup(e < 0 ? "the device cannot be read" : "device is attached");
+		ret->condition =
+			xstrdup(e < 0 ? "the device cannot be read" : "device is attached");
 		return 0;
 	}
 	if (!is_volume_fs(&o, &dev)) {
@@ -1017,18 +1018,19 @@ int pool_node_stats(Pool *p, const char *id, const char *volume_path, PoolNodeSt
 			return not_here(id, volume_path, &o, ret_error);
 		_cleanup_free_ char *what = describe(&o);
 		ret->abnormal = true;
-		ret->message = xasprintf("volume %s is not mounted at %s (it holds %s)", id,
-					 volume_path, what);
+		ret->condition = xasprintf("volume %s is not mounted at %s (it holds %s)", id,
+					   volume_path, what);
 		return 0;
 	}
 	_cleanup_close_ int fd = pinned_path_open_object(&pin, O_PATH);
 	if (fd < 0 || (e = blockfs_stats_fd(fd, &ret->fs)) < 0)
 		return fail(ret_error, fd < 0 ? fd : e, "volume_path: statvfs of '%s' failed",
 			    volume_path);
+	ret->has_usage = true;
 	bool fs_ro = mount_find_by_id(o.mnt_id, &mi) == 0 && mi.fs_read_only;
 	mount_info_done(&mi);
 	ret->abnormal = fs_ro;
-	ret->message = xstrdup(fs_ro ? "the filesystem turned read-only (errors?)"
-				     : "volume is mounted and writable");
+	ret->condition = xstrdup(fs_ro ? "the filesystem turned read-only (errors?)"
+				       : "volume is mounted and writable");
 	return 0;
 }

@@ -20,48 +20,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "blockfs.h"
+#include "backend.h"
 #include "pool.h"
 
-typedef struct PoolStage {
-	const char *volume_id;
-	const char *node_id;
-	const char *staging_path;
-	bool block;	/* raw block: attach only, nothing is mounted */
-	bool read_only; /* mount read-only */
-	const char *fstype;
-	char *const *mount_flags; /* one option each */
-	size_t n_mount_flags;
-	const BlockfsMkfsOptions *mkfs; /* may be NULL */
-} PoolStage;
-
 /* NodeStageVolume: attach, make a filesystem on a blank device (never on one that holds
- * anything), check it, mount it at staging_path. Idempotent. Blocks (mkfs, fsck). */
-int pool_node_stage(Pool *p, const PoolStage *r, char **ret_error);
+ * anything), check it, mount it at staging_path (r->access.fstype: resolved, not empty).
+ * Idempotent. Blocks (mkfs, fsck). */
+int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r, char **ret_error);
 
 /* NodeUnstageVolume: unmount the volume's staging mount, remove the directory if made here,
  * detach. Idempotent. */
 int pool_node_unstage(Pool *p, const char *volume_id, const char *staging_path, char **ret_error);
 
-/* Called on the root of a new (or republished) mount before the caller returns: fsGroup. */
-typedef int (*PoolPrepareFunc)(int root_fd, bool read_only, void *userdata, char **ret_error);
-
-typedef struct PoolPublish {
-	const char *volume_id;
-	const char *node_id;
-	const char *staging_path;
-	const char *target_path;
-	bool block;
-	bool read_only;
-	char *const *mount_flags;
-	size_t n_mount_flags;
-	PoolPrepareFunc prepare; /* may be NULL */
-	void *userdata;
-} PoolPublish;
-
 /* NodePublishVolume: bind the staging mount (or the raw device) onto target_path, made here
- * when missing. Idempotent; prepare runs every time. */
-int pool_node_publish(Pool *p, const PoolPublish *r, char **ret_error);
+ * when missing. Idempotent; r->prepare runs every time. */
+int pool_node_publish(Pool *p, const char *node_id, const BackendPublish *r, char **ret_error);
 
 /* NodeUnpublishVolume: unmount the volume at target_path, remove what was made there. */
 int pool_node_unpublish(Pool *p, const char *volume_id, const char *target_path, char **ret_error);
@@ -71,14 +44,6 @@ int pool_node_unpublish(Pool *p, const char *volume_id, const char *target_path,
 int pool_node_expand(Pool *p, const char *volume_id, const char *volume_path, uint64_t required,
 		     uint64_t limit, uint64_t *ret_size, char **ret_error);
 
-typedef struct PoolNodeStats {
-	bool block;	 /* a raw device: only bytes_total is set */
-	BlockfsStats fs; /* usage of the filesystem */
-	bool abnormal;	 /* the volume is not healthy here */
-	char *message;	 /* what its condition is */
-} PoolNodeStats;
-
 /* NodeGetVolumeStats of the volume at volume_path (this volume's, else -ENOENT). */
-int pool_node_stats(Pool *p, const char *volume_id, const char *volume_path, PoolNodeStats *ret,
+int pool_node_stats(Pool *p, const char *volume_id, const char *volume_path, BackendStats *ret,
 		    char **ret_error);
-void pool_node_stats_done(PoolNodeStats *s);

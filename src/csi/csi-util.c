@@ -258,3 +258,19 @@ int volume_not_found(RpcCall *call, const char *id)
 	_cleanup_free_ char *msg = pool_volume_not_found("volume_id", id);
 	return rpc_fail(call, -ENOENT, "%s", msg);
 }
+
+void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *ret)
+{
+	Csi__V1__VolumeCapability__AccessMode__Mode m = cap->access_mode->mode;
+	bool block = cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
+
+	*ret = (BackendAccess){
+		.block = block,
+		.fstype = !block && cap->mount->fs_type ? cap->mount->fs_type : "",
+		.mode = access_mode_name(m),
+		.multi_node = access_mode_multi_node(m),
+		.read_only =
+			m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY ||
+			m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY,
+	};
+}

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "csi.pb-c.h"
+#include "backend.h"
 #include "params.h"
 #include "rpc-call.h"
 #include "strmap.h"
@@ -31,6 +32,9 @@ void *pbmap_from_strmap(const ProtobufCMessageDescriptor *entry_type, const Strm
 /* Checks one volume capability: an access type (mount or block), a supported access mode
  * and, for mount, a supported fs_type. -EINVAL with *ret_error naming what is wrong. */
 int capability_check(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error);
+
+/* A checked capability as the backends take it (fstype: the capability's own, "" if none). */
+void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *ret);
 
 /* Whether an access mode lets the volume be attached to more than one node at once. */
 bool access_mode_multi_node(Csi__V1__VolumeCapability__AccessMode__Mode m);

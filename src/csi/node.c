@@ -50,13 +50,6 @@ static bool capability_block(const Csi__V1__VolumeCapability *cap)
 	return cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
 }
 
-static bool capability_readonly(const Csi__V1__VolumeCapability *cap)
-{
-	Csi__V1__VolumeCapability__AccessMode__Mode m = cap->access_mode->mode;
-	return m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY ||
-	       m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
-}
-
 /* The filesystem options carried in the volume context, for mkfs. */
 static int mkfs_options(RpcCall *call, Csi__V1__NodeStageVolumeRequest__VolumeContextEntry **ctx,
 			size_t n, BlockfsMkfsOptions *o)
@@ -121,18 +114,17 @@ int node_stage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 		return e;
 	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
 		return e;
-	PoolStage s = {
+	BackendStage s = {
 		.volume_id = r->volume_id,
-		.node_id = d->node_id,
 		.staging_path = r->staging_target_path,
-		.block = block,
-		.read_only = capability_readonly(r->volume_capability),
-		.fstype = block ? NULL : stage_fstype(r),
 		.mount_flags = block ? NULL : r->volume_capability->mount->mount_flags,
 		.n_mount_flags = block ? 0 : r->volume_capability->mount->n_mount_flags,
 		.mkfs = block ? NULL : &mkfs,
 	};
-	if ((e = pool_node_stage(d->pool, &s, &err)) < 0)
+	backend_access_from(r->volume_capability, &s.access);
+	if (!block)
+		s.access.fstype = stage_fstype(r);
+	if ((e = pool_node_stage(d->pool, d->node_id, &s, &err)) < 0)
 		return rpc_fail(call, e, "%s", err ?: strerror(-e));
 	log_info("volume %s staged at %s%s", r->volume_id, r->staging_target_path,
 		 block ? " (raw block)" : "");
@@ -237,19 +229,19 @@ int node_publish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 		return e;
 	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
 		return e;
-	PoolPublish pub = {
+	BackendPublish pub = {
 		.volume_id = r->volume_id,
-		.node_id = d->node_id,
 		.staging_path = r->staging_target_path,
 		.target_path = r->target_path,
-		.block = block,
 		.read_only = r->readonly,
 		.mount_flags = block ? NULL : r->volume_capability->mount->mount_flags,
 		.n_mount_flags = block ? 0 : r->volume_capability->mount->n_mount_flags,
+		.group = own.gid,
 		.prepare = !block && own.gid != OWNERSHIP_GID_NONE ? publish_ownership : NULL,
 		.userdata = &own,
 	};
-	if ((e = pool_node_publish(d->pool, &pub, &err)) < 0)
+	backend_access_from(r->volume_capability, &pub.access);
+	if ((e = pool_node_publish(d->pool, d->node_id, &pub, &err)) < 0)
 		return rpc_fail(call, e, "%s", err ?: strerror(-e));
 	log_info("volume %s published at %s%s", r->volume_id, r->target_path,
 		 r->readonly ? " (read-only)" : "");
@@ -345,7 +337,7 @@ static Csi__V1__VolumeCondition *condition_new(bool abnormal, char *message)
 	return c;
 }
 
-static void stats_usage(Csi__V1__NodeGetVolumeStatsResponse *resp, const PoolNodeStats *s)
+static void stats_usage(Csi__V1__NodeGetVolumeStatsResponse *resp, const BackendStats *s)
 {
 	const BlockfsStats *f = &s->fs;
 
@@ -356,7 +348,7 @@ static void stats_usage(Csi__V1__NodeGetVolumeStatsResponse *resp, const PoolNod
 		resp->n_usage = 1;
 		return;
 	}
-	if (f->bytes_total == 0)
+	if (!s->has_usage)
 		return; /* not mounted here: the condition says so */
 	resp->usage = xnew0(Csi__V1__VolumeUsage *, 2);
 	resp->usage[0] = usage_new(CSI__V1__VOLUME_USAGE__UNIT__BYTES, f->bytes_total,
@@ -371,7 +363,7 @@ int node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 	const Csi__V1__NodeGetVolumeStatsRequest *r = (const void *)req;
 	Driver *d = rpc_call_userdata(call);
 	_cleanup_free_ char *err = NULL;
-	PoolNodeStats s = {};
+	BackendStats s = {};
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
@@ -386,8 +378,8 @@ int node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 	Csi__V1__NodeGetVolumeStatsResponse *resp = xnew0(Csi__V1__NodeGetVolumeStatsResponse, 1);
 	csi__v1__node_get_volume_stats_response__init(resp);
 	stats_usage(resp, &s);
-	resp->volume_condition = condition_new(s.abnormal, TAKE_PTR(s.message));
-	pool_node_stats_done(&s);
+	resp->volume_condition = condition_new(s.abnormal, TAKE_PTR(s.condition));
+	backend_stats_done(&s);
 	*ret = &resp->base;
 	return 0;
 }

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pool as a backend: the table of operations over pool.c (objects on disk) and
+ * pool-node.c (the node service). */
+#include <string.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "log.h"
+#include "pool-backend.h"
+#include "pool-node.h"
+
+typedef struct PoolBackend {
+	Backend base;
+	Pool *pool;
+	char *node_id;
+	uint32_t max_volumes;
+	char *zone;
+} PoolBackend;
+
+static PoolBackend *pool_of(Backend *b)
+{
+	return (PoolBackend *)b;
+}
+
+Pool *pool_backend_pool(Backend *b)
+{
+	return pool_of(b)->pool;
+}
+
+static int fail(char **ret_error, int err, char *message)
+{
+	*ret_error = message;
+	return err;
+}
+
+static int pool_probe_op(Backend *b, char **ret_error)
+{
+	int r = pool_probe(pool_of(b)->pool);
+	if (r < 0)
+		return fail(ret_error, r,
+			    xasprintf("pool %s is not usable: %s", pool_path(pool_of(b)->pool),
+				      strerror(-r)));
+	return 0;
+}
+
+static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_error)
+{
+	(void)ret;
+	return pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, r, ret_error);
+}
+
+static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret_error)
+{
+	(void)ret;
+	return pool_node_unstage(pool_of(b)->pool, r->volume_id, r->staging_path, ret_error);
+}
+
+static int publish_op(Backend *b, const BackendPublish *r, void *ret, char **ret_error)
+{
+	(void)ret;
+	return pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, r, ret_error);
+}
+
+static int unpublish_op(Backend *b, const BackendUnpublish *r, void *ret, char **ret_error)
+{
+	(void)ret;
+	return pool_node_unpublish(pool_of(b)->pool, r->volume_id, r->target_path, ret_error);
+}
+
+static int node_expand_op(Backend *b, const BackendNodeExpand *r, BackendNodeExpanded *ret,
+			  char **ret_error)
+{
+	return pool_node_expand(pool_of(b)->pool, r->volume_id, r->volume_path, r->required,
+				r->limit, &ret->size, ret_error);
+}
+
+static int node_stats_op(Backend *b, const BackendStatsRequest *r, BackendStats *ret,
+			 char **ret_error)
+{
+	return pool_node_stats(pool_of(b)->pool, r->volume_id, r->volume_path, ret, ret_error);
+}
+
+static int node_info_op(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error)
+{
+	(void)r;
+	(void)ret_error;
+	*ret = (BackendNodeInfo){.max_volumes = pool_of(b)->max_volumes};
+	strmap_set(&ret->topology, BACKEND_TOPOLOGY_ZONE, pool_of(b)->zone);
+	return 0;
+}
+
+static void pool_backend_free(Backend *b)
+{
+	PoolBackend *pb = pool_of(b);
+
+	pool_close(pb->pool);
+	free(pb->node_id);
+	free(pb->zone);
+	free(pb);
+}
+
+static const BackendOps pool_ops = {
+	.name = "pool",
+	.probe = pool_probe_op,
+	.stage = stage_op,
+	.unstage = unstage_op,
+	.publish = publish_op,
+	.unpublish = unpublish_op,
+	.node_expand = node_expand_op,
+	.node_stats = node_stats_op,
+	.node_info = node_info_op,
+	.free = pool_backend_free,
+};
+
+/* The node registers itself in the pool, so the controller knows its id and attach limit. */
+static int register_node(PoolBackend *pb, char **ret_error)
+{
+	PoolNode node = {
+		.id = pb->node_id,
+		.max_volumes = pb->max_volumes,
+		.zone = pb->zone,
+	};
+	int r = pool_node_register(pb->pool, &node);
+	if (r < 0)
+		return fail(ret_error, r,
+			    xasprintf("registering node %s in pool %s failed: %s", pb->node_id,
+				      pool_path(pb->pool), strerror(-r)));
+	return 0;
+}
+
+BACKEND_NEW(pool);
+BACKEND_NEW(pool)
+{
+	PoolConfig pc = {
+		.path = config->pool_path,
+		.capacity = config->pool_capacity,
+		.zone = config->zone,
+	};
+	PoolBackend *pb = xnew0(PoolBackend, 1);
+	int r;
+
+	pb->base.ops = &pool_ops;
+	pb->node_id = xstrdup(config->node_id ?: "");
+	pb->max_volumes = config->max_volumes_per_node;
+	pb->zone = xstrdup(config->zone ?: "local");
+	if ((r = pool_open(&pc, &pb->pool)) < 0) {
+		*ret_error = xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
+				       strerror(-r));
+		free(pb->node_id);
+		free(pb->zone);
+		free(pb);
+		return r;
+	}
+	if ((config->roles & BACKEND_ROLE_NODE) && (r = register_node(pb, ret_error)) < 0) {
+		pool_backend_free(&pb->base);
+		return r;
+	}
+	*ret = &pb->base;
+	return 0;
+}
