@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "failpoint.h"
 #include "log.h"
 #include "loopdev.h"
@@ -17,18 +17,6 @@
 
 #define MAX_STACKED 64
 #define XFS "xfs"
-
-static int fail(char **ret_error, int err, const char *fmt, ...) _printf_(3, 4);
-static int fail(char **ret_error, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (vasprintf(ret_error, fmt, ap) < 0)
-		*ret_error = NULL;
-	va_end(ap);
-	return err;
-}
 
 /* ---- the volume's loop device ---- */
 
@@ -66,17 +54,17 @@ static int device_get(Pool *p, const char *id, Device *ret, char **ret_error)
 {
 	int r = device_find(p, id, ret);
 	if (r != -ENODEV)
-		return r < 0 ? fail(ret_error, r, "volume %s: looking for its loop device: %s", id,
-				    strerror(-r))
+		return r < 0 ? errorf(ret_error, r, "volume %s: looking for its loop device: %s",
+				      id, strerror(-r))
 			     : 0;
 	_cleanup_free_ char *data = pool_volume_data_path(p, id);
 	_cleanup_free_ char *dev = NULL;
 	if ((r = loop_attach(data, false, &dev)) < 0)
-		return fail(ret_error, r, "volume %s: attaching a loop device failed: %s", id,
-			    strerror(-r));
+		return errorf(ret_error, r, "volume %s: attaching a loop device failed: %s", id,
+			      strerror(-r));
 	failpoint("node-stage-after-attach");
 	if ((r = device_find(p, id, ret)) < 0)
-		return fail(ret_error, r, "volume %s: its new loop device %s is gone", id, dev);
+		return errorf(ret_error, r, "volume %s: its new loop device %s is gone", id, dev);
 	ret->attached_now = true;
 	return 0;
 }
@@ -88,16 +76,16 @@ static int pin_path(const char *field, const char *path, int bad, PinnedPath *re
 	const char *why;
 
 	if (request_path_check(path, &why) < 0)
-		return fail(ret_error, bad, "%s: '%s' is %s", field, path ?: "", why);
+		return errorf(ret_error, bad, "%s: '%s' is %s", field, path ?: "", why);
 	int r = pinned_path_open(path, ret);
 	if (r == -ELOOP)
-		return fail(ret_error, bad, "%s: '%s' goes through a symlink", field, path);
+		return errorf(ret_error, bad, "%s: '%s' goes through a symlink", field, path);
 	if (r == -ENOENT || r == -ENOTDIR)
-		return fail(ret_error, bad, "%s: the parent directory of '%s' does not exist",
-			    field, path);
+		return errorf(ret_error, bad, "%s: the parent directory of '%s' does not exist",
+			      field, path);
 	if (r < 0)
-		return fail(ret_error, r, "%s: cannot open the directory of '%s': %s", field, path,
-			    strerror(-r));
+		return errorf(ret_error, r, "%s: cannot open the directory of '%s': %s", field,
+			      path, strerror(-r));
 	return 0;
 }
 
@@ -148,10 +136,10 @@ static int stat_or_fail(const char *field, const char *path, const PinnedPath *p
 	int r = pinned_path_stat(pin, ret);
 	if (r < 0)
 		return r == -ENOENT ? r
-				    : fail(ret_error, r, "%s: cannot look at '%s': %s", field, path,
-					   strerror(-r));
+				    : errorf(ret_error, r, "%s: cannot look at '%s': %s", field,
+					     path, strerror(-r));
 	if (S_ISLNK(ret->mode))
-		return fail(ret_error, -EINVAL, "%s: '%s' is a symlink", field, path);
+		return errorf(ret_error, -EINVAL, "%s: '%s' is a symlink", field, path);
 	return 0;
 }
 
@@ -159,8 +147,8 @@ static int in_the_way(const char *field, const char *path, const PathObject *o, 
 		      char **ret_error)
 {
 	_cleanup_free_ char *what = describe(o);
-	return fail(ret_error, -ENOTEMPTY, "%s: '%s' holds %s, not volume %s: left as it is", field,
-		    path, what, id);
+	return errorf(ret_error, -ENOTEMPTY, "%s: '%s' holds %s, not volume %s: left as it is",
+		      field, path, what, id);
 }
 
 /* Gets a mount point ready at the pinned path: 1 when the volume is mounted there already,
@@ -183,11 +171,11 @@ static int mountpoint_prepare(const char *field, const char *path, const PinnedP
 		} else
 			r = mkdirat(pin->parent_fd, pin->base, 0750) < 0 ? negative_errno() : 0;
 		if (r < 0)
-			return fail(ret_error, r, "%s: cannot create '%s': %s", field, path,
-				    strerror(-r));
+			return errorf(ret_error, r, "%s: cannot create '%s': %s", field, path,
+				      strerror(-r));
 		if ((r = stat_or_fail(field, path, pin, &o, ret_error)) < 0)
 			return r == -ENOENT
-				       ? fail(ret_error, -EBUSY, "%s: '%s' vanished", field, path)
+				       ? errorf(ret_error, -EBUSY, "%s: '%s' vanished", field, path)
 				       : r;
 		created = true;
 	} else if (r < 0)
@@ -198,27 +186,28 @@ static int mountpoint_prepare(const char *field, const char *path, const PinnedP
 		/* Only a file made here for this volume (an earlier try that stopped half-way). */
 		if (!S_ISREG(o.mode) || !earlier || !earlier->created || earlier->ino != o.ino ||
 		    earlier->dev != o.dev)
-			return fail(ret_error, -ENOTEMPTY,
-				    "%s: '%s' exists (%s) and was not made by volplug: refusing to "
-				    "bind a device over it",
-				    field, path, kind_name(o.mode));
+			return errorf(
+				ret_error, -ENOTEMPTY,
+				"%s: '%s' exists (%s) and was not made by volplug: refusing to "
+				"bind a device over it",
+				field, path, kind_name(o.mode));
 		created = true;
 	} else if (!S_ISDIR(o.mode))
-		return fail(ret_error, -ENOTEMPTY, "%s: '%s' is %s, not a directory", field, path,
-			    kind_name(o.mode));
+		return errorf(ret_error, -ENOTEMPTY, "%s: '%s' is %s, not a directory", field, path,
+			      kind_name(o.mode));
 	else {
 		_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
 		if (fd < 0 && (fd == -ENOTDIR || fd == -ELOOP || fd == -ENOENT))
-			return fail(ret_error, -EBUSY, "%s: '%s' changed during the call", field,
-				    path);
+			return errorf(ret_error, -EBUSY, "%s: '%s' changed during the call", field,
+				      path);
 		r = fd < 0 ? fd : dir_is_empty(fd);
 		if (r < 0)
-			return fail(ret_error, r, "%s: cannot read '%s': %s", field, path,
-				    strerror(-r));
+			return errorf(ret_error, r, "%s: cannot read '%s': %s", field, path,
+				      strerror(-r));
 		if (r == 0)
-			return fail(ret_error, -ENOTEMPTY,
-				    "%s: '%s' is not empty: refusing to mount over it", field,
-				    path);
+			return errorf(ret_error, -ENOTEMPTY,
+				      "%s: '%s' is not empty: refusing to mount over it", field,
+				      path);
 		created = earlier && earlier->created && earlier->ino == o.ino;
 	}
 	*ret_target = (PoolTarget){
@@ -238,11 +227,12 @@ static int mountpoint_open(const char *field, const PinnedPath *pin, const PoolT
 
 	int fd = pinned_path_open_object(pin, O_PATH);
 	if (fd < 0)
-		return fail(ret_error, fd == -ENOENT ? -EBUSY : fd,
-			    "%s: '%s' changed during the call", field, t->path);
+		return errorf(ret_error, fd == -ENOENT ? -EBUSY : fd,
+			      "%s: '%s' changed during the call", field, t->path);
 	if (fstat(fd, &st) < 0 || st.st_ino != t->ino || st.st_dev != t->dev) {
 		close(fd);
-		return fail(ret_error, -EBUSY, "%s: '%s' changed during the call", field, t->path);
+		return errorf(ret_error, -EBUSY, "%s: '%s' changed during the call", field,
+			      t->path);
 	}
 	return fd;
 }
@@ -265,16 +255,17 @@ static int unmount_volume(const char *field, const char *path, const PinnedPath 
 			return in_the_way(field, path, &o, id, ret_error);
 		r = umount_at(pin);
 		if (r == -EBUSY)
-			return fail(ret_error, -EBUSY, "%s: '%s' is busy: a process still uses it",
-				    field, path);
+			return errorf(ret_error, -EBUSY,
+				      "%s: '%s' is busy: a process still uses it", field, path);
 		if (r < 0)
-			return fail(ret_error, r, "%s: unmounting '%s' failed: %s", field, path,
-				    strerror(-r));
+			return errorf(ret_error, r, "%s: unmounting '%s' failed: %s", field, path,
+				      strerror(-r));
 		if (r == 0)
-			return fail(ret_error, -EBUSY, "%s: '%s' changed during the call", field,
-				    path);
+			return errorf(ret_error, -EBUSY, "%s: '%s' changed during the call", field,
+				      path);
 	}
-	return fail(ret_error, -ELOOP, "%s: more than %d mounts at '%s'", field, MAX_STACKED, path);
+	return errorf(ret_error, -ELOOP, "%s: more than %d mounts at '%s'", field, MAX_STACKED,
+		      path);
 }
 
 /* Removes what was made at the pinned path (t), once nothing is mounted there; anything else
@@ -292,8 +283,8 @@ static int remove_made(const char *field, const PinnedPath *pin, const PoolTarge
 	}
 	if (unlinkat(pin->parent_fd, pin->base, S_ISDIR(o.mode) ? AT_REMOVEDIR : 0) < 0 &&
 	    errno != ENOENT)
-		return fail(ret_error, errno == ENOTEMPTY ? -ENOTEMPTY : negative_errno(),
-			    "%s: removing '%s' failed: %m", field, t->path);
+		return errorf(ret_error, errno == ENOTEMPTY ? -ENOTEMPTY : negative_errno(),
+			      "%s: removing '%s' failed: %m", field, t->path);
 	return 0;
 }
 
@@ -316,9 +307,9 @@ static int undo_place(const char *field, const char *path, const PinnedPath *pin
 		_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
 		if (fd >= 0 && dir_is_empty(fd) == 1)
 			return 0;
-		return fail(ret_error, -ENOTEMPTY,
-			    "%s: '%s' is a directory with files, not volume %s's: left as it is",
-			    field, path, id);
+		return errorf(ret_error, -ENOTEMPTY,
+			      "%s: '%s' is a directory with files, not volume %s's: left as it is",
+			      field, path, id);
 	}
 	return in_the_way(field, path, &o, id, ret_error);
 }
@@ -347,10 +338,10 @@ static int use_begin(Pool *p, const char *id, Use *ret, char **ret_error)
 		return r;
 	}
 	if (r < 0)
-		return fail(ret_error, r, "volume %s: cannot lock it: %s", id, strerror(-r));
+		return errorf(ret_error, r, "volume %s: cannot lock it: %s", id, strerror(-r));
 	if ((r = pool_volume_use_load(p, id, &ret->rec)) < 0)
-		return fail(ret_error, r, "volume %s: its node record is unreadable: %s", id,
-			    strerror(-r));
+		return errorf(ret_error, r, "volume %s: its node record is unreadable: %s", id,
+			      strerror(-r));
 	return 0;
 }
 
@@ -358,8 +349,8 @@ static int use_save(Pool *p, const char *id, Use *u, char **ret_error)
 {
 	int r = pool_volume_use_save(p, id, &u->rec);
 	if (r < 0)
-		return fail(ret_error, r, "volume %s: writing its node record failed: %s", id,
-			    strerror(-r));
+		return errorf(ret_error, r, "volume %s: writing its node record failed: %s", id,
+			      strerror(-r));
 	return 0;
 }
 
@@ -394,12 +385,12 @@ static int check_mount_flags(const char *fstype, char *const *flags, size_t n, c
 	for (size_t i = 0; i < n; i++) {
 		_cleanup_free_ char *why = NULL;
 		if (!*flags[i] || strpbrk(flags[i], ", \t\n"))
-			return fail(ret_error, -EINVAL,
-				    "volume_capability.mount.mount_flags[%zu]: '%s' is not one "
-				    "mount option",
-				    i, flags[i]);
+			return errorf(ret_error, -EINVAL,
+				      "volume_capability.mount.mount_flags[%zu]: '%s' is not one "
+				      "mount option",
+				      i, flags[i]);
 		if (mount_options_check(fstype, flags[i], &why) < 0)
-			return fail(
+			return errorf(
 				ret_error, -EINVAL,
 				"volume_capability.mount.mount_flags[%zu]: '%s' is not an option "
 				"of %s: %s",
@@ -428,27 +419,27 @@ static int stage_prepare_fs(const BackendStage *r, const Device *dev, char **ret
 
 	int e = blockfs_probe(dev->path, &found);
 	if (e < 0)
-		return fail(ret_error, e, "volume %s: probing %s failed: %s", r->volume_id,
-			    dev->path, strerror(-e));
+		return errorf(ret_error, e, "volume %s: probing %s failed: %s", r->volume_id,
+			      dev->path, strerror(-e));
 	if (!*found) {
 		e = blockfs_mkfs(dev->path, r->access.fstype, r->mkfs, &err);
 		if (e < 0)
-			return fail(ret_error, e, "volume %s: %s", r->volume_id,
-				    err ?: strerror(-e));
+			return errorf(ret_error, e, "volume %s: %s", r->volume_id,
+				      err ?: strerror(-e));
 		log_debug("volume %s: made %s on %s", r->volume_id, r->access.fstype, dev->path);
 		failpoint("node-stage-after-mkfs");
 		return 0;
 	}
 	if (strcmp(found, r->access.fstype) != 0)
-		return fail(ret_error, -ENOTEMPTY,
-			    "volume %s holds %s, not the requested %s: it is never reformatted",
-			    r->volume_id, found, r->access.fstype);
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s holds %s, not the requested %s: it is never reformatted",
+			      r->volume_id, found, r->access.fstype);
 	e = blockfs_fsck(dev->path, found, &err);
 	if (e < 0)
-		return fail(ret_error, -ENOTEMPTY,
-			    "volume %s: filesystem check found errors it could not fix, not "
-			    "mounting: %s",
-			    r->volume_id, err ?: strerror(-e));
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s: filesystem check found errors it could not fix, not "
+			      "mounting: %s",
+			      r->volume_id, err ?: strerror(-e));
 	return 0;
 }
 
@@ -484,9 +475,9 @@ static int stage_mount(const BackendStage *r, const Device *dev, const PinnedPat
 		return fd;
 	int e = mount_fs_at(dev->path, fd, r->access.fstype, options, r->access.read_only, &why);
 	if (e < 0)
-		return fail(ret_error, e, "volume %s: mounting %s (%s) on '%s' failed: %s%s%s",
-			    r->volume_id, dev->path, r->access.fstype, r->staging_path,
-			    strerror(-e), why ? ": " : "", why ?: "");
+		return errorf(ret_error, e, "volume %s: mounting %s (%s) on '%s' failed: %s%s%s",
+			      r->volume_id, dev->path, r->access.fstype, r->staging_path,
+			      strerror(-e), why ? ": " : "", why ?: "");
 	if (!r->access.read_only && grow_mounted)
 		stage_grow(r, dev, r->staging_path);
 	return 0;
@@ -503,13 +494,14 @@ static int stage_check_elsewhere(const BackendStage *r, const Use *u, const Devi
 	if (u->rec.staging.path && strcmp(u->rec.staging.path, r->staging_path) != 0 &&
 	    (u->rec.staged_block || mount_find_by_devno(dev->rdev, &mi) == 0)) {
 		mount_info_done(&mi);
-		return fail(ret_error, -ENOTEMPTY, "volume %s is already staged at '%s' on node %s",
-			    r->volume_id, u->rec.staging.path, u->rec.node ?: "?");
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is already staged at '%s' on node %s", r->volume_id,
+			      u->rec.staging.path, u->rec.node ?: "?");
 	}
 	if (!r->access.block && mount_find_by_devno(dev->rdev, &mi) == 0) {
-		int e = fail(ret_error, -ENOTEMPTY,
-			     "volume %s is already mounted at '%s': it is staged elsewhere",
-			     r->volume_id, mi.target);
+		int e = errorf(ret_error, -ENOTEMPTY,
+			       "volume %s is already mounted at '%s': it is staged elsewhere",
+			       r->volume_id, mi.target);
 		mount_info_done(&mi);
 		return e;
 	}
@@ -539,14 +531,14 @@ static int stage_block(Pool *p, const char *node_id, const BackendStage *r, Use 
 
 	/* Nothing is made or mounted at the staging path of a block volume: it is only named. */
 	if (request_path_check(r->staging_path, &why) < 0)
-		return fail(ret_error, -EINVAL, "staging_target_path: '%s' is %s",
-			    r->staging_path ?: "", why);
+		return errorf(ret_error, -EINVAL, "staging_target_path: '%s' is %s",
+			      r->staging_path ?: "", why);
 	int e = device_find(p, r->volume_id, &dev);
 	if (e < 0 && e != -ENODEV)
-		return fail(ret_error, e, "volume %s: %s", r->volume_id, strerror(-e));
+		return errorf(ret_error, e, "volume %s: %s", r->volume_id, strerror(-e));
 	if (u->rec.staging.path && !u->rec.staged_block && dev.path)
-		return fail(ret_error, -EEXIST, "volume %s is staged as a filesystem at '%s'",
-			    r->volume_id, u->rec.staging.path);
+		return errorf(ret_error, -EEXIST, "volume %s is staged as a filesystem at '%s'",
+			      r->volume_id, u->rec.staging.path);
 	if ((e = stage_check_elsewhere(r, u, &dev, ret_error)) < 0)
 		return e;
 	use_set_staging(u, node_id, &t, true, NULL);
@@ -566,10 +558,11 @@ static int stage_fs(Pool *p, const char *node_id, const BackendStage *r, Use *u,
 
 	int e = device_find(p, r->volume_id, &dev);
 	if (e < 0 && e != -ENODEV)
-		return fail(ret_error, e, "volume %s: %s", r->volume_id, strerror(-e));
+		return errorf(ret_error, e, "volume %s: %s", r->volume_id, strerror(-e));
 	if (u->rec.staging.path && u->rec.staged_block && dev.path)
-		return fail(ret_error, -EEXIST, "volume %s is staged for raw block access at '%s'",
-			    r->volume_id, u->rec.staging.path);
+		return errorf(ret_error, -EEXIST,
+			      "volume %s is staged for raw block access at '%s'", r->volume_id,
+			      u->rec.staging.path);
 	e = mountpoint_prepare("staging_target_path", r->staging_path, pin, &dev, false,
 			       &u->rec.staging, r->volume_id, &t, ret_error);
 	if (e < 0)
@@ -579,9 +572,9 @@ static int stage_fs(Pool *p, const char *node_id, const BackendStage *r, Use *u,
 		_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
 		if (fd >= 0 && fstatvfs(fd, &sv) == 0 &&
 		    !!(sv.f_flag & ST_RDONLY) != r->access.read_only)
-			return fail(ret_error, -EEXIST, "volume %s is staged at '%s' %s already",
-				    r->volume_id, r->staging_path,
-				    r->access.read_only ? "read-write" : "read-only");
+			return errorf(ret_error, -EEXIST, "volume %s is staged at '%s' %s already",
+				      r->volume_id, r->staging_path,
+				      r->access.read_only ? "read-write" : "read-only");
 		if (u->rec.staging.path)
 			return 0; /* staged there already */
 		/* Staged before use records existed: record it now (made elsewhere). */
@@ -639,9 +632,9 @@ static int unstage_check_published(const Use *u, const Device *dev, const char *
 		if (pinned_path_open(u->rec.targets[i].path, &pin) < 0 ||
 		    pinned_path_stat(&pin, &o) < 0 || !is_volume(&o, dev))
 			continue;
-		return fail(ret_error, -ENOTEMPTY,
-			    "volume %s is still published at '%s': unpublish it first", id,
-			    u->rec.targets[i].path);
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is still published at '%s': unpublish it first", id,
+			      u->rec.targets[i].path);
 	}
 	return 0;
 }
@@ -663,10 +656,10 @@ int pool_node_unstage(Pool *p, const char *id, const char *staging_path, char **
 			       ?: undo_place("staging_target_path", staging_path, &pin, NULL, id,
 					     ret_error);
 	if (e < 0)
-		return fail(ret_error, e, "%s", ignored);
+		return errorf(ret_error, e, "%s", ignored);
 	e = device_find(p, id, &dev);
 	if (e < 0 && e != -ENODEV)
-		return fail(ret_error, e, "volume %s: %s", id, strerror(-e));
+		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));
 	if ((e = unstage_check_published(&u, &dev, id, ret_error)) < 0)
 		return e;
 	if ((e = unmount_volume("staging_target_path", staging_path, &pin, &dev, id, ret_error)) <
@@ -679,16 +672,16 @@ int pool_node_unstage(Pool *p, const char *id, const char *staging_path, char **
 	if (dev.path && (e = loop_detach(dev.path)) < 0) {
 		MountInfo mi = {};
 		if (e != -EBUSY)
-			return fail(ret_error, e, "volume %s: detaching %s failed: %s", id,
-				    dev.path, strerror(-e));
+			return errorf(ret_error, e, "volume %s: detaching %s failed: %s", id,
+				      dev.path, strerror(-e));
 		if (mount_find_by_devno(dev.rdev, &mi) == 0) {
-			e = fail(ret_error, -ENOTEMPTY,
-				 "staging_target_path: volume %s is staged at '%s', not at '%s'",
-				 id, mi.target, staging_path);
+			e = errorf(ret_error, -ENOTEMPTY,
+				   "staging_target_path: volume %s is staged at '%s', not at '%s'",
+				   id, mi.target, staging_path);
 			mount_info_done(&mi);
 			return e;
 		}
-		return fail(ret_error, -EBUSY, "volume %s: %s is still in use", id, dev.path);
+		return errorf(ret_error, -EBUSY, "volume %s: %s is still in use", id, dev.path);
 	}
 	/* Detached: nothing of the volume can be mounted on this machine any more. */
 	use_clear_staging(&u);
@@ -710,10 +703,10 @@ static int publish_source(const BackendPublish *r, const Use *u, const Device *d
 
 	if (r->access.block) {
 		if (mount_find_by_devno(dev->rdev, &mi) == 0) {
-			e = fail(ret_error, -ENOTEMPTY,
-				 "volume %s is staged as a filesystem (mounted at '%s'): its raw "
-				 "device is not published while it is mounted",
-				 r->volume_id, mi.target);
+			e = errorf(ret_error, -ENOTEMPTY,
+				   "volume %s is staged as a filesystem (mounted at '%s'): its raw "
+				   "device is not published while it is mounted",
+				   r->volume_id, mi.target);
 			mount_info_done(&mi);
 			return e;
 		}
@@ -722,8 +715,8 @@ static int publish_source(const BackendPublish *r, const Use *u, const Device *d
 		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISBLK(st.st_mode) ||
 		    st.st_rdev != dev->rdev) {
 			closep(&fd);
-			return fail(ret_error, -EBUSY, "volume %s: %s changed during the call",
-				    r->volume_id, dev->path);
+			return errorf(ret_error, -EBUSY, "volume %s: %s changed during the call",
+				      r->volume_id, dev->path);
 		}
 		*ret_fd = fd;
 		return 0;
@@ -735,17 +728,17 @@ static int publish_source(const BackendPublish *r, const Use *u, const Device *d
 	if (e < 0 && e != -ENOENT)
 		return e;
 	if (e < 0 || !is_volume_fs(&o, dev))
-		return fail(ret_error, -ENOTEMPTY,
-			    "staging_target_path: volume %s is not staged at '%s': call "
-			    "NodeStageVolume first%s",
-			    r->volume_id, r->staging_path,
-			    u->rec.staged_block ? " (it is staged for raw block access)" : "");
+		return errorf(ret_error, -ENOTEMPTY,
+			      "staging_target_path: volume %s is not staged at '%s': call "
+			      "NodeStageVolume first%s",
+			      r->volume_id, r->staging_path,
+			      u->rec.staged_block ? " (it is staged for raw block access)" : "");
 	int fd = pinned_path_open_object(&pin, O_PATH | O_DIRECTORY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != dev->rdev || st.st_ino != o.ino) {
 		closep(&fd);
-		return fail(ret_error, -EBUSY, "staging_target_path: '%s' changed during the call",
-			    r->staging_path);
+		return errorf(ret_error, -EBUSY,
+			      "staging_target_path: '%s' changed during the call", r->staging_path);
 	}
 	*ret_fd = fd;
 	return 0;
@@ -772,8 +765,8 @@ static int publish_prepare(const BackendPublish *r, const PinnedPath *pin, int s
 		return 0;
 	_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
 	if (fd < 0 || pinned_path_stat(pin, &o) < 0 || !is_volume_fs(&o, dev))
-		return fail(ret_error, -EBUSY, "target_path: '%s' changed during the call",
-			    r->target_path);
+		return errorf(ret_error, -EBUSY, "target_path: '%s' changed during the call",
+			      r->target_path);
 	return r->prepare(r->read_only ? source_fd : fd, r->read_only, r->userdata, ret_error);
 }
 
@@ -784,12 +777,12 @@ static int publish_existing(Pool *p, const BackendPublish *r, Use *u, const Pinn
 
 	_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH);
 	if (fd < 0 || fstatvfs(fd, &sv) < 0)
-		return fail(ret_error, -EBUSY, "target_path: '%s' changed during the call",
-			    r->target_path);
+		return errorf(ret_error, -EBUSY, "target_path: '%s' changed during the call",
+			      r->target_path);
 	if (!!(sv.f_flag & ST_RDONLY) != r->read_only)
-		return fail(ret_error, -EEXIST, "volume %s is published at '%s' %s already",
-			    r->volume_id, r->target_path,
-			    r->read_only ? "read-write" : "read-only");
+		return errorf(ret_error, -EEXIST, "volume %s is published at '%s' %s already",
+			      r->volume_id, r->target_path,
+			      r->read_only ? "read-write" : "read-only");
 	if (!pool_volume_use_target(&u->rec, r->target_path)) {
 		/* Published before use records existed: record it now (made elsewhere). */
 		pool_volume_use_add_target(&u->rec, &(PoolTarget){.path = (char *)r->target_path});
@@ -827,8 +820,8 @@ int pool_node_publish(Pool *p, const char *node_id, const BackendPublish *r, cha
 	if ((e = publish_check_flags(r, &u, ret_error)) < 0)
 		return e;
 	if ((e = device_find(p, r->volume_id, &dev)) < 0)
-		return fail(ret_error, -ENOTEMPTY, "volume %s is not staged on this node",
-			    r->volume_id);
+		return errorf(ret_error, -ENOTEMPTY, "volume %s is not staged on this node",
+			      r->volume_id);
 	if ((e = publish_source(r, &u, &dev, &source_fd, ret_error)) < 0)
 		return e;
 	e = mountpoint_prepare("target_path", r->target_path, &pin, &dev, r->access.block,
@@ -849,8 +842,8 @@ int pool_node_publish(Pool *p, const char *node_id, const BackendPublish *r, cha
 	_cleanup_free_ char *flags = join_flags(r->mount_flags, r->n_mount_flags, NULL);
 	e = mount_bind_at(source_fd, &pin, target_fd, r->read_only, flags);
 	if (e < 0) {
-		fail(ret_error, e, "volume %s: binding it onto '%s' failed: %s", r->volume_id,
-		     r->target_path, strerror(-e));
+		errorf(ret_error, e, "volume %s: binding it onto '%s' failed: %s", r->volume_id,
+		       r->target_path, strerror(-e));
 		return publish_undo(p, r, &u, &pin, &t, e);
 	}
 	failpoint("node-publish-after-mount");
@@ -874,10 +867,10 @@ int pool_node_unpublish(Pool *p, const char *id, const char *target_path, char *
 		return unmount_volume("target_path", target_path, &pin, &dev, id, ret_error)
 			       ?: undo_place("target_path", target_path, &pin, NULL, id, ret_error);
 	if (e < 0)
-		return fail(ret_error, e, "%s", ignored);
+		return errorf(ret_error, e, "%s", ignored);
 	e = device_find(p, id, &dev);
 	if (e < 0 && e != -ENODEV)
-		return fail(ret_error, e, "volume %s: %s", id, strerror(-e));
+		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));
 	if ((e = unmount_volume("target_path", target_path, &pin, &dev, id, ret_error)) < 0)
 		return e;
 	PoolTarget *t = pool_volume_use_target(&u.rec, target_path);
@@ -907,20 +900,20 @@ static int volume_at(Pool *p, const char *id, const char *path, PinnedPath *pin,
 	}
 	e = pinned_path_stat(pin, o);
 	if (e == -ENOENT)
-		return fail(ret_error, -ENOENT, "volume_path: '%s' does not exist", path);
+		return errorf(ret_error, -ENOENT, "volume_path: '%s' does not exist", path);
 	if (e < 0) /* what cannot be looked at cannot hold the volume */
-		return fail(ret_error, -ENOENT, "volume_path: cannot look at '%s': %s", path,
-			    strerror(-e));
+		return errorf(ret_error, -ENOENT, "volume_path: cannot look at '%s': %s", path,
+			      strerror(-e));
 	if ((e = device_find(p, id, dev)) < 0 && e != -ENODEV)
-		return fail(ret_error, e, "volume %s: %s", id, strerror(-e));
+		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));
 	return 0;
 }
 
 static int not_here(const char *id, const char *path, const PathObject *o, char **ret_error)
 {
 	_cleanup_free_ char *what = describe(o);
-	return fail(ret_error, -ENOENT, "volume_path: '%s' holds %s, not volume %s", path, what,
-		    id);
+	return errorf(ret_error, -ENOENT, "volume_path: '%s' holds %s, not volume %s", path, what,
+		      id);
 }
 
 int pool_node_expand(Pool *p, const char *id, const char *volume_path, uint64_t required,
@@ -940,32 +933,32 @@ int pool_node_expand(Pool *p, const char *id, const char *volume_path, uint64_t 
 	if ((e = use_begin(p, id, &u, ret_error)) < 0)
 		return e;
 	if (!dev.path)
-		return fail(ret_error, -ENOENT, "volume %s is not staged on this node", id);
+		return errorf(ret_error, -ENOENT, "volume %s is not staged on this node", id);
 	if (!is_volume(&o, &dev))
 		return not_here(id, volume_path, &o, ret_error);
 	if ((e = loop_refresh_size(dev.path)) < 0 || (e = loop_get_size(dev.path, &size)) < 0)
-		return fail(ret_error, e, "volume %s: refreshing the size of %s failed: %s", id,
-			    dev.path, strerror(-e));
+		return errorf(ret_error, e, "volume %s: refreshing the size of %s failed: %s", id,
+			      dev.path, strerror(-e));
 	if (required && size < required)
-		return fail(ret_error, -ERANGE,
-			    "capacity_range.required_bytes: %llu is more than volume %s holds "
-			    "(%llu bytes): expand it with ControllerExpandVolume first",
-			    (unsigned long long)required, id, (unsigned long long)size);
+		return errorf(ret_error, -ERANGE,
+			      "capacity_range.required_bytes: %llu is more than volume %s holds "
+			      "(%llu bytes): expand it with ControllerExpandVolume first",
+			      (unsigned long long)required, id, (unsigned long long)size);
 	if (limit && size > limit)
-		return fail(ret_error, -ERANGE,
-			    "capacity_range.limit_bytes: volume %s is %llu bytes already, more "
-			    "than %llu",
-			    id, (unsigned long long)size, (unsigned long long)limit);
+		return errorf(ret_error, -ERANGE,
+			      "capacity_range.limit_bytes: volume %s is %llu bytes already, more "
+			      "than %llu",
+			      id, (unsigned long long)size, (unsigned long long)limit);
 	if (is_volume_fs(&o, &dev)) {
 		/* The tools take a path: the mount's own, from the kernel's table by mount ID. */
 		if ((e = mount_find_by_id(o.mnt_id, &mi)) < 0)
-			return fail(ret_error, -EBUSY, "volume_path: '%s' changed during the call",
-				    volume_path);
+			return errorf(ret_error, -EBUSY,
+				      "volume_path: '%s' changed during the call", volume_path);
 		e = blockfs_resize(dev.path, mi.target, mi.fstype, &err);
 		mount_info_done(&mi);
 		if (e < 0)
-			return fail(ret_error, e, "volume %s: growing the filesystem failed: %s",
-				    id, err ?: strerror(-e));
+			return errorf(ret_error, e, "volume %s: growing the filesystem failed: %s",
+				      id, err ?: strerror(-e));
 	}
 	*ret_size = size;
 	return 0;
@@ -1024,8 +1017,8 @@ int pool_node_stats(Pool *p, const char *id, const char *volume_path, BackendSta
 	}
 	_cleanup_close_ int fd = pinned_path_open_object(&pin, O_PATH);
 	if (fd < 0 || (e = blockfs_stats_fd(fd, &ret->fs)) < 0)
-		return fail(ret_error, fd < 0 ? fd : e, "volume_path: statvfs of '%s' failed",
-			    volume_path);
+		return errorf(ret_error, fd < 0 ? fd : e, "volume_path: statvfs of '%s' failed",
+			      volume_path);
 	ret->has_usage = true;
 	bool fs_ro = mount_find_by_id(o.mnt_id, &mi) == 0 && mi.fs_read_only;
 	mount_info_done(&mi);

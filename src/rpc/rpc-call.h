@@ -21,6 +21,7 @@ typedef struct RpcMethod {
 	const char *path; /* "/csi.v1.Identity/Probe" */
 	const ProtobufCMessageDescriptor *request;
 	RpcHandler handler;
+	const void *data; /* for the handler: rpc_call_method_data() */
 } RpcMethod;
 
 /* Records the message the client will see with the status for err. Returns err (negative),
@@ -35,6 +36,9 @@ usec_t rpc_call_deadline(RpcCall *call);
 
 /* The method's short name ("CreateVolume"). */
 const char *rpc_call_method(RpcCall *call);
+
+/* The method's RpcMethod.data (one handler may serve several methods). */
+const void *rpc_call_method_data(RpcCall *call);
 
 /* The pointer given as RpcServerConfig.userdata. */
 void *rpc_call_userdata(RpcCall *call);

@@ -149,6 +149,11 @@ const char *rpc_call_method(RpcCall *call)
 	return call->name;
 }
 
+const void *rpc_call_method_data(RpcCall *call)
+{
+	return call->method ? call->method->data : NULL;
+}
+
 void *rpc_call_userdata(RpcCall *call)
 {
 	return call->server->config.userdata;
