@@ -4,6 +4,7 @@
 
 #include "admin.pb-c.h"
 #include "alloc.h"
+#include "error-util.h"
 #include "flex-volume.h"
 #include "registry.h"
 
@@ -50,16 +51,16 @@ static Volplug__Admin__V1__FlexDriver *driver_to_pb(const FlexDriver *drv)
 	return m;
 }
 
-int admin_list_flex_drivers(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int admin_list_flex_drivers(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			    char **ret_error)
 {
-	Driver *d = rpc_call_userdata(call);
 	FlexDriver **list;
 	size_t n;
 
 	(void)req;
 	if (!d->flex)
-		return rpc_fail(
-			call, -ENOEXEC,
+		return errorf(
+			ret_error, -ENOEXEC,
 			"Flexvolume drivers are off on this daemon (--flexvolume-dir \"\", or "
 			"the plugin dir could not be watched: see its log)");
 	flex_registry_list(d->flex, &list, &n);

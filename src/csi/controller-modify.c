@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "coalescer.h"
 #include "controller.h"
 #include "csi-util.h"
@@ -105,8 +106,8 @@ int controller_coalescer_init(Driver *d)
 	return 0;
 }
 
-static int submit(RpcCall *call, Driver *d, const char *volume_id, uint64_t size, const ParamKV *kv,
-		  size_t n)
+static int submit(char **ret_error, Driver *d, const char *volume_id, uint64_t size,
+		  const ParamKV *kv, size_t n)
 {
 	_cleanup_free_ char *err = NULL;
 	CoalesceRequest req = {
@@ -117,46 +118,46 @@ static int submit(RpcCall *call, Driver *d, const char *volume_id, uint64_t size
 	};
 	int e = coalescer_submit(d->coalescer, &req, &err);
 	if (e < 0)
-		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+		return errorf(ret_error, e, "%s", err ?: strerror(-e));
 	return 0;
 }
 
-int controller_expand_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			     char **ret_error)
 {
 	const Csi__V1__ControllerExpandVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *err = NULL;
 	uint64_t size;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_controller_expand(call, req, ret)) <= 0)
+	if ((e = flex_controller_expand(d, req, ret, ret_error)) <= 0)
 		return e;
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (!r->capacity_range)
-		return rpc_fail(call, -EINVAL, "capacity_range: missing");
+		return errorf(ret_error, -EINVAL, "capacity_range: missing");
 	if (r->volume_capability &&
 	    capability_check(r->volume_capability, "volume_capability", &err) < 0)
-		return rpc_fail(call, -EINVAL, "%s", err);
+		return errorf(ret_error, -EINVAL, "%s", err);
 	if ((e = capacity_range_size(r->capacity_range, 0, &size, &err)) < 0)
-		return rpc_fail(call, e, "%s", err);
+		return errorf(ret_error, e, "%s", err);
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-		return volume_not_found(call, r->volume_id);
+		return volume_not_found(ret_error, r->volume_id);
 	if (!capacity_range_allows(r->capacity_range, v->size) && size <= v->size)
-		return rpc_fail(call, -ERANGE,
-				"capacity_range.limit_bytes: volume %s is %llu bytes already, more "
-				"than %lld (volumes never shrink)",
-				r->volume_id, (unsigned long long)v->size,
-				(long long)r->capacity_range->limit_bytes);
+		return errorf(ret_error, -ERANGE,
+			      "capacity_range.limit_bytes: volume %s is %llu bytes already, more "
+			      "than %lld (volumes never shrink)",
+			      r->volume_id, (unsigned long long)v->size,
+			      (long long)r->capacity_range->limit_bytes);
 	if (size > v->size) {
-		if ((e = submit(call, d, r->volume_id, size, NULL, 0)) < 0)
+		if ((e = submit(ret_error, d, r->volume_id, size, NULL, 0)) < 0)
 			return e;
 		pool_volume_free(TAKE_PTR(v));
 		if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-			return rpc_fail(call, -ENOENT, "volume %s vanished while it grew",
-					r->volume_id);
+			return errorf(ret_error, -ENOENT, "volume %s vanished while it grew",
+				      r->volume_id);
 	}
 	Csi__V1__ControllerExpandVolumeResponse *resp =
 		xnew0(Csi__V1__ControllerExpandVolumeResponse, 1);
@@ -169,25 +170,25 @@ int controller_expand_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 	return 0;
 }
 
-int controller_modify_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_modify_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			     char **ret_error)
 {
 	const Csi__V1__ControllerModifyVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *err = NULL;
 	_cleanup_free_ ParamKV *kv = NULL;
 	int e;
 
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	kv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
 	if (volume_params_check_mutable(kv, r->n_mutable_parameters, &err) < 0)
-		return rpc_fail(call, -EINVAL, "mutable_parameters: %s", err);
+		return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-		return volume_not_found(call, r->volume_id);
+		return volume_not_found(ret_error, r->volume_id);
 	/* Values are checked against the merged change (the size a concurrent expand brings
 	 * included) when it is applied, as EC2 checks the EBS driver's merged modification. */
-	if ((e = submit(call, d, r->volume_id, 0, kv, r->n_mutable_parameters)) < 0)
+	if ((e = submit(ret_error, d, r->volume_id, 0, kv, r->n_mutable_parameters)) < 0)
 		return e;
 
 	Csi__V1__ControllerModifyVolumeResponse *resp =

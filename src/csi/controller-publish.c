@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "controller.h"
 #include "csi-util.h"
 #include "flex-volume.h"
@@ -34,34 +35,34 @@ static ProtobufCMessage *publish_reply(const char *device)
 	return &resp->base;
 }
 
-static int publish_check_request(RpcCall *call, const Csi__V1__ControllerPublishVolumeRequest *r)
+static int publish_check_request(char **ret_error, const Csi__V1__ControllerPublishVolumeRequest *r)
 {
 	_cleanup_free_ char *err = NULL;
 
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (!r->node_id || !*r->node_id)
-		return rpc_fail(call, -EINVAL, "node_id: missing");
+		return errorf(ret_error, -EINVAL, "node_id: missing");
 	if (capability_check(r->volume_capability, "volume_capability", &err) < 0)
-		return rpc_fail(call, -EINVAL, "%s", err);
+		return errorf(ret_error, -EINVAL, "%s", err);
 	return 0;
 }
 
 /* The checks against what the volume already has: same node again, other nodes, limit. */
-static int publish_check_volume(RpcCall *call, const PoolVolume *v,
+static int publish_check_volume(char **ret_error, const PoolVolume *v,
 				const Csi__V1__ControllerPublishVolumeRequest *r)
 {
 	Csi__V1__VolumeCapability__AccessMode__Mode mode = r->volume_capability->access_mode->mode;
 
 	if (v->n_attachments > 0 && !access_mode_multi_node(mode))
-		return rpc_fail(call, -ENOTEMPTY,
-				"volume %s is published to node %s and its access mode %s allows "
-				"one node only",
-				v->id, v->attachments[0].node, access_mode_name(mode));
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is published to node %s and its access mode %s allows "
+			      "one node only",
+			      v->id, v->attachments[0].node, access_mode_name(mode));
 	return 0;
 }
 
-static int publish_attach(RpcCall *call, Driver *d, PoolVolume *v, const PoolNode *node,
+static int publish_attach(char **ret_error, Driver *d, PoolVolume *v, const PoolNode *node,
 			  bool readonly, char **ret_device)
 {
 	_cleanup_free_ char *device = NULL;
@@ -71,11 +72,11 @@ static int publish_attach(RpcCall *call, Driver *d, PoolVolume *v, const PoolNod
 	 * node's last slot cannot both win. */
 	int e = devnames_allocate_max(d->devnames, node_id, v->id, node->max_volumes, &device);
 	if (e == -EMLINK)
-		return rpc_fail(call, -EMLINK,
-				"node %s already has %u volumes published, its limit", node_id,
-				node->max_volumes);
+		return errorf(ret_error, -EMLINK,
+			      "node %s already has %u volumes published, its limit", node_id,
+			      node->max_volumes);
 	if (e < 0)
-		return rpc_fail(call, -EMLINK, "node %s has no free device name left", node_id);
+		return errorf(ret_error, -EMLINK, "node %s has no free device name left", node_id);
 	v->attachments = xrealloc(v->attachments, (v->n_attachments + 1) * sizeof(PoolAttachment));
 	v->attachments[v->n_attachments++] = (PoolAttachment){
 		.node = xstrdup(node_id),
@@ -86,18 +87,18 @@ static int publish_attach(RpcCall *call, Driver *d, PoolVolume *v, const PoolNod
 	if (e < 0) {
 		devnames_mark_failed(d->devnames, node_id, device);
 		devnames_release(d->devnames, node_id, v->id);
-		return rpc_fail(call, e,
-				"volume %s: recording the attachment to node %s failed: %s", v->id,
-				node_id, strerror(-e));
+		return errorf(ret_error, e,
+			      "volume %s: recording the attachment to node %s failed: %s", v->id,
+			      node_id, strerror(-e));
 	}
 	*ret_device = TAKE_PTR(device);
 	return 0;
 }
 
-int controller_publish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			      char **ret_error)
 {
 	const Csi__V1__ControllerPublishVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *device = NULL;
@@ -105,44 +106,45 @@ int controller_publish_volume(RpcCall *call, const ProtobufCMessage *req, Protob
 	int lock = -EBADF, e;
 
 	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_controller_publish(call, req, ret)) <= 0)
+	if ((e = flex_controller_publish(d, req, ret, ret_error)) <= 0)
 		return e;
-	if ((e = publish_check_request(call, r)) < 0)
+	if ((e = publish_check_request(ret_error, r)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
 	e = pool_volume_lock(d->pool, r->volume_id, &lock);
 	if (e == -ENOENT)
-		return volume_not_found(call, r->volume_id);
+		return volume_not_found(ret_error, r->volume_id);
 	if (e < 0)
-		return rpc_fail(call, -EIO, "volume %s: cannot lock it: %s", r->volume_id,
-				strerror(-e));
+		return errorf(ret_error, -EIO, "volume %s: cannot lock it: %s", r->volume_id,
+			      strerror(-e));
 	if (pool_node_load(d->pool, r->node_id, &node) < 0) {
-		e = rpc_fail(call, -ENOENT,
-			     "node %s not found: no volplugd node serves this pool "
-			     "under that id",
-			     r->node_id);
+		e = errorf(ret_error, -ENOENT,
+			   "node %s not found: no volplugd node serves this pool "
+			   "under that id",
+			   r->node_id);
 		goto out;
 	}
 	if ((e = pool_volume_load(d->pool, r->volume_id, &v)) < 0) {
-		e = rpc_fail(call, e, "volume %s: cannot read it: %s", r->volume_id, strerror(-e));
+		e = errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
+			   strerror(-e));
 		goto out;
 	}
 	ssize_t i = attachment_find(v, r->node_id);
 	if (i >= 0) {
 		if (v->attachments[i].readonly != r->readonly)
-			e = rpc_fail(call, -EEXIST,
-				     "volume %s is already published to node %s with readonly=%s",
-				     v->id, r->node_id,
-				     v->attachments[i].readonly ? "true" : "false");
+			e = errorf(ret_error, -EEXIST,
+				   "volume %s is already published to node %s with readonly=%s",
+				   v->id, r->node_id,
+				   v->attachments[i].readonly ? "true" : "false");
 		else
 			*ret = publish_reply(v->attachments[i].device);
 		goto out;
 	}
-	if ((e = publish_check_volume(call, v, r)) < 0)
+	if ((e = publish_check_volume(ret_error, v, r)) < 0)
 		goto out;
-	if ((e = publish_attach(call, d, v, node, r->readonly, &device)) < 0)
+	if ((e = publish_attach(ret_error, d, v, node, r->readonly, &device)) < 0)
 		goto out;
 	log_info("published volume %s to node %s as %s%s", v->id, r->node_id, device,
 		 r->readonly ? " (read-only)" : "");
@@ -153,22 +155,22 @@ out:
 	return e;
 }
 
-int controller_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_unpublish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+				char **ret_error)
 {
 	const Csi__V1__ControllerUnpublishVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	int lock = -EBADF, e;
 
 	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_controller_unpublish(call, req, ret)) <= 0)
+	if ((e = flex_controller_unpublish(d, req, ret, ret_error)) <= 0)
 		return e;
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
 	Csi__V1__ControllerUnpublishVolumeResponse *resp =
 		xnew0(Csi__V1__ControllerUnpublishVolumeResponse, 1);
 	csi__v1__controller_unpublish_volume_response__init(resp);
@@ -178,10 +180,11 @@ int controller_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, Prot
 	if (e == -ENOENT)
 		return 0; /* no volume: nothing is published */
 	if (e < 0)
-		return rpc_fail(call, e, "volume %s: cannot lock it: %s", r->volume_id,
-				strerror(-e));
+		return errorf(ret_error, e, "volume %s: cannot lock it: %s", r->volume_id,
+			      strerror(-e));
 	if ((e = pool_volume_load(d->pool, r->volume_id, &v)) < 0) {
-		e = rpc_fail(call, e, "volume %s: cannot read it: %s", r->volume_id, strerror(-e));
+		e = errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
+			   strerror(-e));
 		goto out;
 	}
 	size_t kept = 0, removed = 0;
@@ -200,8 +203,8 @@ int controller_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, Prot
 	}
 	v->n_attachments = kept;
 	if (removed > 0 && (e = pool_volume_save(d->pool, v)) < 0)
-		e = rpc_fail(call, e, "volume %s: recording the detach failed: %s", v->id,
-			     strerror(-e));
+		e = errorf(ret_error, e, "volume %s: recording the detach failed: %s", v->id,
+			   strerror(-e));
 out:
 	pool_unlock(lock);
 	return e;

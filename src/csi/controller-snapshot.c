@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "controller.h"
 #include "csi-util.h"
 #include "log.h"
@@ -25,7 +26,7 @@ Csi__V1__Snapshot *snapshot_to_csi(const PoolSnapshot *s)
 
 /* VolumeSnapshotClass parameters the EBS driver knows and the pool can keep: tags. The
  * external-snapshotter's own csi.storage.k8s.io/ keys are ignored. */
-int snapshot_params_parse(RpcCall *call, void *const *entries, size_t n, Strmap *ret)
+int snapshot_params_parse(char **ret_error, void *const *entries, size_t n, Strmap *ret)
 {
 	_cleanup_free_ ParamKV *kv = pbmap_to_kv(entries, n);
 	for (size_t i = 0; i < n; i++) {
@@ -33,13 +34,13 @@ int snapshot_params_parse(RpcCall *call, void *const *entries, size_t n, Strmap 
 		if (strncasecmp(k, "csi.storage.k8s.io/", 19) == 0)
 			continue;
 		if (strncasecmp(k, "tagSpecification_", 17) != 0)
-			return rpc_fail(call, -EINVAL,
-					"parameters: '%s' is not a snapshot parameter (want "
-					"tagSpecification_N)",
-					k);
+			return errorf(ret_error, -EINVAL,
+				      "parameters: '%s' is not a snapshot parameter (want "
+				      "tagSpecification_N)",
+				      k);
 		if (!strchr(v, '=') || v[0] == '=')
-			return rpc_fail(call, -EINVAL, "parameters: %s: want key=value, got '%s'",
-					k, v);
+			return errorf(ret_error, -EINVAL,
+				      "parameters: %s: want key=value, got '%s'", k, v);
 		strmap_set(ret, k, v);
 	}
 	return 0;
@@ -53,10 +54,10 @@ static ProtobufCMessage *create_reply(const PoolSnapshot *s)
 	return &resp->base;
 }
 
-int controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_create_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			       char **ret_error)
 {
 	const Csi__V1__CreateSnapshotRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *existing = NULL;
 	_cleanup_(pool_volume_freep) PoolVolume *source = NULL;
@@ -64,30 +65,31 @@ int controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req, Proto
 	CopyMethod method;
 	int e;
 
-	if ((e = create_name_check(call, r->name)) < 0)
+	if ((e = create_name_check(ret_error, r->name)) < 0)
 		return e;
 	if (!r->source_volume_id || !*r->source_volume_id)
-		return rpc_fail(call, -EINVAL, "source_volume_id: missing");
-	if ((e = snapshot_params_parse(call, (void *const *)r->parameters, r->n_parameters,
+		return errorf(ret_error, -EINVAL, "source_volume_id: missing");
+	if ((e = snapshot_params_parse(ret_error, (void *const *)r->parameters, r->n_parameters,
 				       &spec.params)) < 0)
 		goto out;
 	if (inflight_holdf(d->inflight, &hold, "snap:%s", r->name) < 0) {
-		e = rpc_fail(call, -EBUSY, "a CreateSnapshot for '%s' is already in progress",
-			     r->name);
+		e = errorf(ret_error, -EBUSY, "a CreateSnapshot for '%s' is already in progress",
+			   r->name);
 		goto out;
 	}
 	pool_snapshot_id_for_name(r->name, spec.id);
 	if (pool_snapshot_load(d->pool, spec.id, &existing) == 0) {
 		if (strcmp(existing->source_volume_id, r->source_volume_id) != 0)
-			e = rpc_fail(call, -EEXIST, "snapshot '%s' exists for another volume (%s)",
-				     r->name, existing->source_volume_id);
+			e = errorf(ret_error, -EEXIST,
+				   "snapshot '%s' exists for another volume (%s)", r->name,
+				   existing->source_volume_id);
 		else
 			*ret = create_reply(existing);
 		goto out;
 	}
 	if (pool_volume_load(d->pool, r->source_volume_id, &source) < 0) {
-		e = rpc_fail(call, -ENOENT, "source_volume_id: volume %s not found",
-			     r->source_volume_id);
+		e = errorf(ret_error, -ENOENT, "source_volume_id: volume %s not found",
+			   r->source_volume_id);
 		goto out;
 	}
 	spec.name = r->name;
@@ -102,8 +104,8 @@ int controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req, Proto
 		goto out;
 	}
 	if (e < 0) {
-		e = rpc_fail(call, e, "snapshot '%s' of volume %s failed: %s", r->name,
-			     r->source_volume_id, strerror(-e));
+		e = errorf(ret_error, e, "snapshot '%s' of volume %s failed: %s", r->name,
+			   r->source_volume_id, strerror(-e));
 		goto out;
 	}
 	log_info("created snapshot %s (%s) of volume %s by %s in %llu ms", spec.id, r->name,
@@ -115,27 +117,27 @@ out:
 	return e;
 }
 
-int controller_delete_snapshot(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_delete_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			       char **ret_error)
 {
 	const Csi__V1__DeleteSnapshotRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 
 	if (!r->snapshot_id || !*r->snapshot_id)
-		return rpc_fail(call, -EINVAL, "snapshot_id: missing");
+		return errorf(ret_error, -EINVAL, "snapshot_id: missing");
 	if (inflight_holdf(d->inflight, &hold, "snapid:%s", r->snapshot_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on snapshot %s is in progress",
-				r->snapshot_id);
+		return errorf(ret_error, -EBUSY, "an operation on snapshot %s is in progress",
+			      r->snapshot_id);
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
 	if (pool_snapshot_load(d->pool, r->snapshot_id, &s) == 0 &&
 	    strmap_get(&s->params, SNAPSHOT_GROUP_KEY))
-		return rpc_fail(call, -ENOTEMPTY,
-				"snapshot %s belongs to group snapshot %s: delete the group",
-				r->snapshot_id, strmap_get(&s->params, SNAPSHOT_GROUP_KEY));
+		return errorf(ret_error, -ENOTEMPTY,
+			      "snapshot %s belongs to group snapshot %s: delete the group",
+			      r->snapshot_id, strmap_get(&s->params, SNAPSHOT_GROUP_KEY));
 	int e = pool_snapshot_delete(d->pool, r->snapshot_id);
 	if (e < 0 && e != -ENOENT)
-		return rpc_fail(call, e, "deleting snapshot %s failed: %s", r->snapshot_id,
-				strerror(-e));
+		return errorf(ret_error, e, "deleting snapshot %s failed: %s", r->snapshot_id,
+			      strerror(-e));
 	if (e == 0)
 		log_info("deleted snapshot %s", r->snapshot_id);
 	Csi__V1__DeleteSnapshotResponse *resp = xnew0(Csi__V1__DeleteSnapshotResponse, 1);
@@ -152,19 +154,19 @@ static bool snapshot_selected(const Csi__V1__ListSnapshotsRequest *r, const Pool
 	return true;
 }
 
-int controller_list_snapshots(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_list_snapshots(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			      char **ret_error)
 {
 	const Csi__V1__ListSnapshotsRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	char **ids = NULL;
 	size_t n = 0, start = 0;
 
 	if (r->max_entries < 0)
-		return rpc_fail(call, -EINVAL, "max_entries: must not be negative");
+		return errorf(ret_error, -EINVAL, "max_entries: must not be negative");
 	if (page_token_check(r->starting_token, pool_snapshot_id_valid) < 0)
-		return rpc_fail(call, -EALREADY,
-				"starting_token: '%s' is not a token ListSnapshots gave",
-				r->starting_token);
+		return errorf(ret_error, -EALREADY,
+			      "starting_token: '%s' is not a token ListSnapshots gave",
+			      r->starting_token);
 	Csi__V1__ListSnapshotsResponse *resp = xnew0(Csi__V1__ListSnapshotsResponse, 1);
 	csi__v1__list_snapshots_response__init(resp);
 	*ret = &resp->base;
@@ -178,7 +180,7 @@ int controller_list_snapshots(RpcCall *call, const ProtobufCMessage *req, Protob
 	} else {
 		int e = pool_snapshot_list(d->pool, &ids, &n);
 		if (e < 0)
-			return rpc_fail(call, e, "listing the pool failed: %s", strerror(-e));
+			return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
 	}
 	if (r->starting_token && *r->starting_token)
 		while (start < n && strcmp(ids[start], r->starting_token) < 0)

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "controller.h"
 #include "csi-util.h"
 #include "log.h"
@@ -13,14 +14,14 @@
 
 #define LIST_MAX_DEFAULT 1000
 
-int create_name_check(RpcCall *call, const char *name)
+int create_name_check(char **ret_error, const char *name)
 {
 	if (!name || !*name)
-		return rpc_fail(call, -EINVAL, "name: missing");
+		return errorf(ret_error, -EINVAL, "name: missing");
 	if (!pool_name_valid(name))
-		return rpc_fail(call, -EINVAL,
-				"name: must be 1-%d printable bytes without '/' (got %zu bytes)",
-				POOL_NAME_MAX, strlen(name));
+		return errorf(ret_error, -EINVAL,
+			      "name: must be 1-%d printable bytes without '/' (got %zu bytes)",
+			      POOL_NAME_MAX, strlen(name));
 	return 0;
 }
 
@@ -126,20 +127,20 @@ typedef struct CreateSpec {
 	const char *source_kind, *source_id;
 } CreateSpec;
 
-static int create_check_capabilities(RpcCall *call, const Csi__V1__CreateVolumeRequest *r,
+static int create_check_capabilities(char **ret_error, const Csi__V1__CreateVolumeRequest *r,
 				     CreateSpec *spec)
 {
 	_cleanup_free_ char *err = NULL;
 
 	if (r->n_volume_capabilities == 0)
-		return rpc_fail(call, -EINVAL, "volume_capabilities: at least one is required");
+		return errorf(ret_error, -EINVAL, "volume_capabilities: at least one is required");
 	spec->fs_type = "";
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
 		char field[48];
 		const Csi__V1__VolumeCapability *c = r->volume_capabilities[i];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
 		if (capability_check(c, field, &err) < 0)
-			return rpc_fail(call, -EINVAL, "%s", err);
+			return errorf(ret_error, -EINVAL, "%s", err);
 		if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK)
 			spec->block = true;
 		else if (!*spec->fs_type)
@@ -150,7 +151,7 @@ static int create_check_capabilities(RpcCall *call, const Csi__V1__CreateVolumeR
 	return 0;
 }
 
-static int create_check_topology(RpcCall *call, const Driver *d,
+static int create_check_topology(char **ret_error, const Driver *d,
 				 const Csi__V1__TopologyRequirement *t)
 {
 	if (!t || t->n_requisite == 0)
@@ -158,14 +159,13 @@ static int create_check_topology(RpcCall *call, const Driver *d,
 	for (size_t i = 0; i < t->n_requisite; i++)
 		if (topology_matches(t->requisite[i], pool_zone(d->pool)))
 			return 0;
-	return rpc_fail(
-		call, -ENOSPC,
-		"accessibility_requirements: no requisite topology has %s=%s, the only zone "
-		"this pool serves",
-		TOPOLOGY_KEY, pool_zone(d->pool));
+	return errorf(ret_error, -ENOSPC,
+		      "accessibility_requirements: no requisite topology has %s=%s, the only zone "
+		      "this pool serves",
+		      TOPOLOGY_KEY, pool_zone(d->pool));
 }
 
-static int create_check_source(RpcCall *call, const Driver *d,
+static int create_check_source(char **ret_error, const Driver *d,
 			       const Csi__V1__VolumeContentSource *src, CreateSpec *spec,
 			       uint64_t *ret_source_size)
 {
@@ -177,9 +177,9 @@ static int create_check_source(RpcCall *call, const Driver *d,
 		spec->source_kind = "snapshot";
 		spec->source_id = src->snapshot->snapshot_id ?: "";
 		if (pool_snapshot_load(d->pool, spec->source_id, &s) < 0)
-			return rpc_fail(call, -ENOENT,
-					"volume_content_source: snapshot '%s' not found",
-					spec->source_id);
+			return errorf(ret_error, -ENOENT,
+				      "volume_content_source: snapshot '%s' not found",
+				      spec->source_id);
 		*ret_source_size = s->size;
 		return 0;
 	}
@@ -187,13 +187,13 @@ static int create_check_source(RpcCall *call, const Driver *d,
 	spec->source_kind = "volume";
 	spec->source_id = src->volume->volume_id ?: "";
 	if (pool_volume_load(d->pool, spec->source_id, &v) < 0)
-		return rpc_fail(call, -ENOENT, "volume_content_source: volume '%s' not found",
-				spec->source_id);
+		return errorf(ret_error, -ENOENT, "volume_content_source: volume '%s' not found",
+			      spec->source_id);
 	*ret_source_size = v->size;
 	return 0;
 }
 
-static int create_parse(RpcCall *call, const Driver *d, const Csi__V1__CreateVolumeRequest *r,
+static int create_parse(char **ret_error, const Driver *d, const Csi__V1__CreateVolumeRequest *r,
 			CreateSpec *spec)
 {
 	_cleanup_free_ char *err = NULL;
@@ -201,41 +201,42 @@ static int create_parse(RpcCall *call, const Driver *d, const Csi__V1__CreateVol
 	uint64_t source_size;
 	int e;
 
-	if ((e = create_name_check(call, r->name)) < 0)
+	if ((e = create_name_check(ret_error, r->name)) < 0)
 		return e;
-	if ((e = create_check_capabilities(call, r, spec)) < 0)
+	if ((e = create_check_capabilities(ret_error, r, spec)) < 0)
 		return e;
-	if ((e = create_check_topology(call, d, r->accessibility_requirements)) < 0)
+	if ((e = create_check_topology(ret_error, d, r->accessibility_requirements)) < 0)
 		return e;
-	if ((e = create_check_source(call, d, r->volume_content_source, spec, &source_size)) < 0)
+	if ((e = create_check_source(ret_error, d, r->volume_content_source, spec, &source_size)) <
+	    0)
 		return e;
 	e = capacity_range_size(r->capacity_range, MAX(DEFAULT_VOLUME_SIZE, source_size),
 				&spec->size, &err);
 	if (e < 0)
-		return rpc_fail(call, e, "%s", err);
+		return errorf(ret_error, e, "%s", err);
 	if (spec->size < source_size)
-		return rpc_fail(call, -ERANGE,
-				"capacity_range: %llu bytes is smaller than the source %s %s "
-				"(%llu bytes)",
-				(unsigned long long)spec->size, spec->source_kind, spec->source_id,
-				(unsigned long long)source_size);
+		return errorf(ret_error, -ERANGE,
+			      "capacity_range: %llu bytes is smaller than the source %s %s "
+			      "(%llu bytes)",
+			      (unsigned long long)spec->size, spec->source_kind, spec->source_id,
+			      (unsigned long long)source_size);
 
 	kv = pbmap_to_kv((void *const *)r->parameters, r->n_parameters);
 	if (volume_params_parse(kv, r->n_parameters, spec->size, &spec->params, &err) < 0)
-		return rpc_fail(call, -EINVAL, "parameters: %s", err);
+		return errorf(ret_error, -EINVAL, "parameters: %s", err);
 	if (r->n_mutable_parameters > 0) {
 		VolumeParams modified;
 		mkv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
 		if (volume_params_check_mutable(mkv, r->n_mutable_parameters, &err) < 0 ||
 		    volume_params_modify(&spec->params, spec->size, mkv, r->n_mutable_parameters,
 					 &modified, &err) < 0)
-			return rpc_fail(call, -EINVAL, "mutable_parameters: %s", err);
+			return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
 		volume_params_done(&spec->params);
 		spec->params = modified;
 	}
 	if (volume_params_check_capability(&spec->params, spec->block && !*spec->fs_type,
 					   spec->fs_type, &err) < 0)
-		return rpc_fail(call, -EINVAL, "parameters: %s", err);
+		return errorf(ret_error, -EINVAL, "parameters: %s", err);
 	return 0;
 }
 
@@ -262,23 +263,24 @@ static void create_fill_volume(const CreateSpec *spec, const char *name, PoolVol
 }
 
 /* A volume of that name exists: the same request gets it back, another one ALREADY_EXISTS. */
-static int create_compare(RpcCall *call, const Csi__V1__CreateVolumeRequest *r,
+static int create_compare(char **ret_error, const Csi__V1__CreateVolumeRequest *r,
 			  const CreateSpec *spec, const PoolVolume *existing,
 			  const PoolVolume *wanted)
 {
 	if (!capacity_range_allows(r->capacity_range, existing->size))
-		return rpc_fail(call, -EEXIST,
-				"volume '%s' exists with %llu bytes, outside the requested "
-				"capacity_range",
-				r->name, (unsigned long long)existing->size);
+		return errorf(ret_error, -EEXIST,
+			      "volume '%s' exists with %llu bytes, outside the requested "
+			      "capacity_range",
+			      r->name, (unsigned long long)existing->size);
 	if (strcmp(existing->source_kind, wanted->source_kind) != 0 ||
 	    strcmp(existing->source_id, wanted->source_id) != 0)
-		return rpc_fail(call, -EEXIST,
-				"volume '%s' exists with another volume_content_source (%s %s)",
-				r->name, *existing->source_kind ? existing->source_kind : "none",
-				existing->source_id);
+		return errorf(ret_error, -EEXIST,
+			      "volume '%s' exists with another volume_content_source (%s %s)",
+			      r->name, *existing->source_kind ? existing->source_kind : "none",
+			      existing->source_id);
 	if (!strmap_equal(&existing->params, &wanted->params))
-		return rpc_fail(call, -EEXIST, "volume '%s' exists with other parameters", r->name);
+		return errorf(ret_error, -EEXIST, "volume '%s' exists with other parameters",
+			      r->name);
 	(void)spec;
 	return 0;
 }
@@ -291,10 +293,10 @@ static ProtobufCMessage *create_reply(const Driver *d, const PoolVolume *v)
 	return &resp->base;
 }
 
-int controller_create_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_create_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			     char **ret_error)
 {
 	const Csi__V1__CreateVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(pool_volume_freep) PoolVolume *existing = NULL;
 	CreateSpec spec = {};
@@ -302,11 +304,11 @@ int controller_create_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 	CopyMethod method;
 	int e;
 
-	if ((e = create_parse(call, d, r, &spec)) < 0)
+	if ((e = create_parse(ret_error, d, r, &spec)) < 0)
 		goto out;
 	if (inflight_holdf(d->inflight, &hold, "create:%s", r->name) < 0) {
-		e = rpc_fail(call, -EBUSY, "a CreateVolume for '%s' is already in progress",
-			     r->name);
+		e = errorf(ret_error, -EBUSY, "a CreateVolume for '%s' is already in progress",
+			   r->name);
 		goto out;
 	}
 	create_fill_volume(&spec, r->name, &wanted);
@@ -316,27 +318,27 @@ int controller_create_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 	if (e == -EEXIST) {
 		e = pool_volume_load(d->pool, wanted.id, &existing);
 		if (e < 0) {
-			e = rpc_fail(call, e, "volume '%s' (%s) exists but cannot be read: %s",
-				     r->name, wanted.id, strerror(-e));
+			e = errorf(ret_error, e, "volume '%s' (%s) exists but cannot be read: %s",
+				   r->name, wanted.id, strerror(-e));
 			goto out;
 		}
-		if ((e = create_compare(call, r, &spec, existing, &wanted)) < 0)
+		if ((e = create_compare(ret_error, r, &spec, existing, &wanted)) < 0)
 			goto out;
 		*ret = create_reply(d, existing);
 		goto out;
 	}
 	if (e == -ENOSPC)
-		e = rpc_fail(call, e, "capacity_range: %llu bytes do not fit in the pool",
-			     (unsigned long long)spec.size);
+		e = errorf(ret_error, e, "capacity_range: %llu bytes do not fit in the pool",
+			   (unsigned long long)spec.size);
 	else if (e == -ENOENT)
-		e = rpc_fail(call, e, "volume_content_source: %s '%s' not found", spec.source_kind,
-			     spec.source_id);
+		e = errorf(ret_error, e, "volume_content_source: %s '%s' not found",
+			   spec.source_kind, spec.source_id);
 	else if (e == -ERANGE)
-		e = rpc_fail(call, e, "capacity_range: smaller than the source %s '%s'",
-			     spec.source_kind, spec.source_id);
+		e = errorf(ret_error, e, "capacity_range: smaller than the source %s '%s'",
+			   spec.source_kind, spec.source_id);
 	else if (e < 0)
-		e = rpc_fail(call, e, "creating volume '%s' (%s) failed: %s", r->name, wanted.id,
-			     strerror(-e));
+		e = errorf(ret_error, e, "creating volume '%s' (%s) failed: %s", r->name, wanted.id,
+			   strerror(-e));
 	if (e < 0)
 		goto out;
 	if (*wanted.source_kind)
@@ -356,19 +358,19 @@ out:
 
 /* DeleteVolume */
 
-int controller_delete_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_delete_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			     char **ret_error)
 {
 	const Csi__V1__DeleteVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	int lock = -EBADF, e;
 
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
 
 	Csi__V1__DeleteVolumeResponse *resp = xnew0(Csi__V1__DeleteVolumeResponse, 1);
 	csi__v1__delete_volume_response__init(resp);
@@ -378,42 +380,42 @@ int controller_delete_volume(RpcCall *call, const ProtobufCMessage *req, Protobu
 	if (e == -ENOENT)
 		return 0; /* already gone: success, as the spec asks */
 	if (e < 0)
-		return rpc_fail(call, e, "volume %s: cannot lock it: %s", r->volume_id,
-				strerror(-e));
+		return errorf(ret_error, e, "volume %s: cannot lock it: %s", r->volume_id,
+			      strerror(-e));
 	e = pool_volume_load(d->pool, r->volume_id, &v);
 	if (e == 0 && v->n_attachments > 0)
-		e = rpc_fail(call, -ENOTEMPTY,
-			     "volume %s is still published to node %s: unpublish it first",
-			     r->volume_id, v->attachments[0].node);
+		e = errorf(ret_error, -ENOTEMPTY,
+			   "volume %s is still published to node %s: unpublish it first",
+			   r->volume_id, v->attachments[0].node);
 	pool_unlock(lock);
 	if (e < 0 && e != -ENOTEMPTY)
-		e = rpc_fail(call, e, "volume %s: cannot read it: %s", r->volume_id, strerror(-e));
+		e = errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
+			   strerror(-e));
 	if (e < 0)
 		return e;
 	e = pool_volume_delete(d->pool, r->volume_id);
 	if (e < 0 && e != -ENOENT)
-		return rpc_fail(call, e, "deleting volume %s failed: %s", r->volume_id,
-				strerror(-e));
+		return errorf(ret_error, e, "deleting volume %s failed: %s", r->volume_id,
+			      strerror(-e));
 	log_info("deleted volume %s (%s)", r->volume_id, v->name);
 	return 0;
 }
 
 /* ValidateVolumeCapabilities */
 
-int controller_validate_volume_capabilities(RpcCall *call, const ProtobufCMessage *req,
-					    ProtobufCMessage **ret)
+int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *req,
+					    ProtobufCMessage **ret, char **ret_error)
 {
 	const Csi__V1__ValidateVolumeCapabilitiesRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *err = NULL;
 
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (r->n_volume_capabilities == 0)
-		return rpc_fail(call, -EINVAL, "volume_capabilities: at least one is required");
+		return errorf(ret_error, -EINVAL, "volume_capabilities: at least one is required");
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-		return volume_not_found(call, r->volume_id);
+		return volume_not_found(ret_error, r->volume_id);
 
 	Csi__V1__ValidateVolumeCapabilitiesResponse *resp =
 		xnew0(Csi__V1__ValidateVolumeCapabilitiesResponse, 1);
@@ -456,22 +458,22 @@ int controller_validate_volume_capabilities(RpcCall *call, const ProtobufCMessag
 
 /* ListVolumes and ControllerGetVolume */
 
-int controller_list_volumes(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_list_volumes(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			    char **ret_error)
 {
 	const Csi__V1__ListVolumesRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	char **ids;
 	size_t n, start = 0;
 
 	if (r->max_entries < 0)
-		return rpc_fail(call, -EINVAL, "max_entries: must not be negative");
+		return errorf(ret_error, -EINVAL, "max_entries: must not be negative");
 	if (page_token_check(r->starting_token, pool_volume_id_valid) < 0)
-		return rpc_fail(call, -EALREADY,
-				"starting_token: '%s' is not a token ListVolumes gave",
-				r->starting_token);
+		return errorf(ret_error, -EALREADY,
+			      "starting_token: '%s' is not a token ListVolumes gave",
+			      r->starting_token);
 	int e = pool_volume_list(d->pool, &ids, &n);
 	if (e < 0)
-		return rpc_fail(call, e, "listing the pool failed: %s", strerror(-e));
+		return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
 	/* The token is the first ID of the next page: a page starts there even if that volume
 	 * was deleted meanwhile, and volumes added before it are not listed twice. */
 	if (r->starting_token && *r->starting_token)
@@ -501,16 +503,16 @@ int controller_list_volumes(RpcCall *call, const ProtobufCMessage *req, Protobuf
 	return 0;
 }
 
-int controller_get_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_get_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			  char **ret_error)
 {
 	const Csi__V1__ControllerGetVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-		return volume_not_found(call, r->volume_id);
+		return volume_not_found(ret_error, r->volume_id);
 	Csi__V1__ControllerGetVolumeResponse *resp = xnew0(Csi__V1__ControllerGetVolumeResponse, 1);
 	csi__v1__controller_get_volume_response__init(resp);
 	resp->volume = volume_to_csi(d, v);
@@ -529,10 +531,10 @@ static Google__Protobuf__Int64Value *int64_value(int64_t v)
 	return w;
 }
 
-int controller_get_capacity(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_get_capacity(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			    char **ret_error)
 {
 	const Csi__V1__GetCapacityRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_free_ char *err = NULL;
 	uint64_t total, available;
 
@@ -540,7 +542,7 @@ int controller_get_capacity(RpcCall *call, const ProtobufCMessage *req, Protobuf
 		char field[48];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
 		if (capability_check(r->volume_capabilities[i], field, &err) < 0)
-			return rpc_fail(call, -EINVAL, "%s", err);
+			return errorf(ret_error, -EINVAL, "%s", err);
 	}
 	pool_capacity(d->pool, &total, &available);
 	if (r->accessible_topology && !topology_matches(r->accessible_topology, pool_zone(d->pool)))
@@ -554,7 +556,8 @@ int controller_get_capacity(RpcCall *call, const ProtobufCMessage *req, Protobuf
 	return 0;
 }
 
-int controller_get_capabilities(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int controller_get_capabilities(_unused_ Driver *d, const ProtobufCMessage *req,
+				ProtobufCMessage **ret, _unused_ char **ret_error)
 {
 	static const Csi__V1__ControllerServiceCapability__RPC__Type types[] = {
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME,
@@ -572,7 +575,6 @@ int controller_get_capabilities(RpcCall *call, const ProtobufCMessage *req, Prot
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME,
 	};
-	(void)call;
 	(void)req;
 	Csi__V1__ControllerGetCapabilitiesResponse *resp =
 		xnew0(Csi__V1__ControllerGetCapabilitiesResponse, 1);

@@ -5,7 +5,8 @@
 #include "csi.pb-c.h"
 #include "driver.h"
 
-#define HANDLER(name) int name(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+#define HANDLER(name) \
+	int name(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret, char **ret_error)
 
 HANDLER(controller_get_capabilities);
 HANDLER(controller_create_volume);
@@ -37,11 +38,11 @@ Csi__V1__Snapshot *snapshot_to_csi(const PoolSnapshot *s);
 
 /* Checks the name of a CreateVolume/CreateSnapshot/CreateVolumeGroupSnapshot request: 0, or
  * INVALID_ARGUMENT naming the field. */
-int create_name_check(RpcCall *call, const char *name);
+int create_name_check(char **ret_error, const char *name);
 
 /* Checks VolumeSnapshotClass parameters (tagSpecification_N; csi.storage.k8s.io/ ignored)
  * into ret; INVALID_ARGUMENT naming the key otherwise. */
-int snapshot_params_parse(RpcCall *call, void *const *entries, size_t n, Strmap *ret);
+int snapshot_params_parse(char **ret_error, void *const *entries, size_t n, Strmap *ret);
 
 /* A heap csi.v1.Volume describing a pool volume. */
 Csi__V1__Volume *volume_to_csi(const Driver *d, const PoolVolume *v);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "csi-util.h"
 #include "log.h"
 #include "ownership.h"
@@ -253,10 +254,10 @@ int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, b
 	return volume_ownership_apply_fd(volume_id, fd, gid, read_only, policy_name, fallback);
 }
 
-int volume_not_found(RpcCall *call, const char *id)
+int volume_not_found(char **ret_error, const char *id)
 {
 	_cleanup_free_ char *msg = pool_volume_not_found("volume_id", id);
-	return rpc_fail(call, -ENOENT, "%s", msg);
+	return errorf(ret_error, -ENOENT, "%s", msg);
 }
 
 void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *ret)

@@ -77,4 +77,4 @@ int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, boo
 
 /* NOT_FOUND for a volume_id that names no volume (saying so when it is not even the shape of
  * one of ours). */
-int volume_not_found(RpcCall *call, const char *id);
+int volume_not_found(char **ret_error, const char *id);

@@ -51,6 +51,13 @@ static inline bool driver_has_node(const Driver *d)
 	return d->mode == DRIVER_MODE_ALL || d->mode == DRIVER_MODE_NODE;
 }
 
+/* A CSI handler: the request as decoded (protobuf-c structs are plain C), the reply in *ret
+ * (heap: the server frees it), or a negative errno and *ret_error, a message for the user that
+ * names the field or object at fault. It never sees the RPC itself, so it runs in a unit test
+ * as well as on the server. */
+typedef int (*CsiHandler)(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			  char **ret_error);
+
 /* The method table the running mode serves; static storage. */
 const RpcMethod *csi_methods(DriverMode mode, size_t *ret_n);
 
@@ -58,7 +65,9 @@ const char *driver_mode_to_string(DriverMode m);
 int driver_mode_from_string(const char *s);
 
 /* Identity handlers. */
-int identity_get_plugin_info(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret);
-int identity_get_plugin_capabilities(RpcCall *call, const ProtobufCMessage *req,
-				     ProtobufCMessage **ret);
-int identity_probe(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret);
+int identity_get_plugin_info(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			     char **ret_error);
+int identity_get_plugin_capabilities(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+				     char **ret_error);
+int identity_probe(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+		   char **ret_error);

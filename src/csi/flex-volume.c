@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "blockfs.h"
 #include "csi-util.h"
 #include "fileio.h"
@@ -340,36 +341,37 @@ static int record_remove(Driver *d, RecordKind k, const Record *rec)
 	return fsync_dir(dir);
 }
 
-static int save_or_fail(RpcCall *call, Driver *d, RecordKind k, const Record *rec)
+static int save_or_fail(char **ret_error, Driver *d, RecordKind k, const Record *rec)
 {
 	int r = record_save(d, k, rec);
 	if (r < 0)
-		return rpc_fail(call, r == -EINVAL ? -EINVAL : -EIO,
-				"volume %s: recording its Flexvolume state in %s/flex failed: %s",
-				rec->volume_id, pool_path(d->pool),
-				r == -EINVAL ? "volume_context is not UTF-8" : strerror(-r));
+		return errorf(ret_error, r == -EINVAL ? -EINVAL : -EIO,
+			      "volume %s: recording its Flexvolume state in %s/flex failed: %s",
+			      rec->volume_id, pool_path(d->pool),
+			      r == -EINVAL ? "volume_context is not UTF-8" : strerror(-r));
 	return 0;
 }
 
-static int load_or_fail(RpcCall *call, Driver *d, RecordKind k, const char *volume_id,
+static int load_or_fail(char **ret_error, Driver *d, RecordKind k, const char *volume_id,
 			const char *path, Record **ret)
 {
 	int r = record_load(d, k, volume_id, path, ret);
 	if (r == -ENOENT)
 		return 1;
 	if (r < 0)
-		return rpc_fail(call, -EIO,
-				"volume %s: reading its Flexvolume record in %s/flex failed: %s",
-				volume_id, pool_path(d->pool), strerror(-r));
+		return errorf(ret_error, -EIO,
+			      "volume %s: reading its Flexvolume record in %s/flex failed: %s",
+			      volume_id, pool_path(d->pool), strerror(-r));
 	return 0;
 }
 
-static int remove_or_fail(RpcCall *call, Driver *d, RecordKind k, const Record *rec)
+static int remove_or_fail(char **ret_error, Driver *d, RecordKind k, const Record *rec)
 {
 	int r = record_remove(d, k, rec);
 	if (r < 0)
-		return rpc_fail(call, -EIO, "volume %s: removing its Flexvolume record failed: %s",
-				rec->volume_id, strerror(-r));
+		return errorf(ret_error, -EIO,
+			      "volume %s: removing its Flexvolume record failed: %s",
+			      rec->volume_id, strerror(-r));
 	return 0;
 }
 
@@ -403,31 +405,32 @@ static bool capability_read_only(const Csi__V1__VolumeCapability *cap)
 }
 
 /* Flexvolume serves filesystems in any access mode: the driver decides what it can share. */
-static int capability_check_flex(RpcCall *call, const Csi__V1__VolumeCapability *cap)
+static int capability_check_flex(char **ret_error, const Csi__V1__VolumeCapability *cap)
 {
 	if (!cap)
-		return rpc_fail(call, -EINVAL, "volume_capability: missing");
+		return errorf(ret_error, -EINVAL, "volume_capability: missing");
 	if (cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK)
-		return rpc_fail(call, -EINVAL,
-				"volume_capability: Flexvolume drivers serve filesystems, not raw "
-				"block devices");
+		return errorf(ret_error, -EINVAL,
+			      "volume_capability: Flexvolume drivers serve filesystems, not raw "
+			      "block devices");
 	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT)
-		return rpc_fail(call, -EINVAL, "volume_capability: access_type must be mount");
+		return errorf(ret_error, -EINVAL, "volume_capability: access_type must be mount");
 	if (!cap->access_mode ||
 	    cap->access_mode->mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__UNKNOWN)
-		return rpc_fail(call, -EINVAL, "volume_capability.access_mode: missing");
+		return errorf(ret_error, -EINVAL, "volume_capability.access_mode: missing");
 	return 0;
 }
 
 /* The volume as its driver will see it, from a request's volume_context and capability. */
-static int record_from_context(RpcCall *call, const char *volume_id, void *const *ctx, size_t n,
+static int record_from_context(char **ret_error, const char *volume_id, void *const *ctx, size_t n,
 			       const Csi__V1__VolumeCapability *cap, bool read_only, Record **ret)
 {
 	_cleanup_free_ char *err = NULL;
 	const char *driver = map_get(ctx, n, FLEX_CONTEXT_DRIVER);
 
 	if (flex_driver_name_validate(driver, &err) < 0)
-		return rpc_fail(call, -EINVAL, "volume_context[%s]: %s", FLEX_CONTEXT_DRIVER, err);
+		return errorf(ret_error, -EINVAL, "volume_context[%s]: %s", FLEX_CONTEXT_DRIVER,
+			      err);
 	Record *rec = record_new(volume_id);
 	set_str(&rec->driver, driver);
 	if (cap && cap->mount && cap->mount->fs_type)
@@ -464,25 +467,25 @@ static void spec_view(const Record *rec, FlexVolumeSpec *view, FlexOption **ret_
 /* ---- drivers ---- */
 
 /* A new reference to the loaded driver, or an error naming it and why it cannot serve. */
-static int driver_get(RpcCall *call, Driver *d, const Record *rec, FlexDriver **ret)
+static int driver_get(char **ret_error, Driver *d, const Record *rec, FlexDriver **ret)
 {
 	_cleanup_free_ char *err = NULL;
 
 	if (!d->flex)
-		return rpc_fail(call, -ENOEXEC,
-				"volume %s needs Flexvolume driver \"%s\", but Flexvolume drivers "
-				"are off on this daemon (see --flexvolume-dir and its log)",
-				rec->volume_id, rec->driver);
+		return errorf(ret_error, -ENOEXEC,
+			      "volume %s needs Flexvolume driver \"%s\", but Flexvolume drivers "
+			      "are off on this daemon (see --flexvolume-dir and its log)",
+			      rec->volume_id, rec->driver);
 	int r = flex_registry_get_loaded(d->flex, rec->driver, ret, &err);
 	if (r < 0)
-		return rpc_fail(call, r, "volume %s: %s", rec->volume_id, err);
+		return errorf(ret_error, r, "volume %s: %s", rec->volume_id, err);
 	return 0;
 }
 
 /* Runs one command. Returns 0, -EOPNOTSUPP for "Not supported" (no message set: the caller
  * falls back or fails), or another error with the driver's message set on call. */
-static int driver_run(RpcCall *call, Driver *d, FlexDriver *drv, const Record *rec, FlexCommand cmd,
-		      const FlexCallArgs *args, FlexReply *ret)
+static int driver_run(char **ret_error, Driver *d, FlexDriver *drv, const Record *rec,
+		      FlexCommand cmd, const FlexCallArgs *args, FlexReply *ret)
 {
 	_cleanup_free_ char *err = NULL;
 
@@ -494,15 +497,15 @@ static int driver_run(RpcCall *call, Driver *d, FlexDriver *drv, const Record *r
 		return r;
 	}
 	if (r < 0)
-		return rpc_fail(call, r, "volume %s: %s", rec->volume_id, err ?: strerror(-r));
+		return errorf(ret_error, r, "volume %s: %s", rec->volume_id, err ?: strerror(-r));
 	return 0;
 }
 
-static int not_supported(RpcCall *call, const Record *rec, const FlexDriver *drv, FlexCommand cmd,
-			 const char *why)
+static int not_supported(char **ret_error, const Record *rec, const FlexDriver *drv,
+			 FlexCommand cmd, const char *why)
 {
-	return rpc_fail(call, -EOPNOTSUPP, "volume %s: driver \"%s\" %s: Not supported, %s",
-			rec->volume_id, drv->name, flex_command_to_string(cmd), why);
+	return errorf(ret_error, -EOPNOTSUPP, "volume %s: driver \"%s\" %s: Not supported, %s",
+		      rec->volume_id, drv->name, flex_command_to_string(cmd), why);
 }
 
 /* What is at a request path, never following a symlink on the way (pinned-path.h). */
@@ -537,7 +540,7 @@ static bool mounted(const char *path)
 }
 
 /* Makes the directory a driver mounts on, through its pinned parent. */
-static int make_place(RpcCall *call, const char *field, const char *path)
+static int make_place(char **ret_error, const char *field, const char *path)
 {
 	PinnedPath pin = PINNED_PATH_NULL;
 
@@ -546,7 +549,7 @@ static int make_place(RpcCall *call, const char *field, const char *path)
 		r = negative_errno();
 	pinned_path_done(&pin);
 	if (r < 0)
-		return rpc_fail(call, r, "%s: cannot create %s: %s", field, path, strerror(-r));
+		return errorf(ret_error, r, "%s: cannot create %s: %s", field, path, strerror(-r));
 	return 0;
 }
 
@@ -564,7 +567,8 @@ static int remove_place(const char *path)
 
 /* Kubernetes' fallback for unmount and unmountdevice: unmount, then remove the dir. The path is
  * the one recorded when the volume was put there; it is reached without following symlinks. */
-static int unmount_and_remove(RpcCall *call, const Record *rec, const char *field, const char *path)
+static int unmount_and_remove(char **ret_error, const Record *rec, const char *field,
+			      const char *path)
 {
 	PinnedPath pin = PINNED_PATH_NULL;
 	int r = pinned_path_open(path, &pin);
@@ -574,27 +578,28 @@ static int unmount_and_remove(RpcCall *call, const Record *rec, const char *fiel
 			break;
 	pinned_path_done(&pin);
 	if (r < 0)
-		return rpc_fail(call, r, "volume %s: %s: unmounting %s failed: %s", rec->volume_id,
-				field, path, strerror(-r));
+		return errorf(ret_error, r, "volume %s: %s: unmounting %s failed: %s",
+			      rec->volume_id, field, path, strerror(-r));
 	if ((r = remove_place(path)) < 0)
-		return rpc_fail(call, r, "volume %s: %s: removing %s failed: %s", rec->volume_id,
-				field, path, strerror(-r));
+		return errorf(ret_error, r, "volume %s: %s: removing %s failed: %s", rec->volume_id,
+			      field, path, strerror(-r));
 	return 0;
 }
 
 /* After the driver's op (unmount, unmountdevice) answered Success: nothing may be mounted at
  * path any more; then its directory goes, as Kubernetes removes it. */
-static int remove_unmounted(RpcCall *call, const Record *rec, const char *op, const char *field,
+static int remove_unmounted(char **ret_error, const Record *rec, const char *op, const char *field,
 			    const char *path)
 {
 	if (mounted(path))
-		return rpc_fail(
-			call, -EBUSY,
+		return errorf(
+			ret_error, -EBUSY,
 			"volume %s: driver \"%s\" %s answered Success but %s is still mounted",
 			rec->volume_id, rec->driver, op, path);
 	int r = remove_place(path);
 	if (r < 0)
-		return rpc_fail(call, r, "%s: removing %s failed: %s", field, path, strerror(-r));
+		return errorf(ret_error, r, "%s: removing %s failed: %s", field, path,
+			      strerror(-r));
 	return 0;
 }
 
@@ -625,11 +630,11 @@ static Attachment *attachment_find(Record *rec, const char *node)
 }
 
 /* An attachment already made: isattached says whether it still holds. 1 yes, 0 no. */
-static int attachment_verify(RpcCall *call, Driver *d, FlexDriver *drv, const Record *rec,
+static int attachment_verify(char **ret_error, Driver *d, FlexDriver *drv, const Record *rec,
 			     const FlexCallArgs *args)
 {
 	FlexReply rep;
-	int r = driver_run(call, d, drv, rec, FLEX_ISATTACHED, args, &rep);
+	int r = driver_run(ret_error, d, drv, rec, FLEX_ISATTACHED, args, &rep);
 	if (r == -EOPNOTSUPP)
 		return 1; /* Kubernetes assumes attached */
 	if (r < 0)
@@ -639,10 +644,10 @@ static int attachment_verify(RpcCall *call, Driver *d, FlexDriver *drv, const Re
 	return attached;
 }
 
-int flex_controller_publish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int flex_controller_publish(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			    char **ret_error)
 {
 	const Csi__V1__ControllerPublishVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(record_freep) Record *rec = NULL, *old = NULL;
 	_cleanup_flex_driver_ FlexDriver *drv = NULL;
@@ -654,22 +659,22 @@ int flex_controller_publish(RpcCall *call, const ProtobufCMessage *req, Protobuf
 	if (!map_get((void *const *)r->volume_context, r->n_volume_context, FLEX_CONTEXT_DRIVER))
 		return 1;
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (!r->node_id || !*r->node_id)
-		return rpc_fail(call, -EINVAL, "node_id: missing");
-	if ((e = capability_check_flex(call, r->volume_capability)) < 0)
+		return errorf(ret_error, -EINVAL, "node_id: missing");
+	if ((e = capability_check_flex(ret_error, r->volume_capability)) < 0)
 		return e;
-	e = record_from_context(call, r->volume_id, (void *const *)r->volume_context,
+	e = record_from_context(ret_error, r->volume_id, (void *const *)r->volume_context,
 				r->n_volume_context, r->volume_capability,
 				r->readonly || capability_read_only(r->volume_capability), &rec);
 	if (e < 0)
 		return e;
-	if ((e = driver_get(call, d, rec, &drv)) < 0)
+	if ((e = driver_get(ret_error, d, rec, &drv)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
-	if ((e = load_or_fail(call, d, RECORD_VOLUME, r->volume_id, NULL, &old)) < 0)
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
+	if ((e = load_or_fail(ret_error, d, RECORD_VOLUME, r->volume_id, NULL, &old)) < 0)
 		return e;
 	if (old) { /* keep what earlier publishes did */
 		rec->attachments = TAKE_PTR(old->attachments);
@@ -679,7 +684,7 @@ int flex_controller_publish(RpcCall *call, const ProtobufCMessage *req, Protobuf
 	}
 	if (!drv->capabilities.attach) {
 		/* Nothing to attach; the record still lets expansion find the driver. */
-		if ((e = save_or_fail(call, d, RECORD_VOLUME, rec)) < 0)
+		if ((e = save_or_fail(ret_error, d, RECORD_VOLUME, rec)) < 0)
 			return e;
 		log_info("volume %s: published to node %s (Flexvolume driver %s does not attach)",
 			 rec->volume_id, r->node_id, drv->name);
@@ -690,7 +695,7 @@ int flex_controller_publish(RpcCall *call, const ProtobufCMessage *req, Protobuf
 	FlexCallArgs args = {.spec = &spec, .node_name = r->node_id};
 	Attachment *a = attachment_find(rec, r->node_id);
 	if (a && a->done) {
-		e = attachment_verify(call, d, drv, rec, &args);
+		e = attachment_verify(ret_error, d, drv, rec, &args);
 		if (e < 0)
 			return e;
 		if (e > 0) {
@@ -709,16 +714,16 @@ int flex_controller_publish(RpcCall *call, const ProtobufCMessage *req, Protobuf
 	}
 	a->done = false;
 	/* Written first: a detach is owed from the moment attach may have run. */
-	if ((e = save_or_fail(call, d, RECORD_VOLUME, rec)) < 0)
+	if ((e = save_or_fail(ret_error, d, RECORD_VOLUME, rec)) < 0)
 		return e;
-	e = driver_run(call, d, drv, rec, FLEX_ATTACH, &args, &rep);
+	e = driver_run(ret_error, d, drv, rec, FLEX_ATTACH, &args, &rep);
 	if (e < 0 && e != -EOPNOTSUPP)
 		return e;
 	set_str(&a->device, e == 0 ? rep.device : ""); /* Not supported: no device */
 	if (e == 0)
 		flex_reply_done(&rep);
 	a->done = true;
-	if ((e = save_or_fail(call, d, RECORD_VOLUME, rec)) < 0)
+	if ((e = save_or_fail(ret_error, d, RECORD_VOLUME, rec)) < 0)
 		return e;
 	log_info("volume %s: attached to node %s by Flexvolume driver %s%s%s", rec->volume_id,
 		 r->node_id, drv->name, *a->device ? " as " : "", a->device);
@@ -726,10 +731,10 @@ int flex_controller_publish(RpcCall *call, const ProtobufCMessage *req, Protobuf
 	return 0;
 }
 
-int flex_controller_unpublish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int flex_controller_unpublish(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			      char **ret_error)
 {
 	const Csi__V1__ControllerUnpublishVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(record_freep) Record *rec = NULL;
 	_cleanup_flex_driver_ FlexDriver *drv = NULL;
@@ -737,13 +742,13 @@ int flex_controller_unpublish(RpcCall *call, const ProtobufCMessage *req, Protob
 
 	if (!r->volume_id || !*r->volume_id)
 		return 1;
-	if ((e = load_or_fail(call, d, RECORD_VOLUME, r->volume_id, NULL, &rec)) != 0)
+	if ((e = load_or_fail(ret_error, d, RECORD_VOLUME, r->volume_id, NULL, &rec)) != 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
 	record_free(TAKE_PTR(rec)); /* again, under the hold */
-	if ((e = load_or_fail(call, d, RECORD_VOLUME, r->volume_id, NULL, &rec)) != 0)
+	if ((e = load_or_fail(ret_error, d, RECORD_VOLUME, r->volume_id, NULL, &rec)) != 0)
 		return e;
 	for (size_t i = 0; i < rec->n_attachments;) {
 		Attachment *a = &rec->attachments[i];
@@ -752,10 +757,10 @@ int flex_controller_unpublish(RpcCall *call, const ProtobufCMessage *req, Protob
 			i++;
 			continue;
 		}
-		if (!drv && (e = driver_get(call, d, rec, &drv)) < 0)
+		if (!drv && (e = driver_get(ret_error, d, rec, &drv)) < 0)
 			return e;
 		FlexCallArgs args = {.volume_name = rec->volume_name, .node_name = a->node};
-		e = driver_run(call, d, drv, rec, FLEX_DETACH, &args, NULL);
+		e = driver_run(ret_error, d, drv, rec, FLEX_DETACH, &args, NULL);
 		if (e < 0 && e != -EOPNOTSUPP) /* Not supported: success, like Kubernetes */
 			return e;
 		log_info("volume %s: detached from node %s by Flexvolume driver %s", rec->volume_id,
@@ -764,7 +769,7 @@ int flex_controller_unpublish(RpcCall *call, const ProtobufCMessage *req, Protob
 		free(a->device);
 		memmove(a, a + 1, (rec->n_attachments - i - 1) * sizeof(Attachment));
 		rec->n_attachments--;
-		if ((e = save_or_fail(call, d, RECORD_VOLUME, rec)) < 0)
+		if ((e = save_or_fail(ret_error, d, RECORD_VOLUME, rec)) < 0)
 			return e;
 	}
 	Csi__V1__ControllerUnpublishVolumeResponse *resp =
@@ -774,31 +779,31 @@ int flex_controller_unpublish(RpcCall *call, const ProtobufCMessage *req, Protob
 	return 0;
 }
 
-static int requested_size(RpcCall *call, const Csi__V1__CapacityRange *range, bool required,
+static int requested_size(char **ret_error, const Csi__V1__CapacityRange *range, bool required,
 			  uint64_t *ret)
 {
 	if (!range) {
 		if (required)
-			return rpc_fail(call, -EINVAL, "capacity_range: missing");
+			return errorf(ret_error, -EINVAL, "capacity_range: missing");
 		*ret = 0;
 		return 0;
 	}
 	if (range->required_bytes < 0 || range->limit_bytes < 0)
-		return rpc_fail(call, -EINVAL, "capacity_range: bytes must not be negative");
+		return errorf(ret_error, -EINVAL, "capacity_range: bytes must not be negative");
 	if (range->limit_bytes > 0 && range->required_bytes > range->limit_bytes)
-		return rpc_fail(call, -ERANGE,
-				"capacity_range: required_bytes %lld exceeds limit_bytes %lld",
-				(long long)range->required_bytes, (long long)range->limit_bytes);
+		return errorf(ret_error, -ERANGE,
+			      "capacity_range: required_bytes %lld exceeds limit_bytes %lld",
+			      (long long)range->required_bytes, (long long)range->limit_bytes);
 	*ret = (uint64_t)(range->required_bytes > 0 ? range->required_bytes : range->limit_bytes);
 	if (required && *ret == 0)
-		return rpc_fail(call, -EINVAL, "capacity_range: no size given");
+		return errorf(ret_error, -EINVAL, "capacity_range: no size given");
 	return 0;
 }
 
-int flex_controller_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int flex_controller_expand(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			   char **ret_error)
 {
 	const Csi__V1__ControllerExpandVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(record_freep) Record *rec = NULL;
 	_cleanup_flex_driver_ FlexDriver *drv = NULL;
@@ -809,15 +814,15 @@ int flex_controller_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufC
 
 	if (!r->volume_id || !*r->volume_id)
 		return 1;
-	if ((e = load_or_fail(call, d, RECORD_VOLUME, r->volume_id, NULL, &rec)) != 0)
+	if ((e = load_or_fail(ret_error, d, RECORD_VOLUME, r->volume_id, NULL, &rec)) != 0)
 		return e;
-	if ((e = requested_size(call, r->capacity_range, true, &size)) < 0)
+	if ((e = requested_size(ret_error, r->capacity_range, true, &size)) < 0)
 		return e;
-	if ((e = driver_get(call, d, rec, &drv)) < 0)
+	if ((e = driver_get(ret_error, d, rec, &drv)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
 	spec_view(rec, &spec, &opts);
 	/* The device mount path lives on the node: the controller has none to give. */
 	FlexCallArgs args = {
@@ -826,11 +831,11 @@ int flex_controller_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufC
 		.new_size = size,
 		.old_size = rec->size,
 	};
-	e = driver_run(call, d, drv, rec, FLEX_EXPANDVOLUME, &args, NULL);
+	e = driver_run(ret_error, d, drv, rec, FLEX_EXPANDVOLUME, &args, NULL);
 	if (e < 0 && e != -EOPNOTSUPP) /* Not supported: success, like Kubernetes */
 		return e;
 	rec->size = size;
-	if ((e = save_or_fail(call, d, RECORD_VOLUME, rec)) < 0)
+	if ((e = save_or_fail(ret_error, d, RECORD_VOLUME, rec)) < 0)
 		return e;
 	log_info("volume %s: expanded to %llu bytes by Flexvolume driver %s", rec->volume_id,
 		 (unsigned long long)size, drv->name);
@@ -846,7 +851,7 @@ int flex_controller_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufC
 /* ---- node ---- */
 
 /* Kubernetes' fallback for mountdevice: format the device when blank, then mount it. */
-static int mountdevice_fallback(RpcCall *call, const Record *rec, const char *dev,
+static int mountdevice_fallback(char **ret_error, const Record *rec, const char *dev,
 				const char *staging)
 {
 	_cleanup_free_ char *found = NULL, *err = NULL;
@@ -854,24 +859,24 @@ static int mountdevice_fallback(RpcCall *call, const Record *rec, const char *de
 
 	int e = blockfs_probe(dev, &found);
 	if (e < 0)
-		return rpc_fail(call, e, "volume %s: probing %s failed: %s", rec->volume_id, dev,
-				strerror(-e));
+		return errorf(ret_error, e, "volume %s: probing %s failed: %s", rec->volume_id, dev,
+			      strerror(-e));
 	if (!*found) {
 		if (rec->read_only)
-			return rpc_fail(call, -EROFS,
-					"volume %s: %s is blank and the volume is read-only: not "
-					"formatting it",
-					rec->volume_id, dev);
+			return errorf(ret_error, -EROFS,
+				      "volume %s: %s is blank and the volume is read-only: not "
+				      "formatting it",
+				      rec->volume_id, dev);
 		e = blockfs_mkfs(dev, fstype, NULL, &err);
 		if (e < 0)
-			return rpc_fail(call, e, "volume %s: %s", rec->volume_id,
-					err ?: strerror(-e));
+			return errorf(ret_error, e, "volume %s: %s", rec->volume_id,
+				      err ?: strerror(-e));
 		log_info("volume %s: made %s on %s", rec->volume_id, fstype, dev);
 	} else if (strcmp(found, fstype) != 0)
-		return rpc_fail(call, -ENOTEMPTY,
-				"volume %s: %s holds %s, not the requested %s: it is never "
-				"reformatted",
-				rec->volume_id, dev, found, fstype);
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s: %s holds %s, not the requested %s: it is never "
+			      "reformatted",
+			      rec->volume_id, dev, found, fstype);
 	_cleanup_free_ char *why = NULL;
 	PinnedPath pin = PINNED_PATH_NULL;
 	int fd = open_place(staging, O_PATH | O_DIRECTORY, &pin);
@@ -881,13 +886,13 @@ static int mountdevice_fallback(RpcCall *call, const Record *rec, const char *de
 	closep(&fd);
 	pinned_path_done(&pin);
 	if (e < 0)
-		return rpc_fail(call, e, "volume %s: mounting %s on %s failed: %s%s%s",
-				rec->volume_id, dev, staging, strerror(-e), why ? ": " : "",
-				why ?: "");
+		return errorf(ret_error, e, "volume %s: mounting %s on %s failed: %s%s%s",
+			      rec->volume_id, dev, staging, strerror(-e), why ? ": " : "",
+			      why ?: "");
 	return 0;
 }
 
-static int stage_attached(RpcCall *call, Driver *d, FlexDriver *drv, Record *rec,
+static int stage_attached(char **ret_error, Driver *d, FlexDriver *drv, Record *rec,
 			  const char *device)
 {
 	_cleanup_free_ FlexOption *opts = NULL;
@@ -897,28 +902,28 @@ static int stage_attached(RpcCall *call, Driver *d, FlexDriver *drv, Record *rec
 
 	spec_view(rec, &spec, &opts);
 	FlexCallArgs args = {.spec = &spec, .device = device};
-	e = driver_run(call, d, drv, rec, FLEX_WAITFORATTACH, &args, &rep);
+	e = driver_run(ret_error, d, drv, rec, FLEX_WAITFORATTACH, &args, &rep);
 	if (e < 0 && e != -EOPNOTSUPP) /* Not supported: the device as attach named it */
 		return e;
 	set_str(&rec->device, e == 0 && rep.device && *rep.device ? rep.device : device);
 	if (e == 0)
 		flex_reply_done(&rep);
-	if ((e = save_or_fail(call, d, RECORD_STAGED, rec)) < 0)
+	if ((e = save_or_fail(ret_error, d, RECORD_STAGED, rec)) < 0)
 		return e;
-	if ((e = make_place(call, "staging_target_path", rec->path)) < 0)
+	if ((e = make_place(ret_error, "staging_target_path", rec->path)) < 0)
 		return e;
 	args = (FlexCallArgs){.spec = &spec, .device = rec->device, .device_mount_path = rec->path};
-	e = driver_run(call, d, drv, rec, FLEX_MOUNTDEVICE, &args, NULL);
+	e = driver_run(ret_error, d, drv, rec, FLEX_MOUNTDEVICE, &args, NULL);
 	if (e == -EOPNOTSUPP)
 		/* Without a device (attach unsupported too) there is nothing to mount. */
-		e = *rec->device ? mountdevice_fallback(call, rec, rec->device, rec->path) : 0;
+		e = *rec->device ? mountdevice_fallback(ret_error, rec, rec->device, rec->path) : 0;
 	return e;
 }
 
-int flex_node_stage(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int flex_node_stage(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+		    char **ret_error)
 {
 	const Csi__V1__NodeStageVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(record_freep) Record *rec = NULL, *old = NULL;
 	_cleanup_flex_driver_ FlexDriver *drv = NULL;
@@ -927,23 +932,23 @@ int flex_node_stage(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage
 	if (!map_get((void *const *)r->volume_context, r->n_volume_context, FLEX_CONTEXT_DRIVER))
 		return 1;
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
-	if ((e = node_path_check(call, "staging_target_path", r->staging_target_path)) < 0)
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
+	if ((e = node_path_check(ret_error, "staging_target_path", r->staging_target_path)) < 0)
 		return e;
-	if ((e = capability_check_flex(call, r->volume_capability)) < 0)
+	if ((e = capability_check_flex(ret_error, r->volume_capability)) < 0)
 		return e;
-	e = record_from_context(call, r->volume_id, (void *const *)r->volume_context,
+	e = record_from_context(ret_error, r->volume_id, (void *const *)r->volume_context,
 				r->n_volume_context, r->volume_capability,
 				capability_read_only(r->volume_capability), &rec);
 	if (e < 0)
 		return e;
 	set_str(&rec->path, r->staging_target_path);
-	if ((e = driver_get(call, d, rec, &drv)) < 0)
+	if ((e = driver_get(ret_error, d, rec, &drv)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
-	if ((e = load_or_fail(call, d, RECORD_STAGED, r->volume_id, NULL, &old)) < 0)
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
+	if ((e = load_or_fail(ret_error, d, RECORD_STAGED, r->volume_id, NULL, &old)) < 0)
 		return e;
 	if (old)
 		rec->size = old->size;
@@ -954,14 +959,14 @@ int flex_node_stage(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage
 		 * before an upgrade) says how to undo it. */
 	} else if (!drv->capabilities.attach) {
 		/* Kubernetes stages nothing for these; the record names the driver for expand. */
-		if ((e = save_or_fail(call, d, RECORD_STAGED, rec)) < 0)
+		if ((e = save_or_fail(ret_error, d, RECORD_STAGED, rec)) < 0)
 			return e;
 	} else {
 		rec->device_mounted = true;
 		set_str(&rec->device, device);
-		if ((e = save_or_fail(call, d, RECORD_STAGED, rec)) < 0)
+		if ((e = save_or_fail(ret_error, d, RECORD_STAGED, rec)) < 0)
 			return e;
-		e = stage_attached(call, d, drv, rec, device ?: "");
+		e = stage_attached(ret_error, d, drv, rec, device ?: "");
 		if (e < 0) {
 			if (!mounted(rec->path))
 				(void)record_remove(d, RECORD_STAGED, rec);
@@ -976,10 +981,10 @@ int flex_node_stage(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage
 	return 0;
 }
 
-int flex_node_unstage(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int flex_node_unstage(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+		      char **ret_error)
 {
 	const Csi__V1__NodeUnstageVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(record_freep) Record *rec = NULL;
 	_cleanup_flex_driver_ FlexDriver *drv = NULL;
@@ -987,38 +992,38 @@ int flex_node_unstage(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 
 	if (!r->volume_id || !*r->volume_id || !r->staging_target_path)
 		return 1;
-	if ((e = load_or_fail(call, d, RECORD_STAGED, r->volume_id, NULL, &rec)) != 0)
+	if ((e = load_or_fail(ret_error, d, RECORD_STAGED, r->volume_id, NULL, &rec)) != 0)
 		return e;
-	if ((e = node_path_check(call, "staging_target_path", r->staging_target_path)) < 0)
+	if ((e = node_path_check(ret_error, "staging_target_path", r->staging_target_path)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
 	const char *path = r->staging_target_path;
 	/* Only where it was staged: the request's path is not proof of anything. */
 	if (rec->device_mounted && rec->path && strcmp(rec->path, path) != 0)
-		return rpc_fail(call, -ENOTEMPTY,
-				"staging_target_path: volume %s is staged at '%s', not at '%s'",
-				rec->volume_id, rec->path, path);
+		return errorf(ret_error, -ENOTEMPTY,
+			      "staging_target_path: volume %s is staged at '%s', not at '%s'",
+			      rec->volume_id, rec->path, path);
 	/* Like Kubernetes: unmountdevice only when something is mounted, then the dir goes. */
 	if (rec->device_mounted && path_exists(path)) {
 		if (mounted(path)) {
-			if ((e = driver_get(call, d, rec, &drv)) < 0)
+			if ((e = driver_get(ret_error, d, rec, &drv)) < 0)
 				return e;
 			FlexCallArgs args = {.device_mount_path = path};
-			e = driver_run(call, d, drv, rec, FLEX_UNMOUNTDEVICE, &args, NULL);
+			e = driver_run(ret_error, d, drv, rec, FLEX_UNMOUNTDEVICE, &args, NULL);
 			if (e == -EOPNOTSUPP)
-				e = unmount_and_remove(call, rec, "staging_target_path", path);
+				e = unmount_and_remove(ret_error, rec, "staging_target_path", path);
 			if (e < 0)
 				return e;
 		}
-		e = remove_unmounted(call, rec, "unmountdevice", "staging_target_path", path);
+		e = remove_unmounted(ret_error, rec, "unmountdevice", "staging_target_path", path);
 		if (e < 0)
 			return e;
 		log_info("volume %s: unstaged from %s (Flexvolume driver %s)", rec->volume_id, path,
 			 rec->driver);
 	}
-	if ((e = remove_or_fail(call, d, RECORD_STAGED, rec)) < 0)
+	if ((e = remove_or_fail(ret_error, d, RECORD_STAGED, rec)) < 0)
 		return e;
 	Csi__V1__NodeUnstageVolumeResponse *resp = xnew0(Csi__V1__NodeUnstageVolumeResponse, 1);
 	csi__v1__node_unstage_volume_response__init(resp);
@@ -1049,7 +1054,7 @@ static void pod_info(const Csi__V1__NodePublishVolumeRequest *r, int64_t fs_grou
 	*ret_secrets = s;
 }
 
-static int publish_mount(RpcCall *call, Driver *d, FlexDriver *drv, const Record *rec,
+static int publish_mount(char **ret_error, Driver *d, FlexDriver *drv, const Record *rec,
 			 const Csi__V1__NodePublishVolumeRequest *r, int64_t fs_group)
 {
 	_cleanup_free_ FlexOption *opts = NULL, *secrets = NULL;
@@ -1059,12 +1064,12 @@ static int publish_mount(RpcCall *call, Driver *d, FlexDriver *drv, const Record
 	spec_view(rec, &spec, &opts);
 	pod_info(r, fs_group, &pod, &secrets);
 	FlexCallArgs args = {.spec = &spec, .pod = &pod, .pod_volume_dir = rec->path};
-	int e = driver_run(call, d, drv, rec, FLEX_MOUNT, &args, NULL);
+	int e = driver_run(ret_error, d, drv, rec, FLEX_MOUNT, &args, NULL);
 	if (e != -EOPNOTSUPP)
 		return e;
 	/* Kubernetes binds the device mount path: here the staging path. */
 	if (!*rec->staging_path)
-		return not_supported(call, rec, drv, FLEX_MOUNT,
+		return not_supported(ret_error, rec, drv, FLEX_MOUNT,
 				     "and the volume has no staged mount to bind instead "
 				     "(ephemeral volumes are never staged)");
 	PinnedPath from = PINNED_PATH_NULL, to = PINNED_PATH_NULL;
@@ -1076,15 +1081,15 @@ static int publish_mount(RpcCall *call, Driver *d, FlexDriver *drv, const Record
 	pinned_path_done(&from);
 	pinned_path_done(&to);
 	if (e < 0)
-		return rpc_fail(call, e, "volume %s: binding %s to %s failed: %s", rec->volume_id,
-				rec->staging_path, rec->path, strerror(-e));
+		return errorf(ret_error, e, "volume %s: binding %s to %s failed: %s",
+			      rec->volume_id, rec->staging_path, rec->path, strerror(-e));
 	return 0;
 }
 
-int flex_node_publish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int flex_node_publish(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+		      char **ret_error)
 {
 	const Csi__V1__NodePublishVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(record_freep) Record *rec = NULL;
 	_cleanup_flex_driver_ FlexDriver *drv = NULL;
@@ -1095,51 +1100,52 @@ int flex_node_publish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 	if (!map_get(ctx, r->n_volume_context, FLEX_CONTEXT_DRIVER))
 		return 1;
 	if (!r->volume_id || !*r->volume_id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
-	if ((e = node_path_check(call, "target_path", r->target_path)) < 0)
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
+	if ((e = node_path_check(ret_error, "target_path", r->target_path)) < 0)
 		return e;
 	/* Ephemeral inline volumes come without a staging path. */
 	if (r->staging_target_path && *r->staging_target_path &&
-	    (e = node_path_check(call, "staging_target_path", r->staging_target_path)) < 0)
+	    (e = node_path_check(ret_error, "staging_target_path", r->staging_target_path)) < 0)
 		return e;
-	if ((e = capability_check_flex(call, r->volume_capability)) < 0)
+	if ((e = capability_check_flex(ret_error, r->volume_capability)) < 0)
 		return e;
 	const char *group = r->volume_capability->mount->volume_mount_group;
 	if (group && *group) {
 		uint32_t gid;
 		if (parse_uint32(group, &gid) < 0 || gid == (uint32_t)-1)
-			return rpc_fail(call, -EINVAL,
-					"volume_capability.mount.volume_mount_group: '%s' is not a "
-					"group id",
-					group);
+			return errorf(ret_error, -EINVAL,
+				      "volume_capability.mount.volume_mount_group: '%s' is not a "
+				      "group id",
+				      group);
 		fs_group = gid;
 	}
-	e = record_from_context(call, r->volume_id, ctx, r->n_volume_context, r->volume_capability,
+	e = record_from_context(ret_error, r->volume_id, ctx, r->n_volume_context,
+				r->volume_capability,
 				r->readonly || capability_read_only(r->volume_capability), &rec);
 	if (e < 0)
 		return e;
 	set_str(&rec->path, r->target_path);
 	set_str(&rec->staging_path, r->staging_target_path);
-	if ((e = driver_get(call, d, rec, &drv)) < 0)
+	if ((e = driver_get(ret_error, d, rec, &drv)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
 	/* Mount only once, as Kubernetes does; the record may predate an upgrade: keep it. */
 	bool done = mounted(rec->path);
 	if (done) {
 		_cleanup_(record_freep) Record *old = NULL;
-		if ((e = load_or_fail(call, d, RECORD_PUBLISHED, rec->volume_id, rec->path, &old)) <
-		    0)
+		if ((e = load_or_fail(ret_error, d, RECORD_PUBLISHED, rec->volume_id, rec->path,
+				      &old)) < 0)
 			return e;
-		if (!old && (e = save_or_fail(call, d, RECORD_PUBLISHED, rec)) < 0)
+		if (!old && (e = save_or_fail(ret_error, d, RECORD_PUBLISHED, rec)) < 0)
 			return e;
 	} else {
-		if ((e = save_or_fail(call, d, RECORD_PUBLISHED, rec)) < 0)
+		if ((e = save_or_fail(ret_error, d, RECORD_PUBLISHED, rec)) < 0)
 			return e;
-		e = make_place(call, "target_path", rec->path);
+		e = make_place(ret_error, "target_path", rec->path);
 		if (e >= 0)
-			e = publish_mount(call, d, drv, rec, r, fs_group);
+			e = publish_mount(ret_error, d, drv, rec, r, fs_group);
 		if (e < 0) {
 			/* Nothing mounted: leave nothing behind, as Kubernetes does. */
 			if (!mounted(rec->path)) {
@@ -1170,10 +1176,10 @@ int flex_node_publish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 	return 0;
 }
 
-int flex_node_unpublish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int flex_node_unpublish(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			char **ret_error)
 {
 	const Csi__V1__NodeUnpublishVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(record_freep) Record *rec = NULL;
 	_cleanup_flex_driver_ FlexDriver *drv = NULL;
@@ -1181,33 +1187,34 @@ int flex_node_unpublish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 
 	if (!r->volume_id || !*r->volume_id || !r->target_path)
 		return 1;
-	if ((e = load_or_fail(call, d, RECORD_PUBLISHED, r->volume_id, r->target_path, &rec)) != 0)
+	if ((e = load_or_fail(ret_error, d, RECORD_PUBLISHED, r->volume_id, r->target_path,
+			      &rec)) != 0)
 		return e;
-	if ((e = node_path_check(call, "target_path", r->target_path)) < 0)
+	if ((e = node_path_check(ret_error, "target_path", r->target_path)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
 	/* Like Kubernetes: a target that is gone needs nothing; one that exists gets unmount. */
 	if (path_exists(rec->path)) {
-		e = driver_get(call, d, rec, &drv);
+		e = driver_get(ret_error, d, rec, &drv);
 		if (e < 0 && mounted(rec->path))
 			return e;
 		if (e >= 0) {
 			FlexCallArgs args = {.pod_volume_dir = rec->path};
-			e = driver_run(call, d, drv, rec, FLEX_UNMOUNT, &args, NULL);
+			e = driver_run(ret_error, d, drv, rec, FLEX_UNMOUNT, &args, NULL);
 			if (e == -EOPNOTSUPP)
-				e = unmount_and_remove(call, rec, "target_path", rec->path);
+				e = unmount_and_remove(ret_error, rec, "target_path", rec->path);
 			if (e < 0)
 				return e;
 		}
-		e = remove_unmounted(call, rec, "unmount", "target_path", rec->path);
+		e = remove_unmounted(ret_error, rec, "unmount", "target_path", rec->path);
 		if (e < 0)
 			return e;
 		log_info("volume %s: unpublished from %s by Flexvolume driver %s", rec->volume_id,
 			 rec->path, rec->driver);
 	}
-	if ((e = remove_or_fail(call, d, RECORD_PUBLISHED, rec)) < 0)
+	if ((e = remove_or_fail(ret_error, d, RECORD_PUBLISHED, rec)) < 0)
 		return e;
 	Csi__V1__NodeUnpublishVolumeResponse *resp = xnew0(Csi__V1__NodeUnpublishVolumeResponse, 1);
 	csi__v1__node_unpublish_volume_response__init(resp);
@@ -1216,20 +1223,20 @@ int flex_node_unpublish(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 }
 
 /* The node record of a volume: staged, else published at path. 1 when none. */
-static int node_record(RpcCall *call, Driver *d, const char *volume_id, const char *path,
+static int node_record(char **ret_error, Driver *d, const char *volume_id, const char *path,
 		       RecordKind *ret_kind, Record **ret)
 {
-	int e = load_or_fail(call, d, RECORD_STAGED, volume_id, NULL, ret);
+	int e = load_or_fail(ret_error, d, RECORD_STAGED, volume_id, NULL, ret);
 	*ret_kind = RECORD_STAGED;
 	if (e == 1 && path) {
-		e = load_or_fail(call, d, RECORD_PUBLISHED, volume_id, path, ret);
+		e = load_or_fail(ret_error, d, RECORD_PUBLISHED, volume_id, path, ret);
 		*ret_kind = RECORD_PUBLISHED;
 	}
 	return e;
 }
 
 /* Kubernetes' fallback for expandfs: grow the filesystem on the device, when there is one. */
-static int expandfs_fallback(RpcCall *call, const Record *rec, const char *dev,
+static int expandfs_fallback(char **ret_error, const Record *rec, const char *dev,
 			     const char *mount_path)
 {
 	_cleanup_free_ char *err = NULL;
@@ -1240,15 +1247,15 @@ static int expandfs_fallback(RpcCall *call, const Record *rec, const char *dev,
 	int e = blockfs_resize(dev, mount_path, mi.fstype, &err);
 	mount_info_done(&mi);
 	if (e < 0)
-		return rpc_fail(call, e, "volume %s: growing the filesystem failed: %s",
-				rec->volume_id, err ?: strerror(-e));
+		return errorf(ret_error, e, "volume %s: growing the filesystem failed: %s",
+			      rec->volume_id, err ?: strerror(-e));
 	return 0;
 }
 
-int flex_node_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int flex_node_expand(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+		     char **ret_error)
 {
 	const Csi__V1__NodeExpandVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(record_freep) Record *rec = NULL;
 	_cleanup_flex_driver_ FlexDriver *drv = NULL;
@@ -1260,15 +1267,15 @@ int flex_node_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessag
 
 	if (!r->volume_id || !*r->volume_id)
 		return 1;
-	if ((e = node_record(call, d, r->volume_id, r->volume_path, &kind, &rec)) != 0)
+	if ((e = node_record(ret_error, d, r->volume_id, r->volume_path, &kind, &rec)) != 0)
 		return e;
-	if ((e = requested_size(call, r->capacity_range, false, &size)) < 0)
+	if ((e = requested_size(ret_error, r->capacity_range, false, &size)) < 0)
 		return e;
-	if ((e = driver_get(call, d, rec, &drv)) < 0)
+	if ((e = driver_get(ret_error, d, rec, &drv)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "node:%s", r->volume_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress",
-				r->volume_id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
+			      r->volume_id);
 	if (drv->capabilities.requires_fs_resize) {
 		const char *dmp = kind == RECORD_STAGED ? rec->path
 				  : r->staging_target_path && *r->staging_target_path
@@ -1282,9 +1289,9 @@ int flex_node_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessag
 			.new_size = size,
 			.old_size = rec->size,
 		};
-		e = driver_run(call, d, drv, rec, FLEX_EXPANDFS, &args, NULL);
+		e = driver_run(ret_error, d, drv, rec, FLEX_EXPANDFS, &args, NULL);
 		if (e == -EOPNOTSUPP)
-			e = expandfs_fallback(call, rec, rec->device, dmp ?: "");
+			e = expandfs_fallback(ret_error, rec, rec->device, dmp ?: "");
 		if (e < 0)
 			return e;
 		log_info("volume %s: filesystem expanded by Flexvolume driver %s", rec->volume_id,
@@ -1292,7 +1299,7 @@ int flex_node_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessag
 	}
 	if (size > 0) {
 		rec->size = size;
-		if ((e = save_or_fail(call, d, kind, rec)) < 0)
+		if ((e = save_or_fail(ret_error, d, kind, rec)) < 0)
 			return e;
 	}
 	Csi__V1__NodeExpandVolumeResponse *resp = xnew0(Csi__V1__NodeExpandVolumeResponse, 1);
@@ -1302,10 +1309,10 @@ int flex_node_expand(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessag
 	return 0;
 }
 
-int flex_node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int flex_node_get_volume_stats(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			       char **ret_error)
 {
 	const Csi__V1__NodeGetVolumeStatsRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(record_freep) Record *rec = NULL;
 	RecordKind kind;
 	BlockfsStats s = {};
@@ -1313,12 +1320,12 @@ int flex_node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, Proto
 
 	if (!r->volume_id || !*r->volume_id || !r->volume_path || !*r->volume_path)
 		return 1;
-	if ((e = node_record(call, d, r->volume_id, r->volume_path, &kind, &rec)) != 0)
+	if ((e = node_record(ret_error, d, r->volume_id, r->volume_path, &kind, &rec)) != 0)
 		return e;
-	if ((e = node_path_check(call, "volume_path", r->volume_path)) < 0)
+	if ((e = node_path_check(ret_error, "volume_path", r->volume_path)) < 0)
 		return e;
 	if (!path_exists(r->volume_path))
-		return rpc_fail(call, -ENOENT, "volume_path: %s does not exist", r->volume_path);
+		return errorf(ret_error, -ENOENT, "volume_path: %s does not exist", r->volume_path);
 	Csi__V1__NodeGetVolumeStatsResponse *resp = xnew0(Csi__V1__NodeGetVolumeStatsResponse, 1);
 	csi__v1__node_get_volume_stats_response__init(resp);
 	*ret = &resp->base;

@@ -7,14 +7,14 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "controller.h"
 #include "csi-util.h"
 #include "log.h"
 
-int group_controller_get_capabilities(RpcCall *call, const ProtobufCMessage *req,
-				      ProtobufCMessage **ret)
+int group_controller_get_capabilities(_unused_ Driver *d, const ProtobufCMessage *req,
+				      ProtobufCMessage **ret, _unused_ char **ret_error)
 {
-	(void)call;
 	(void)req;
 	Csi__V1__GroupControllerGetCapabilitiesResponse *resp =
 		xnew0(Csi__V1__GroupControllerGetCapabilitiesResponse, 1);
@@ -72,7 +72,7 @@ static bool members_match(const PoolGroup *g, char **ids, size_t n)
 }
 
 /* Makes (or finds, on a retry) the member snapshot of one volume. */
-static int group_snapshot_member(RpcCall *call, Driver *d, const char *group_name,
+static int group_snapshot_member(char **ret_error, Driver *d, const char *group_name,
 				 const char *group_id, const Strmap *params, const char *volume_id,
 				 char ret_id[POOL_ID_MAX])
 {
@@ -82,7 +82,8 @@ static int group_snapshot_member(RpcCall *call, Driver *d, const char *group_nam
 	CopyMethod method;
 
 	if (pool_volume_load(d->pool, volume_id, &v) < 0)
-		return rpc_fail(call, -ENOENT, "source_volume_ids: volume %s not found", volume_id);
+		return errorf(ret_error, -ENOENT, "source_volume_ids: volume %s not found",
+			      volume_id);
 	pool_snapshot_id_for_name(name, spec.id);
 	strmap_copy(&spec.params, params);
 	strmap_set(&spec.params, SNAPSHOT_GROUP_KEY, group_id);
@@ -91,8 +92,8 @@ static int group_snapshot_member(RpcCall *call, Driver *d, const char *group_nam
 	int e = pool_snapshot_create(d->pool, &spec, &method);
 	strmap_done(&spec.params);
 	if (e < 0 && e != -EEXIST)
-		return rpc_fail(call, e, "snapshot of volume %s failed: %s", volume_id,
-				strerror(-e));
+		return errorf(ret_error, e, "snapshot of volume %s failed: %s", volume_id,
+			      strerror(-e));
 	memcpy(ret_id, spec.id, POOL_ID_MAX);
 	return 0;
 }
@@ -119,35 +120,33 @@ static ProtobufCMessage *create_reply(Driver *d, const PoolGroup *g)
 	return &resp->base;
 }
 
-int group_controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req,
-				     ProtobufCMessage **ret)
+int group_controller_create_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+				     char **ret_error)
 {
 	const Csi__V1__CreateVolumeGroupSnapshotRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(pool_group_freep) PoolGroup *existing = NULL;
 	PoolGroup g = {};
 	Strmap params = {};
 	int e;
 
-	if ((e = create_name_check(call, r->name)) < 0)
+	if ((e = create_name_check(ret_error, r->name)) < 0)
 		return e;
 	if (r->n_source_volume_ids == 0)
-		return rpc_fail(call, -EINVAL, "source_volume_ids: at least one is required");
-	if ((e = snapshot_params_parse(call, (void *const *)r->parameters, r->n_parameters,
+		return errorf(ret_error, -EINVAL, "source_volume_ids: at least one is required");
+	if ((e = snapshot_params_parse(ret_error, (void *const *)r->parameters, r->n_parameters,
 				       &params)) < 0)
 		goto out;
 	if (inflight_holdf(d->inflight, &hold, "group:%s", r->name) < 0) {
-		e = rpc_fail(call, -EBUSY, "a CreateVolumeGroupSnapshot for '%s' is in progress",
-			     r->name);
+		e = errorf(ret_error, -EBUSY, "a CreateVolumeGroupSnapshot for '%s' is in progress",
+			   r->name);
 		goto out;
 	}
 	pool_group_id_for_name(r->name, g.id);
 	if (pool_group_load(d->pool, g.id, &existing) == 0) {
 		if (!same_sources(d, existing, r->source_volume_ids, r->n_source_volume_ids))
-			e = rpc_fail(call, -EEXIST,
-				     "group snapshot '%s' exists for other source volumes",
-				     r->name);
+			e = errorf(ret_error, -EEXIST,
+				   "group snapshot '%s' exists for other source volumes", r->name);
 		else
 			*ret = create_reply(d, existing);
 		goto out;
@@ -157,15 +156,15 @@ int group_controller_create_snapshot(RpcCall *call, const ProtobufCMessage *req,
 	g.snapshot_ids = xnew0(char *, r->n_source_volume_ids + 1);
 	for (size_t i = 0; i < r->n_source_volume_ids; i++) {
 		char id[POOL_ID_MAX];
-		if ((e = group_snapshot_member(call, d, r->name, g.id, &params,
+		if ((e = group_snapshot_member(ret_error, d, r->name, g.id, &params,
 					       r->source_volume_ids[i], id)) < 0)
 			goto out;
 		g.snapshot_ids[g.n_snapshots++] = xstrdup(id);
 	}
 	e = pool_group_create(d->pool, &g);
 	if (e < 0 && e != -EEXIST) {
-		e = rpc_fail(call, e, "recording group snapshot '%s' failed: %s", r->name,
-			     strerror(-e));
+		e = errorf(ret_error, e, "recording group snapshot '%s' failed: %s", r->name,
+			   strerror(-e));
 		goto out;
 	}
 	e = 0;
@@ -177,19 +176,18 @@ out:
 	return e;
 }
 
-int group_controller_delete_snapshot(RpcCall *call, const ProtobufCMessage *req,
-				     ProtobufCMessage **ret)
+int group_controller_delete_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+				     char **ret_error)
 {
 	const Csi__V1__DeleteVolumeGroupSnapshotRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(pool_group_freep) PoolGroup *g = NULL;
 
 	if (!r->group_snapshot_id || !*r->group_snapshot_id)
-		return rpc_fail(call, -EINVAL, "group_snapshot_id: missing");
+		return errorf(ret_error, -EINVAL, "group_snapshot_id: missing");
 	if (inflight_holdf(d->inflight, &hold, "groupid:%s", r->group_snapshot_id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on group snapshot %s is in progress",
-				r->group_snapshot_id);
+		return errorf(ret_error, -EBUSY, "an operation on group snapshot %s is in progress",
+			      r->group_snapshot_id);
 	Csi__V1__DeleteVolumeGroupSnapshotResponse *resp =
 		xnew0(Csi__V1__DeleteVolumeGroupSnapshotResponse, 1);
 	csi__v1__delete_volume_group_snapshot_response__init(resp);
@@ -197,38 +195,38 @@ int group_controller_delete_snapshot(RpcCall *call, const ProtobufCMessage *req,
 	if (pool_group_load(d->pool, r->group_snapshot_id, &g) < 0)
 		return 0; /* gone already */
 	if (!members_match(g, r->snapshot_ids, r->n_snapshot_ids))
-		return rpc_fail(call, -EINVAL,
-				"snapshot_ids: not the %zu snapshots of group snapshot %s",
-				g->n_snapshots, g->id);
+		return errorf(ret_error, -EINVAL,
+			      "snapshot_ids: not the %zu snapshots of group snapshot %s",
+			      g->n_snapshots, g->id);
 	for (size_t i = 0; i < g->n_snapshots; i++) {
 		int e = pool_snapshot_delete(d->pool, g->snapshot_ids[i]);
 		if (e < 0 && e != -ENOENT)
-			return rpc_fail(call, e, "deleting snapshot %s of group %s failed: %s",
-					g->snapshot_ids[i], g->id, strerror(-e));
+			return errorf(ret_error, e, "deleting snapshot %s of group %s failed: %s",
+				      g->snapshot_ids[i], g->id, strerror(-e));
 	}
 	int e = pool_group_delete(d->pool, g->id);
 	if (e < 0 && e != -ENOENT)
-		return rpc_fail(call, e, "deleting group snapshot %s failed: %s", g->id,
-				strerror(-e));
+		return errorf(ret_error, e, "deleting group snapshot %s failed: %s", g->id,
+			      strerror(-e));
 	log_info("deleted group snapshot %s and its %zu snapshots", g->id, g->n_snapshots);
 	return 0;
 }
 
-int group_controller_get_snapshot(RpcCall *call, const ProtobufCMessage *req,
-				  ProtobufCMessage **ret)
+int group_controller_get_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+				  char **ret_error)
 {
 	const Csi__V1__GetVolumeGroupSnapshotRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(pool_group_freep) PoolGroup *g = NULL;
 
 	if (!r->group_snapshot_id || !*r->group_snapshot_id)
-		return rpc_fail(call, -EINVAL, "group_snapshot_id: missing");
+		return errorf(ret_error, -EINVAL, "group_snapshot_id: missing");
 	if (pool_group_load(d->pool, r->group_snapshot_id, &g) < 0)
-		return rpc_fail(call, -ENOENT, "group snapshot %s not found", r->group_snapshot_id);
+		return errorf(ret_error, -ENOENT, "group snapshot %s not found",
+			      r->group_snapshot_id);
 	if (!members_match(g, r->snapshot_ids, r->n_snapshot_ids))
-		return rpc_fail(call, -EINVAL,
-				"snapshot_ids: not the %zu snapshots of group snapshot %s",
-				g->n_snapshots, g->id);
+		return errorf(ret_error, -EINVAL,
+			      "snapshot_ids: not the %zu snapshots of group snapshot %s",
+			      g->n_snapshots, g->id);
 	Csi__V1__GetVolumeGroupSnapshotResponse *resp =
 		xnew0(Csi__V1__GetVolumeGroupSnapshotResponse, 1);
 	csi__v1__get_volume_group_snapshot_response__init(resp);

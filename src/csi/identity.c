@@ -4,10 +4,9 @@
 #include "driver.h"
 #include "log.h"
 
-int identity_get_plugin_info(RpcCall *call, _unused_ const ProtobufCMessage *req,
-			     ProtobufCMessage **ret)
+int identity_get_plugin_info(Driver *d, _unused_ const ProtobufCMessage *req,
+			     ProtobufCMessage **ret, _unused_ char **ret_error)
 {
-	const Driver *d = rpc_call_userdata(call);
 	Csi__V1__GetPluginInfoResponse *r = xnew0(Csi__V1__GetPluginInfoResponse, 1);
 
 	csi__v1__get_plugin_info_response__init(r);
@@ -39,10 +38,9 @@ static Csi__V1__PluginCapability *expansion_capability(void)
 	return c;
 }
 
-int identity_get_plugin_capabilities(RpcCall *call, _unused_ const ProtobufCMessage *req,
-				     ProtobufCMessage **ret)
+int identity_get_plugin_capabilities(Driver *d, _unused_ const ProtobufCMessage *req,
+				     ProtobufCMessage **ret, _unused_ char **ret_error)
 {
-	const Driver *d = rpc_call_userdata(call);
 	Csi__V1__GetPluginCapabilitiesResponse *r =
 		xnew0(Csi__V1__GetPluginCapabilitiesResponse, 1);
 
@@ -61,9 +59,9 @@ int identity_get_plugin_capabilities(RpcCall *call, _unused_ const ProtobufCMess
 	return 0;
 }
 
-int identity_probe(RpcCall *call, _unused_ const ProtobufCMessage *req, ProtobufCMessage **ret)
+int identity_probe(Driver *d, _unused_ const ProtobufCMessage *req, ProtobufCMessage **ret,
+		   _unused_ char **ret_error)
 {
-	const Driver *d = rpc_call_userdata(call);
 	Csi__V1__ProbeResponse *r = xnew0(Csi__V1__ProbeResponse, 1);
 
 	csi__v1__probe_response__init(r);

@@ -27,7 +27,7 @@ size_t inflight_count(Inflight *in);
  *     _cleanup_(inflight_releasep) InflightHold *h = NULL;
  *     r = inflight_hold(d->inflight, key, &h);
  *     if (r < 0)
- *             return rpc_fail(call, r, "an operation on volume %s is in progress", id);  */
+ *             return errorf(ret_error, r, "an operation on volume %s is in progress", id);  */
 typedef struct InflightHold InflightHold;
 
 /* Like inflight_begin(); on success *ret owns the hold. Returns -EBUSY when already held. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "csi-util.h"
 #include "flex-volume.h"
 #include "log.h"
@@ -17,31 +18,31 @@
 #define FSTYPE_KEY "csi.storage.k8s.io/fstype"
 #define DEFAULT_FSTYPE "ext4"
 
-int node_path_check(RpcCall *call, const char *field, const char *path)
+int node_path_check(char **ret_error, const char *field, const char *path)
 {
 	PinnedPath pin = PINNED_PATH_NULL;
 	const char *why;
 
 	if (request_path_check(path, &why) < 0)
-		return rpc_fail(call, -EINVAL, "%s: '%s' is %s", field, path ?: "", why);
+		return errorf(ret_error, -EINVAL, "%s: '%s' is %s", field, path ?: "", why);
 	int r = pinned_path_open(path, &pin);
 	pinned_path_done(&pin);
 	if (r == -ELOOP)
-		return rpc_fail(call, -EINVAL, "%s: '%s' goes through a symlink", field, path);
+		return errorf(ret_error, -EINVAL, "%s: '%s' goes through a symlink", field, path);
 	return 0;
 }
 
-static int volume_id_check(RpcCall *call, const char *id)
+static int volume_id_check(char **ret_error, const char *id)
 {
 	if (!id || !*id)
-		return rpc_fail(call, -EINVAL, "volume_id: missing");
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	return 0;
 }
 
-static int hold_volume(RpcCall *call, Driver *d, const char *id, InflightHold **ret)
+static int hold_volume(char **ret_error, Driver *d, const char *id, InflightHold **ret)
 {
 	if (inflight_holdf(d->inflight, ret, "node:%s", id) < 0)
-		return rpc_fail(call, -EBUSY, "an operation on volume %s is in progress", id);
+		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress", id);
 	return 0;
 }
 
@@ -51,7 +52,7 @@ static bool capability_block(const Csi__V1__VolumeCapability *cap)
 }
 
 /* The filesystem options carried in the volume context, for mkfs. */
-static int mkfs_options(RpcCall *call, Csi__V1__NodeStageVolumeRequest__VolumeContextEntry **ctx,
+static int mkfs_options(char **ret_error, Csi__V1__NodeStageVolumeRequest__VolumeContextEntry **ctx,
 			size_t n, BlockfsMkfsOptions *o)
 {
 	_cleanup_free_ char *err = NULL;
@@ -59,7 +60,7 @@ static int mkfs_options(RpcCall *call, Csi__V1__NodeStageVolumeRequest__VolumeCo
 	VolumeParams p = {};
 
 	if (volume_params_load(kv, n, &p, &err) < 0)
-		return rpc_fail(call, -EINVAL, "volume_context: %s", err);
+		return errorf(ret_error, -EINVAL, "volume_context: %s", err);
 	*o = (BlockfsMkfsOptions){
 		.block_size = p.block_size,
 		.inode_size = p.inode_size,
@@ -91,28 +92,29 @@ static const char *stage_fstype(const Csi__V1__NodeStageVolumeRequest *r)
 	return fstype && *fstype ? fstype : DEFAULT_FSTYPE;
 }
 
-int node_stage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int node_stage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+		      char **ret_error)
 {
 	const Csi__V1__NodeStageVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_free_ char *err = NULL;
 	BlockfsMkfsOptions mkfs;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_stage(call, req, ret)) <= 0)
+	if ((e = flex_node_stage(d, req, ret, ret_error)) <= 0)
 		return e;
-	if ((e = volume_id_check(call, r->volume_id)) < 0)
+	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->staging_target_path || !*r->staging_target_path)
-		return rpc_fail(call, -EINVAL, "staging_target_path: missing");
+		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
 	if (capability_check(r->volume_capability, "volume_capability", &err) < 0)
-		return rpc_fail(call, -EINVAL, "%s", err);
+		return errorf(ret_error, -EINVAL, "%s", err);
 	bool block = capability_block(r->volume_capability);
-	if (!block && (e = mkfs_options(call, r->volume_context, r->n_volume_context, &mkfs)) < 0)
+	if (!block &&
+	    (e = mkfs_options(ret_error, r->volume_context, r->n_volume_context, &mkfs)) < 0)
 		return e;
-	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
+	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
 	BackendStage s = {
 		.volume_id = r->volume_id,
@@ -125,7 +127,7 @@ int node_stage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 	if (!block)
 		s.access.fstype = stage_fstype(r);
 	if ((e = pool_node_stage(d->pool, d->node_id, &s, &err)) < 0)
-		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+		return errorf(ret_error, e, "%s", err ?: strerror(-e));
 	log_info("volume %s staged at %s%s", r->volume_id, r->staging_target_path,
 		 block ? " (raw block)" : "");
 	Csi__V1__NodeStageVolumeResponse *resp = xnew0(Csi__V1__NodeStageVolumeResponse, 1);
@@ -134,25 +136,25 @@ int node_stage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessa
 	return 0;
 }
 
-int node_unstage_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int node_unstage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			char **ret_error)
 {
 	const Csi__V1__NodeUnstageVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_free_ char *err = NULL;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_unstage(call, req, ret)) <= 0)
+	if ((e = flex_node_unstage(d, req, ret, ret_error)) <= 0)
 		return e;
-	if ((e = volume_id_check(call, r->volume_id)) < 0)
+	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->staging_target_path || !*r->staging_target_path)
-		return rpc_fail(call, -EINVAL, "staging_target_path: missing");
-	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
+		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
+	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
 	if ((e = pool_node_unstage(d->pool, r->volume_id, r->staging_target_path, &err)) < 0)
-		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+		return errorf(ret_error, e, "%s", err ?: strerror(-e));
 	log_info("volume %s unstaged from %s", r->volume_id, r->staging_target_path);
 	Csi__V1__NodeUnstageVolumeResponse *resp = xnew0(Csi__V1__NodeUnstageVolumeResponse, 1);
 	csi__v1__node_unstage_volume_response__init(resp);
@@ -188,7 +190,7 @@ static int publish_ownership(int root_fd, bool read_only, void *userdata, char *
 }
 
 /* volume_mount_group, checked before anything is mounted. */
-static int publish_group(RpcCall *call, const Csi__V1__NodePublishVolumeRequest *r, gid_t *ret)
+static int publish_group(char **ret_error, const Csi__V1__NodePublishVolumeRequest *r, gid_t *ret)
 {
 	const char *group = r->volume_capability->mount
 				    ? r->volume_capability->mount->volume_mount_group
@@ -196,38 +198,37 @@ static int publish_group(RpcCall *call, const Csi__V1__NodePublishVolumeRequest 
 	uint32_t gid = OWNERSHIP_GID_NONE;
 
 	if (group && *group && (parse_uint32(group, &gid) < 0 || gid == OWNERSHIP_GID_NONE))
-		return rpc_fail(
-			call, -EINVAL,
-			"volume_capability.mount.volume_mount_group: '%s' is not a group id",
-			group);
+		return errorf(ret_error, -EINVAL,
+			      "volume_capability.mount.volume_mount_group: '%s' is not a group id",
+			      group);
 	*ret = gid;
 	return 0;
 }
 
-int node_publish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int node_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			char **ret_error)
 {
 	const Csi__V1__NodePublishVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_free_ char *err = NULL;
 	PublishOwnership own = {.request = r, .driver = d};
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_publish(call, req, ret)) <= 0)
+	if ((e = flex_node_publish(d, req, ret, ret_error)) <= 0)
 		return e;
-	if ((e = volume_id_check(call, r->volume_id)) < 0)
+	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->target_path || !*r->target_path)
-		return rpc_fail(call, -EINVAL, "target_path: missing");
+		return errorf(ret_error, -EINVAL, "target_path: missing");
 	if (capability_check(r->volume_capability, "volume_capability", &err) < 0)
-		return rpc_fail(call, -EINVAL, "%s", err);
+		return errorf(ret_error, -EINVAL, "%s", err);
 	if (!r->staging_target_path || !*r->staging_target_path)
-		return rpc_fail(call, -EINVAL, "staging_target_path: missing");
+		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
 	bool block = capability_block(r->volume_capability);
-	if (!block && (e = publish_group(call, r, &own.gid)) < 0)
+	if (!block && (e = publish_group(ret_error, r, &own.gid)) < 0)
 		return e;
-	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
+	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
 	BackendPublish pub = {
 		.volume_id = r->volume_id,
@@ -242,7 +243,7 @@ int node_publish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 	};
 	backend_access_from(r->volume_capability, &pub.access);
 	if ((e = pool_node_publish(d->pool, d->node_id, &pub, &err)) < 0)
-		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+		return errorf(ret_error, e, "%s", err ?: strerror(-e));
 	log_info("volume %s published at %s%s", r->volume_id, r->target_path,
 		 r->readonly ? " (read-only)" : "");
 	Csi__V1__NodePublishVolumeResponse *resp = xnew0(Csi__V1__NodePublishVolumeResponse, 1);
@@ -251,25 +252,25 @@ int node_publish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMes
 	return 0;
 }
 
-int node_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int node_unpublish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			  char **ret_error)
 {
 	const Csi__V1__NodeUnpublishVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_free_ char *err = NULL;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_unpublish(call, req, ret)) <= 0)
+	if ((e = flex_node_unpublish(d, req, ret, ret_error)) <= 0)
 		return e;
-	if ((e = volume_id_check(call, r->volume_id)) < 0)
+	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->target_path || !*r->target_path)
-		return rpc_fail(call, -EINVAL, "target_path: missing");
-	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
+		return errorf(ret_error, -EINVAL, "target_path: missing");
+	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
 	if ((e = pool_node_unpublish(d->pool, r->volume_id, r->target_path, &err)) < 0)
-		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+		return errorf(ret_error, e, "%s", err ?: strerror(-e));
 	log_info("volume %s unpublished from %s", r->volume_id, r->target_path);
 	Csi__V1__NodeUnpublishVolumeResponse *resp = xnew0(Csi__V1__NodeUnpublishVolumeResponse, 1);
 	csi__v1__node_unpublish_volume_response__init(resp);
@@ -278,48 +279,48 @@ int node_unpublish_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 }
 
 /* A capacity range's bounds, or -EINVAL naming the one that is negative. */
-static int range_bounds(RpcCall *call, const Csi__V1__CapacityRange *range, uint64_t *ret_required,
-			uint64_t *ret_limit)
+static int range_bounds(char **ret_error, const Csi__V1__CapacityRange *range,
+			uint64_t *ret_required, uint64_t *ret_limit)
 {
 	*ret_required = *ret_limit = 0;
 	if (!range)
 		return 0;
 	if (range->required_bytes < 0)
-		return rpc_fail(call, -EINVAL, "capacity_range.required_bytes: negative");
+		return errorf(ret_error, -EINVAL, "capacity_range.required_bytes: negative");
 	if (range->limit_bytes < 0)
-		return rpc_fail(call, -EINVAL, "capacity_range.limit_bytes: negative");
+		return errorf(ret_error, -EINVAL, "capacity_range.limit_bytes: negative");
 	if (range->limit_bytes && range->required_bytes > range->limit_bytes)
-		return rpc_fail(call, -EINVAL,
-				"capacity_range: required_bytes %lld is more than limit_bytes %lld",
-				(long long)range->required_bytes, (long long)range->limit_bytes);
+		return errorf(ret_error, -EINVAL,
+			      "capacity_range: required_bytes %lld is more than limit_bytes %lld",
+			      (long long)range->required_bytes, (long long)range->limit_bytes);
 	*ret_required = (uint64_t)range->required_bytes;
 	*ret_limit = (uint64_t)range->limit_bytes;
 	return 0;
 }
 
-int node_expand_volume(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int node_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+		       char **ret_error)
 {
 	const Csi__V1__NodeExpandVolumeRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_free_ char *err = NULL;
 	uint64_t required, limit, size;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_expand(call, req, ret)) <= 0)
+	if ((e = flex_node_expand(d, req, ret, ret_error)) <= 0)
 		return e;
-	if ((e = volume_id_check(call, r->volume_id)) < 0)
+	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->volume_path || !*r->volume_path)
-		return rpc_fail(call, -EINVAL, "volume_path: missing");
-	if ((e = range_bounds(call, r->capacity_range, &required, &limit)) < 0)
+		return errorf(ret_error, -EINVAL, "volume_path: missing");
+	if ((e = range_bounds(ret_error, r->capacity_range, &required, &limit)) < 0)
 		return e;
-	if ((e = hold_volume(call, d, r->volume_id, &hold)) < 0)
+	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
 	e = pool_node_expand(d->pool, r->volume_id, r->volume_path, required, limit, &size, &err);
 	if (e < 0)
-		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+		return errorf(ret_error, e, "%s", err ?: strerror(-e));
 	log_info("volume %s expanded to %llu bytes", r->volume_id, (unsigned long long)size);
 	Csi__V1__NodeExpandVolumeResponse *resp = xnew0(Csi__V1__NodeExpandVolumeResponse, 1);
 	csi__v1__node_expand_volume_response__init(resp);
@@ -358,23 +359,23 @@ static void stats_usage(Csi__V1__NodeGetVolumeStatsResponse *resp, const Backend
 	resp->n_usage = 2;
 }
 
-int node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int node_get_volume_stats(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			  char **ret_error)
 {
 	const Csi__V1__NodeGetVolumeStatsRequest *r = (const void *)req;
-	Driver *d = rpc_call_userdata(call);
 	_cleanup_free_ char *err = NULL;
 	BackendStats s = {};
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_get_volume_stats(call, req, ret)) <= 0)
+	if ((e = flex_node_get_volume_stats(d, req, ret, ret_error)) <= 0)
 		return e;
-	if ((e = volume_id_check(call, r->volume_id)) < 0)
+	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->volume_path || !*r->volume_path)
-		return rpc_fail(call, -EINVAL, "volume_path: missing");
+		return errorf(ret_error, -EINVAL, "volume_path: missing");
 	if ((e = pool_node_stats(d->pool, r->volume_id, r->volume_path, &s, &err)) < 0)
-		return rpc_fail(call, e, "%s", err ?: strerror(-e));
+		return errorf(ret_error, e, "%s", err ?: strerror(-e));
 	Csi__V1__NodeGetVolumeStatsResponse *resp = xnew0(Csi__V1__NodeGetVolumeStatsResponse, 1);
 	csi__v1__node_get_volume_stats_response__init(resp);
 	stats_usage(resp, &s);
@@ -384,7 +385,8 @@ int node_get_volume_stats(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 	return 0;
 }
 
-int node_get_capabilities(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int node_get_capabilities(_unused_ Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+			  _unused_ char **ret_error)
 {
 	static const Csi__V1__NodeServiceCapability__RPC__Type types[] = {
 		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__STAGE_UNSTAGE_VOLUME,
@@ -394,7 +396,6 @@ int node_get_capabilities(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__SINGLE_NODE_MULTI_WRITER,
 		CSI__V1__NODE_SERVICE_CAPABILITY__RPC__TYPE__VOLUME_MOUNT_GROUP,
 	};
-	(void)call;
 	(void)req;
 	Csi__V1__NodeGetCapabilitiesResponse *resp = xnew0(Csi__V1__NodeGetCapabilitiesResponse, 1);
 	csi__v1__node_get_capabilities_response__init(resp);
@@ -413,9 +414,9 @@ int node_get_capabilities(RpcCall *call, const ProtobufCMessage *req, ProtobufCM
 	return 0;
 }
 
-int node_get_info(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+int node_get_info(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+		  _unused_ char **ret_error)
 {
-	Driver *d = rpc_call_userdata(call);
 	(void)req;
 	Csi__V1__NodeGetInfoResponse *resp = xnew0(Csi__V1__NodeGetInfoResponse, 1);
 	csi__v1__node_get_info_response__init(resp);

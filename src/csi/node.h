@@ -15,4 +15,4 @@ HANDLER(node_get_info);
 
 /* Checks a path from a request: absolute, clean, no symlink in it. INVALID_ARGUMENT naming
  * field otherwise. */
-int node_path_check(RpcCall *call, const char *field, const char *path);
+int node_path_check(char **ret_error, const char *field, const char *path);

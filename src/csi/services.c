@@ -6,21 +6,30 @@
 #include "csi.pb-c.h"
 #include "driver.h"
 #include "flex-volume.h"
+#include "macro.h"
 #include "node.h"
+
+/* A CSI method: its path, its request type and the handler (plain structs in, a reply or an
+ * errno and a message out); csi_adapter() puts it on the wire. */
+typedef struct CsiMethod {
+	const char *path;
+	const ProtobufCMessageDescriptor *request;
+	CsiHandler handler;
+} CsiMethod;
 
 #define METHOD(service, name, request, fn)                                         \
 	{                                                                          \
 		"/csi.v1." service "/" name, &csi__v1__##request##__descriptor, fn \
 	}
 
-static const RpcMethod identity_methods[] = {
+static const CsiMethod identity_methods[] = {
 	METHOD("Identity", "GetPluginInfo", get_plugin_info_request, identity_get_plugin_info),
 	METHOD("Identity", "GetPluginCapabilities", get_plugin_capabilities_request,
 	       identity_get_plugin_capabilities),
 	METHOD("Identity", "Probe", probe_request, identity_probe),
 };
 
-static const RpcMethod controller_methods[] = {
+static const CsiMethod controller_methods[] = {
 	METHOD("Controller", "CreateVolume", create_volume_request, controller_create_volume),
 	METHOD("Controller", "DeleteVolume", delete_volume_request, controller_delete_volume),
 	METHOD("Controller", "ControllerPublishVolume", controller_publish_volume_request,
@@ -44,7 +53,7 @@ static const RpcMethod controller_methods[] = {
 	       controller_modify_volume),
 };
 
-static const RpcMethod group_controller_methods[] = {
+static const CsiMethod group_controller_methods[] = {
 	METHOD("GroupController", "GroupControllerGetCapabilities",
 	       group_controller_get_capabilities_request, group_controller_get_capabilities),
 	METHOD("GroupController", "CreateVolumeGroupSnapshot", create_volume_group_snapshot_request,
@@ -55,7 +64,7 @@ static const RpcMethod group_controller_methods[] = {
 	       group_controller_get_snapshot),
 };
 
-static const RpcMethod node_methods[] = {
+static const CsiMethod node_methods[] = {
 	METHOD("Node", "NodeStageVolume", node_stage_volume_request, node_stage_volume),
 	METHOD("Node", "NodeUnstageVolume", node_unstage_volume_request, node_unstage_volume),
 	METHOD("Node", "NodePublishVolume", node_publish_volume_request, node_publish_volume),
@@ -67,7 +76,7 @@ static const RpcMethod node_methods[] = {
 };
 
 /* volplug's own service, in every mode. */
-static const RpcMethod admin_methods[] = {
+static const CsiMethod admin_methods[] = {
 	{"/volplug.admin.v1.Admin/ListFlexDrivers",
 	 &volplug__admin__v1__list_flex_drivers_request__descriptor, admin_list_flex_drivers},
 };
@@ -77,10 +86,27 @@ static RpcMethod tables[3][ELEMENTSOF(identity_methods) + ELEMENTSOF(controller_
 			   ELEMENTSOF(group_controller_methods) + ELEMENTSOF(node_methods) +
 			   ELEMENTSOF(admin_methods)];
 
-static size_t table_append(RpcMethod *t, size_t n, const RpcMethod *m, size_t count)
+/* Runs a CSI handler for the server: the driver in, the errno and message out. */
+static int csi_adapter(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
+{
+	const CsiMethod *m = rpc_call_method_data(call);
+	_cleanup_free_ char *error = NULL;
+
+	int r = m->handler(rpc_call_userdata(call), req, ret, &error);
+	if (r < 0)
+		return rpc_fail(call, r, "%s", error ?: strerror(-r));
+	return r;
+}
+
+static size_t table_append(RpcMethod *t, size_t n, const CsiMethod *m, size_t count)
 {
 	for (size_t i = 0; i < count; i++)
-		t[n++] = m[i];
+		t[n++] = (RpcMethod){
+			.path = m[i].path,
+			.request = m[i].request,
+			.handler = csi_adapter,
+			.data = &m[i],
+		};
 	return n;
 }
 
