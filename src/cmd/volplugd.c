@@ -12,6 +12,7 @@
 #include "exec.h"
 #include "failpoint.h"
 #include "log.h"
+#include "pool-backend.h"
 #include "path-util.h"
 #include "prober.h"
 #include "server.h"
@@ -140,6 +141,30 @@ static void exec_registry_start(Pool *pool)
 				  dir);
 }
 
+/* The backends the daemon serves: the pool. */
+static int backends_start(const DaemonConfig *cfg, Driver *driver)
+{
+	_cleanup_free_ char *error = NULL;
+	char *names[] = {(char *)"pool", NULL};
+	BackendConfig bc = {
+		.roles = (driver_has_controller(driver) ? BACKEND_ROLE_CONTROLLER : 0) |
+			 (driver_has_node(driver) ? BACKEND_ROLE_NODE : 0),
+		.node_id = cfg->node_id,
+		.max_volumes_per_node = cfg->max_volumes_per_node,
+		.zone = cfg->zone,
+		.pool_path = cfg->pool,
+		.pool_capacity = cfg->pool_capacity,
+	};
+
+	int r = backends_new(names, &bc, &driver->backends, &error);
+	if (r < 0) {
+		fprintf(stderr, "volplugd: %s\n", error ?: strerror(-r));
+		return r;
+	}
+	driver->pool = pool_backend_pool(backend_default(driver->backends));
+	return 0;
+}
+
 static LogLevel level_for_verbosity(int v)
 {
 	return v >= 4 ? LOG_LEVEL_DEBUG : v >= 1 ? LOG_LEVEL_INFO : LOG_LEVEL_WARNING;
@@ -158,11 +183,6 @@ static int run(const DaemonConfig *cfg)
 		.fs_group_policy = cfg->fs_group_policy,
 
 	};
-	PoolConfig pool_config = {
-		.path = cfg->pool,
-		.capacity = cfg->pool_capacity,
-		.zone = cfg->zone,
-	};
 	RpcServer *server = NULL;
 	FlexCallConfig flex_call = {};
 	FlexProber *prober = NULL;
@@ -170,23 +190,19 @@ static int run(const DaemonConfig *cfg)
 	size_t n_methods;
 	int r;
 
-	r = pool_open(&pool_config, &driver.pool);
-	if (r < 0) {
-		fprintf(stderr, "volplugd: --pool %s: cannot use it as a pool: %s\n", cfg->pool,
-			strerror(-r));
+	if (backends_start(cfg, &driver) < 0)
 		return 2;
-	}
 	exec_registry_start(driver.pool);
 	r = driver_init(&driver);
 	if (r < 0) {
-		pool_close(driver.pool);
+		backends_free(driver.backends);
 		return 2;
 	}
 	r = mkdir_parents(cfg->socket_path, 0755);
 	if (r < 0) {
 		fprintf(stderr, "volplugd: --endpoint %s: cannot create its directory: %s\n",
 			cfg->endpoint, strerror(-r));
-		pool_close(driver.pool);
+		backends_free(driver.backends);
 		return 2;
 	}
 
@@ -214,7 +230,7 @@ static int run(const DaemonConfig *cfg)
 				cfg->endpoint, strerror(-r));
 		grpc_shutdown();
 		flex_stop(prober, &driver);
-		pool_close(driver.pool);
+		backends_free(driver.backends);
 		return r == -EADDRINUSE ? 1 : 2;
 	}
 
@@ -228,7 +244,7 @@ static int run(const DaemonConfig *cfg)
 	log_info("stopped");
 	grpc_shutdown();
 	driver_done(&driver);
-	pool_close(driver.pool);
+	backends_free(driver.backends);
 	return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "error-util.h"
 #include "csi-util.h"
 #include "log.h"
+#include "driver.h"
 #include "ownership.h"
 #include "pool.h"
 
@@ -274,4 +275,23 @@ void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *re
 			m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY ||
 			m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY,
 	};
+}
+
+Backend *volume_backend(const Driver *d, const char *volume_id, const Strmap *context)
+{
+	return backend_for_volume(d->backends, volume_id, context);
+}
+
+int backend_unimplemented(const Backend *b, const char *op, char **ret_error)
+{
+	return errorf(ret_error, -EOPNOTSUPP, "the %s backend has no %s", b->ops->name, op);
+}
+
+Csi__V1__Topology *topology_from_strmap(const Strmap *m)
+{
+	Csi__V1__Topology *t = xnew0(Csi__V1__Topology, 1);
+	csi__v1__topology__init(t);
+	t->segments = pbmap_from_strmap(&csi__v1__topology__segments_entry__descriptor, m,
+					&t->n_segments);
+	return t;
 }

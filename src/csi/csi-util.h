@@ -78,3 +78,16 @@ int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, boo
 /* NOT_FOUND for a volume_id that names no volume (saying so when it is not even the shape of
  * one of ours). */
 int volume_not_found(char **ret_error, const char *id);
+
+/* The backend that serves a volume (backend_for_volume() over the driver's backends). */
+struct Driver;
+Backend *volume_backend(const struct Driver *d, const char *volume_id, const Strmap *context);
+
+/* Calls a backend operation, or answers UNIMPLEMENTED naming it when the backend has none. */
+#define BACKEND_CALL(b, op, request, result, ret_error)                     \
+	((b)->ops->op ? (b)->ops->op((b), (request), (result), (ret_error)) \
+		      : backend_unimplemented((b), #op, (ret_error)))
+int backend_unimplemented(const Backend *b, const char *op, char **ret_error);
+
+/* A heap Topology with the segments of m. */
+Csi__V1__Topology *topology_from_strmap(const Strmap *m);

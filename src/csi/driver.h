@@ -7,6 +7,7 @@
 #include "rpc-call.h"
 #include "devnames.h"
 #include "inflight.h"
+#include "backend.h"
 #include "pool.h"
 
 typedef enum {
@@ -28,7 +29,8 @@ typedef struct Driver {
 	usec_t coalesce_window;
 	int fs_group_policy; /* OwnershipPolicy when a volume names none */
 
-	Pool *pool;
+	Backend **backends;	     /* the default first (backend.h); owned */
+	Pool *pool;		     /* the default pool backend's pool (borrowed) */
 	Inflight *inflight;	     /* keys of the calls being served */
 	DevNames *devnames;	     /* controller: device names per node */
 	struct Coalescer *coalescer; /* controller: expand + modify merging */

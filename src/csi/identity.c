@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <string.h>
+
 #include "alloc.h"
 #include "csi.pb-c.h"
 #include "driver.h"
@@ -67,9 +69,13 @@ int identity_probe(Driver *d, _unused_ const ProtobufCMessage *req, ProtobufCMes
 	csi__v1__probe_response__init(r);
 	r->ready = xnew0(Google__Protobuf__BoolValue, 1);
 	google__protobuf__bool_value__init(r->ready);
-	int e = pool_probe(d->pool);
+	_cleanup_free_ char *error = NULL;
+	int e = 0;
+	for (Backend **b = d->backends; *b && e >= 0; b++)
+		if ((*b)->ops->probe)
+			e = (*b)->ops->probe(*b, &error);
 	if (e < 0)
-		log_warning_errno(e, "pool %s is not usable: %m", pool_path(d->pool));
+		log_warning("not ready: %s", error ?: strerror(-e));
 	r->ready->value = e >= 0;
 	*ret = &r->base;
 	return 0;

@@ -126,8 +126,9 @@ int node_stage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage *
 	backend_access_from(r->volume_capability, &s.access);
 	if (!block)
 		s.access.fstype = stage_fstype(r);
-	if ((e = pool_node_stage(d->pool, d->node_id, &s, &err)) < 0)
-		return errorf(ret_error, e, "%s", err ?: strerror(-e));
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if ((e = BACKEND_CALL(b, stage, &s, NULL, ret_error)) < 0)
+		return e;
 	log_info("volume %s staged at %s%s", r->volume_id, r->staging_target_path,
 		 block ? " (raw block)" : "");
 	Csi__V1__NodeStageVolumeResponse *resp = xnew0(Csi__V1__NodeStageVolumeResponse, 1);
@@ -153,8 +154,10 @@ int node_unstage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
 	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
-	if ((e = pool_node_unstage(d->pool, r->volume_id, r->staging_target_path, &err)) < 0)
-		return errorf(ret_error, e, "%s", err ?: strerror(-e));
+	BackendUnstage u = {.volume_id = r->volume_id, .staging_path = r->staging_target_path};
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if ((e = BACKEND_CALL(b, unstage, &u, NULL, ret_error)) < 0)
+		return e;
 	log_info("volume %s unstaged from %s", r->volume_id, r->staging_target_path);
 	Csi__V1__NodeUnstageVolumeResponse *resp = xnew0(Csi__V1__NodeUnstageVolumeResponse, 1);
 	csi__v1__node_unstage_volume_response__init(resp);
@@ -242,8 +245,9 @@ int node_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 		.userdata = &own,
 	};
 	backend_access_from(r->volume_capability, &pub.access);
-	if ((e = pool_node_publish(d->pool, d->node_id, &pub, &err)) < 0)
-		return errorf(ret_error, e, "%s", err ?: strerror(-e));
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if ((e = BACKEND_CALL(b, publish, &pub, NULL, ret_error)) < 0)
+		return e;
 	log_info("volume %s published at %s%s", r->volume_id, r->target_path,
 		 r->readonly ? " (read-only)" : "");
 	Csi__V1__NodePublishVolumeResponse *resp = xnew0(Csi__V1__NodePublishVolumeResponse, 1);
@@ -269,8 +273,10 @@ int node_unpublish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessa
 		return errorf(ret_error, -EINVAL, "target_path: missing");
 	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
-	if ((e = pool_node_unpublish(d->pool, r->volume_id, r->target_path, &err)) < 0)
-		return errorf(ret_error, e, "%s", err ?: strerror(-e));
+	BackendUnpublish u = {.volume_id = r->volume_id, .target_path = r->target_path};
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if ((e = BACKEND_CALL(b, unpublish, &u, NULL, ret_error)) < 0)
+		return e;
 	log_info("volume %s unpublished from %s", r->volume_id, r->target_path);
 	Csi__V1__NodeUnpublishVolumeResponse *resp = xnew0(Csi__V1__NodeUnpublishVolumeResponse, 1);
 	csi__v1__node_unpublish_volume_response__init(resp);
@@ -304,7 +310,7 @@ int node_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage 
 	const Csi__V1__NodeExpandVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_free_ char *err = NULL;
-	uint64_t required, limit, size;
+	uint64_t required, limit;
 	int e;
 
 	/* Flexvolume volumes go to their driver. */
@@ -318,9 +324,23 @@ int node_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage 
 		return e;
 	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
-	e = pool_node_expand(d->pool, r->volume_id, r->volume_path, required, limit, &size, &err);
-	if (e < 0)
-		return errorf(ret_error, e, "%s", err ?: strerror(-e));
+	BackendNodeExpand x = {
+		.volume_id = r->volume_id,
+		.volume_path = r->volume_path,
+		.staging_path = r->staging_target_path,
+		.required = required,
+		.limit = limit,
+	};
+	BackendAccess access;
+	if (r->volume_capability) {
+		backend_access_from(r->volume_capability, &access);
+		x.access = &access;
+	}
+	BackendNodeExpanded expanded;
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if ((e = BACKEND_CALL(b, node_expand, &x, &expanded, ret_error)) < 0)
+		return e;
+	uint64_t size = expanded.size;
 	log_info("volume %s expanded to %llu bytes", r->volume_id, (unsigned long long)size);
 	Csi__V1__NodeExpandVolumeResponse *resp = xnew0(Csi__V1__NodeExpandVolumeResponse, 1);
 	csi__v1__node_expand_volume_response__init(resp);
@@ -374,8 +394,14 @@ int node_get_volume_stats(Driver *d, const ProtobufCMessage *req, ProtobufCMessa
 		return e;
 	if (!r->volume_path || !*r->volume_path)
 		return errorf(ret_error, -EINVAL, "volume_path: missing");
-	if ((e = pool_node_stats(d->pool, r->volume_id, r->volume_path, &s, &err)) < 0)
-		return errorf(ret_error, e, "%s", err ?: strerror(-e));
+	BackendStatsRequest q = {
+		.volume_id = r->volume_id,
+		.volume_path = r->volume_path,
+		.staging_path = r->staging_target_path,
+	};
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if ((e = BACKEND_CALL(b, node_stats, &q, &s, ret_error)) < 0)
+		return e;
 	Csi__V1__NodeGetVolumeStatsResponse *resp = xnew0(Csi__V1__NodeGetVolumeStatsResponse, 1);
 	csi__v1__node_get_volume_stats_response__init(resp);
 	stats_usage(resp, &s);
@@ -414,15 +440,21 @@ int node_get_capabilities(_unused_ Driver *d, const ProtobufCMessage *req, Proto
 	return 0;
 }
 
-int node_get_info(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
-		  _unused_ char **ret_error)
+int node_get_info(Driver *d, _unused_ const ProtobufCMessage *req, ProtobufCMessage **ret,
+		  char **ret_error)
 {
-	(void)req;
+	Backend *b = backend_default(d->backends);
+	BackendNodeInfo info = {};
+	int e;
+
+	if ((e = BACKEND_CALL(b, node_info, NULL, &info, ret_error)) < 0)
+		return e;
 	Csi__V1__NodeGetInfoResponse *resp = xnew0(Csi__V1__NodeGetInfoResponse, 1);
 	csi__v1__node_get_info_response__init(resp);
 	resp->node_id = xstrdup(d->node_id);
-	resp->max_volumes_per_node = d->max_volumes_per_node;
-	resp->accessible_topology = topology_new(pool_zone(d->pool));
+	resp->max_volumes_per_node = info.max_volumes;
+	resp->accessible_topology = topology_from_strmap(&info.topology);
+	strmap_done(&info.topology);
 	*ret = &resp->base;
 	return 0;
 }
