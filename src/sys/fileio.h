@@ -1,13 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Replaces dir_fd/name with data, atomically and durably: a hidden temporary file is written
- * and fsync'ed, renamed over name, and the directory fsync'ed. A crash leaves either the old
- * or the new content, never a mix; the temporary ('.name.tmp-*') may be left behind. */
+/* Replaces dir_fd/name with data, atomically and durably: a temporary file ('.NAME.tmp-' + 16
+ * hex) is written in tmp_dir_fd, which must be on the same filesystem, and fsync'ed, renamed
+ * over name, and dir_fd fsync'ed. A crash leaves either the old or the new content, never a
+ * mix, and whatever temporary it leaves lies in tmp_dir_fd, where its owner's clean-up finds
+ * it. The temporary holds an exclusive flock for as long as it exists, so a cleaner that takes
+ * the flock (LOCK_NB) before removing a file never removes one being written. The failpoint
+ * "atomic-rename:NAME" runs just before the rename. Blocks. */
+int write_file_atomic_via(int tmp_dir_fd, int dir_fd, const char *name, const void *data,
+			  size_t len, mode_t mode);
+
+/* write_file_atomic_via() with the temporary beside name, in dir_fd. */
 int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode);
+
+/* Whether name is a temporary of write_file_atomic_via(): '.' + NAME + ".tmp-" + 16 hex. */
+bool write_file_is_temporary(const char *name);
 
 /* Reads a whole regular file below dir_fd without following a symlink at name. Fails with
  * -EFBIG past max bytes. *ret is NUL-terminated. */
