@@ -11,6 +11,7 @@
 #include "log.h"
 #include "mount-util.h"
 #include "pinned-path.h"
+#include "strv.h"
 
 #define MOUNTINFO "/proc/self/mountinfo"
 /* Flags that turn mount(2) into another operation than "mount this filesystem". */
@@ -613,26 +614,36 @@ int umount_at(const PinnedPath *p)
 	return log_debug_errno(r, "umount %s: %m", p->base);
 }
 
-/* The first entry of the mount table that matches, in table order. */
+/* The first entry of the mount table that matches, in table order, into *ret_first; or, when
+ * ret_targets is given, the mount points of every entry that matches (a strv, NULL for none). */
 static int mount_find_matching(bool (*match)(struct libmnt_fs *fs, const void *key),
-			       const void *key, MountInfo *ret)
+			       const void *key, MountInfo *ret_first, char ***ret_targets)
 {
 	_cleanup_(mnt_unref_tablep) struct libmnt_table *tb = mnt_new_table_from_file(MOUNTINFO);
+	_cleanup_strv_free_ char **targets = NULL;
+	size_t n = 0, cap = 0;
 	struct libmnt_iter *it;
 	struct libmnt_fs *fs;
-	int r = -ENOENT;
+	int r = ret_targets ? 0 : -ENOENT;
 
 	if (!tb)
 		return errno > 0 ? -errno : -ENOMEM;
 	if (!(it = mnt_new_iter(MNT_ITER_FORWARD)))
 		return -ENOMEM;
-	while (mnt_table_next_fs(tb, it, &fs) == 0)
-		if (match(fs, key)) {
-			fill_info(fs, ret);
+	while (mnt_table_next_fs(tb, it, &fs) == 0) {
+		if (!match(fs, key))
+			continue;
+		if (!ret_targets) {
+			fill_info(fs, ret_first);
 			r = 0;
 			break;
 		}
+		if (mnt_fs_get_target(fs))
+			strv_push(&targets, &n, &cap, xstrdup(mnt_fs_get_target(fs)));
+	}
 	mnt_free_iter(it);
+	if (ret_targets)
+		*ret_targets = TAKE_PTR(targets);
 	return r;
 }
 
@@ -648,10 +659,15 @@ static bool match_devno(struct libmnt_fs *fs, const void *key)
 
 int mount_find_by_id(uint64_t mnt_id, MountInfo *ret)
 {
-	return mount_find_matching(match_id, &mnt_id, ret);
+	return mount_find_matching(match_id, &mnt_id, ret, NULL);
 }
 
 int mount_find_by_devno(dev_t devno, MountInfo *ret)
 {
-	return mount_find_matching(match_devno, &devno, ret);
+	return mount_find_matching(match_devno, &devno, ret, NULL);
+}
+
+int mount_list_by_devno(dev_t devno, char ***ret_targets)
+{
+	return mount_find_matching(match_devno, &devno, NULL, ret_targets);
 }

@@ -66,6 +66,10 @@ int mount_fs(const char *source_dev, const char *target, const char *fstype, con
  * holds something else. */
 int mount_bind(const char *source, const char *target, bool read_only, const char *extra_options);
 
+/* The mount points of every mount of the block device devno (a loop device's st_rdev), in
+ * the table's order, as a strv (NULL when there is none). */
+int mount_list_by_devno(dev_t devno, char ***ret_targets);
+
 /* Unmounts the topmost mount at target (never lazily). Returns 1 if it unmounted
  * something, 0 if nothing was mounted there or target does not exist, -EBUSY if in use. */
 int umount_path(const char *target);
