@@ -240,6 +240,21 @@ int devnames_restore(DevNames *d, const char *node, const char *volume, const ch
 	return r;
 }
 
+void devnames_forget_node(DevNames *d, const char *node)
+{
+	pthread_mutex_lock(&d->lock);
+	Node *n = node_find(d, node);
+	if (n) {
+		for (size_t i = 0; i < DEVNAMES_MAX; i++) {
+			free(n->volume[i]);
+			n->volume[i] = NULL;
+		}
+		n->n_used = 0;
+		node_maybe_drop(d, node, n);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
 int devnames_lookup(DevNames *d, const char *node, const char *volume, char **ret_name)
 {
 	int i = -ENOENT;

@@ -7,11 +7,14 @@
 #include "time-util.h"
 
 /* Device names for ControllerPublishVolume, picked per node from one fixed, ordered list under
- * one lock, as the AWS EBS driver does: a volume keeps its name on a node until released, so a
- * retried publish gets the same name; a name is reserved from the moment it is handed out
- * (while the attach is still in flight), so two concurrent publishes to one node never get the
- * same name; a name whose attach failed is avoided for a while, and used again only when no
- * other name is free.
+ * one lock, as the AWS EBS driver does. The table is a working copy: the pool's records decide
+ * which names a node's volumes hold, and the controller loads them into it (forget, then
+ * restore) under the node's lock before each allocation, so that names published by other
+ * processes count. Failure marks are this process's own and survive a reload. As EBS does: a volume
+ * keeps its name on a node until released, so a retried publish gets the same name; a name is
+ * reserved from the moment it is handed out (while the attach is still in flight), so two
+ * concurrent publishes to one node never get the same name; a name whose attach failed is avoided
+ * for a while, and used again only when no other name is free.
  *
  * The list: "/dev/xvd" + two letters, xvdba..xvdbz, xvdca..xvdcz, xvdda..xvddx (76 names).
  * The EBS driver's Linux names in the same order; xvddx is the last name EC2 accepts in the
@@ -59,6 +62,10 @@ int devnames_mark_failed(DevNames *d, const char *node, const char *name);
  * (also when already recorded), -EINVAL for a name not in the list, -EEXIST when the name is
  * held by another volume on node or volume holds another name there. */
 int devnames_restore(DevNames *d, const char *node, const char *volume, const char *name);
+
+/* Forgets every name node holds, keeping its failure marks: before its assignments are
+ * restored from where they are recorded. */
+void devnames_forget_node(DevNames *d, const char *node);
 
 /* The name volume holds on node: 0 and a copy in *ret_name, or -ENOENT. */
 int devnames_lookup(DevNames *d, const char *node, const char *volume, char **ret_name);
