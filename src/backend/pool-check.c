@@ -1,49 +1,135 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* pool check: reads every object of a pool and reports what is wrong, changing nothing. */
+/* pool check: reads every object of a pool, the temporaries anywhere in it and the loop
+ * devices over its files, and reports what is wrong; --repair also fixes what can be fixed
+ * without losing anything. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include "alloc.h"
 #include "fileio.h"
+#include "loopdev.h"
+#include "mount-util.h"
+#include "pool-internal.h"
 #include "pool-meta.h"
-#include "pool.h"
 
 typedef struct Checker {
 	int dir_fd;
+	const char *path;
+	Pool *repair; /* NULL: change nothing */
 	PoolCheckReport *report;
-	FILE *out;
-	char *buf;
-	size_t len;
+	size_t cap_items; /* room in report->items */
 } Checker;
 
-static void problem(Checker *c, const char *fmt, ...) _printf_(2, 3);
-static void problem(Checker *c, const char *fmt, ...)
+static PoolCheckItem *problem(Checker *c, const char *object, const char *fmt, ...) _printf_(3, 4);
+static PoolCheckItem *problem(Checker *c, const char *object, const char *fmt, ...)
+{
+	PoolCheckReport *r = c->report;
+	va_list ap;
+	char *text;
+
+	va_start(ap, fmt);
+	if (vasprintf(&text, fmt, ap) < 0)
+		abort(); /* only on out of memory */
+	va_end(ap);
+	r->items = xgrow(r->items, &c->cap_items, r->n_items + 1, sizeof(PoolCheckItem));
+	r->items[r->n_items] = (PoolCheckItem){.object = xstrdup(object), .problem = text};
+	return &r->items[r->n_items++];
+}
+
+static void repaired(Checker *c, PoolCheckItem *item, const char *fmt, ...) _printf_(3, 4);
+static void repaired(Checker *c, PoolCheckItem *item, const char *fmt, ...)
 {
 	va_list ap;
+
 	va_start(ap, fmt);
-	vfprintf(c->out, fmt, ap);
+	if (vasprintf(&item->repair, fmt, ap) < 0)
+		abort();
 	va_end(ap);
-	fputc('\n', c->out);
-	c->report->problems++;
+	c->report->repaired++;
+}
+
+void pool_check_report_done(PoolCheckReport *r)
+{
+	for (size_t i = 0; i < r->n_items; i++) {
+		free(r->items[i].object);
+		free(r->items[i].problem);
+		free(r->items[i].repair);
+	}
+	free(r->items);
+	*r = (PoolCheckReport){};
+}
+
+/* Whether dir_fd/name is held by a live operation (its flock), without taking it. */
+static bool held(int dir_fd, const char *name)
+{
+	_cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	return fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+}
+
+/* Temporaries of atomic writes inside dir_fd (where): a live write keeps its temporary in
+ * tmp/, so one here was left by an interrupted write of an earlier version. */
+static void check_temporaries(Checker *c, int dir_fd, const char *where)
+{
+	_cleanup_closedir_ DIR *d = fdopendir(fcntl(dir_fd, F_DUPFD_CLOEXEC, 3));
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char object[512];
+		if (!write_file_is_temporary(de->d_name) || held(dir_fd, de->d_name))
+			continue;
+		snprintf(object, sizeof(object), "%s/%s", where, de->d_name);
+		PoolCheckItem *item =
+			problem(c, object, "a temporary file left by an interrupted write");
+		if (c->repair && unlinkat(dir_fd, de->d_name, 0) == 0)
+			repaired(c, item, "removed");
+	}
+}
+
+/* Records the size of a data file an interrupted expand grew before it could record it (the
+ * bytes are the volume's, and already counted). Under the volume's lock, checked again. */
+static void repair_size(Checker *c, PoolCheckItem *item, const char *id)
+{
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_free_ char *path = pool_volume_data_path(c->repair, id);
+	struct stat st;
+	int lock = -EBADF;
+
+	if (pool_volume_lock(c->repair, id, &lock) < 0)
+		return;
+	if (pool_volume_load(c->repair, id, &v) == 0 && stat(path, &st) == 0 &&
+	    (uint64_t)st.st_size > v->size) {
+		v->size = (uint64_t)st.st_size;
+		if (pool_volume_save(c->repair, v) == 0)
+			repaired(c, item, "recorded %llu bytes, the size an expand was making",
+				 (unsigned long long)v->size);
+	}
+	pool_unlock(lock);
 }
 
 /* Checks one object directory's data file against the size its metadata records. */
-static void check_data(Checker *c, int obj_fd, const char *where, uint64_t size)
+static void check_data(Checker *c, int obj_fd, const char *where, const char *volume_id,
+		       uint64_t size)
 {
 	struct stat st;
-	if (fstatat(obj_fd, "data", &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		problem(c, "%s: data file missing", where);
+	if (fstatat(obj_fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		problem(c, where, "data file missing");
 		return;
 	}
-	if (!S_ISREG(st.st_mode))
-		problem(c, "%s: data is not a regular file", where);
-	else if ((uint64_t)st.st_size != size)
-		problem(c, "%s: data file is %lld bytes, metadata says %llu", where,
-			(long long)st.st_size, (unsigned long long)size);
+	if (!S_ISREG(st.st_mode)) {
+		problem(c, where, "data is not a regular file");
+		return;
+	}
+	if ((uint64_t)st.st_size == size)
+		return;
+	PoolCheckItem *item = problem(c, where, "data file is %lld bytes, metadata says %llu",
+				      (long long)st.st_size, (unsigned long long)size);
+	if (c->repair && volume_id && (uint64_t)st.st_size > size)
+		repair_size(c, item, volume_id);
 }
 
 static void check_volume(Checker *c, int obj_fd, const char *id, const char *text, size_t len)
@@ -52,17 +138,18 @@ static void check_volume(Checker *c, int obj_fd, const char *id, const char *tex
 	char where[64], expect[POOL_ID_MAX];
 
 	snprintf(where, sizeof(where), "volumes/%s", id);
+	c->report->volumes++;
 	if (pool_volume_from_json(text, len, &v) < 0) {
-		problem(c, "%s: meta.json is damaged", where);
+		PoolCheckItem *item = problem(c, where, "meta.json is damaged");
+		snprintf(item->volume_id, sizeof(item->volume_id), "%s", id);
 		return;
 	}
 	if (strcmp(v->id, id) != 0)
-		problem(c, "%s: meta.json names another volume (%s)", where, v->id);
+		problem(c, where, "meta.json names another volume (%s)", v->id);
 	pool_volume_id_for_name(v->name, expect);
 	if (strcmp(expect, id) != 0)
-		problem(c, "%s: ID does not match its name '%s' (want %s)", where, v->name, expect);
-	check_data(c, obj_fd, where, v->size);
-	c->report->volumes++;
+		problem(c, where, "ID does not match its name '%s' (want %s)", v->name, expect);
+	check_data(c, obj_fd, where, id, v->size);
 	pool_volume_free(v);
 }
 
@@ -72,15 +159,29 @@ static void check_snapshot(Checker *c, int obj_fd, const char *id, const char *t
 	char where[64];
 
 	snprintf(where, sizeof(where), "snapshots/%s", id);
+	c->report->snapshots++;
 	if (pool_snapshot_from_json(text, len, &s) < 0) {
-		problem(c, "%s: meta.json is damaged", where);
+		problem(c, where, "meta.json is damaged");
 		return;
 	}
 	if (strcmp(s->id, id) != 0)
-		problem(c, "%s: meta.json names another snapshot (%s)", where, s->id);
-	check_data(c, obj_fd, where, s->size);
-	c->report->snapshots++;
+		problem(c, where, "meta.json names another snapshot (%s)", s->id);
+	check_data(c, obj_fd, where, NULL, s->size);
 	pool_snapshot_free(s);
+}
+
+static void check_group(Checker *c, int obj_fd, const char *id, const char *text, size_t len)
+{
+	PoolGroup *g = NULL;
+	char where[64];
+
+	(void)obj_fd;
+	snprintf(where, sizeof(where), "groups/%s", id);
+	if (pool_group_from_json(text, len, &g) < 0) {
+		problem(c, where, "meta.json is damaged");
+		return;
+	}
+	pool_group_free(g);
 }
 
 static void check_dir(Checker *c, const char *sub, bool (*valid)(const char *),
@@ -88,28 +189,44 @@ static void check_dir(Checker *c, const char *sub, bool (*valid)(const char *),
 {
 	_cleanup_close_ int fd = openat(c->dir_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
-		problem(c, "%s/: missing or unreadable: %s", sub, strerror(errno));
+		problem(c, sub, "missing or unreadable: %s", strerror(errno));
 		return;
 	}
 	_cleanup_closedir_ DIR *d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
+		char where[512];
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
+		snprintf(where, sizeof(where), "%s/%s", sub, de->d_name);
 		if (!valid(de->d_name)) {
-			problem(c, "%s/%s: orphan: not an object of this pool", sub, de->d_name);
+			problem(c, where, "orphan: not an object of this pool");
 			continue;
 		}
 		_cleanup_close_ int obj =
 			openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		_cleanup_free_ char *text = NULL;
 		size_t len;
-		if (obj < 0 || read_file_at(obj, "meta.json", 1 << 20, &text, &len) < 0) {
-			problem(c, "%s/%s: meta.json missing or unreadable", sub, de->d_name);
+		if (obj >= 0)
+			check_temporaries(c, obj, where);
+		if (obj < 0 || read_file_at(obj, META_FILE, META_MAX, &text, &len) < 0) {
+			PoolCheckItem *item = problem(c, where, "meta.json missing or unreadable");
+			if (strcmp(sub, "volumes") == 0) {
+				c->report->volumes++;
+				snprintf(item->volume_id, sizeof(item->volume_id), "%.*s",
+					 POOL_ID_MAX - 1, de->d_name);
+			}
 			continue;
 		}
 		check(c, obj, de->d_name, text, len);
 	}
+}
+
+static void check_nodes(Checker *c)
+{
+	_cleanup_close_ int fd = openat(c->dir_fd, "nodes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		check_temporaries(c, fd, "nodes");
 }
 
 static void check_tmp(Checker *c)
@@ -117,33 +234,125 @@ static void check_tmp(Checker *c)
 	_cleanup_close_ int fd = openat(c->dir_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return;
+	/* What pool_open() removed before we looked. */
+	for (char **name = c->repair ? c->repair->recovered : NULL; name && *name; name++) {
+		char where[512];
+		snprintf(where, sizeof(where), "tmp/%s", *name);
+		repaired(c, problem(c, where, "left by an interrupted operation"), "removed");
+	}
 	_cleanup_closedir_ DIR *d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
 	struct dirent *de;
-	while (d && (de = readdir(d)))
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-			problem(c,
-				"tmp/%s: left by an interrupted operation (removed when volplugd "
-				"next opens the pool)",
-				de->d_name);
+	while (d && (de = readdir(d))) {
+		char where[512];
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    held(fd, de->d_name))
+			continue; /* an operation in flight */
+		snprintf(where, sizeof(where), "tmp/%s", de->d_name);
+		if (!c->repair) {
+			problem(c, where,
+				"left by an interrupted operation (removed when volplugd next "
+				"opens the pool)");
+			continue;
+		}
+		PoolCheckItem *item = problem(c, where, "left by an interrupted operation");
+		if (pool_tmp_clean(c->repair, de->d_name) == 0)
+			repaired(c, item, "removed");
+	}
+}
+
+/* Whether a loop device's backing file (relative to the pool) is a volume's data file: the
+ * only pool file a record explains a loop device over. */
+static bool loop_explained(Checker *c, const LoopInfo *loop, const char *rel)
+{
+	char id[POOL_ID_MAX];
+	struct stat st;
+
+	if (loop->deleted || strncmp(rel, "volumes/", 8) != 0)
+		return false;
+	const char *slash = strchr(rel + 8, '/');
+	if (!slash || (size_t)(slash - (rel + 8)) >= sizeof(id) || strcmp(slash, "/" DATA_FILE))
+		return false;
+	snprintf(id, sizeof(id), "%.*s", (int)(slash - (rel + 8)), rel + 8);
+	return pool_volume_id_valid(id) && fstatat(c->dir_fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* A loop device over a pool file that no record uses: detached, unless it is mounted (then
+ * each mount is reported and left alone: unmounting is for whoever mounted it). */
+static void check_stray_loop(Checker *c, const LoopInfo *loop, const char *rel)
+{
+	_cleanup_strv_free_ char **mounts = NULL;
+
+	(void)mount_list_by_devno(loop->devno, &mounts);
+	for (char **m = mounts; m && *m; m++)
+		problem(c, loop->devpath,
+			"mounted at %s, over %s, which no record of the pool uses (not unmounted)",
+			*m, rel);
+	if (!mounts && !c->repair)
+		problem(c, loop->devpath, "attached over %s, which no record uses", rel);
+	else if (!mounts) {
+		int r = loop_detach(loop->devpath);
+		if (r == 0)
+			repaired(c,
+				 problem(c, loop->devpath, "attached over %s, which no record uses",
+					 rel),
+				 "detached");
+		else
+			problem(c, loop->devpath,
+				"attached over %s, which no record uses (cannot detach it: %s)",
+				rel, strerror(-r));
+	}
+}
+
+static void check_loops(Checker *c)
+{
+	_cleanup_free_ char *canon = realpath(c->path, NULL);
+	LoopInfo *loops = NULL;
+	size_t n = 0;
+
+	if (!canon || loop_list_for_dir(canon, &loops, &n) < 0)
+		return; /* no loop support here (a container): nothing can be attached */
+	for (size_t i = 0; i < n; i++) {
+		const char *rel = loops[i].backing_file + strlen(canon);
+		rel += *rel == '/';
+		if (!loop_explained(c, &loops[i], rel))
+			check_stray_loop(c, &loops[i], rel);
+	}
+	loop_info_array_free(loops, n);
+}
+
+static void check_all(Checker *c)
+{
+	check_dir(c, "volumes", pool_volume_id_valid, check_volume);
+	check_dir(c, "snapshots", pool_snapshot_id_valid, check_snapshot);
+	check_dir(c, "groups", pool_group_id_valid, check_group);
+	check_nodes(c);
+	check_tmp(c);
+	check_loops(c);
 }
 
 int pool_check(const char *path, PoolCheckReport *ret)
 {
 	PoolCheckReport report = {};
-	Checker c = {.report = &report};
+	Checker c = {.path = path, .report = &report};
 
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return negative_errno();
 	c.dir_fd = fd;
-	c.out = open_memstream(&c.buf, &c.len);
-	if (!c.out)
-		return -ENOMEM;
-	check_dir(&c, "volumes", pool_volume_id_valid, check_volume);
-	check_dir(&c, "snapshots", pool_snapshot_id_valid, check_snapshot);
-	check_tmp(&c);
-	fclose(c.out);
-	report.text = c.buf;
+	check_all(&c);
+	*ret = report;
+	return 0;
+}
+
+int pool_check_repair(Pool *p, PoolCheckReport *ret)
+{
+	PoolCheckReport report = {};
+	Checker c = {.dir_fd = p->dir_fd, .path = p->path, .repair = p, .report = &report};
+
+	check_all(&c);
+	/* Reported once: a second pass on the same pool reports only what it finds itself. */
+	strv_free(p->recovered);
+	p->recovered = NULL;
 	*ret = report;
 	return 0;
 }

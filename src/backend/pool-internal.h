@@ -1,8 +1,45 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What the pool's own modules share beyond pool.h; not for other layers. */
+/* What the pool's own modules share beyond pool.h (the Pool itself, the pool lock, the
+ * volume's directory); not for other layers. */
 #pragma once
 
+#include <pthread.h>
+
 #include "pool.h"
+
+#define META_FILE "meta.json"
+#define DATA_FILE "data"
+#define META_MAX (1024 * 1024)
+/* The pool lock (its flock) and the ledger of provisioned bytes (its content). */
+#define LEDGER_FILE "ledger"
+
+struct Pool {
+	char *path;
+	int dir_fd; /* pinned pool directory */
+	int volumes_fd, snapshots_fd, groups_fd, nodes_fd, tmp_fd;
+	int ledger_fd;
+	char *zone;
+	char *boot_id; /* this boot (/proc/sys/kernel/random/boot_id), read at open */
+	uint64_t capacity;
+
+	/* The threads' half of the pool lock: flock() excludes other open files, not the threads
+	 * sharing ledger_fd. Taken before the flock, released after it. */
+	pthread_mutex_t lock;
+
+	char **recovered; /* a strv: what pool_open() removed from tmp/, for pool_check_repair() */
+};
+
+/* Takes the pool lock (threads and processes): every change of what the ledger counts happens
+ * under it, together with the ledger's update. Blocks. */
+int pool_lock_take(Pool *p);
+void pool_lock_release(Pool *p);
+
+/* Removes tmp/name unless a live operation holds it (-EBUSY); a staging directory's reserved
+ * bytes go back to the ledger. Takes the pool lock. */
+int pool_tmp_clean(Pool *p, const char *name);
+
+/* Sorted IDs of the objects in dir_fd whose names are prefix + 16 hex: a strv and its length. */
+int pool_list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n);
 
 /* Opens volumes/<id> (O_DIRECTORY, never following a symlink): -ENOENT for a bad or unknown
  * ID. Caller closes. */
@@ -11,8 +48,5 @@ int pool_volume_dir_open(const Pool *p, const char *id);
 /* Whether volumes/<id> is in place (a volume being deleted is renamed away first). */
 bool pool_volume_present(const Pool *p, const char *id);
 
-/* The pool's tmp/ directory (borrowed fd): files are made there and renamed into place. */
-int pool_tmp_dir(const Pool *p);
-
-/* This boot of the machine (/proc/sys/kernel/random/boot_id), read at open. */
-const char *pool_boot_id(const Pool *p);
+/* Node IDs: [A-Za-z0-9._-], 1-128, not starting with a dot. */
+bool pool_node_id_valid(const char *id);

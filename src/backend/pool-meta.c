@@ -378,3 +378,47 @@ int pool_volume_use_from_json(const char *text, size_t len, PoolVolumeUse *ret, 
 	*ret = u;
 	return 0;
 }
+
+char *pool_node_devices_to_json(const char *node, const PoolNodeDevice *d, size_t n,
+				size_t *ret_len)
+{
+	json_t *o = json_object(), *devices = json_object();
+
+	json_object_set_new(o, "format", json_integer(META_FORMAT));
+	json_object_set_new(o, "node", json_string(node));
+	for (size_t i = 0; i < n; i++)
+		json_object_set_new(devices, d[i].device, json_string(d[i].volume_id));
+	json_object_set_new(o, "devices", devices);
+	return dump(o, ret_len);
+}
+
+int pool_node_devices_from_json(const char *text, size_t len, PoolNodeDevice **ret, size_t *ret_n)
+{
+	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	json_t *devices = json_object_get(o, "devices"), *v;
+	PoolNodeDevice *d = NULL;
+	const char *k;
+	uint64_t u;
+	size_t n = 0;
+
+	if (!json_is_object(o) || get_u64(o, "format", &u) < 0 || u != META_FORMAT ||
+	    !json_is_object(devices)) {
+		json_decref(o);
+		return -EBADMSG;
+	}
+	d = xnew0(PoolNodeDevice, json_object_size(devices));
+	json_object_foreach (devices, k, v) {
+		if (!json_is_string(v)) {
+			pool_node_devices_free(d, n);
+			json_decref(o);
+			return -EBADMSG;
+		}
+		d[n].device = xstrdup(k);
+		d[n].volume_id = xstrdup(json_string_value(v));
+		n++;
+	}
+	json_decref(o);
+	*ret = d;
+	*ret_n = n;
+	return 0;
+}

@@ -70,7 +70,7 @@ int pool_volume_use_load(Pool *p, const char *id, PoolVolumeUse *ret)
 	r = pool_volume_use_from_json(text, len, ret, &boot);
 	if (r < 0)
 		return log_debug_errno(r, "pool: volumes/%s/" USE_FILE " is damaged", id);
-	if (strcmp(boot, pool_boot_id(p)) != 0) {
+	if (strcmp(boot, p->boot_id) != 0) {
 		log_debug("pool: volumes/%s/" USE_FILE " is from an earlier boot: void", id);
 		pool_volume_use_done(ret);
 	}
@@ -93,17 +93,17 @@ int pool_volume_use_save(Pool *p, const char *id, const PoolVolumeUse *u)
 		return 0;
 	}
 	snprintf(tmp, sizeof(tmp), "use-%s.%08" PRIx32, id, (uint32_t)random_u64());
-	_cleanup_free_ char *text = pool_volume_use_to_json(u, pool_boot_id(p), &len);
-	_cleanup_close_ int fd = openat(pool_tmp_dir(p), tmp,
-					O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	_cleanup_free_ char *text = pool_volume_use_to_json(u, p->boot_id, &len);
+	_cleanup_close_ int fd =
+		openat(p->tmp_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return negative_errno();
 	(void)flock(fd, LOCK_EX); /* the pool's recovery leaves locked files in tmp/ alone */
 	int r = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
-	if (r == 0 && renameat(pool_tmp_dir(p), tmp, dir, USE_FILE) < 0)
+	if (r == 0 && renameat(p->tmp_fd, tmp, dir, USE_FILE) < 0)
 		r = negative_errno();
 	if (r < 0)
-		(void)unlinkat(pool_tmp_dir(p), tmp, 0);
+		(void)unlinkat(p->tmp_fd, tmp, 0);
 	return r;
 }
 

@@ -15,34 +15,16 @@
 #include "fileio.h"
 #include "hash-util.h"
 #include "log.h"
+#include "loopdev.h"
 #include "pool-internal.h"
 #include "pool-meta.h"
-#include "pool.h"
 #include "random-util.h"
-
-#define META_FILE "meta.json"
-#define DATA_FILE "data"
-#define META_MAX (1024 * 1024)
-/* Slots probed for a name, in case two names hash to the same ID. */
-#define NAME_SLOTS 4
 
 typedef enum {
 	KIND_VOLUME,
 	KIND_SNAPSHOT,
 	KIND_GROUP,
 } ObjectKind;
-
-struct Pool {
-	char *path;
-	int dir_fd; /* pinned pool directory */
-	int volumes_fd, snapshots_fd, groups_fd, nodes_fd, tmp_fd;
-	char *zone;
-	char *boot_id;
-	uint64_t capacity;
-
-	pthread_mutex_t lock; /* guards provisioned */
-	uint64_t provisioned; /* bytes of every volume and snapshot */
-};
 
 static const char *const kind_prefix[] = {
 	[KIND_VOLUME] = "vol-",
@@ -137,7 +119,7 @@ static int remove_object_dir(int parent_fd, const char *name)
 	return 0;
 }
 
-static int list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n)
+int pool_list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n)
 {
 	_cleanup_closedir_ DIR *d = fdopendir(fcntl(dir_fd, F_DUPFD_CLOEXEC, 3));
 	char **ids = NULL;
@@ -175,42 +157,57 @@ bool pool_volume_present(const Pool *p, const char *id)
 	       faccessat(p->volumes_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-int pool_tmp_dir(const Pool *p)
+/* Opens and flocks an object's directory, and checks that it is still the object at its place:
+ * it may have been removed (or removed and made again) while we waited for the lock. */
+static int object_lock(const Pool *p, ObjectKind k, const char *id, int *ret_fd)
 {
-	return p->tmp_fd;
+	struct stat held, there;
+
+	_cleanup_close_ int fd = object_open(p, k, id);
+	if (fd < 0)
+		return fd;
+	if (flock(fd, LOCK_EX) < 0)
+		return negative_errno();
+	if (fstat(fd, &held) < 0)
+		return negative_errno();
+	if (fstatat(kind_fd(p, k), id, &there, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    held.st_ino != there.st_ino || held.st_dev != there.st_dev)
+		return -ENOENT;
+	*ret_fd = TAKE_FD(fd);
+	return 0;
 }
 
-const char *pool_boot_id(const Pool *p)
-{
-	return p->boot_id;
-}
+/* Capacity: the ledger.
+ *
+ * POOL/ledger holds the bytes provisioned by every process on the pool: the data files of the
+ * volumes and snapshots, plus the size a staging directory in tmp/ reserves for the object it
+ * makes (written in its name, "new-<id>.<random>.<bytes>"). Each change of one of those
+ * happens under the pool lock together with the ledger's update (making a staging directory,
+ * renaming it away, renaming an object out of its place, growing a data file), so the ledger
+ * always matches the pool; every open recounts it from the pool, so a process killed in
+ * between costs nothing after the next start. The slow part of a create (the copy, the
+ * fsyncs) runs outside the lock. */
 
-/* Capacity accounting */
+#define LEDGER_LEN 21 /* 20 digits and a newline: rewritten in place, never shorter */
+#define STAGING_PREFIX "new-"
 
-static int reserve(Pool *p, uint64_t bytes)
+int pool_lock_take(Pool *p)
 {
-	int r = 0;
 	pthread_mutex_lock(&p->lock);
-	if (p->provisioned + bytes > p->capacity || p->provisioned + bytes < p->provisioned)
-		r = -ENOSPC;
-	else
-		p->provisioned += bytes;
-	pthread_mutex_unlock(&p->lock);
-	return r;
+	for (;;) {
+		if (flock(p->ledger_fd, LOCK_EX) == 0)
+			return 0;
+		if (errno != EINTR) {
+			int r = negative_errno();
+			pthread_mutex_unlock(&p->lock);
+			return r;
+		}
+	}
 }
 
-static void unreserve(Pool *p, uint64_t bytes)
+void pool_lock_release(Pool *p)
 {
-	pthread_mutex_lock(&p->lock);
-	p->provisioned = bytes > p->provisioned ? 0 : p->provisioned - bytes;
-	pthread_mutex_unlock(&p->lock);
-}
-
-void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available)
-{
-	pthread_mutex_lock(&p->lock);
-	*ret_total = p->capacity;
-	*ret_available = p->capacity > p->provisioned ? p->capacity - p->provisioned : 0;
+	(void)flock(p->ledger_fd, LOCK_UN);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -220,7 +217,7 @@ static uint64_t data_size_sum(int dir_fd, const char *prefix)
 	size_t n;
 	uint64_t sum = 0;
 
-	if (list_ids(dir_fd, prefix, &ids, &n) < 0)
+	if (pool_list_ids(dir_fd, prefix, &ids, &n) < 0)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		char path[POOL_ID_MAX + 8];
@@ -231,6 +228,93 @@ static uint64_t data_size_sum(int dir_fd, const char *prefix)
 	}
 	strv_free(ids);
 	return sum;
+}
+
+/* The bytes a staging directory reserves, from its name; 0 for anything else in tmp/. */
+static uint64_t staging_reserved(const char *name)
+{
+	const char *dot = strrchr(name, '.');
+	char *end;
+
+	if (strncmp(name, STAGING_PREFIX, strlen(STAGING_PREFIX)) != 0 || !dot)
+		return 0;
+	errno = 0;
+	unsigned long long v = strtoull(dot + 1, &end, 10);
+	return errno || end == dot + 1 || *end ? 0 : (uint64_t)v;
+}
+
+/* What the ledger should say, counted from the pool. Hold the pool lock. */
+static uint64_t ledger_recount(Pool *p)
+{
+	uint64_t sum = data_size_sum(p->volumes_fd, kind_prefix[KIND_VOLUME]) +
+		       data_size_sum(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT]);
+	_cleanup_closedir_ DIR *d = fdopendir(fcntl(p->tmp_fd, F_DUPFD_CLOEXEC, 3));
+	struct dirent *de;
+
+	while (d && (de = readdir(d)))
+		sum += staging_reserved(de->d_name);
+	return sum;
+}
+
+static int ledger_write(Pool *p, uint64_t bytes)
+{
+	char buf[LEDGER_LEN + 1];
+
+	snprintf(buf, sizeof(buf), "%020llu\n", (unsigned long long)bytes);
+	ssize_t n = pwrite(p->ledger_fd, buf, LEDGER_LEN, 0);
+	return n == LEDGER_LEN ? 0 : n < 0 ? negative_errno() : -EIO;
+}
+
+/* The ledger's bytes; recounted when it does not read back (changed by hand). Hold the pool
+ * lock. */
+static uint64_t ledger_read(Pool *p)
+{
+	char buf[LEDGER_LEN + 1], *end;
+
+	ssize_t n = pread(p->ledger_fd, buf, LEDGER_LEN, 0);
+	if (n == LEDGER_LEN) {
+		buf[n] = 0;
+		errno = 0;
+		unsigned long long v = strtoull(buf, &end, 10);
+		if (errno == 0 && end != buf && *end == '\n')
+			return (uint64_t)v;
+	}
+	uint64_t sum = ledger_recount(p);
+	(void)ledger_write(p, sum);
+	return sum;
+}
+
+/* Adds bytes to the ledger: -ENOSPC beyond the capacity. Hold the pool lock. */
+static int ledger_reserve(Pool *p, uint64_t bytes)
+{
+	uint64_t cur = ledger_read(p);
+
+	if (bytes == 0)
+		return 0;
+	if (cur + bytes > p->capacity || cur + bytes < cur)
+		return -ENOSPC;
+	return ledger_write(p, cur + bytes);
+}
+
+/* Gives bytes back. Hold the pool lock. */
+static void ledger_release(Pool *p, uint64_t bytes)
+{
+	uint64_t cur = ledger_read(p);
+
+	if (bytes > 0)
+		(void)ledger_write(p, bytes > cur ? 0 : cur - bytes);
+}
+
+void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available)
+{
+	uint64_t used = p->capacity;
+
+	if (pool_lock_take(p) == 0) {
+		used = ledger_read(p);
+		pool_lock_release(p);
+	}
+	*ret_total = p->capacity;
+	*ret_available = p->capacity > used ? p->capacity - used : 0;
 }
 
 /* Open and recovery */
@@ -247,30 +331,52 @@ static int pool_layout(int dir_fd)
 	return 0;
 }
 
-/* Removes what a crash left in tmp/: objects half made or half removed. One another process
- * is still working on holds its flock and is left alone. */
+/* Removes tmp/name unless a live operation holds its flock. Hold the pool lock. */
+static int tmp_clean_locked(Pool *p, const char *name)
+{
+	_cleanup_close_ int fd = openat(p->tmp_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : negative_errno();
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EBUSY : negative_errno();
+	int r = remove_object_dir(p->tmp_fd, name);
+	if (r == -ENOTDIR)
+		r = unlinkat(p->tmp_fd, name, 0) < 0 && errno != ENOENT ? negative_errno() : 0;
+	if (r == 0)
+		ledger_release(p, staging_reserved(name));
+	return r;
+}
+
+int pool_tmp_clean(Pool *p, const char *name)
+{
+	int r = pool_lock_take(p);
+	if (r < 0)
+		return r;
+	r = tmp_clean_locked(p, name);
+	pool_lock_release(p);
+	return r;
+}
+
+/* Removes what a crash left in tmp/: objects half made or half removed, temporaries of
+ * atomic writes. What another process is still working on holds its flock and is left alone.
+ * Hold the pool lock. */
 static void pool_recover(Pool *p)
 {
 	_cleanup_closedir_ DIR *d = fdopendir(fcntl(p->tmp_fd, F_DUPFD_CLOEXEC, 3));
 	struct dirent *de;
 
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
+	while (d && (de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		_cleanup_close_ int fd =
-			openat(p->tmp_fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0)
+		int r = tmp_clean_locked(p, de->d_name);
+		if (r == -EBUSY)
 			continue;
-		int r = remove_object_dir(p->tmp_fd, de->d_name);
-		if (r == -ENOTDIR && unlinkat(p->tmp_fd, de->d_name, 0) == 0)
-			r = 0;
-		if (r < 0)
+		if (r < 0) {
 			log_debug_errno(r, "pool: cannot clean tmp/%s: %m", de->d_name);
-		else
-			log_debug("pool: cleaned tmp/%s left by an interrupted operation",
-				  de->d_name);
+			continue;
+		}
+		log_debug("pool: cleaned tmp/%s left by an interrupted operation", de->d_name);
+		strv_append(&p->recovered, xstrdup(de->d_name));
 	}
 }
 
@@ -293,26 +399,50 @@ static int open_subdir(int dir_fd, const char *name)
 	return fd < 0 ? negative_errno() : fd;
 }
 
-int pool_open(const PoolConfig *config, Pool **ret)
+/* The pinned pool directory, laid out unless it must hold a pool already. */
+static int pool_dir_open(const PoolConfig *config)
 {
-	struct statvfs sv;
-	int r;
-
-	if (mkdir(config->path, 0700) < 0 && errno != EEXIST)
+	if (!config->existing && mkdir(config->path, 0700) < 0 && errno != EEXIST)
 		return negative_errno();
 	_cleanup_close_ int fd = open(config->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return negative_errno();
 	if (faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) < 0)
 		return negative_errno();
-	r = pool_layout(fd);
+	if (config->existing && faccessat(fd, "volumes", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+		return -ENOENT;
+	int r = pool_layout(fd);
+	return r < 0 ? r : TAKE_FD(fd);
+}
+
+/* Cleans tmp/ and recounts the ledger, under the pool lock: another process's operations in
+ * flight are counted by their staging directories, which they hold. */
+static int pool_recover_and_count(Pool *p, uint64_t *ret_provisioned)
+{
+	int r = pool_lock_take(p);
 	if (r < 0)
 		return r;
+	pool_recover(p);
+	*ret_provisioned = ledger_recount(p);
+	r = ledger_write(p, *ret_provisioned);
+	pool_lock_release(p);
+	return r;
+}
 
+int pool_open(const PoolConfig *config, Pool **ret)
+{
+	struct statvfs sv;
+	uint64_t provisioned;
+	int r;
+
+	int fd = pool_dir_open(config);
+	if (fd < 0)
+		return fd;
 	Pool *p = xnew0(Pool, 1);
 	p->volumes_fd = p->snapshots_fd = p->groups_fd = p->nodes_fd = p->tmp_fd = -EBADF;
+	p->ledger_fd = -EBADF;
 	p->path = xstrdup(config->path);
-	p->dir_fd = TAKE_FD(fd);
+	p->dir_fd = fd;
 	p->zone = xstrdup(config->zone ?: "local");
 	p->boot_id = read_boot_id();
 	pthread_mutex_init(&p->lock, NULL);
@@ -324,12 +454,16 @@ int pool_open(const PoolConfig *config, Pool **ret)
 		pool_close(p);
 		return r;
 	}
-	pool_recover(p);
-	p->provisioned = data_size_sum(p->volumes_fd, kind_prefix[KIND_VOLUME]) +
-			 data_size_sum(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT]);
+	p->ledger_fd =
+		openat(p->dir_fd, LEDGER_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (p->ledger_fd < 0 || (r = pool_recover_and_count(p, &provisioned)) < 0) {
+		r = p->ledger_fd < 0 ? negative_errno() : r;
+		pool_close(p);
+		return r;
+	}
 	p->capacity = config->capacity;
 	if (p->capacity == 0 && fstatvfs(p->dir_fd, &sv) == 0)
-		p->capacity = (uint64_t)sv.f_bavail * sv.f_frsize + p->provisioned;
+		p->capacity = (uint64_t)sv.f_bavail * sv.f_frsize + provisioned;
 	*ret = p;
 	return 0;
 }
@@ -344,7 +478,9 @@ void pool_close(Pool *p)
 	closep(&p->groups_fd);
 	closep(&p->nodes_fd);
 	closep(&p->tmp_fd);
+	closep(&p->ledger_fd);
 	pthread_mutex_destroy(&p->lock);
+	strv_free(p->recovered);
 	free(p->path);
 	free(p->zone);
 	free(p->boot_id);
@@ -382,28 +518,60 @@ const char *pool_zone(const Pool *p)
 /* Making and removing objects */
 
 typedef struct Staging {
-	char name[POOL_ID_MAX + 24]; /* below tmp/ */
+	char name[POOL_ID_MAX + 48]; /* below tmp/: new-<id>.<random>.<reserved bytes> */
+	uint64_t size;		     /* reserved in the ledger while the directory exists */
 	int fd;			     /* the staging dir, flock'ed */
 } Staging;
 
-static int staging_begin(Pool *p, const char *id, Staging *ret)
+static int staging_mkdir(Pool *p, Staging *s)
 {
-	snprintf(ret->name, sizeof(ret->name), "new-%s.%08" PRIx32, id, (uint32_t)random_u64());
-	if (mkdirat(p->tmp_fd, ret->name, 0700) < 0)
+	if (mkdirat(p->tmp_fd, s->name, 0700) < 0)
 		return negative_errno();
-	ret->fd = openat(p->tmp_fd, ret->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (ret->fd < 0 || flock(ret->fd, LOCK_EX) < 0) {
+	s->fd = openat(p->tmp_fd, s->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->fd < 0 || flock(s->fd, LOCK_EX) < 0) {
 		int r = negative_errno();
-		(void)unlinkat(p->tmp_fd, ret->name, AT_REMOVEDIR);
-		closep(&ret->fd);
+		(void)unlinkat(p->tmp_fd, s->name, AT_REMOVEDIR);
+		closep(&s->fd);
 		return r;
 	}
 	return 0;
 }
 
+/* Reserves size bytes and makes the staging directory that holds them, in one critical
+ * section: -ENOSPC beyond the capacity. */
+static int staging_begin(Pool *p, const char *id, uint64_t size, Staging *ret)
+{
+	snprintf(ret->name, sizeof(ret->name), STAGING_PREFIX "%s.%08" PRIx32 ".%" PRIu64, id,
+		 (uint32_t)random_u64(), size);
+	ret->size = size;
+
+	int r = pool_lock_take(p);
+	if (r < 0)
+		return r;
+	r = ledger_reserve(p, size);
+	if (r == 0 && (r = staging_mkdir(p, ret)) < 0)
+		ledger_release(p, size);
+	pool_lock_release(p);
+	return r;
+}
+
+/* Gives up a staged object: renamed out of the ledger's sight with its bytes given back, then
+ * removed outside the lock. */
 static void staging_abort(Pool *p, Staging *s)
 {
-	(void)remove_object_dir(p->tmp_fd, s->name);
+	char trash[sizeof(s->name) + 4];
+	const char *name = s->name;
+
+	snprintf(trash, sizeof(trash), "del-%s", s->name + strlen(STAGING_PREFIX));
+	if (pool_lock_take(p) == 0) {
+		if (renameat2(p->tmp_fd, s->name, p->tmp_fd, trash, RENAME_NOREPLACE) == 0)
+			name = trash;
+		else
+			(void)remove_object_dir(p->tmp_fd, s->name);
+		ledger_release(p, s->size);
+		pool_lock_release(p);
+	}
+	(void)remove_object_dir(p->tmp_fd, name);
 	closep(&s->fd);
 }
 
@@ -424,7 +592,9 @@ static int staging_sync(Staging *s)
 	return fsync_dir(s->fd);
 }
 
-/* Moves the finished object into place; -EEXIST when another one got there first. */
+/* Moves the finished object into place; -EEXIST when another one got there first. The rename
+ * hands the reserved bytes on to the object's data file (of the same size): under the pool
+ * lock, so that a recount never sees both or neither. */
 static int staging_commit(Pool *p, ObjectKind k, Staging *s, const char *id)
 {
 	int r = staging_sync(s);
@@ -432,8 +602,15 @@ static int staging_commit(Pool *p, ObjectKind k, Staging *s, const char *id)
 		staging_abort(p, s);
 		return r;
 	}
-	if (renameat2(p->tmp_fd, s->name, kind_fd(p, k), id, RENAME_NOREPLACE) < 0) {
+	r = pool_lock_take(p);
+	if (r < 0) {
+		staging_abort(p, s);
+		return r;
+	}
+	if (renameat2(p->tmp_fd, s->name, kind_fd(p, k), id, RENAME_NOREPLACE) < 0)
 		r = errno == EEXIST || errno == ENOTEMPTY ? -EEXIST : negative_errno();
+	pool_lock_release(p);
+	if (r < 0) {
 		staging_abort(p, s);
 		return r;
 	}
@@ -485,29 +662,69 @@ static int staging_write_meta(Staging *s, const char *text, size_t len)
 	return 0;
 }
 
-/* Removes an object (one rename makes it gone) and gives its data's size back to the pool. */
-static int object_remove(Pool *p, ObjectKind k, const char *id)
+/* What keeps a volume from being deleted, checked under its lock in the same hold as the delete
+ * (dir_fd, locked): its attachments (published to a node); for a volume whose metadata is
+ * damaged, so that its attachments are unknown, a loop device over its data file. The node's
+ * record of where it staged the volume (node.json beside meta.json, under node.lock) belongs
+ * here too. -ENOTEMPTY when it is in use; *found says what it is and what uses it. */
+static int pool_volume_check_unused(Pool *p, int dir_fd, const char *id, PoolVolumeFound *found)
+{
+	_cleanup_free_ char *text = NULL, *data = NULL;
+	PoolVolume *v = NULL;
+	char *dev;
+	size_t len;
+
+	if (read_file_at(dir_fd, META_FILE, META_MAX, &text, &len) == 0 &&
+	    pool_volume_from_json(text, len, &v) == 0) {
+		found->name = TAKE_PTR(v->name);
+		if (v->n_attachments > 0) {
+			found->use = POOL_VOLUME_PUBLISHED;
+			found->user = xstrdup(v->attachments[0].node);
+		}
+		pool_volume_free(v);
+		return found->user ? -ENOTEMPTY : 0;
+	}
+	data = pool_volume_data_path(p, id);
+	if (loop_find(data, &dev) == 0) {
+		found->use = POOL_VOLUME_LOOP;
+		found->user = dev;
+		return -ENOTEMPTY;
+	}
+	return 0;
+}
+
+/* Removes an object: one rename makes it gone, and gives its data's size back to the ledger in
+ * the same critical section; the files go after. A volume is checked unused first, under the
+ * same hold of its lock (found non-NULL). */
+static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound *found)
 {
 	char trash[POOL_ID_MAX + 24];
 	struct stat st;
+	_cleanup_close_ int fd = -EBADF;
 
-	_cleanup_close_ int fd = object_open(p, k, id);
-	if (fd < 0)
-		return fd;
-	if (flock(fd, LOCK_EX) < 0)
-		return negative_errno();
+	int r = object_lock(p, k, id, &fd);
+	if (r < 0)
+		return r;
+	if (found && (r = pool_volume_check_unused(p, fd, id, found)) < 0)
+		return r;
+	failpoint("pool-delete-after-check");
+	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
+	if ((r = pool_lock_take(p)) < 0)
+		return r;
 	if (fstatat(fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		st.st_size = 0;
-	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
-	/* One rename makes it gone; the files go after. */
 	if (renameat2(kind_fd(p, k), id, p->tmp_fd, trash, RENAME_NOREPLACE) < 0)
-		return errno == ENOENT ? -ENOENT : negative_errno();
-	int r = fsync_dir(kind_fd(p, k));
+		r = errno == ENOENT ? -ENOENT : negative_errno();
+	else
+		ledger_release(p, (uint64_t)st.st_size);
+	pool_lock_release(p);
+	if (r < 0)
+		return r;
+	r = fsync_dir(kind_fd(p, k));
 	if (r < 0)
 		return r;
 	failpoint("pool-delete-after-rename");
 	(void)remove_object_dir(p->tmp_fd, trash);
-	unreserve(p, (uint64_t)st.st_size);
 	return 0;
 }
 
@@ -588,9 +805,11 @@ static int open_source_data(Pool *p, const char *kind, const char *id, int *ret_
 	return 0;
 }
 
-static int write_meta(int dir_fd, const char *text, size_t len)
+/* Replaces an object's meta.json through a temporary in tmp/, so that a crash leaves no
+ * litter in the object's directory. */
+static int write_meta(Pool *p, int dir_fd, const char *text, size_t len)
 {
-	return write_file_atomic_at(dir_fd, META_FILE, text, len, 0600);
+	return write_file_atomic_via(p->tmp_fd, dir_fd, META_FILE, text, len, 0600);
 }
 
 /* What a new object is made of. */
@@ -618,26 +837,16 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 	int r = open_source_data(p, o->source_kind, o->source_id, &source_lock, &source_data);
 	if (r < 0)
 		return r;
-	r = reserve(p, o->size);
+	r = staging_begin(p, o->id, o->size, &s);
 	if (r < 0)
 		return r;
-	r = staging_begin(p, o->id, &s);
-	if (r < 0)
-		goto fail_unreserve;
-	if (o->with_data && (r = staging_fill(&s, source_data, o->size, ret_method)) < 0)
-		goto fail_abort;
-	if ((r = staging_write_meta(&s, o->meta, o->meta_len)) < 0)
-		goto fail_abort;
+	if ((o->with_data && (r = staging_fill(&s, source_data, o->size, ret_method)) < 0) ||
+	    (r = staging_write_meta(&s, o->meta, o->meta_len)) < 0) {
+		staging_abort(p, &s);
+		return r;
+	}
 	failpoint(o->failpoint);
-	r = staging_commit(p, o->kind, &s, o->id);
-	if (r < 0)
-		goto fail_unreserve;
-	return 0;
-fail_abort:
-	staging_abort(p, &s);
-fail_unreserve:
-	unreserve(p, o->size);
-	return r;
+	return staging_commit(p, o->kind, &s, o->id);
 }
 
 int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method)
@@ -656,29 +865,21 @@ int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method)
 	return object_create(p, &o, ret_method);
 }
 
-int pool_volume_delete(Pool *p, const char *id)
+int pool_volume_delete(Pool *p, const char *id, PoolVolumeFound *found)
 {
-	return object_remove(p, KIND_VOLUME, id);
+	return object_remove(p, KIND_VOLUME, id, found);
+}
+
+void pool_volume_found_done(PoolVolumeFound *f)
+{
+	free(f->name);
+	free(f->user);
+	*f = (PoolVolumeFound){};
 }
 
 int pool_volume_lock(Pool *p, const char *id, int *ret_lock_fd)
 {
-	int fd = object_open(p, KIND_VOLUME, id);
-	if (fd < 0)
-		return fd;
-	if (flock(fd, LOCK_EX) < 0) {
-		int r = negative_errno();
-		close(fd);
-		return r;
-	}
-	/* It may have been removed while we waited for the lock. */
-	if (faccessat(fd, META_FILE, F_OK, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    faccessat(p->volumes_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
-		close(fd);
-		return -ENOENT;
-	}
-	*ret_lock_fd = fd;
-	return 0;
+	return object_lock(p, KIND_VOLUME, id, ret_lock_fd);
 }
 
 void pool_unlock(int lock_fd)
@@ -694,7 +895,30 @@ int pool_volume_save(Pool *p, const PoolVolume *v)
 	if (fd < 0)
 		return fd;
 	_cleanup_free_ char *meta = pool_volume_to_json(v, &len);
-	return write_meta(fd, meta, len);
+	return write_meta(p, fd, meta, len);
+}
+
+/* Grows a data file to size under the pool lock, with the ledger: never shrinks it (a file
+ * already larger, left by an interrupted grow, is kept and its bytes are already counted). */
+static int data_grow(Pool *p, int data_fd, uint64_t size)
+{
+	struct stat st;
+
+	int r = pool_lock_take(p);
+	if (r < 0)
+		return r;
+	if (fstat(data_fd, &st) < 0)
+		r = negative_errno();
+	else if ((uint64_t)st.st_size < size) {
+		uint64_t add = size - (uint64_t)st.st_size;
+		r = ledger_reserve(p, add);
+		if (r == 0 && ftruncate(data_fd, (off_t)size) < 0) {
+			r = negative_errno();
+			ledger_release(p, add);
+		}
+	}
+	pool_lock_release(p);
+	return r;
 }
 
 int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size)
@@ -706,22 +930,87 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size)
 	_cleanup_close_ int fd = object_open(p, KIND_VOLUME, v->id);
 	if (fd < 0)
 		return fd;
-	int r = reserve(p, new_size - v->size);
+	_cleanup_close_ int data = openat(fd, DATA_FILE, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (data < 0)
+		return negative_errno();
+	int r = data_grow(p, data, new_size);
 	if (r < 0)
 		return r;
-	_cleanup_close_ int data = openat(fd, DATA_FILE, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (data < 0 || ftruncate(data, (off_t)new_size) < 0 || fsync(data) < 0) {
-		r = negative_errno();
-		unreserve(p, new_size - v->size);
-		return r;
-	}
+	if (fsync(data) < 0)
+		return negative_errno();
 	uint64_t old = v->size;
 	v->size = new_size;
 	r = pool_volume_save(p, v);
 	if (r < 0) {
-		v->size = old; /* the file is larger than recorded: pool check notices, no loss */
+		/* The file is larger than recorded: a retry goes on from there, and pool check
+		 * --repair records the size; nothing is lost. */
+		v->size = old;
 		return r;
 	}
+	return 0;
+}
+
+/* A damaged volume as far as it can be known: its ID and its data file's size. */
+static PoolVolume *volume_damaged(int dir_fd, const char *id)
+{
+	PoolVolume *v = xnew0(PoolVolume, 1);
+	struct stat st;
+
+	snprintf(v->id, sizeof(v->id), "%s", id);
+	v->name = xstrdup("");
+	v->source_kind = xstrdup("");
+	v->source_id = xstrdup("");
+	v->access_mode = xstrdup("");
+	if (fstatat(dir_fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		v->size = (uint64_t)st.st_size;
+	return v;
+}
+
+/* What is wrong with a volume's meta.json, or NULL (then *ret_v is the volume). */
+static char *volume_meta_damage(int dir_fd, const char *id, PoolVolume **ret_v)
+{
+	_cleanup_free_ char *text = NULL;
+	PoolVolume *v = NULL;
+	size_t len;
+
+	int r = read_file_at(dir_fd, META_FILE, META_MAX, &text, &len);
+	if (r == -ENOENT)
+		return xstrdup("meta.json is missing");
+	if (r < 0)
+		return xasprintf("meta.json cannot be read: %s", strerror(-r));
+	if (pool_volume_from_json(text, len, &v) < 0)
+		return xstrdup("meta.json is damaged: not a volume record of this pool");
+	if (strcmp(v->id, id) != 0) {
+		char *damage = xasprintf("meta.json names another volume (%s)", v->id);
+		pool_volume_free(v);
+		return damage;
+	}
+	*ret_v = v;
+	return NULL;
+}
+
+int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_damage)
+{
+	PoolVolume *v = NULL;
+	struct stat held, there;
+
+	_cleanup_close_ int fd = object_open(p, KIND_VOLUME, id);
+	if (fd < 0)
+		return fd;
+	char *damage = volume_meta_damage(fd, id, &v);
+	if (damage) {
+		/* A volume being deleted loses its files after it left volumes/: that is no
+		 * damage, it is gone. */
+		if (fstat(fd, &held) < 0 ||
+		    fstatat(p->volumes_fd, id, &there, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    held.st_ino != there.st_ino || held.st_dev != there.st_dev) {
+			free(damage);
+			return -ENOENT;
+		}
+		v = volume_damaged(fd, id);
+	}
+	*ret = v;
+	*ret_damage = damage;
 	return 0;
 }
 
@@ -732,7 +1021,7 @@ char *pool_volume_data_path(const Pool *p, const char *id)
 
 int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n)
 {
-	return list_ids(p->volumes_fd, kind_prefix[KIND_VOLUME], ret_ids, ret_n);
+	return pool_list_ids(p->volumes_fd, kind_prefix[KIND_VOLUME], ret_ids, ret_n);
 }
 
 /* Snapshots */
@@ -781,12 +1070,12 @@ int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, CopyMethod *ret_meth
 
 int pool_snapshot_delete(Pool *p, const char *id)
 {
-	return object_remove(p, KIND_SNAPSHOT, id);
+	return object_remove(p, KIND_SNAPSHOT, id, NULL);
 }
 
 int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n)
 {
-	return list_ids(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT], ret_ids, ret_n);
+	return pool_list_ids(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT], ret_ids, ret_n);
 }
 
 /* Group snapshots */
@@ -840,55 +1129,5 @@ int pool_group_load(Pool *p, const char *id, PoolGroup **ret)
 
 int pool_group_delete(Pool *p, const char *id)
 {
-	return object_remove(p, KIND_GROUP, id);
-}
-
-/* Nodes */
-
-static bool node_id_valid(const char *id)
-{
-	size_t n = strlen(id);
-	if (n == 0 || n > 128 || id[0] == '.')
-		return false;
-	for (const char *c = id; *c; c++)
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-		      (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.'))
-			return false;
-	return true;
-}
-
-int pool_node_register(Pool *p, const PoolNode *n)
-{
-	char name[160];
-	size_t len;
-
-	if (!node_id_valid(n->id))
-		return -EINVAL;
-	snprintf(name, sizeof(name), "%s.json", n->id);
-	_cleanup_free_ char *text = pool_node_to_json(n, &len);
-	return write_file_atomic_at(p->nodes_fd, name, text, len, 0600);
-}
-
-int pool_node_load(Pool *p, const char *id, PoolNode **ret)
-{
-	_cleanup_free_ char *text = NULL;
-	char name[160];
-	size_t len;
-
-	if (!node_id_valid(id))
-		return -ENOENT;
-	snprintf(name, sizeof(name), "%s.json", id);
-	int r = read_file_at(p->nodes_fd, name, META_MAX, &text, &len);
-	if (r < 0)
-		return r;
-	return pool_node_from_json(text, len, ret);
-}
-
-void pool_node_free(PoolNode *n)
-{
-	if (!n)
-		return;
-	free(n->id);
-	free(n->zone);
-	free(n);
+	return object_remove(p, KIND_GROUP, id, NULL);
 }

@@ -5,14 +5,18 @@
  *   POOL/snapshots/snap-<16 hex>/{meta.json,data}  one per snapshot
  *   POOL/groups/group-<16 hex>/meta.json           group snapshots (their snapshots' IDs)
  *   POOL/nodes/<node id>.json                      nodes that serve this pool
+ *   POOL/nodes/<node id>.{devices,lock}            device names the node's volumes hold
  *   POOL/tmp/                                      objects being made or removed
+ *   POOL/ledger                                    the pool lock; bytes provisioned
  *   POOL/run/                                      the serving processes' own state
  *
  * An object is made in tmp/ and renamed into place, and removed by renaming it back into
  * tmp/ first: after a crash at any moment an object is either whole or absent, and what is
  * left in tmp/ is cleaned at the next open. IDs derive from the CSI name (a hash), so a
- * retried create finds its volume without any index, also from another process. See
- * docs/pool.md. */
+ * retried create finds its volume without any index, also from another process. Whatever
+ * several processes on one pool must agree on (capacity, device names, whether a volume is
+ * in use) is decided from the pool's files under a lock, never from one process's memory.
+ * See docs/pool.md. */
 #pragma once
 
 #include <stdbool.h>
@@ -28,6 +32,7 @@ typedef struct PoolConfig {
 	const char *path;  /* the pool directory; created if missing */
 	uint64_t capacity; /* bytes; 0: free space of the pool's filesystem at open + in use */
 	const char *zone;  /* topology zone of this pool */
+	bool existing;	   /* refuse (-ENOENT) a directory that holds no pool yet */
 } PoolConfig;
 
 #define POOL_ID_MAX 32
@@ -76,8 +81,9 @@ typedef struct PoolNode {
 	char *zone;
 } PoolNode;
 
-/* Opens (laying out on first use) and recovers a pool: removes what a crash left in tmp/.
- * Returns -ENOTDIR, -EACCES, ... when the directory cannot hold a pool. Blocks. */
+/* Opens (laying out on first use) and recovers a pool: removes what a crash left in tmp/ and
+ * recounts the provisioned bytes from the pool. Returns -ENOTDIR, -EACCES, ... when the
+ * directory cannot hold a pool. Blocks. */
 int pool_open(const PoolConfig *config, Pool **ret);
 void pool_close(Pool *p);
 
@@ -103,7 +109,8 @@ bool pool_name_valid(const char *name);
 void pool_volume_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 void pool_snapshot_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 
-/* Capacity: total and what is left after every volume's and snapshot's size. */
+/* Capacity: total and what is left after every volume's and snapshot's size, counted by every
+ * process on the pool (creates in flight included). Blocks briefly on the pool lock. */
 void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available);
 
 /* Volumes. All block; the per-volume ones take the volume's lock (flock, so also against
@@ -116,13 +123,39 @@ void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available);
  * spec->size. *ret_method tells how content was copied, when it was. */
 int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method);
 
-/* Loads a volume's metadata: -ENOENT when there is no such volume. */
+/* Loads a volume's metadata: -ENOENT when there is no such volume, -EBADMSG when its
+ * meta.json is damaged. */
 int pool_volume_load(Pool *p, const char *id, PoolVolume **ret);
 
-/* Removes a volume: 0, or -ENOENT when there was none. Takes its lock. */
-int pool_volume_delete(Pool *p, const char *id);
+/* Loads a volume for listing: as pool_volume_load(), but a volume whose meta.json is damaged
+ * is returned too, with its ID and its data file's size only, and *ret_damage (malloc'ed) says
+ * what is wrong; NULL for a sound volume. -ENOENT when there is no such volume. */
+int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_damage);
 
-/* Locks a volume against other writers (threads and processes) until pool_unlock(). */
+/* What keeps a volume from being deleted. */
+typedef enum {
+	POOL_VOLUME_UNUSED,
+	POOL_VOLUME_PUBLISHED, /* user: the node it is published to */
+	POOL_VOLUME_LOOP,      /* user: a loop device over its data file (damaged metadata) */
+} PoolVolumeUsedBy;
+
+/* What pool_volume_delete() found under the volume's lock. */
+typedef struct PoolVolumeFound {
+	char *name; /* the volume's CSI name; NULL when its metadata is damaged */
+	PoolVolumeUsedBy use;
+	char *user;
+} PoolVolumeFound;
+
+void pool_volume_found_done(PoolVolumeFound *f);
+
+/* Removes a volume unless something uses it, deciding both under one hold of its lock: 0,
+ * -ENOENT when there was none, -ENOTEMPTY when it is in use. *found (zeroed by the caller;
+ * free it with pool_volume_found_done()) says what the volume was, and what uses it. A volume
+ * whose metadata is damaged can be removed too. */
+int pool_volume_delete(Pool *p, const char *id, PoolVolumeFound *found);
+
+/* Locks a volume against other writers (threads and processes) until pool_unlock(): -ENOENT
+ * when it is gone (also when it was removed while we waited). */
 int pool_volume_lock(Pool *p, const char *id, int *ret_lock_fd);
 void pool_unlock(int lock_fd);
 
@@ -202,12 +235,53 @@ PoolTarget *pool_volume_use_target(const PoolVolumeUse *u, const char *path);
 void pool_volume_use_add_target(PoolVolumeUse *u, const PoolTarget *t);
 void pool_volume_use_remove_target(PoolVolumeUse *u, const char *path);
 
+/* A device name a volume holds on a node. */
+typedef struct PoolNodeDevice {
+	char *device;
+	char *volume_id;
+} PoolNodeDevice;
+
+/* Locks node's device names against every other process and thread until pool_unlock(). Take
+ * it while holding the volume's lock, never the other way round. -EINVAL for a bad node ID.
+ * Blocks. */
+int pool_node_lock(Pool *p, const char *node, int *ret_lock_fd);
+
+/* The device names node's volumes hold (nodes/<node>.devices), each confirmed by its volume's
+ * record: a claim whose volume is gone or records no such attachment (a process was killed
+ * between the two writes) is dropped; one whose volume's metadata is damaged is kept. Rebuilt
+ * from every volume's attachments when the index is missing or unreadable. Hold the node's
+ * lock. */
+int pool_node_devices_load(Pool *p, const char *node, PoolNodeDevice **ret, size_t *ret_n);
+
+/* Replaces node's index, atomically and durably. Hold the node's lock: a publish saves its
+ * claim before the volume's attachment, an unpublish drops it after. */
+int pool_node_devices_save(Pool *p, const char *node, const PoolNodeDevice *d, size_t n);
+void pool_node_devices_free(PoolNodeDevice *d, size_t n);
+
 /* pool check: what is wrong in a pool. */
+typedef struct PoolCheckItem {
+	char *object;		     /* "volumes/vol-...", "tmp/new-...", "/dev/loop3" */
+	char *problem;		     /* what is wrong with it */
+	char *repair;		     /* what pool_check_repair() did about it; NULL: nothing */
+	char volume_id[POOL_ID_MAX]; /* the volume whose metadata is damaged, else "" */
+} PoolCheckItem;
+
 typedef struct PoolCheckReport {
-	size_t volumes, snapshots, problems;
-	char *text; /* one line per problem */
+	size_t volumes, snapshots;
+	PoolCheckItem *items; /* the problems, repaired or not */
+	size_t n_items, repaired;
 } PoolCheckReport;
 
-/* Verifies every object without changing anything. Returns 0 (problems counted in the
- * report) or a negative errno when the pool cannot be read. */
+void pool_check_report_done(PoolCheckReport *r);
+
+/* Verifies every object, the temporaries anywhere in the pool and the loop devices over its
+ * files, without changing anything. Returns 0 (problems listed in the report) or a negative
+ * errno when the pool cannot be read. Blocks. */
 int pool_check(const char *path, PoolCheckReport *ret);
+
+/* As pool_check(), and repairs what can be repaired without losing anything: detaches loop
+ * devices over pool files that no record uses (deleted ones included), removes stray
+ * temporaries (and reports what pool_open() cleaned from tmp/), records the size of a data
+ * file an interrupted expand left larger than its metadata. Mounts of such loop devices are
+ * only reported, never unmounted. Safe while other processes serve the pool. Blocks. */
+int pool_check_repair(Pool *p, PoolCheckReport *ret);

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ControllerPublishVolume / ControllerUnpublishVolume: a volume's attachment to a node is a
- * record in its metadata, with a device name picked from the node's ordered list. */
+ * record in its metadata, with a device name picked from the node's ordered list. Which names
+ * a node's volumes hold, and so how many it has, comes from the pool under the node's lock
+ * (volume lock first, then node lock), so that every controller process on the pool sees the
+ * others' publishes and unpublishes. */
 #include <string.h>
 
 #include "alloc.h"
@@ -62,37 +65,89 @@ static int publish_check_volume(char **ret_error, const PoolVolume *v,
 	return 0;
 }
 
-static int publish_attach(char **ret_error, Driver *d, PoolVolume *v, const PoolNode *node,
-			  bool readonly, char **ret_device)
+/* Loads the names node's volumes hold, as the pool records them, into the allocator. Hold the
+ * node's lock. */
+static int devnames_load(Driver *d, const char *node, PoolNodeDevice **ret, size_t *ret_n)
+{
+	int e = pool_node_devices_load(d->pool, node, ret, ret_n);
+	if (e < 0)
+		return e;
+	devnames_forget_node(d->devnames, node);
+	for (size_t i = 0; i < *ret_n; i++)
+		if (devnames_restore(d->devnames, node, (*ret)[i].volume_id, (*ret)[i].device) < 0)
+			log_debug("node %s: %s held by volume %s is not a name of the list, or "
+				  "held twice",
+				  node, (*ret)[i].device, (*ret)[i].volume_id);
+	return 0;
+}
+
+/* Picks v's name on node and records it: the claim in the node's index first, then the
+ * attachment in v's metadata, both under the node's lock. A process killed between the two
+ * leaves a claim that the next load drops, never an attachment that others do not see. */
+static int publish_attach_locked(char **ret_error, Driver *d, PoolVolume *v, const PoolNode *node,
+				 bool readonly, char **ret_device)
 {
 	_cleanup_free_ char *device = NULL;
 	const char *node_id = node->id;
+	PoolNodeDevice *claims = NULL;
+	size_t n = 0;
 
-	/* The limit is checked under the allocator's lock, so two publishes racing to a
-	 * node's last slot cannot both win. */
-	int e = devnames_allocate_max(d->devnames, node_id, v->id, node->max_volumes, &device);
-	if (e == -EMLINK)
-		return errorf(ret_error, -EMLINK,
-			      "node %s already has %u volumes published, its limit", node_id,
-			      node->max_volumes);
+	int e = devnames_load(d, node_id, &claims, &n);
 	if (e < 0)
-		return errorf(ret_error, -EMLINK, "node %s has no free device name left", node_id);
+		return errorf(ret_error, e, "node %s: cannot read its device names: %s", node_id,
+			      strerror(-e));
+	/* The limit is checked under the node's lock, so two publishes racing to a node's last
+	 * slot, from any process, cannot both win. */
+	e = devnames_allocate_max(d->devnames, node_id, v->id, node->max_volumes, &device);
+	if (e == -EMLINK)
+		e = errorf(ret_error, -EMLINK,
+			   "node %s already has %u volumes published, its limit", node_id,
+			   node->max_volumes);
+	else if (e < 0)
+		e = errorf(ret_error, -EMLINK, "node %s has no free device name left", node_id);
+	if (e < 0)
+		goto out;
+	claims = xrealloc(claims, (n + 1) * sizeof(PoolNodeDevice));
+	claims[n++] = (PoolNodeDevice){.device = xstrdup(device), .volume_id = xstrdup(v->id)};
+	if ((e = pool_node_devices_save(d->pool, node_id, claims, n)) < 0) {
+		devnames_release(d->devnames, node_id, v->id);
+		e = errorf(ret_error, e, "node %s: recording device name %s failed: %s", node_id,
+			   device, strerror(-e));
+		goto out;
+	}
 	v->attachments = xrealloc(v->attachments, (v->n_attachments + 1) * sizeof(PoolAttachment));
 	v->attachments[v->n_attachments++] = (PoolAttachment){
 		.node = xstrdup(node_id),
 		.device = xstrdup(device),
 		.readonly = readonly,
 	};
-	e = pool_volume_save(d->pool, v);
-	if (e < 0) {
+	if ((e = pool_volume_save(d->pool, v)) < 0) {
 		devnames_mark_failed(d->devnames, node_id, device);
 		devnames_release(d->devnames, node_id, v->id);
-		return errorf(ret_error, e,
-			      "volume %s: recording the attachment to node %s failed: %s", v->id,
-			      node_id, strerror(-e));
+		(void)pool_node_devices_save(d->pool, node_id, claims, n - 1);
+		e = errorf(ret_error, e,
+			   "volume %s: recording the attachment to node %s failed: %s", v->id,
+			   node_id, strerror(-e));
+		goto out;
 	}
 	*ret_device = TAKE_PTR(device);
-	return 0;
+out:
+	pool_node_devices_free(claims, n);
+	return e;
+}
+
+static int publish_attach(char **ret_error, Driver *d, PoolVolume *v, const PoolNode *node,
+			  bool readonly, char **ret_device)
+{
+	int lock = -EBADF;
+
+	int e = pool_node_lock(d->pool, node->id, &lock);
+	if (e < 0)
+		return errorf(ret_error, e, "node %s: cannot lock its device names: %s", node->id,
+			      strerror(-e));
+	e = publish_attach_locked(ret_error, d, v, node, readonly, ret_device);
+	pool_unlock(lock);
+	return e;
 }
 
 int controller_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
@@ -155,6 +210,39 @@ out:
 	return e;
 }
 
+/* Takes v's attachments to node (to every node when node is empty, as the spec says) out of
+ * v; returns how many, and them in *ret_gone. */
+static size_t attachments_remove(PoolVolume *v, const char *node, PoolAttachment **ret_gone)
+{
+	PoolAttachment *gone = xnew0(PoolAttachment, v->n_attachments);
+	size_t kept = 0, n_gone = 0;
+
+	for (size_t i = 0; i < v->n_attachments; i++)
+		if (!node || !*node || strcmp(v->attachments[i].node, node) == 0)
+			gone[n_gone++] = v->attachments[i];
+		else
+			v->attachments[kept++] = v->attachments[i];
+	v->n_attachments = kept;
+	*ret_gone = gone;
+	return n_gone;
+}
+
+/* Rewrites node's index without the claims its volumes' records no longer confirm. */
+static void unpublish_release(Driver *d, const char *node)
+{
+	PoolNodeDevice *claims = NULL;
+	size_t n = 0;
+	int lock = -EBADF;
+
+	if (pool_node_lock(d->pool, node, &lock) < 0)
+		return;
+	if (devnames_load(d, node, &claims, &n) == 0) {
+		(void)pool_node_devices_save(d->pool, node, claims, n);
+		pool_node_devices_free(claims, n);
+	}
+	pool_unlock(lock);
+}
+
 int controller_unpublish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
 				char **ret_error)
 {
@@ -187,47 +275,24 @@ int controller_unpublish_volume(Driver *d, const ProtobufCMessage *req, Protobuf
 			   strerror(-e));
 		goto out;
 	}
-	size_t kept = 0, removed = 0;
-	for (size_t i = 0; i < v->n_attachments; i++) {
-		PoolAttachment *a = &v->attachments[i];
-		/* No node: unpublish from every node, as the spec says. */
-		if (!r->node_id || !*r->node_id || strcmp(a->node, r->node_id) == 0) {
-			devnames_release(d->devnames, a->node, v->id);
-			log_info("unpublished volume %s from node %s (%s)", v->id, a->node,
-				 a->device);
-			free(a->node);
-			free(a->device);
-			removed++;
-		} else
-			v->attachments[kept++] = *a;
-	}
-	v->n_attachments = kept;
-	if (removed > 0 && (e = pool_volume_save(d->pool, v)) < 0)
+	PoolAttachment *gone = NULL;
+	size_t n_gone = attachments_remove(v, r->node_id, &gone);
+	if (n_gone > 0 && (e = pool_volume_save(d->pool, v)) < 0)
 		e = errorf(ret_error, e, "volume %s: recording the detach failed: %s", v->id,
 			   strerror(-e));
+	for (size_t i = 0; i < n_gone; i++) {
+		if (e >= 0) {
+			log_info("unpublished volume %s from node %s (%s)", v->id, gone[i].node,
+				 gone[i].device);
+			/* The attachment is gone, so its claim is no longer confirmed: dropping
+			 * it from the index is tidying, a failure here loses nothing. */
+			unpublish_release(d, gone[i].node);
+		}
+		free(gone[i].node);
+		free(gone[i].device);
+	}
+	free(gone);
 out:
 	pool_unlock(lock);
 	return e;
-}
-
-void controller_restore_attachments(Driver *d)
-{
-	char **ids;
-	size_t n;
-
-	if (pool_volume_list(d->pool, &ids, &n) < 0)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
-		if (pool_volume_load(d->pool, ids[i], &v) < 0)
-			continue;
-		for (size_t k = 0; k < v->n_attachments; k++)
-			if (devnames_restore(d->devnames, v->attachments[k].node, v->id,
-					     v->attachments[k].device) < 0)
-				log_warning("volume %s: attachment to node %s as %s conflicts with "
-					    "another volume",
-					    v->id, v->attachments[k].node,
-					    v->attachments[k].device);
-	}
-	strv_free(ids);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* CreateVolume, DeleteVolume, ValidateVolumeCapabilities, ListVolumes, ControllerGetVolume,
  * GetCapacity and ControllerGetCapabilities. */
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -69,15 +70,39 @@ Csi__V1__Volume *volume_to_csi(const Driver *d, const PoolVolume *v)
 	return vol;
 }
 
-/* The volume's data file is there and as large as recorded. */
-static Csi__V1__VolumeCondition *volume_condition(const Driver *d, const PoolVolume *v)
+/* Damaged volumes already warned about: each is logged once per process, when first found,
+ * not at every call that meets it. */
+static pthread_mutex_t damage_lock = PTHREAD_MUTEX_INITIALIZER;
+static Strmap damage_warned; /* volume ID -> damage; guarded by damage_lock */
+
+void volume_damage_warn(const char *id, const char *damage)
+{
+	pthread_mutex_lock(&damage_lock);
+	bool seen = strmap_get(&damage_warned, id);
+	if (!seen)
+		strmap_set(&damage_warned, id, damage);
+	pthread_mutex_unlock(&damage_lock);
+	if (!seen)
+		log_warning("volume %s is damaged: %s; it is listed with an abnormal condition "
+			    "and can be deleted",
+			    id, damage);
+}
+
+/* The volume's metadata is sound, its data file is there and as large as recorded. */
+static Csi__V1__VolumeCondition *volume_condition(const Driver *d, const PoolVolume *v,
+						  const char *damage)
 {
 	Csi__V1__VolumeCondition *c = xnew0(Csi__V1__VolumeCondition, 1);
 	_cleanup_free_ char *path = pool_volume_data_path(d->pool, v->id);
 	struct stat st;
 
 	csi__v1__volume_condition__init(c);
-	if (stat(path, &st) < 0) {
+	if (damage) {
+		c->abnormal = true;
+		c->message = xasprintf("volume %s is damaged: %s (published nodes unknown; "
+				       "it can only be deleted)",
+				       v->id, damage);
+	} else if (stat(path, &st) < 0) {
 		c->abnormal = true;
 		c->message = xasprintf("data file of volume %s is missing: %m", v->id);
 	} else if ((uint64_t)st.st_size < v->size) {
@@ -98,22 +123,32 @@ static char **published_nodes(const PoolVolume *v, size_t *ret_n)
 	return nodes;
 }
 
-void *volume_status_new(const Driver *d, const PoolVolume *v, bool list)
+void *volume_status_new(const Driver *d, const PoolVolume *v, const char *damage, bool list)
 {
 	if (list) {
 		Csi__V1__ListVolumesResponse__VolumeStatus *s =
 			xnew0(Csi__V1__ListVolumesResponse__VolumeStatus, 1);
 		csi__v1__list_volumes_response__volume_status__init(s);
 		s->published_node_ids = published_nodes(v, &s->n_published_node_ids);
-		s->volume_condition = volume_condition(d, v);
+		s->volume_condition = volume_condition(d, v, damage);
 		return s;
 	}
 	Csi__V1__ControllerGetVolumeResponse__VolumeStatus *s =
 		xnew0(Csi__V1__ControllerGetVolumeResponse__VolumeStatus, 1);
 	csi__v1__controller_get_volume_response__volume_status__init(s);
 	s->published_node_ids = published_nodes(v, &s->n_published_node_ids);
-	s->volume_condition = volume_condition(d, v);
+	s->volume_condition = volume_condition(d, v, damage);
 	return s;
+}
+
+/* A volume for listing, damaged or not (*ret_damage): -ENOENT when there is none. Warns once
+ * about a damaged one. */
+static int volume_inspect(const Driver *d, const char *id, PoolVolume **ret, char **ret_damage)
+{
+	int e = pool_volume_inspect(d->pool, id, ret, ret_damage);
+	if (e == 0 && *ret_damage)
+		volume_damage_warn(id, *ret_damage);
+	return e;
 }
 
 /* CreateVolume */
@@ -358,13 +393,24 @@ out:
 
 /* DeleteVolume */
 
+static int delete_refused(char **ret_error, const char *id, const PoolVolumeFound *found)
+{
+	if (found->use == POOL_VOLUME_PUBLISHED)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is still published to node %s: unpublish it first", id,
+			      found->user);
+	return errorf(ret_error, -ENOTEMPTY,
+		      "volume %s: loop device %s is attached over its data file: unstage it on "
+		      "its node first",
+		      id, found->user);
+}
+
 int controller_delete_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
 			     char **ret_error)
 {
 	const Csi__V1__DeleteVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
-	int lock = -EBADF, e;
+	PoolVolumeFound found = {};
 
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
@@ -376,29 +422,22 @@ int controller_delete_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 	csi__v1__delete_volume_response__init(resp);
 	*ret = &resp->base;
 
-	e = pool_volume_lock(d->pool, r->volume_id, &lock);
+	/* "Is it in use?" and the removal are one decision of the pool, under one hold of the
+	 * volume's lock: a publish from any process comes before or after, never between. */
+	int e = pool_volume_delete(d->pool, r->volume_id, &found);
 	if (e == -ENOENT)
-		return 0; /* already gone: success, as the spec asks */
-	if (e < 0)
-		return errorf(ret_error, e, "volume %s: cannot lock it: %s", r->volume_id,
-			      strerror(-e));
-	e = pool_volume_load(d->pool, r->volume_id, &v);
-	if (e == 0 && v->n_attachments > 0)
-		e = errorf(ret_error, -ENOTEMPTY,
-			   "volume %s is still published to node %s: unpublish it first",
-			   r->volume_id, v->attachments[0].node);
-	pool_unlock(lock);
-	if (e < 0 && e != -ENOTEMPTY)
-		e = errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
+		e = 0; /* already gone: success, as the spec asks */
+	else if (e == -ENOTEMPTY)
+		e = delete_refused(ret_error, r->volume_id, &found);
+	else if (e < 0)
+		e = errorf(ret_error, e, "deleting volume %s failed: %s", r->volume_id,
 			   strerror(-e));
-	if (e < 0)
-		return e;
-	e = pool_volume_delete(d->pool, r->volume_id);
-	if (e < 0 && e != -ENOENT)
-		return errorf(ret_error, e, "deleting volume %s failed: %s", r->volume_id,
-			      strerror(-e));
-	log_info("deleted volume %s (%s)", r->volume_id, v->name);
-	return 0;
+	else if (found.name)
+		log_info("deleted volume %s (%s)", r->volume_id, found.name);
+	else
+		log_info("deleted volume %s, whose metadata was damaged", r->volume_id);
+	pool_volume_found_done(&found);
+	return e;
 }
 
 /* ValidateVolumeCapabilities */
@@ -487,13 +526,14 @@ int controller_list_volumes(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 	size_t i = start;
 	for (; i < n && resp->n_entries < max; i++) {
 		_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
-		if (pool_volume_load(d->pool, ids[i], &v) < 0)
+		_cleanup_free_ char *damage = NULL;
+		if (volume_inspect(d, ids[i], &v, &damage) < 0)
 			continue; /* deleted while we listed */
 		Csi__V1__ListVolumesResponse__Entry *entry =
 			xnew0(Csi__V1__ListVolumesResponse__Entry, 1);
 		csi__v1__list_volumes_response__entry__init(entry);
 		entry->volume = volume_to_csi(d, v);
-		entry->status = volume_status_new(d, v, true);
+		entry->status = volume_status_new(d, v, damage, true);
 		resp->entries[resp->n_entries++] = entry;
 	}
 	if (i < n)
@@ -508,15 +548,17 @@ int controller_get_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessa
 {
 	const Csi__V1__ControllerGetVolumeRequest *r = (const void *)req;
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_free_ char *damage = NULL;
 
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
-	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
+	int e = volume_inspect(d, r->volume_id, &v, &damage);
+	if (e < 0)
 		return volume_not_found(ret_error, r->volume_id);
 	Csi__V1__ControllerGetVolumeResponse *resp = xnew0(Csi__V1__ControllerGetVolumeResponse, 1);
 	csi__v1__controller_get_volume_response__init(resp);
 	resp->volume = volume_to_csi(d, v);
-	resp->status = volume_status_new(d, v, false);
+	resp->status = volume_status_new(d, v, damage, false);
 	*ret = &resp->base;
 	return 0;
 }

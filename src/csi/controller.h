@@ -47,14 +47,16 @@ int snapshot_params_parse(char **ret_error, void *const *entries, size_t n, Strm
 /* A heap csi.v1.Volume describing a pool volume. */
 Csi__V1__Volume *volume_to_csi(const Driver *d, const PoolVolume *v);
 
-/* The VolumeStatus for ListVolumes / ControllerGetVolume: published nodes and condition. */
-void *volume_status_new(const Driver *d, const PoolVolume *v, bool list);
+/* The VolumeStatus for ListVolumes / ControllerGetVolume: published nodes and condition
+ * (abnormal, saying what, when damage is non-NULL: the volume's metadata is damaged). */
+void *volume_status_new(const Driver *d, const PoolVolume *v, const char *damage, bool list);
+
+/* Warns about a damaged volume at the default log level, once per process whoever finds it
+ * (the start-up check or a call). */
+void volume_damage_warn(const char *id, const char *damage);
 
 /* Parses a pagination token: "" -> NULL, else an object ID (validated by valid()). */
 int page_token_check(const char *token, bool (*valid)(const char *));
-
-/* Restores device-name assignments from every volume's attachments (after a restart). */
-void controller_restore_attachments(Driver *d);
 
 /* Creates the coalescer that merges ControllerExpandVolume and ControllerModifyVolume. */
 int controller_coalescer_init(Driver *d);

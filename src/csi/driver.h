@@ -32,14 +32,14 @@ typedef struct Driver {
 	Backend **backends;	     /* the default first (backend.h); owned */
 	Pool *pool;		     /* the default pool backend's pool (borrowed) */
 	Inflight *inflight;	     /* keys of the calls being served */
-	DevNames *devnames;	     /* controller: device names per node */
+	DevNames *devnames;	     /* controller: device names per node, loaded from the pool */
 	struct Coalescer *coalescer; /* controller: expand + modify merging */
 	struct FlexRegistry *flex;   /* Flexvolume drivers (the prober's); NULL: Flexvolume off */
 	const struct FlexCallConfig *flex_call; /* deadlines of driver calls; may be NULL */
 } Driver;
 
-/* Sets up the driver's shared state for its mode: registers the node in the pool, restores
- * device names from the volumes' attachments. Blocks. */
+/* Sets up the driver's shared state for its mode, and repairs what earlier runs left on the
+ * default pool (warning about each item). Blocks. */
 int driver_init(Driver *d);
 void driver_done(Driver *d);
 
