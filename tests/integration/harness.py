@@ -167,6 +167,7 @@ class Ctx:
     def __init__(self):
         self.tmp = tempfile.mkdtemp(prefix="volplug-it-")
         self.daemons = []
+        self.cleanups = []  # callables run in order after the daemons stop (umount, losetup -d)
 
     def daemon(self, mode="all", args=(), env=None, pool=None, start=True, name="d", node_id="node-1"):
         d = Daemon(self.tmp, mode, args, env, pool, name, node_id)
@@ -179,6 +180,11 @@ class Ctx:
         for d in self.daemons:
             try:
                 d.stop()
+            except Exception:
+                pass
+        for fn in self.cleanups:
+            try:
+                fn()
             except Exception:
                 pass
         # Never delete through a mount a test left behind: that would reach into it.
@@ -247,7 +253,8 @@ def to_dict(msg):
 
 
 def run(tests):
-    """Runs test functions in order and prints TAP. Exit status 1 when any failed."""
+    """Runs test functions in order and prints TAP, with what a test returns (a string of
+    counts) appended to its description. Exit status 1 when any failed."""
     failed = 0
     print("1..%d" % len(tests), flush=True)
     for i, fn in enumerate(tests, 1):
@@ -255,8 +262,9 @@ def run(tests):
         name = fn.__name__
         start = time.monotonic()
         try:
-            fn(ctx)
-            print("ok %d - %s (%.2fs)" % (i, name, time.monotonic() - start), flush=True)
+            note = fn(ctx)  # a test may return a line of counts for its description
+            print("ok %d - %s (%.2fs)%s" % (i, name, time.monotonic() - start,
+                                            ": " + note if note else ""), flush=True)
         except Skip as e:
             print("ok %d - %s # SKIP %s" % (i, name, e), flush=True)
         except Exception:

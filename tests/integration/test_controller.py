@@ -14,7 +14,7 @@ import time
 
 import grpc
 
-from harness import VOLPLUGCTL, in_background, run, to_dict, wait_for
+from harness import VOLPLUGCTL, Skip, in_background, is_root, run, to_dict, wait_for
 
 import csi_pb2  # noqa: E402  (found through the path harness sets)
 
@@ -567,6 +567,191 @@ def test_device_names_survive_a_restart(ctx):
     assert status == {a: ["node-1"], b: ["node-1"]}, status
 
 
+# Several processes on one pool: what they must agree on is decided from the pool
+
+
+def test_two_processes_delete_never_races_publish(ctx):
+    """Rounds of DeleteVolume through A against ControllerPublishVolume of the same volume
+    through B, started together. One wins; never both (a published volume is never deleted).
+    A sleeps 5 ms between its "is it published?" check and the removal, to widen the window
+    a publish would need."""
+    a = ctx.daemon(env={"VOLPLUG_FAILPOINTS": "pool-delete-after-check=sleep(5ms)"})
+    b = ctx.daemon(mode="controller", pool=a.pool, name="b")
+    rounds, deleted, published, both = 40, 0, 0, 0
+    for i in range(rounds):
+        vid = create(a, "pvc-race-%d" % i, MIB).volume_id
+        (cd, rd), (cp, rp) = concurrently(
+            (a, "DeleteVolume", {"volume_id": vid}),
+            (b, "ControllerPublishVolume", {"volume_id": vid, "node_id": "node-1",
+                                            "volume_capability": SNW}))
+        if cd == OK and cp == OK:
+            both += 1
+        elif cd == OK:
+            assert cp == NOT_FOUND and vid in rp, (cp, rp)
+            assert vid not in listdir(a.pool, "volumes")
+            deleted += 1
+        else:
+            assert cd == PRECONDITION and "published to node node-1" in rd, (cd, rd)
+            assert cp == OK and meta(a.pool, vid)["attachments"][0]["node"] == "node-1", (cp, rp)
+            published += 1
+            b.call("ControllerUnpublishVolume", volume_id=vid, node_id="node-1")
+            a.call("DeleteVolume", volume_id=vid)
+    assert both == 0, "%d of %d rounds: the delete and the publish both succeeded" % (both, rounds)
+    assert deleted > 0, "the delete never won: the race was not run"
+    assert listdir(a.pool, "volumes") == []
+    assert json.load(open(os.path.join(a.pool, "nodes", "node-1.devices")))["devices"] == {}
+    assert_pool_clean(a.pool, volumes=0)
+    return "%d rounds: %d deleted first, %d published first, %d both" % (
+        rounds, deleted, published, both)
+
+
+def test_two_processes_share_the_capacity(ctx):
+    """16 creates of 10 MiB at once, through two processes with --pool-capacity 100M each:
+    exactly 10 fit, in total. Deletes and expands through one are seen by the other."""
+    args = ["--pool-capacity", "100M", "--workers", "8", "--modify-coalesce-window", "10ms"]
+    a = ctx.daemon(args=args)
+    b = ctx.daemon(mode="controller", pool=a.pool, name="b", args=args)
+    results = concurrently(*[((a, b)[i % 2], "CreateVolume", create_req("pvc-cap-%d" % i, 10 * MIB))
+                             for i in range(16)])
+    made = [r.volume for code, r in results if code == OK]
+    refused = [(code, r) for code, r in results if code != OK]
+    total = sum(v.capacity_bytes for v in made)
+    assert total <= 100 * MIB, "%d MiB created with 100 MiB of capacity" % (total // MIB)
+    assert len(made) == 10, (len(made), refused)
+    assert all(code == EXHAUSTED and "do not fit" in msg for code, msg in refused), refused
+    on_disk = sum(os.stat(data_path(a.pool, v)).st_size for v in listdir(a.pool, "volumes"))
+    assert on_disk == total
+    assert capacity(a)[0] == 0 and capacity(b)[0] == 0, (capacity(a), capacity(b))
+
+    a.call("DeleteVolume", volume_id=made[0].volume_id)
+    assert capacity(b)[0] == 10 * MIB, "B counts A's delete"
+    r = b.call("ControllerExpandVolume", volume_id=made[1].volume_id,
+               capacity_range={"required_bytes": 20 * MIB})
+    assert r.capacity_bytes == 20 * MIB
+    assert capacity(a)[0] == 0, "A counts B's expand"
+    a.expect_error(EXHAUSTED, "ControllerExpandVolume", volume_id=made[2].volume_id,
+                   capacity_range={"required_bytes": 20 * MIB}, match=made[2].volume_id)
+    a.expect_error(EXHAUSTED, "CreateVolume", create_req("pvc-cap-late", MIB), match="do not fit")
+    assert_pool_clean(a.pool, volumes=9)
+    return "16 creates of 10 MiB, 100 MiB capacity: %d made (%d MiB), %d refused" % (
+        len(made), total // MIB, len(refused))
+
+
+def test_two_processes_share_device_names_and_the_limit(ctx):
+    a = ctx.daemon(args=["--max-volumes-per-node", "2"])
+    b = ctx.daemon(mode="controller", pool=a.pool, name="b")
+    v = [create(a, "pvc-names-%d" % i, MIB).volume_id for i in range(4)]
+    assert publish(a, v[0]) == {"devicePath": "/dev/xvdba"}
+    assert publish(b, v[1]) == {"devicePath": "/dev/xvdbb"}, "B sees the name A handed out"
+    for d in (a, b):
+        e = d.expect_error(EXHAUSTED, "ControllerPublishVolume", volume_id=v[2], node_id="node-1",
+                           volume_capability=SNW, match="node-1")
+        assert "limit" in e.details(), e.details()
+    b.call("ControllerUnpublishVolume", volume_id=v[0], node_id="node-1")
+    assert publish(a, v[2]) == {"devicePath": "/dev/xvdba"}, "A sees B's unpublish: under the limit"
+    index = json.load(open(os.path.join(a.pool, "nodes", "node-1.devices")))
+    assert index["devices"] == {"/dev/xvdba": v[2], "/dev/xvdbb": v[1]}, index
+
+    # Publishes racing through both processes get different names.
+    a.call("ControllerUnpublishVolume", volume_id=v[1])
+    a.call("ControllerUnpublishVolume", volume_id=v[2])
+    results = concurrently(*[(d, "ControllerPublishVolume", {"volume_id": vid, "node_id": "node-1",
+                                                             "volume_capability": SNW})
+                             for d, vid in ((a, v[0]), (b, v[3]))])
+    names = sorted(r.publish_context["devicePath"] for code, r in results if code == OK)
+    assert names == ["/dev/xvdba", "/dev/xvdbb"], results
+
+
+def test_kill9_during_expand_at_the_meta_rename(ctx):
+    d = ctx.daemon(env={"VOLPLUG_FAILPOINTS": "atomic-rename:meta.json=crash"},
+                   args=["--modify-coalesce-window", "10ms"])
+    vid = create(d, "pvc-grow-crash", 16 * MIB).volume_id
+    expect_crash(d, "ControllerExpandVolume", volume_id=vid,
+                 capacity_range={"required_bytes": 32 * MIB})
+    assert d.proc.wait(10) == -9, "killed by its failpoint"
+    assert sorted(os.listdir(os.path.join(d.pool, "volumes", vid))) == ["data", "meta.json"], \
+        "no temporary left beside meta.json"
+    tmp = listdir(d.pool, "tmp")
+    assert len(tmp) == 1 and tmp[0].startswith(".meta.json.tmp-"), tmp
+    rc, out = pool_check(d.pool)
+    assert rc == 1 and "tmp/%s: left by an interrupted operation" % tmp[0] in out, out
+    assert "volumes/%s: data file is %d bytes, metadata says %d" % (vid, 32 * MIB, 16 * MIB) in out
+
+    again = ctx.daemon(pool=d.pool, name="restarted", args=["--modify-coalesce-window", "10ms"])
+    assert_pool_clean(d.pool, volumes=1)
+    assert meta(d.pool, vid)["size"] == 32 * MIB, "the size the expand made is recorded"
+    warned = [l for l in again.logs().splitlines() if "warning" in l and d.pool in l]
+    assert any("tmp/%s" % tmp[0] in l and "removed" in l for l in warned), warned
+    assert any(vid in l and "recorded %d bytes" % (32 * MIB) in l for l in warned), warned
+    r = again.call("ControllerExpandVolume", volume_id=vid, capacity_range={"required_bytes": 32 * MIB})
+    assert r.capacity_bytes == 32 * MIB, "the retry finds the expand done"
+
+
+def damage(pool, vid, text=b"{ not json"):
+    with open(os.path.join(pool, "volumes", vid, "meta.json"), "wb") as f:
+        f.write(text)
+
+
+def test_damaged_volume_is_listed_counted_and_deletable(ctx):
+    d = ctx.daemon(args=["--pool-capacity", "1G"])
+    good = create(d, "pvc-good", 8 * MIB).volume_id
+    bad = create(d, "pvc-bad", 16 * MIB).volume_id
+    damage(d.pool, bad)
+    for _ in range(3):
+        entries = {vol_key(e): e for e in d.call("ListVolumes").entries}
+        assert sorted(entries) == sorted([good, bad]), "a damaged volume is still listed"
+    cond = entries[bad].status.volume_condition
+    assert cond.abnormal and "damaged" in cond.message and "meta.json" in cond.message, cond
+    assert entries[bad].volume.capacity_bytes == 16 * MIB
+    assert not entries[good].status.volume_condition.abnormal
+    got = d.call("ControllerGetVolume", volume_id=bad)
+    assert got.status.volume_condition.abnormal and bad in got.status.volume_condition.message
+    assert capacity(d)[0] == GIB - 24 * MIB, "its bytes still count"
+    warned = [l for l in d.logs().splitlines() if "volume %s is damaged" % bad in l]
+    assert len(warned) == 1 and "warning" in warned[0], warned
+
+    d.call("DeleteVolume", volume_id=bad)
+    assert listdir(d.pool, "volumes") == [good] and listdir(d.pool, "tmp") == []
+    assert capacity(d)[0] == GIB - 8 * MIB
+    assert "deleted volume %s, whose metadata was damaged" % bad in d.logs()
+    assert [vol_key(e) for e in d.call("ListVolumes").entries] == [good]
+
+    # Found at start: warned then, and not again when listed.
+    other = create(d, "pvc-bad-2", MIB).volume_id
+    damage(d.pool, other, b"")
+    d.stop()
+    d = ctx.daemon(pool=d.pool, name="restarted", args=["--pool-capacity", "1G"])
+    d.call("ListVolumes")
+    d.call("ControllerGetVolume", volume_id=other)
+    warned = [l for l in d.logs().splitlines() if "volume %s is damaged" % other in l]
+    assert len(warned) == 1 and "warning" in warned[0], warned
+    assert capacity(d)[0] == GIB - 9 * MIB
+
+
+def test_damaged_volume_with_a_loop_device_is_not_deleted(ctx):
+    if not is_root():
+        raise Skip("needs root (a loop device)")
+    d = ctx.daemon()
+    vid = create(d, "pvc-bad-staged", 8 * MIB, cap=BLOCK).volume_id
+    staging = os.path.join(ctx.tmp, "staging")
+    os.mkdir(staging)
+    d.call("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=BLOCK)
+    try:
+        out = subprocess.run(["losetup", "-j", data_path(d.pool, vid)], capture_output=True,
+                             text=True, check=True).stdout
+        dev = out.split(":")[0]
+        assert dev.startswith("/dev/loop"), out
+        damage(d.pool, vid)
+        e = d.expect_error(PRECONDITION, "DeleteVolume", volume_id=vid, match=dev)
+        assert vid in e.details() and "unstage" in e.details(), e.details()
+        assert vid in listdir(d.pool, "volumes")
+    finally:
+        d.call("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
+    d.call("DeleteVolume", volume_id=vid)
+    assert listdir(d.pool, "volumes") == []
+    assert_pool_clean(d.pool, volumes=0)
+
+
 # Snapshots
 
 
@@ -862,4 +1047,9 @@ if __name__ == "__main__":
          test_publish_device_names_and_idempotency, test_publish_access_modes_across_nodes,
          test_attach_limit, test_device_names_survive_a_restart, test_snapshot_restore_and_clone,
          test_snapshot_names_and_listing, test_group_snapshots, test_expand_and_modify_are_coalesced,
-         test_conflicting_changes_fail_alone, test_validate_get_volume_and_capabilities])
+         test_conflicting_changes_fail_alone, test_validate_get_volume_and_capabilities,
+         test_two_processes_delete_never_races_publish, test_two_processes_share_the_capacity,
+         test_two_processes_share_device_names_and_the_limit,
+         test_kill9_during_expand_at_the_meta_rename,
+         test_damaged_volume_is_listed_counted_and_deletable,
+         test_damaged_volume_with_a_loop_device_is_not_deleted])
