@@ -544,9 +544,143 @@ def test_flex_list(ctx):
     assert row and " loaded " in row[0] and row[0].rstrip().endswith(" -"), lines
 
 
+# --- pool check -------------------------------------------------------------------------------
+
+
+BLOCK = {"access_mode": {"mode": "SINGLE_NODE_WRITER"}, "block": {}}
+TEMP = ".meta.json.tmp-0123456789abcdef"  # what an interrupted write of an earlier version left
+
+
+def run_tool(*argv):
+    return subprocess.run(list(argv), capture_output=True, text=True, check=True).stdout.strip()
+
+
+def loop_backing(dev):
+    """The loop device's backing file as sysfs shows it, or None when it is detached."""
+    try:
+        with open("/sys/block/%s/loop/backing_file" % os.path.basename(dev)) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return None
+
+
+def detach_later(ctx, dev):
+    """Detaches dev after the test, if it is still bound to a file of the test (the number may
+    have gone to someone else once the test detached it)."""
+    def detach():
+        backing = loop_backing(dev)
+        if backing and backing.startswith(ctx.tmp + "/"):
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+    ctx.cleanups.append(detach)
+
+
+def stray_loop(ctx, pool, mounted):
+    """A loop device over a file of the pool that no record uses; mkfs'ed and mounted if asked."""
+    img = os.path.join(pool, "stray.img")
+    with open(img, "wb") as f:
+        f.truncate(16 * MiB)
+    dev = run_tool("losetup", "-f", "--show", img)
+    detach_later(ctx, dev)
+    if mounted:
+        mnt = os.path.join(ctx.tmp, "mnt")
+        os.makedirs(mnt, exist_ok=True)
+        run_tool("mkfs.ext4", "-q", dev)
+        run_tool("mount", dev, mnt)
+        ctx.cleanups.insert(0, lambda: subprocess.run(["umount", mnt], capture_output=True))
+        return dev, mnt
+    return dev, None
+
+
+def staged_then_deleted(ctx, d, staging):
+    """A volume staged on the node (a loop device over its data file), then deleted without
+    being unstaged: the device stays, over a deleted file that no record uses."""
+    vid = d.call("CreateVolume", {"name": "pvc-orphaned", "volume_capabilities": [BLOCK],
+                                  "capacity_range": {"required_bytes": 8 * MiB}}).volume.volume_id
+    os.makedirs(staging, exist_ok=True)
+    d.call("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=BLOCK)
+    dev = run_tool("losetup", "-j", os.path.join(d.pool, "volumes", vid, "data")).split(":")[0]
+    detach_later(ctx, dev)
+    d.call("DeleteVolume", volume_id=vid)
+    assert loop_backing(dev).endswith("/data (deleted)"), loop_backing(dev)
+    return vid, dev
+
+
+def test_pool_check_reports_and_repairs_strays(ctx):
+    need_root()
+    d = ctx.daemon()
+    pool = d.pool
+    vid, deleted_dev = staged_then_deleted(ctx, d, os.path.join(ctx.tmp, "staging"))
+    mounted_dev, mnt = stray_loop(ctx, pool, mounted=True)
+    keep = d.call("CreateVolume", {"name": "pvc-keep", "volume_capabilities": [BLOCK]}).volume.volume_id
+    temp = os.path.join(pool, "volumes", keep, TEMP)
+    open(temp, "w").close()
+
+    # Without --repair: reported, nothing changed.
+    out = ctl("pool", "check", pool, check=1).stdout.splitlines()
+    assert out[-1] == "1 volumes, 0 snapshots, 3 problems", out
+    deleted_line = [l for l in out if l.startswith(deleted_dev + ": ")]
+    assert len(deleted_line) == 1 and "tmp/del-%s." % vid in deleted_line[0], out
+    assert deleted_line[0].endswith("/data (deleted), which no record uses"), out
+    assert "%s: mounted at %s, over stray.img, which no record of the pool uses (not unmounted)" % (
+        mounted_dev, mnt) in out, out
+    assert "volumes/%s/%s: a temporary file left by an interrupted write" % (keep, TEMP) in out, out
+    assert loop_backing(deleted_dev) and os.path.exists(temp)
+
+    # --repair, while the daemon serves the pool: the mount is only reported.
+    report = json.loads(ctl("-o", "json", "pool", "check", "--repair", pool, check=1).stdout)
+    problems = {p["object"]: p for p in report["problems"]}
+    assert report["repaired"] == 2 and len(problems) == 3, report
+    assert problems[deleted_dev]["repaired"] == "detached", report
+    assert problems["volumes/%s/%s" % (keep, TEMP)]["repaired"] == "removed", report
+    assert "repaired" not in problems[mounted_dev] and mnt in problems[mounted_dev]["problem"], report
+    assert loop_backing(deleted_dev) is None and not os.path.exists(temp)
+    assert mount_at(mnt) is not None and loop_backing(mounted_dev), "never unmounted"
+
+    run_tool("umount", mnt)
+    out = ctl("pool", "check", "--repair", pool, check=0).stdout.splitlines()
+    assert out == ["%s: attached over stray.img, which no record uses: detached" % mounted_dev,
+                   "1 volumes, 0 snapshots, 1 problems, 1 repaired"], out
+    assert loop_backing(mounted_dev) is None
+    assert ctl("pool", "check", pool, check=0).stdout.strip() == "1 volumes, 0 snapshots, 0 problems"
+    d.call("ListVolumes")  # the daemon served on throughout
+
+
+def test_daemon_repairs_strays_at_start(ctx):
+    need_root()
+    d = ctx.daemon()
+    vid, deleted_dev = staged_then_deleted(ctx, d, os.path.join(ctx.tmp, "staging"))
+    d.stop()
+    stray_dev, _ = stray_loop(ctx, d.pool, mounted=False)
+    open(os.path.join(d.pool, "nodes", ".node-1.json.tmp-00000000000000ff"), "w").close()
+
+    d = ctx.daemon(pool=d.pool, name="restarted")
+    warned = [l for l in d.logs().splitlines() if " warning " in l and "pool %s: " % d.pool in l]
+    assert len(warned) == 3, warned
+    assert any(deleted_dev in l and "tmp/del-%s." % vid in l and ": detached (" in l
+               for l in warned), warned
+    assert any(stray_dev in l and "stray.img" in l and ": detached (" in l for l in warned)
+    assert any("nodes/.node-1.json.tmp-00000000000000ff" in l and ": removed (" in l
+               for l in warned), warned
+    assert loop_backing(deleted_dev) is None and loop_backing(stray_dev) is None
+    assert ctl("pool", "check", d.pool, check=0).stdout.strip() == "0 volumes, 0 snapshots, 0 problems"
+
+
+def test_pool_check_usage(ctx):
+    not_a_pool = os.path.join(ctx.tmp, "empty")
+    os.mkdir(not_a_pool)
+    p = ctl("pool", "check", "--repair", not_a_pool, check=1)
+    one_error_line(p, "pool %s: cannot open it" % not_a_pool)
+    assert os.listdir(not_a_pool) == [], "--repair lays out no pool where there was none"
+    for args in (["pool", "check", "--repair"], ["pool", "check", "--fix", not_a_pool],
+                 ["pool", "check"]):
+        one_error_line(ctl(*args, check=2), "usage: volplugctl pool check [--repair] POOL_DIR")
+
+
 if __name__ == "__main__":
     run([test_volume_lifecycle_through_the_cli, test_block_volume_through_the_cli,
          test_snapshots_and_groups_through_the_cli, test_list_pages_and_all,
          test_capacity_and_capabilities, test_errors_show_code_and_message,
          test_bad_usage_exits_2_before_any_call, test_flex_install_and_remove, test_flex_call,
-         test_flex_test_passes_the_examples, test_flex_test_reports_violations, test_flex_list])
+         test_flex_test_passes_the_examples, test_flex_test_reports_violations, test_flex_list,
+         test_pool_check_reports_and_repairs_strays, test_daemon_repairs_strays_at_start,
+         test_pool_check_usage])
