@@ -75,7 +75,7 @@ static bool held(int dir_fd, const char *name)
  * tmp/, so one here was left by an interrupted write of an earlier version. */
 static void check_temporaries(Checker *c, int dir_fd, const char *where)
 {
-	_cleanup_closedir_ DIR *d = fdopendir(fcntl(dir_fd, F_DUPFD_CLOEXEC, 3));
+	_cleanup_closedir_ DIR *d = pool_opendir(dir_fd);
 	struct dirent *de;
 
 	while (d && (de = readdir(d))) {
@@ -192,7 +192,7 @@ static void check_dir(Checker *c, const char *sub, bool (*valid)(const char *),
 		problem(c, sub, "missing or unreadable: %s", strerror(errno));
 		return;
 	}
-	_cleanup_closedir_ DIR *d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+	_cleanup_closedir_ DIR *d = pool_opendir(fd);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
 		char where[512];
@@ -240,7 +240,7 @@ static void check_tmp(Checker *c)
 		snprintf(where, sizeof(where), "tmp/%s", *name);
 		repaired(c, problem(c, where, "left by an interrupted operation"), "removed");
 	}
-	_cleanup_closedir_ DIR *d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+	_cleanup_closedir_ DIR *d = pool_opendir(fd);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
 		char where[512];

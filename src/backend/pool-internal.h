@@ -3,6 +3,7 @@
  * volume's directory); not for other layers. */
 #pragma once
 
+#include <dirent.h>
 #include <pthread.h>
 
 #include "pool.h"
@@ -37,6 +38,10 @@ void pool_lock_release(Pool *p);
 /* Removes tmp/name unless a live operation holds it (-EBUSY); a staging directory's reserved
  * bytes go back to the ledger. Takes the pool lock. */
 int pool_tmp_clean(Pool *p, const char *name);
+
+/* A directory stream of its own on dir_fd's directory: a dup of dir_fd would share its offset
+ * with every other reader (threads listing at once would each miss entries). NULL on error. */
+DIR *pool_opendir(int dir_fd);
 
 /* Sorted IDs of the objects in dir_fd whose names are prefix + 16 hex: a strv and its length. */
 int pool_list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n);

@@ -106,7 +106,7 @@ static int remove_object_dir(int parent_fd, const char *name)
 		openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : negative_errno();
-	_cleanup_closedir_ DIR *d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+	_cleanup_closedir_ DIR *d = pool_opendir(fd);
 	if (!d)
 		return negative_errno();
 	struct dirent *de;
@@ -119,16 +119,24 @@ static int remove_object_dir(int parent_fd, const char *name)
 	return 0;
 }
 
+DIR *pool_opendir(int dir_fd)
+{
+	int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (fd >= 0 && !d)
+		close(fd);
+	return d;
+}
+
 int pool_list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n)
 {
-	_cleanup_closedir_ DIR *d = fdopendir(fcntl(dir_fd, F_DUPFD_CLOEXEC, 3));
+	_cleanup_closedir_ DIR *d = pool_opendir(dir_fd);
 	char **ids = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 
 	if (!d)
 		return negative_errno();
-	rewinddir(d);
 	while ((de = readdir(d)))
 		if (id_valid(de->d_name, prefix))
 			strv_push(&ids, &n, &cap, xstrdup(de->d_name));
@@ -248,7 +256,7 @@ static uint64_t ledger_recount(Pool *p)
 {
 	uint64_t sum = data_size_sum(p->volumes_fd, kind_prefix[KIND_VOLUME]) +
 		       data_size_sum(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT]);
-	_cleanup_closedir_ DIR *d = fdopendir(fcntl(p->tmp_fd, F_DUPFD_CLOEXEC, 3));
+	_cleanup_closedir_ DIR *d = pool_opendir(p->tmp_fd);
 	struct dirent *de;
 
 	while (d && (de = readdir(d)))
@@ -362,7 +370,7 @@ int pool_tmp_clean(Pool *p, const char *name)
  * Hold the pool lock. */
 static void pool_recover(Pool *p)
 {
-	_cleanup_closedir_ DIR *d = fdopendir(fcntl(p->tmp_fd, F_DUPFD_CLOEXEC, 3));
+	_cleanup_closedir_ DIR *d = pool_opendir(p->tmp_fd);
 	struct dirent *de;
 
 	while (d && (de = readdir(d))) {
