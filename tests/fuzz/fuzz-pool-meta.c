@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pool metadata parser: any bytes in a meta.json must parse or be refused, never crash;
  * what parses must survive a write and a re-read unchanged. Covers meta.json of volumes,
- * snapshots, groups and nodes, and the node service's use records (node.json). */
+ * snapshots, groups and nodes, the node service's use records (node.json) and the nodes'
+ * device indexes. */
 #include <string.h>
 
 #include "fuzz.h"
@@ -34,6 +35,17 @@ static void use_round_trip(const PoolVolumeUse *u, const char *boot)
 	pool_volume_use_done(&again);
 }
 
+static void devices_round_trip(PoolNodeDevice *d, size_t n)
+{
+	size_t len, n_again;
+	char *text = pool_node_devices_to_json("node", d, n, &len);
+	PoolNodeDevice *again = NULL;
+	FUZZ_ASSERT(pool_node_devices_from_json(text, len, &again, &n_again) == 0 && n_again == n);
+	free(text);
+	pool_node_devices_free(again, n_again);
+	pool_node_devices_free(d, n);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *text = (const char *)data;
@@ -43,6 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	PoolNode *n = NULL;
 	PoolVolumeUse u = {};
 	char *boot = NULL;
+	PoolNodeDevice *devices = NULL;
+	size_t n_devices;
 
 	if (pool_volume_from_json(text, size, &v) == 0) {
 		volume_round_trip(v);
@@ -59,5 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pool_volume_use_done(&u);
 		free(boot);
 	}
+	if (pool_node_devices_from_json(text, size, &devices, &n_devices) == 0)
+		devices_round_trip(devices, n_devices);
 	return 0;
 }

@@ -97,6 +97,26 @@ int main(void)
 	is_str(name, "/dev/xvdbc", "after the window /dev/xvdbc is used again");
 	free(name);
 
+	/* forget, then restore: a node's names as the pool records them; failure marks stay */
+	is_int(devnames_allocate(d, "node-f", "vol-f1", &name), 0, "vol-f1 on node-f");
+	free(name);
+	is_int(devnames_allocate(d, "node-f", "vol-f2", &name), 0, "vol-f2 on node-f");
+	free(name);
+	is_int(devnames_mark_failed(d, "node-f", "/dev/xvdbc"), 0, "mark /dev/xvdbc failed");
+	devnames_forget_node(d, "node-f");
+	is_int(devnames_count(d, "node-f"), 0, "forgotten: the node holds no name");
+	is_int(devnames_lookup(d, "node-f", "vol-f1", &name), -ENOENT, "not even vol-f1's");
+	is_int(devnames_restore(d, "node-f", "vol-f2", "/dev/xvdbb"), 0,
+	       "restore vol-f2's name (another process released vol-f1)");
+	is_int(devnames_allocate(d, "node-f", "vol-f3", &name), 0, "allocate for vol-f3");
+	is_str(name, "/dev/xvdba", "vol-f3 gets the name vol-f1 held");
+	free(name);
+	is_int(devnames_allocate(d, "node-f", "vol-f4", &name), 0, "allocate for vol-f4");
+	is_str(name, "/dev/xvdbd", "the failure mark outlived the forget: /dev/xvdbc skipped");
+	free(name);
+	devnames_forget_node(d, "node-nobody"); /* a node never seen: nothing to do */
+	is_int(devnames_count(d, "node-nobody"), 0, "forgetting an unknown node is harmless");
+
 	/* a failed publish: mark, release, retry gets another name */
 	is_int(devnames_allocate(d, "node-c", "vol-7", &name), 0, "vol-7 on node-c");
 	is_str(name, "/dev/xvdba", "gets /dev/xvdba");

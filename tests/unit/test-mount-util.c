@@ -214,6 +214,24 @@ static void test_bind(const char *dev, const char *mnt)
 	is_int(umount_path("/nonexistent/x"), 0, "missing path: 0");
 }
 
+/* The mounts of a device, found by its number. Called while dev is mounted at mnt. */
+static void test_list_by_devno(const char *dev, const char *mnt)
+{
+	_cleanup_free_ char *idle = scratch_loop("idle.img", MiB, NULL);
+	_cleanup_strv_free_ char **targets = NULL;
+	struct stat st;
+
+	ok(stat(dev, &st) == 0, "stat %s", dev);
+	is_int(mount_list_by_devno(st.st_rdev, &targets), 0, "mount_list_by_devno");
+	ok(strv_length(targets) == 1 && strcmp(targets[0], mnt) == 0,
+	   "the device's one mount point");
+	strv_free(TAKE_PTR(targets));
+	ok(stat(idle, &st) == 0, "stat %s", idle);
+	is_int(mount_list_by_devno(st.st_rdev, &targets), 0, "a device mounted nowhere");
+	ok(targets == NULL, "has no mount point");
+	is_int(loop_detach(idle), 0, "detach it");
+}
+
 static void test_stacked(void)
 {
 	_cleanup_free_ char *stack = scratch_mkdir("stack");
@@ -308,6 +326,7 @@ int main(void)
 	_cleanup_free_ char *dev = make_ext4("vol.img");
 	_cleanup_free_ char *mnt = scratch_mkdir("staging");
 	test_mount_fs(dev, mnt);
+	test_list_by_devno(dev, mnt);
 	test_bind(dev, mnt);
 	test_stacked();
 	test_options_check();

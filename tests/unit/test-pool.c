@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pool as several processes share it: two Pool objects opened on one directory stand for
+ * two processes (their locks are flocks on their own open files, as between processes). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "fileio.h"
+#include "pool.h"
+#include "scratch.h"
+#include "tap.h"
+
+#define MIB (1024ULL * 1024)
+
+static char dir[128]; /* the pool of the test running */
+
+/* Each test gets a pool directory of its own below the scratch directory. */
+static void new_pool(const char *name)
+{
+	free(scratch_mkdir(name));
+	snprintf(dir, sizeof(dir), "%s/%s", scratch, name);
+}
+
+static char *path_in(const char *rel)
+{
+	return xasprintf("%s/%s", dir, rel);
+}
+
+static Pool *open_pool(uint64_t capacity)
+{
+	Pool *p = NULL;
+	if (pool_open(&(PoolConfig){.path = dir, .capacity = capacity}, &p) < 0) {
+		printf("Bail out! cannot open a pool in %s\n", dir);
+		exit(1);
+	}
+	return p;
+}
+
+static int create(Pool *p, const char *name, uint64_t size)
+{
+	PoolVolume v = {.size = size, .name = (char *)name};
+	pool_volume_id_for_name(name, v.id);
+	return pool_volume_create(p, &v, NULL);
+}
+
+static const char *id_of(const char *name)
+{
+	static char id[POOL_ID_MAX];
+	pool_volume_id_for_name(name, id);
+	return id;
+}
+
+static uint64_t available(Pool *p)
+{
+	uint64_t total, avail;
+	pool_capacity(p, &total, &avail);
+	return avail;
+}
+
+static size_t entries(const char *rel)
+{
+	_cleanup_free_ char *path = path_in(rel);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	size_t n = 0;
+
+	while (d && (de = readdir(d)))
+		n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void write_text(const char *rel, const char *text)
+{
+	_cleanup_free_ char *path = path_in(rel);
+	FILE *f = fopen(path, "we");
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+		printf("Bail out! cannot write %s\n", path);
+		exit(1);
+	}
+}
+
+/* Capacity: both "processes" count every create, delete and grow. */
+static void test_shared_capacity(void)
+{
+	new_pool("capacity");
+	Pool *a = open_pool(10 * MIB), *b = open_pool(10 * MIB);
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	PoolVolumeFound found = {};
+
+	is_int(create(a, "cap-1", 6 * MIB), 0, "A makes 6 MiB of a 10 MiB pool");
+	is_int(available(b), 4 * MIB, "B sees 4 MiB left");
+	is_int(create(b, "cap-2", 6 * MIB), -ENOSPC, "B cannot make 6 MiB more: -ENOSPC");
+	is_int(entries("tmp"), 0, "the refused create left nothing in tmp/");
+	is_int(create(b, "cap-2", 4 * MIB), 0, "B makes 4 MiB");
+	is_int(available(a), 0, "A sees the pool full");
+	is_int(pool_volume_delete(a, id_of("cap-2"), &found), 0, "A deletes B's volume");
+	pool_volume_found_done(&found);
+	is_int(available(b), 4 * MIB, "B sees the 4 MiB back");
+	is_int(pool_volume_load(b, id_of("cap-1"), &v), 0, "B loads A's volume");
+	is_int(pool_volume_grow(b, v, 11 * MIB), -ENOSPC, "B cannot grow it past the capacity");
+	is_int(pool_volume_grow(b, v, 9 * MIB), 0, "B grows it by 3 MiB");
+	is_int(available(a), 1 * MIB, "A sees 1 MiB left");
+
+	/* A ledger changed by hand is recounted from the pool. */
+	write_text("ledger", "garbage\n");
+	is_int(available(a), 1 * MIB, "a ledger that does not read back is recounted");
+	pool_close(a);
+	pool_close(b);
+}
+
+typedef struct Racer {
+	Pool *p;
+	int id, made;
+} Racer;
+
+static void *race_creates(void *arg)
+{
+	Racer *r = arg;
+	char name[32];
+
+	for (int i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "race-%d-%d", r->id, i);
+		r->made += create(r->p, name, MIB) == 0;
+	}
+	return NULL;
+}
+
+/* 8 threads on two Pool objects, 32 creates of 1 MiB, 10 MiB of capacity: exactly 10 succeed. */
+static void test_concurrent_creates(void)
+{
+	new_pool("race");
+	Pool *p[2] = {open_pool(10 * MIB), open_pool(10 * MIB)};
+	Racer r[8];
+	pthread_t th[8];
+	int made = 0;
+
+	for (int i = 0; i < 8; i++) {
+		r[i] = (Racer){.p = p[i % 2], .id = i};
+		pthread_create(&th[i], NULL, race_creates, &r[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		made += r[i].made;
+	}
+	is_int(made, 10, "32 concurrent creates of 1 MiB in 10 MiB: 10 made");
+	is_int(available(p[0]), 0, "and the pool is full for one");
+	is_int(available(p[1]), 0, "and for the other");
+	pool_close(p[0]);
+	pool_close(p[1]);
+}
+
+/* Open recounts: a live staging directory (flock'ed) keeps its reservation, a dead one is
+ * removed and reported by the repair. */
+static void test_recount_at_open(void)
+{
+	new_pool("recount");
+	Pool *p = open_pool(100 * MIB);
+	PoolCheckReport report;
+	uint64_t before = available(p);
+	pool_close(p);
+
+	_cleanup_free_ char *live = path_in("tmp/new-vol-00000000000000aa.00000001.5242880");
+	_cleanup_free_ char *dead = path_in("tmp/new-vol-00000000000000bb.00000002.3145728");
+	mkdir(live, 0700);
+	mkdir(dead, 0700);
+	int fd = open(live, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ok(fd >= 0 && flock(fd, LOCK_EX) == 0, "another process holds a staging directory");
+	p = open_pool(100 * MIB);
+	is_int(available(p), before - 5 * MIB, "its 5 MiB count; the dead one's 3 MiB do not");
+	ok(access(live, F_OK) == 0 && access(dead, F_OK) < 0, "the dead one was removed at open");
+	is_int(pool_check_repair(p, &report), 0, "repair check");
+	int found = 0;
+	for (size_t i = 0; i < report.n_items; i++)
+		found += strstr(report.items[i].object, "new-vol-00000000000000bb") &&
+			 report.items[i].repair && strcmp(report.items[i].repair, "removed") == 0;
+	is_int(found, 1, "the repair reports what the open removed");
+	is_int(report.n_items, 1, "and nothing else (the live one is in use)");
+	pool_check_report_done(&report);
+	close(fd);
+	rmdir(live);
+	pool_close(p);
+}
+
+/* Delete decides "in use?" and removes under one lock; damaged volumes go too. */
+static void test_delete(void)
+{
+	new_pool("delete");
+	Pool *p = open_pool(0);
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_free_ char *damage = NULL;
+	PoolVolumeFound found = {};
+
+	create(p, "del-published", MIB);
+	pool_volume_load(p, id_of("del-published"), &v);
+	v->attachments = xnew0(PoolAttachment, 1);
+	v->attachments[0] =
+		(PoolAttachment){.node = xstrdup("node-1"), .device = xstrdup("/dev/xvdba")};
+	v->n_attachments = 1;
+	is_int(pool_volume_save(p, v), 0, "published to node-1");
+	is_int(pool_volume_delete(p, v->id, &found), -ENOTEMPTY, "delete: -ENOTEMPTY");
+	ok(found.use == POOL_VOLUME_PUBLISHED && strcmp(found.user, "node-1") == 0,
+	   "naming the node");
+	pool_volume_found_done(&found);
+
+	create(p, "del-damaged", 3 * MIB);
+	_cleanup_free_ char *meta = xasprintf("volumes/%s/meta.json", id_of("del-damaged"));
+	write_text(meta, "{\"format\": 1");
+	pool_volume_free(TAKE_PTR(v));
+	is_int(pool_volume_load(p, id_of("del-damaged"), &v), -EBADMSG, "load: -EBADMSG");
+	is_int(pool_volume_inspect(p, id_of("del-damaged"), &v, &damage), 0, "inspect finds it");
+	ok(damage && strstr(damage, "meta.json is damaged"), "saying what is damaged: %s", damage);
+	is_int(v->size, 3 * MIB, "its size is its data file's");
+	uint64_t avail = available(p);
+	is_int(pool_volume_delete(p, v->id, &found), 0, "a damaged volume is deleted");
+	ok(found.name == NULL, "its name was unknown");
+	is_int(available(p), avail + 3 * MIB, "and its bytes come back");
+	is_int(pool_volume_inspect(p, id_of("del-damaged"), &v, &damage), -ENOENT, "gone");
+	pool_volume_found_done(&found);
+	pool_close(p);
+}
+
+/* The device-name index: claims confirmed by the volumes' records. */
+static void test_node_devices(void)
+{
+	new_pool("devices");
+	Pool *p = open_pool(0);
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	PoolNodeDevice *d = NULL;
+	size_t n = 0;
+	int lock = -EBADF;
+
+	create(p, "dev-attached", MIB);
+	create(p, "dev-claim-only", MIB);
+	pool_volume_load(p, id_of("dev-attached"), &v);
+	v->attachments = xnew0(PoolAttachment, 1);
+	v->attachments[0] =
+		(PoolAttachment){.node = xstrdup("node-x"), .device = xstrdup("/dev/xvdbb")};
+	v->n_attachments = 1;
+	pool_volume_save(p, v);
+
+	is_int(pool_node_lock(p, "node-x", &lock), 0, "lock node-x");
+	is_int(pool_node_devices_load(p, "node-x", &d, &n), 0, "no index yet: rebuilt");
+	ok(n == 1 && strcmp(d[0].device, "/dev/xvdbb") == 0 && strcmp(d[0].volume_id, v->id) == 0,
+	   "from the attachments");
+	pool_node_devices_free(d, n);
+	PoolNodeDevice claims[] = {
+		{(char *)"/dev/xvdba", (char *)id_of("dev-claim-only")}, /* killed before meta */
+		{(char *)"/dev/xvdbb", v->id},
+		{(char *)"/dev/xvdbc", (char *)"vol-00000000000000cc"}, /* volume gone */
+	};
+	is_int(pool_node_devices_save(p, "node-x", claims, 3), 0, "save three claims");
+	is_int(pool_node_devices_load(p, "node-x", &d, &n), 0, "load them");
+	ok(n == 1 && strcmp(d[0].device, "/dev/xvdbb") == 0,
+	   "only the one its volume's record confirms is kept");
+	pool_node_devices_free(d, n);
+	is_int(pool_node_lock(p, "../x", &lock), -EINVAL, "a node ID that is no name: -EINVAL");
+	pool_unlock(lock);
+	pool_close(p);
+}
+
+/* Atomic writes leave their temporary in tmp/, never beside the file; pool check finds and
+ * --repair removes the ones an earlier version left beside it. */
+static void test_temporaries(void)
+{
+	new_pool("temporaries");
+	Pool *p = open_pool(0);
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	PoolCheckReport report;
+
+	ok(write_file_is_temporary(".meta.json.tmp-0123456789abcdef"), "a temporary's name");
+	ok(!write_file_is_temporary("meta.json") && !write_file_is_temporary(".x.tmp-0123"),
+	   "not a temporary");
+	create(p, "tmp-vol", MIB);
+	pool_volume_load(p, id_of("tmp-vol"), &v);
+	is_int(pool_volume_save(p, v), 0, "save");
+	_cleanup_free_ char *vdir = xasprintf("volumes/%s", v->id);
+	is_int(entries(vdir), 2, "the volume's directory holds meta.json and data only");
+	_cleanup_free_ char *stray = xasprintf("%s/.meta.json.tmp-0123456789abcdef", vdir);
+	write_text(stray, "{}");
+
+	is_int(pool_check(dir, &report), 0, "check");
+	is_int(report.n_items, 1, "one problem");
+	ok(report.n_items == 1 && strstr(report.items[0].object, ".meta.json.tmp-") &&
+		   !report.items[0].repair,
+	   "the stray temporary, reported only");
+	pool_check_report_done(&report);
+	is_int(pool_check_repair(p, &report), 0, "repair");
+	ok(report.repaired == 1 && report.n_items == 1 && report.items[0].repair &&
+		   strcmp(report.items[0].repair, "removed") == 0,
+	   "removed");
+	pool_check_report_done(&report);
+	is_int(entries(vdir), 2, "gone");
+
+	/* A data file an interrupted expand grew is recorded at its size. */
+	_cleanup_free_ char *data = xasprintf("%s/%s/data", dir, vdir);
+	ok(truncate(data, 2 * MIB) == 0, "an expand grew the data file, then was killed");
+	is_int(pool_check_repair(p, &report), 0, "repair");
+	ok(report.repaired == 1 && strstr(report.items[0].problem, "metadata says 1048576"),
+	   "the size is repaired: %s", report.n_items ? report.items[0].problem : "");
+	pool_check_report_done(&report);
+	pool_volume_free(TAKE_PTR(v));
+	pool_volume_load(p, id_of("tmp-vol"), &v);
+	is_int(v->size, 2 * MIB, "the metadata records the data file's size");
+	pool_close(p);
+}
+
+int main(void)
+{
+	scratch_init("pool");
+	test_shared_capacity();
+	test_concurrent_creates();
+	test_recount_at_open();
+	test_delete();
+	test_node_devices();
+	test_temporaries();
+	return tap_done();
+}
