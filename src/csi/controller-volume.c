@@ -88,6 +88,14 @@ void volume_damage_warn(const char *id, const char *damage)
 			    id, damage);
 }
 
+/* A deleted volume's ID may come back (its name made again): its damage would be news. */
+static void volume_damage_forget(const char *id)
+{
+	pthread_mutex_lock(&damage_lock);
+	strmap_remove(&damage_warned, id);
+	pthread_mutex_unlock(&damage_lock);
+}
+
 /* The volume's metadata is sound, its data file is there and as large as recorded. */
 static Csi__V1__VolumeCondition *volume_condition(const Driver *d, const PoolVolume *v,
 						  const char *damage)
@@ -434,8 +442,10 @@ int controller_delete_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 			   strerror(-e));
 	else if (found.name)
 		log_info("deleted volume %s (%s)", r->volume_id, found.name);
-	else
+	else {
 		log_info("deleted volume %s, whose metadata was damaged", r->volume_id);
+		volume_damage_forget(r->volume_id);
+	}
 	pool_volume_found_done(&found);
 	return e;
 }
