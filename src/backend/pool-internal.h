@@ -55,3 +55,7 @@ bool pool_volume_present(const Pool *p, const char *id);
 
 /* Node IDs: [A-Za-z0-9._-], 1-128, not starting with a dot. */
 bool pool_node_id_valid(const char *id);
+
+/* Adds to v (a volume whose own record is damaged) the attachments the nodes' device indexes
+ * hold for it: where it is published, as far as the pool still knows. */
+void pool_node_devices_attachments(Pool *p, PoolVolume *v);

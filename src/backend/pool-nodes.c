@@ -9,6 +9,7 @@
  * node's lock. A process killed between the two leaves a claim without an attachment, never an
  * attachment without a claim; loading confirms every claim against its volume's record, so
  * such a claim is dropped and no name leaks. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -186,4 +187,42 @@ int pool_node_devices_save(Pool *p, const char *node, const PoolNodeDevice *d, s
 		return r;
 	_cleanup_free_ char *text = pool_node_devices_to_json(node, d, n, &len);
 	return write_file_atomic_via(p->tmp_fd, p->nodes_fd, name, text, len, 0600);
+}
+
+/* Adds the nodes whose index holds a name for volume_id to v's attachments. */
+static void attachments_from_index(Pool *p, const char *node, PoolVolume *v)
+{
+	_cleanup_free_ char *text = NULL;
+	char name[NODE_NAME_MAX];
+	PoolNodeDevice *d = NULL;
+	size_t len, n = 0;
+
+	if (node_file(node, ".devices", name) < 0 ||
+	    read_file_at(p->nodes_fd, name, META_MAX, &text, &len) < 0 ||
+	    pool_node_devices_from_json(text, len, &d, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(d[i].volume_id, v->id) != 0)
+			continue;
+		v->attachments =
+			xrealloc(v->attachments, (v->n_attachments + 1) * sizeof(PoolAttachment));
+		v->attachments[v->n_attachments++] =
+			(PoolAttachment){.node = xstrdup(node), .device = xstrdup(d[i].device)};
+	}
+	pool_node_devices_free(d, n);
+}
+
+void pool_node_devices_attachments(Pool *p, PoolVolume *v)
+{
+	_cleanup_closedir_ DIR *dir = pool_opendir(p->nodes_fd);
+	const char *suffix = ".devices";
+	struct dirent *de;
+
+	while (dir && (de = readdir(dir))) {
+		size_t len = strlen(de->d_name), slen = strlen(suffix);
+		if (len <= slen || strcmp(de->d_name + len - slen, suffix) != 0)
+			continue;
+		_cleanup_free_ char *node = xstrndup(de->d_name, len - slen);
+		attachments_from_index(p, node, v);
+	}
 }

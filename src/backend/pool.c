@@ -958,7 +958,8 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size)
 	return 0;
 }
 
-/* A damaged volume as far as it can be known: its ID and its data file's size. */
+/* A damaged volume as far as it can be known: its ID and its data file's size (and, by the
+ * caller, where the nodes' indexes say it is published). */
 static PoolVolume *volume_damaged(int dir_fd, const char *id)
 {
 	PoolVolume *v = xnew0(PoolVolume, 1);
@@ -1016,6 +1017,7 @@ int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_da
 			return -ENOENT;
 		}
 		v = volume_damaged(fd, id);
+		pool_node_devices_attachments(p, v);
 	}
 	*ret = v;
 	*ret_damage = damage;

@@ -128,8 +128,9 @@ int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method);
 int pool_volume_load(Pool *p, const char *id, PoolVolume **ret);
 
 /* Loads a volume for listing: as pool_volume_load(), but a volume whose meta.json is damaged
- * is returned too, with its ID and its data file's size only, and *ret_damage (malloc'ed) says
- * what is wrong; NULL for a sound volume. -ENOENT when there is no such volume. */
+ * is returned too, with its ID, its data file's size and the attachments the nodes' device
+ * indexes hold for it only, and *ret_damage (malloc'ed) says what is wrong; NULL for a sound
+ * volume. -ENOENT when there is no such volume. */
 int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_damage);
 
 /* What keeps a volume from being deleted. */

@@ -107,8 +107,8 @@ static Csi__V1__VolumeCondition *volume_condition(const Driver *d, const PoolVol
 	csi__v1__volume_condition__init(c);
 	if (damage) {
 		c->abnormal = true;
-		c->message = xasprintf("volume %s is damaged: %s (published nodes unknown; "
-				       "it can only be deleted)",
+		c->message = xasprintf("volume %s is damaged: %s (published nodes as the nodes' "
+				       "device indexes record them; it can only be deleted)",
 				       v->id, damage);
 	} else if (stat(path, &st) < 0) {
 		c->abnormal = true;

@@ -696,6 +696,7 @@ def test_damaged_volume_is_listed_counted_and_deletable(ctx):
     d = ctx.daemon(args=["--pool-capacity", "1G"])
     good = create(d, "pvc-good", 8 * MIB).volume_id
     bad = create(d, "pvc-bad", 16 * MIB).volume_id
+    publish(d, bad)
     damage(d.pool, bad)
     for _ in range(3):
         entries = {vol_key(e): e for e in d.call("ListVolumes").entries}
@@ -703,6 +704,7 @@ def test_damaged_volume_is_listed_counted_and_deletable(ctx):
     cond = entries[bad].status.volume_condition
     assert cond.abnormal and "damaged" in cond.message and "meta.json" in cond.message, cond
     assert entries[bad].volume.capacity_bytes == 16 * MIB
+    assert list(entries[bad].status.published_node_ids) == ["node-1"], "as node-1's index says"
     assert not entries[good].status.volume_condition.abnormal
     got = d.call("ControllerGetVolume", volume_id=bad)
     assert got.status.volume_condition.abnormal and bad in got.status.volume_condition.message
@@ -712,6 +714,7 @@ def test_damaged_volume_is_listed_counted_and_deletable(ctx):
 
     d.call("DeleteVolume", volume_id=bad)
     assert listdir(d.pool, "volumes") == [good] and listdir(d.pool, "tmp") == []
+    assert publish(d, good) == {"devicePath": "/dev/xvdba"}, "the name it held is free again"
     assert capacity(d)[0] == GIB - 8 * MIB
     assert "deleted volume %s, whose metadata was damaged" % bad in d.logs()
     assert [vol_key(e) for e in d.call("ListVolumes").entries] == [good]
