@@ -64,10 +64,12 @@ void pool_check_report_done(PoolCheckReport *r)
 	*r = (PoolCheckReport){};
 }
 
-/* Whether dir_fd/name is held by a live operation (its flock), without taking it. */
+/* Whether dir_fd/name is held by a live operation (its exclusive flock). The shared flock
+ * tried here lasts only the test and changes nothing. */
 static bool held(int dir_fd, const char *name)
 {
-	_cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int fd =
+		openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	return fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 }
 

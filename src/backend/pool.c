@@ -342,7 +342,11 @@ static int pool_layout(int dir_fd)
 /* Removes tmp/name unless a live operation holds its flock. Hold the pool lock. */
 static int tmp_clean_locked(Pool *p, const char *name)
 {
-	_cleanup_close_ int fd = openat(p->tmp_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO someone left here must not hang the open. */
+	_cleanup_close_ int fd =
+		openat(p->tmp_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ELOOP) /* a symlink: nobody's operation, nothing to follow */
+		return unlinkat(p->tmp_fd, name, 0) < 0 ? negative_errno() : 0;
 	if (fd < 0)
 		return errno == ENOENT ? 0 : negative_errno();
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
