@@ -572,12 +572,52 @@ def test_device_names_survive_a_restart(ctx):
 
 def test_two_processes_delete_never_races_publish(ctx):
     """Rounds of DeleteVolume through A against ControllerPublishVolume of the same volume
-    through B, started together. One wins; never both (a published volume is never deleted).
-    A sleeps 5 ms between its "is it published?" check and the removal, to widen the window
-    a publish would need."""
+    through B, started together, while two threads run other volumes' life cycles through
+    both. One wins; never both (a published volume is never deleted). A sleeps 5 ms between
+    its "is it published?" check and the removal, to widen the window a publish would need."""
     a = ctx.daemon(env={"VOLPLUG_FAILPOINTS": "pool-delete-after-check=sleep(5ms)"})
     b = ctx.daemon(mode="controller", pool=a.pool, name="b")
-    rounds, deleted, published, both = 40, 0, 0, 0
+    stop = threading.Event()
+    load = {"cycles": 0, "errors": []}
+
+    def background(t):
+        """Other volumes' whole life cycles through both processes, meanwhile."""
+        i = 0
+        while not stop.is_set():
+            x, y = (a, b) if i % 2 else (b, a)
+            try:
+                vid = create(x, "pvc-load-%d-%d" % (t, i), MIB).volume_id
+                publish(y, vid)
+                x.call("ControllerUnpublishVolume", volume_id=vid, node_id="node-1")
+                y.call("DeleteVolume", volume_id=vid)
+                load["cycles"] += 1
+            except grpc.RpcError as e:
+                load["errors"].append((e.code(), e.details()))
+            i += 1
+
+    loaders = [threading.Thread(target=background, args=(t,)) for t in range(2)]
+    for t in loaders:
+        t.start()
+    try:
+        rounds, deleted, published, both = race_rounds(a, b, 40)
+    finally:
+        stop.set()
+        for t in loaders:
+            t.join(30)
+    assert load["errors"] == [] and load["cycles"] > 0, load
+    assert both == 0, "%d of %d rounds: the delete and the publish both succeeded" % (both, rounds)
+    assert deleted > 0, "the delete never won: the race was not run"
+    assert listdir(a.pool, "volumes") == []
+    assert json.load(open(os.path.join(a.pool, "nodes", "node-1.devices")))["devices"] == {}
+    assert_pool_clean(a.pool, volumes=0)
+    return "%d rounds: %d deleted first, %d published first, %d both; %d other life cycles" % (
+        rounds, deleted, published, both, load["cycles"])
+
+
+def race_rounds(a, b, rounds):
+    """DeleteVolume through a against ControllerPublishVolume through b, each round a new
+    volume; returns (rounds, delete won, publish won, both succeeded)."""
+    deleted = published = both = 0
     for i in range(rounds):
         vid = create(a, "pvc-race-%d" % i, MIB).volume_id
         (cd, rd), (cp, rp) = concurrently(
@@ -596,13 +636,7 @@ def test_two_processes_delete_never_races_publish(ctx):
             published += 1
             b.call("ControllerUnpublishVolume", volume_id=vid, node_id="node-1")
             a.call("DeleteVolume", volume_id=vid)
-    assert both == 0, "%d of %d rounds: the delete and the publish both succeeded" % (both, rounds)
-    assert deleted > 0, "the delete never won: the race was not run"
-    assert listdir(a.pool, "volumes") == []
-    assert json.load(open(os.path.join(a.pool, "nodes", "node-1.devices")))["devices"] == {}
-    assert_pool_clean(a.pool, volumes=0)
-    return "%d rounds: %d deleted first, %d published first, %d both" % (
-        rounds, deleted, published, both)
+    return rounds, deleted, published, both
 
 
 def test_two_processes_share_the_capacity(ctx):
