@@ -821,7 +821,8 @@ static int open_source_data(Pool *p, const char *kind, const char *id, int *ret_
  * litter in the object's directory. */
 static int write_meta(Pool *p, int dir_fd, const char *text, size_t len)
 {
-	return write_file_atomic_via(p->tmp_fd, dir_fd, META_FILE, text, len, 0600);
+	return write_file_atomic_via(p->tmp_fd, dir_fd, META_FILE, text, len, 0600,
+				     WRITE_FILE_DURABLE);
 }
 
 /* What a new object is made of. */

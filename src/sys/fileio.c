@@ -78,8 +78,9 @@ static int temporary_create(int tmp_dir_fd, const char *name, mode_t mode, char 
 }
 
 int write_file_atomic_via(int tmp_dir_fd, int dir_fd, const char *name, const void *data,
-			  size_t len, mode_t mode)
+			  size_t len, mode_t mode, WriteFileFlags flags)
 {
+	bool durable = flags & WRITE_FILE_DURABLE;
 	char tmp[512];
 	_cleanup_close_ int fd = -EBADF;
 
@@ -89,7 +90,7 @@ int write_file_atomic_via(int tmp_dir_fd, int dir_fd, const char *name, const vo
 	r = write_all(fd, data, len);
 	if (r == 0 && fchmod(fd, mode) < 0)
 		r = negative_errno();
-	if (r == 0 && fsync(fd) < 0)
+	if (r == 0 && durable && fsync(fd) < 0)
 		r = negative_errno();
 	if (r == 0 && failpoints_enabled()) {
 		char fp[300];
@@ -102,12 +103,12 @@ int write_file_atomic_via(int tmp_dir_fd, int dir_fd, const char *name, const vo
 		(void)unlinkat(tmp_dir_fd, tmp, 0);
 		return r;
 	}
-	return fsync_dir(dir_fd);
+	return durable ? fsync_dir(dir_fd) : 0;
 }
 
 int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode)
 {
-	return write_file_atomic_via(dir_fd, dir_fd, name, data, len, mode);
+	return write_file_atomic_via(dir_fd, dir_fd, name, data, len, mode, WRITE_FILE_DURABLE);
 }
 
 int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len)

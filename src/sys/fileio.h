@@ -5,17 +5,24 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Replaces dir_fd/name with data, atomically and durably: a temporary file ('.NAME.tmp-' + 16
- * hex) is written in tmp_dir_fd, which must be on the same filesystem, and fsync'ed, renamed
- * over name, and dir_fd fsync'ed. A crash leaves either the old or the new content, never a
- * mix, and whatever temporary it leaves lies in tmp_dir_fd, where its owner's clean-up finds
- * it. The temporary holds an exclusive flock for as long as it exists, so a cleaner that takes
- * the flock (LOCK_NB) before removing a file never removes one being written. The failpoint
- * "atomic-rename:NAME" runs just before the rename. Blocks. */
-int write_file_atomic_via(int tmp_dir_fd, int dir_fd, const char *name, const void *data,
-			  size_t len, mode_t mode);
+typedef enum WriteFileFlags {
+	/* The new content survives a crash of the machine: the temporary is fsync'ed before the
+	 * rename and the directory after it. Without it, only a crash of the process is covered
+	 * (for files that describe the running machine and are void after a reboot). */
+	WRITE_FILE_DURABLE = 1 << 0,
+} WriteFileFlags;
 
-/* write_file_atomic_via() with the temporary beside name, in dir_fd. */
+/* Replaces dir_fd/name with data, atomically: a temporary file ('.NAME.tmp-' + 16 hex) is
+ * written in tmp_dir_fd, which must be on the same filesystem, and renamed over name. A crash
+ * leaves either the old or the new content, never a mix, and whatever temporary it leaves lies
+ * in tmp_dir_fd, where its owner's clean-up finds it. The temporary holds an exclusive flock for
+ * as long as it exists, so a cleaner that takes the flock (LOCK_NB) before removing a file never
+ * removes one being written. The failpoint "atomic-rename:NAME" runs just before the rename.
+ * Blocks. */
+int write_file_atomic_via(int tmp_dir_fd, int dir_fd, const char *name, const void *data,
+			  size_t len, mode_t mode, WriteFileFlags flags);
+
+/* write_file_atomic_via() with the temporary beside name, in dir_fd, durably. */
 int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode);
 
 /* Whether name is a temporary of write_file_atomic_via(): '.' + NAME + ".tmp-" + 16 hex. */
