@@ -73,23 +73,59 @@ static bool held(int dir_fd, const char *name)
 	return fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
 }
 
-/* Temporaries of atomic writes inside dir_fd (where): a live write keeps its temporary in
- * tmp/, so one here was left by an interrupted write of an earlier version. */
-static void check_temporaries(Checker *c, int dir_fd, const char *where)
+static bool listed(const char *const *names, const char *name)
+{
+	for (; *names; names++)
+		if (strcmp(*names, name) == 0)
+			return true;
+	return false;
+}
+
+/* The entries of dir_fd (where): temporaries of atomic writes (a live write keeps its temporary
+ * in tmp/, so one here was left by an interrupted write of an earlier version) and, when files
+ * lists what belongs there (NULL: anything may), whatever else is there; it is only reported. */
+static void check_entries(Checker *c, int dir_fd, const char *where, const char *const *files)
 {
 	_cleanup_closedir_ DIR *d = pool_opendir(dir_fd);
 	struct dirent *de;
 
 	while (d && (de = readdir(d))) {
 		char object[512];
-		if (!write_file_is_temporary(de->d_name) || held(dir_fd, de->d_name))
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
 		snprintf(object, sizeof(object), "%s/%s", where, de->d_name);
+		if (!write_file_is_temporary(de->d_name)) {
+			if (files && !listed(files, de->d_name))
+				problem(c, object, "unknown: no file of the pool (left as it is)");
+			continue;
+		}
+		if (held(dir_fd, de->d_name))
+			continue;
 		PoolCheckItem *item =
 			problem(c, object, "a temporary file left by an interrupted write");
 		if (c->repair && unlinkat(dir_fd, de->d_name, 0) == 0)
 			repaired(c, item, "removed");
 	}
+}
+
+/* node.json, when there is one, must parse: a damaged one stops every node call of the volume
+ * (where it is staged and published, and what the node service made there, is unknown). */
+static void check_use_record(Checker *c, int obj_fd, const char *where)
+{
+	_cleanup_free_ char *text = NULL, *boot = NULL;
+	PoolVolumeUse u = {};
+	size_t len;
+
+	int r = read_file_at(obj_fd, USE_FILE, USE_MAX, &text, &len);
+	if (r == -ENOENT)
+		return;
+	if (r < 0)
+		problem(c, where, USE_FILE " is unreadable: %s", strerror(-r));
+	else if (pool_volume_use_from_json(text, len, &u, &boot) < 0)
+		problem(c, where,
+			USE_FILE " is damaged: where this machine stages and publishes "
+				 "the volume is unknown");
+	pool_volume_use_done(&u);
 }
 
 /* Records the size of a data file an interrupted expand grew before it could record it (the
@@ -186,12 +222,21 @@ static void check_group(Checker *c, int obj_fd, const char *id, const char *text
 	pool_group_free(g);
 }
 
-static void check_dir(Checker *c, const char *sub, bool (*valid)(const char *),
-		      void (*check)(Checker *, int, const char *, const char *, size_t))
+/* One kind of object: its directory, its IDs, its check, the files its directories hold. */
+typedef struct ObjectDir {
+	const char *sub;
+	bool (*valid)(const char *id);
+	void (*check)(Checker *c, int obj_fd, const char *id, const char *text, size_t len);
+	const char *const *files;
+} ObjectDir;
+
+static void check_dir(Checker *c, const ObjectDir *k)
 {
-	_cleanup_close_ int fd = openat(c->dir_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	bool volumes = k->check == check_volume;
+
+	_cleanup_close_ int fd = openat(c->dir_fd, k->sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
-		problem(c, sub, "missing or unreadable: %s", strerror(errno));
+		problem(c, k->sub, "missing or unreadable: %s", strerror(errno));
 		return;
 	}
 	_cleanup_closedir_ DIR *d = pool_opendir(fd);
@@ -200,8 +245,8 @@ static void check_dir(Checker *c, const char *sub, bool (*valid)(const char *),
 		char where[512];
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		snprintf(where, sizeof(where), "%s/%s", sub, de->d_name);
-		if (!valid(de->d_name)) {
+		snprintf(where, sizeof(where), "%s/%s", k->sub, de->d_name);
+		if (!k->valid(de->d_name)) {
 			problem(c, where, "orphan: not an object of this pool");
 			continue;
 		}
@@ -210,17 +255,19 @@ static void check_dir(Checker *c, const char *sub, bool (*valid)(const char *),
 		_cleanup_free_ char *text = NULL;
 		size_t len;
 		if (obj >= 0)
-			check_temporaries(c, obj, where);
+			check_entries(c, obj, where, k->files);
+		if (obj >= 0 && volumes)
+			check_use_record(c, obj, where);
 		if (obj < 0 || read_file_at(obj, META_FILE, META_MAX, &text, &len) < 0) {
 			PoolCheckItem *item = problem(c, where, "meta.json missing or unreadable");
-			if (strcmp(sub, "volumes") == 0) {
+			if (volumes) {
 				c->report->volumes++;
 				snprintf(item->volume_id, sizeof(item->volume_id), "%.*s",
 					 POOL_ID_MAX - 1, de->d_name);
 			}
 			continue;
 		}
-		check(c, obj, de->d_name, text, len);
+		k->check(c, obj, de->d_name, text, len);
 	}
 }
 
@@ -228,7 +275,7 @@ static void check_nodes(Checker *c)
 {
 	_cleanup_close_ int fd = openat(c->dir_fd, "nodes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0)
-		check_temporaries(c, fd, "nodes");
+		check_entries(c, fd, "nodes", NULL);
 }
 
 static void check_tmp(Checker *c)
@@ -324,9 +371,17 @@ static void check_loops(Checker *c)
 
 static void check_all(Checker *c)
 {
-	check_dir(c, "volumes", pool_volume_id_valid, check_volume);
-	check_dir(c, "snapshots", pool_snapshot_id_valid, check_snapshot);
-	check_dir(c, "groups", pool_group_id_valid, check_group);
+	static const char *const volume_files[] = {META_FILE, DATA_FILE, USE_FILE, USE_LOCK, NULL};
+	static const char *const snapshot_files[] = {META_FILE, DATA_FILE, NULL};
+	static const char *const group_files[] = {META_FILE, NULL};
+	static const ObjectDir kinds[] = {
+		{"volumes", pool_volume_id_valid, check_volume, volume_files},
+		{"snapshots", pool_snapshot_id_valid, check_snapshot, snapshot_files},
+		{"groups", pool_group_id_valid, check_group, group_files},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
+		check_dir(c, &kinds[i]);
 	check_nodes(c);
 	check_tmp(c);
 	check_loops(c);

@@ -11,6 +11,10 @@
 #define META_FILE "meta.json"
 #define DATA_FILE "data"
 #define META_MAX (1024 * 1024)
+/* A volume's use record on this machine (pool.h) and the node lock it is written under. */
+#define USE_FILE "node.json"
+#define USE_LOCK "node.lock"
+#define USE_MAX (1024 * 1024)
 /* The pool lock (its flock) and the ledger of provisioned bytes (its content). */
 #define LEDGER_FILE "ledger"
 

@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Use records: where this machine's node service stages and publishes a volume (pool.h). */
 #include <fcntl.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 
@@ -11,11 +9,6 @@
 #include "log.h"
 #include "pool-internal.h"
 #include "pool-meta.h"
-#include "random-util.h"
-
-#define USE_FILE "node.json"
-#define USE_LOCK "node.lock"
-#define USE_MAX (1024 * 1024)
 
 int pool_volume_use_lock(Pool *p, const char *id, int *ret_lock_fd)
 {
@@ -77,11 +70,11 @@ int pool_volume_use_load(Pool *p, const char *id, PoolVolumeUse *ret)
 	return 0;
 }
 
-/* Written in tmp/ and renamed into place: a crash leaves the old record or the new one, and
- * any temporary is where the pool's recovery looks. */
+/* Written through tmp/ like every record of the pool (a flock'ed temporary renamed into place):
+ * a crash leaves the old record or the new one, and any temporary is where the pool's recovery
+ * looks. Not synced: the record describes the running machine, and a reboot voids it. */
 int pool_volume_use_save(Pool *p, const char *id, const PoolVolumeUse *u)
 {
-	char tmp[64];
 	size_t len;
 
 	_cleanup_close_ int dir = pool_volume_dir_open(p, id);
@@ -92,19 +85,8 @@ int pool_volume_use_save(Pool *p, const char *id, const PoolVolumeUse *u)
 			return negative_errno();
 		return 0;
 	}
-	snprintf(tmp, sizeof(tmp), "use-%s.%08" PRIx32, id, (uint32_t)random_u64());
 	_cleanup_free_ char *text = pool_volume_use_to_json(u, p->boot_id, &len);
-	_cleanup_close_ int fd =
-		openat(p->tmp_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return negative_errno();
-	(void)flock(fd, LOCK_EX); /* the pool's recovery leaves locked files in tmp/ alone */
-	int r = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
-	if (r == 0 && renameat(p->tmp_fd, tmp, dir, USE_FILE) < 0)
-		r = negative_errno();
-	if (r < 0)
-		(void)unlinkat(p->tmp_fd, tmp, 0);
-	return r;
+	return write_file_atomic_via(p->tmp_fd, dir, USE_FILE, text, len, 0600, 0);
 }
 
 PoolTarget *pool_volume_use_target(const PoolVolumeUse *u, const char *path)

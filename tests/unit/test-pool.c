@@ -12,12 +12,15 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "failpoint.h"
 #include "fileio.h"
 #include "pool.h"
 #include "scratch.h"
 #include "tap.h"
 
 #define MIB (1024ULL * 1024)
+/* Slow enough to look at what a write does meanwhile (main() sets them). */
+#define FAILPOINTS "atomic-rename:node.json=sleep(200ms)"
 
 static char dir[128]; /* the pool of the test running */
 
@@ -313,8 +316,122 @@ static void test_temporaries(void)
 	pool_close(p);
 }
 
+/* A use record (node.json) as the node service writes it: node-1 staged it at path. */
+static void use_record(PoolVolumeUse *u, const char *path)
+{
+	*u = (PoolVolumeUse){
+		.node = xstrdup("node-1"),
+		.staging = {.path = xstrdup(path), .created = true, .dev = 1, .ino = 2},
+		.fstype = xstrdup("ext4"),
+	};
+}
+
+/* The name of the first entry of tmp/ that is a temporary of node.json, or NULL. */
+static char *use_temporary(void)
+{
+	_cleanup_free_ char *path = path_in("tmp");
+	DIR *d = opendir(path);
+	struct dirent *de;
+	char *found = NULL;
+
+	while (d && !found && (de = readdir(d)))
+		if (strncmp(de->d_name, ".node.json.tmp-", 15) == 0)
+			found = xstrdup(de->d_name);
+	if (d)
+		closedir(d);
+	return found;
+}
+
+typedef struct Saver {
+	Pool *p;
+	const char *id;
+	const PoolVolumeUse *u;
+	int r;
+} Saver;
+
+static void *save_use(void *arg)
+{
+	Saver *s = arg;
+	s->r = pool_volume_use_save(s->p, s->id, s->u);
+	return NULL;
+}
+
+static size_t problems_about(const PoolCheckReport *r, const char *what)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->n_items; i++)
+		n += strstr(r->items[i].object, what) || strstr(r->items[i].problem, what);
+	return n;
+}
+
+/* node.json goes through tmp/ like every record (a flock'ed temporary, never reported or
+ * removed while it is written); pool check knows it and node.lock, checks that node.json
+ * parses, and reports anything else in a volume's directory without touching it. */
+static void test_use_records(void)
+{
+	new_pool("use");
+	Pool *p = open_pool(0), *other = open_pool(0);
+	PoolVolumeUse u, loaded = {};
+	PoolCheckReport report;
+	pthread_t th;
+	int lock = -EBADF;
+
+	create(p, "use-vol", MIB);
+	const char *id = id_of("use-vol");
+	_cleanup_free_ char *vdir = xasprintf("volumes/%s", id);
+	use_record(&u, "/var/lib/kubelet/plugins/staging/use-vol");
+	is_int(pool_volume_use_lock(p, id, &lock), 0, "take the node lock");
+	Saver s = {.p = p, .id = id, .u = &u};
+	pthread_create(&th, NULL, save_use, &s);
+	_cleanup_free_ char *tmp = NULL;
+	for (int i = 0; i < 150 && !(tmp = use_temporary()); i++)
+		usleep(1000);
+	ok(tmp != NULL, "while node.json is written, its temporary is in tmp/ (%s)", tmp ?: "none");
+	_cleanup_free_ char *tmp_rel = xasprintf("tmp/%s", tmp ?: "x");
+	_cleanup_free_ char *tmp_path = path_in(tmp_rel);
+	int fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
+	ok(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK, "and flock'ed");
+	if (fd >= 0)
+		close(fd);
+	is_int(pool_check_repair(other, &report), 0, "a repair meanwhile");
+	is_int(report.n_items, 0, "neither reports it");
+	pool_check_report_done(&report);
+	ok(access(tmp_path, F_OK) == 0, "nor removes it");
+	pthread_join(th, NULL);
+	is_int(s.r, 0, "saved");
+	is_int(entries("tmp"), 0, "nothing left in tmp/");
+	is_int(entries(vdir), 4, "the volume holds meta.json, data, node.json and node.lock");
+	is_int(pool_volume_use_load(other, id, &loaded), 0, "the other process loads it");
+	is_str(loaded.staging.path, u.staging.path, "with its staging path");
+	pool_volume_use_done(&loaded);
+	pool_unlock(lock);
+
+	is_int(pool_check(dir, &report), 0, "check");
+	is_int(report.n_items, 0, "node.json and node.lock are files of a volume");
+	pool_check_report_done(&report);
+
+	_cleanup_free_ char *stray = xasprintf("%s/notes.txt", vdir);
+	_cleanup_free_ char *use = xasprintf("%s/node.json", vdir);
+	write_text(stray, "mine\n");
+	write_text(use, "{\"format\": 1, \"node\": ");
+	is_int(pool_check_repair(p, &report), 0, "repair");
+	is_int(report.n_items, 2, "two problems");
+	is_int(problems_about(&report, "notes.txt"), 1, "a file that is no file of the pool");
+	is_int(problems_about(&report, "node.json is damaged"), 1, "a damaged node.json");
+	is_int(report.repaired, 0, "neither repaired");
+	pool_check_report_done(&report);
+	_cleanup_free_ char *stray_path = path_in(stray), *use_path = path_in(use);
+	ok(access(stray_path, F_OK) == 0 && access(use_path, F_OK) == 0, "both left");
+	pool_volume_use_done(&u);
+	pool_close(p);
+	pool_close(other);
+}
+
 int main(void)
 {
+	setenv("VOLPLUG_FAILPOINTS", FAILPOINTS, 1);
+	if (failpoints_init() < 0)
+		return 1;
 	scratch_init("pool");
 	test_shared_capacity();
 	test_concurrent_creates();
@@ -322,5 +439,6 @@ int main(void)
 	test_delete();
 	test_node_devices();
 	test_temporaries();
+	test_use_records();
 	return tap_done();
 }
