@@ -57,6 +57,14 @@ int pool_volume_dir_open(const Pool *p, const char *id);
 /* Whether volumes/<id> is in place (a volume being deleted is renamed away first). */
 bool pool_volume_present(const Pool *p, const char *id);
 
+/* Whether dir_fd (opened as volumes/<id>) is still the directory at volumes/<id>: after a wait
+ * for a lock, the volume may have been deleted, or deleted and made again. */
+bool pool_volume_dir_current(const Pool *p, const char *id, int dir_fd);
+
+/* Opens volumes/<id>/node.lock in the volume's directory dir_fd (made when missing) and takes
+ * it. Blocks. Callers check the directory is still the volume's once they hold it. */
+int pool_volume_use_lock_at(int dir_fd, int *ret_lock_fd);
+
 /* Node IDs: [A-Za-z0-9._-], 1-128, not starting with a dot. */
 bool pool_node_id_valid(const char *id);
 

@@ -10,19 +10,30 @@
 #include "pool-internal.h"
 #include "pool-meta.h"
 
-int pool_volume_use_lock(Pool *p, const char *id, int *ret_lock_fd)
+int pool_volume_use_lock_at(int dir_fd, int *ret_lock_fd)
 {
-	_cleanup_close_ int dir = pool_volume_dir_open(p, id);
-	if (dir < 0)
-		return dir;
 	_cleanup_close_ int fd =
-		openat(dir, USE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		openat(dir_fd, USE_LOCK, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return negative_errno();
 	if (flock(fd, LOCK_EX) < 0)
 		return negative_errno();
+	*ret_lock_fd = TAKE_FD(fd);
+	return 0;
+}
+
+int pool_volume_use_lock(Pool *p, const char *id, int *ret_lock_fd)
+{
+	_cleanup_close_ int dir = pool_volume_dir_open(p, id);
+	_cleanup_close_ int fd = -EBADF;
+
+	if (dir < 0)
+		return dir;
+	int r = pool_volume_use_lock_at(dir, &fd);
+	if (r < 0)
+		return r;
 	/* A delete renames the volume away while holding this lock: look again. */
-	if (!pool_volume_present(p, id))
+	if (!pool_volume_dir_current(p, id, dir))
 		return -ENOENT;
 	*ret_lock_fd = TAKE_FD(fd);
 	return 0;

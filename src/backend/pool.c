@@ -165,21 +165,30 @@ bool pool_volume_present(const Pool *p, const char *id)
 	       faccessat(p->volumes_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+static bool object_dir_current(const Pool *p, ObjectKind k, const char *id, int dir_fd)
+{
+	struct stat held, there;
+
+	return fstat(dir_fd, &held) == 0 &&
+	       fstatat(kind_fd(p, k), id, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       held.st_ino == there.st_ino && held.st_dev == there.st_dev;
+}
+
+bool pool_volume_dir_current(const Pool *p, const char *id, int dir_fd)
+{
+	return object_dir_current(p, KIND_VOLUME, id, dir_fd);
+}
+
 /* Opens and flocks an object's directory, and checks that it is still the object at its place:
  * it may have been removed (or removed and made again) while we waited for the lock. */
 static int object_lock(const Pool *p, ObjectKind k, const char *id, int *ret_fd)
 {
-	struct stat held, there;
-
 	_cleanup_close_ int fd = object_open(p, k, id);
 	if (fd < 0)
 		return fd;
 	if (flock(fd, LOCK_EX) < 0)
 		return negative_errno();
-	if (fstat(fd, &held) < 0)
-		return negative_errno();
-	if (fstatat(kind_fd(p, k), id, &there, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    held.st_ino != there.st_ino || held.st_dev != there.st_dev)
+	if (!object_dir_current(p, k, id, fd))
 		return -ENOENT;
 	*ret_fd = TAKE_FD(fd);
 	return 0;
@@ -674,16 +683,38 @@ static int staging_write_meta(Staging *s, const char *text, size_t len)
 	return 0;
 }
 
-/* What keeps a volume from being deleted, checked under its lock in the same hold as the delete
- * (dir_fd, locked): its attachments (published to a node); for a volume whose metadata is
- * damaged, so that its attachments are unknown, a loop device over its data file. The node's
- * record of where it staged the volume (node.json beside meta.json, under node.lock) belongs
- * here too. -ENOTEMPTY when it is in use; *found says what it is and what uses it. */
+/* Whether the volume is staged on this machine: a loop device over its data file is the
+ * kernel's word for it (whatever the records say); its use record names the node and the
+ * staging path when it has them. Hold the volume's node lock. */
+static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found)
+{
+	_cleanup_free_ char *data = pool_volume_data_path(p, id);
+	PoolVolumeUse u = {};
+	char *dev;
+
+	int r = loop_find(data, &dev);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	found->use = POOL_VOLUME_STAGED;
+	found->device = dev;
+	if (pool_volume_use_load(p, id, &u) == 0 && u.staging.path) {
+		found->node = u.node && *u.node ? TAKE_PTR(u.node) : NULL;
+		found->staging_path = TAKE_PTR(u.staging.path);
+	}
+	pool_volume_use_done(&u);
+	return -ENOTEMPTY;
+}
+
+/* What keeps a volume from being deleted, checked under its lock and its node lock in the
+ * same hold as the delete (dir_fd, locked): its attachments (published to a node, as far as
+ * its metadata says: a damaged volume's are unknown), and whether it is staged on this machine.
+ * -ENOTEMPTY when it is in use; *found says what it is and what uses it. */
 static int pool_volume_check_unused(Pool *p, int dir_fd, const char *id, PoolVolumeFound *found)
 {
-	_cleanup_free_ char *text = NULL, *data = NULL;
+	_cleanup_free_ char *text = NULL;
 	PoolVolume *v = NULL;
-	char *dev;
 	size_t len;
 
 	if (read_file_at(dir_fd, META_FILE, META_MAX, &text, &len) == 0 &&
@@ -691,33 +722,30 @@ static int pool_volume_check_unused(Pool *p, int dir_fd, const char *id, PoolVol
 		found->name = TAKE_PTR(v->name);
 		if (v->n_attachments > 0) {
 			found->use = POOL_VOLUME_PUBLISHED;
-			found->user = xstrdup(v->attachments[0].node);
+			found->node = xstrdup(v->attachments[0].node);
 		}
 		pool_volume_free(v);
-		return found->user ? -ENOTEMPTY : 0;
+		if (found->node)
+			return -ENOTEMPTY;
 	}
-	data = pool_volume_data_path(p, id);
-	if (loop_find(data, &dev) == 0) {
-		found->use = POOL_VOLUME_LOOP;
-		found->user = dev;
-		return -ENOTEMPTY;
-	}
-	return 0;
+	return volume_check_unstaged(p, id, found);
 }
 
 /* Removes an object: one rename makes it gone, and gives its data's size back to the ledger in
- * the same critical section; the files go after. A volume is checked unused first, under the
- * same hold of its lock (found non-NULL). */
+ * the same critical section; the files go after. A volume (found non-NULL) is checked unused
+ * first, under the same hold of its lock and of its node lock: a NodeStageVolume waiting for
+ * the node lock finds the volume gone when it gets it. */
 static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound *found)
 {
 	char trash[POOL_ID_MAX + 24];
 	struct stat st;
-	_cleanup_close_ int fd = -EBADF;
+	_cleanup_close_ int fd = -EBADF, node_lock = -EBADF;
 
 	int r = object_lock(p, k, id, &fd);
 	if (r < 0)
 		return r;
-	if (found && (r = pool_volume_check_unused(p, fd, id, found)) < 0)
+	if (found && ((r = pool_volume_use_lock_at(fd, &node_lock)) < 0 ||
+		      (r = pool_volume_check_unused(p, fd, id, found)) < 0))
 		return r;
 	failpoint("pool-delete-after-check");
 	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
@@ -730,6 +758,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 	else
 		ledger_release(p, (uint64_t)st.st_size);
 	pool_lock_release(p);
+	pool_unlock(TAKE_FD(node_lock)); /* renamed away (or not): a waiting stage may look now */
 	if (r < 0)
 		return r;
 	r = fsync_dir(kind_fd(p, k));
@@ -886,7 +915,9 @@ int pool_volume_delete(Pool *p, const char *id, PoolVolumeFound *found)
 void pool_volume_found_done(PoolVolumeFound *f)
 {
 	free(f->name);
-	free(f->user);
+	free(f->node);
+	free(f->device);
+	free(f->staging_path);
 	*f = (PoolVolumeFound){};
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pool: block volumes as sparse files in one directory, metadata beside them.
  *
- *   POOL/volumes/vol-<16 hex>/{meta.json,data}     one directory per volume
+ *   POOL/volumes/vol-<16 hex>/{meta.json,data}     one directory per volume (node.json and
+ *                                                  node.lock: its use on this machine)
  *   POOL/snapshots/snap-<16 hex>/{meta.json,data}  one per snapshot
  *   POOL/groups/group-<16 hex>/meta.json           group snapshots (their snapshots' IDs)
  *   POOL/nodes/<node id>.json                      nodes that serve this pool
@@ -136,23 +137,29 @@ int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_da
 /* What keeps a volume from being deleted. */
 typedef enum {
 	POOL_VOLUME_UNUSED,
-	POOL_VOLUME_PUBLISHED, /* user: the node it is published to */
-	POOL_VOLUME_LOOP,      /* user: a loop device over its data file (damaged metadata) */
+	POOL_VOLUME_PUBLISHED, /* node: the node it is published to */
+	POOL_VOLUME_STAGED,    /* device: the loop device over its data file (kernel truth); node
+				* and staging_path: where its use record says it is staged, when
+				* the record says so (NULL otherwise) */
 } PoolVolumeUsedBy;
 
-/* What pool_volume_delete() found under the volume's lock. */
+/* What pool_volume_delete() found under the volume's locks. */
 typedef struct PoolVolumeFound {
 	char *name; /* the volume's CSI name; NULL when its metadata is damaged */
 	PoolVolumeUsedBy use;
-	char *user;
+	char *node;
+	char *device;
+	char *staging_path;
 } PoolVolumeFound;
 
 void pool_volume_found_done(PoolVolumeFound *f);
 
-/* Removes a volume unless something uses it, deciding both under one hold of its lock: 0,
- * -ENOENT when there was none, -ENOTEMPTY when it is in use. *found (zeroed by the caller;
- * free it with pool_volume_found_done()) says what the volume was, and what uses it. A volume
- * whose metadata is damaged can be removed too. */
+/* Removes a volume unless something uses it, deciding both under one hold of its lock and its
+ * node lock (in that order, as pool_volume_use_lock() callers must), kept until the volume is
+ * renamed away: a publish or a stage from any process comes before or after, never between. 0,
+ * -ENOENT when there was none, -ENOTEMPTY when it is published or staged on this machine.
+ * *found (zeroed by the caller; free it with pool_volume_found_done()) says what the volume was,
+ * and what uses it. A volume whose metadata is damaged can be removed too. Blocks. */
 int pool_volume_delete(Pool *p, const char *id, PoolVolumeFound *found);
 
 /* Locks a volume against other writers (threads and processes) until pool_unlock(): -ENOENT
@@ -221,7 +228,8 @@ typedef struct PoolVolumeUse {
 } PoolVolumeUse;
 
 /* Takes the volume's node lock (blocking, also against other processes): -ENOENT when there is
- * no such volume (also when it was deleted while we waited). */
+ * no such volume (also when it was deleted, or deleted and made again, while we waited). Whoever
+ * holds both takes the volume's lock (pool_volume_lock()) first, as pool_volume_delete() does. */
 int pool_volume_use_lock(Pool *p, const char *id, int *ret_lock_fd);
 /* Loads the record; an absent or void one loads empty. Hold the node lock. */
 int pool_volume_use_load(Pool *p, const char *id, PoolVolumeUse *ret);

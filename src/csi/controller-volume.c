@@ -406,11 +406,16 @@ static int delete_refused(char **ret_error, const char *id, const PoolVolumeFoun
 	if (found->use == POOL_VOLUME_PUBLISHED)
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s is still published to node %s: unpublish it first", id,
-			      found->user);
+			      found->node);
+	if (found->node && found->staging_path)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is staged on node %s at %s: unstage it first (loop "
+			      "device %s is attached over its data file)",
+			      id, found->node, found->staging_path, found->device);
 	return errorf(ret_error, -ENOTEMPTY,
-		      "volume %s: loop device %s is attached over its data file: unstage it on "
-		      "its node first",
-		      id, found->user);
+		      "volume %s is staged on this machine (loop device %s is attached over its "
+		      "data file): unstage it on its node first",
+		      id, found->device);
 }
 
 int controller_delete_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,

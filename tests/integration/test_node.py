@@ -111,7 +111,7 @@ def node_test(fn):
         if not is_root():
             raise Skip("needs root (loop devices, mkfs, mount)")
         try:
-            fn(ctx)
+            note = fn(ctx)
         except BaseException:
             force_cleanup(ctx.tmp)
             raise
@@ -120,6 +120,7 @@ def node_test(fn):
         for d in ctx.daemons:
             d.stop()
         shutil.rmtree(ctx.tmp, ignore_errors=True)
+        return note
 
     return wrapper
 
@@ -155,7 +156,8 @@ def tool(*argv):
 class Vol:
     """A pool volume and the node-side paths a kubelet would use for it."""
 
-    def __init__(self, ctx, d, name, size=64 * MiB, cap=None, params=None):
+    def __init__(self, ctx, d, name, size=64 * MiB, cap=None, params=None,
+                 controller_publish=True):
         self.d = d
         self.cap = cap or mount_cap()
         reply = d.call("CreateVolume", name=name, capacity_range={"required_bytes": size},
@@ -163,9 +165,11 @@ class Vol:
         self.id = reply.volume.volume_id
         self.size = reply.volume.capacity_bytes
         self.context = dict(reply.volume.volume_context)
-        pub = d.call("ControllerPublishVolume", volume_id=self.id, node_id="node-1",
-                     volume_capability=self.cap)
-        self.publish_context = dict(pub.publish_context)
+        self.publish_context = {}
+        if controller_publish:
+            pub = d.call("ControllerPublishVolume", volume_id=self.id, node_id="node-1",
+                         volume_capability=self.cap)
+            self.publish_context = dict(pub.publish_context)
         self.staging = os.path.join(ctx.tmp, "plugins", name, "globalmount")
         self.targets = []
         os.makedirs(os.path.dirname(self.staging), exist_ok=True)
@@ -809,6 +813,90 @@ def test_volume_mount_group(ctx):
         safely(v.teardown)
 
 
+# --- DeleteVolume and the node service, in two processes on one pool ---------------------------
+
+
+def node_and_controller(ctx, controller_env=None):
+    """A node process (node-a) and a controller process on one pool, as a node plugin and the
+    controller plugin of one machine are."""
+    a = ctx.daemon(mode="node", name="a", node_id="node-a")
+    b = ctx.daemon(mode="controller", pool=a.pool, name="b", env=controller_env)
+    return a, b
+
+
+@node_test
+def test_delete_refused_while_staged(ctx):
+    """A volume staged on this machine, never ControllerPublished: DeleteVolume is
+    FAILED_PRECONDITION naming the node and the staging path, and takes nothing away; after
+    NodeUnstageVolume it deletes, and no loop device is left."""
+    a, b = node_and_controller(ctx)
+    v = Vol(ctx, b, "staged-del", 64 * MiB, controller_publish=False)
+    v.d = a
+    try:
+        v.stage()
+        dev = v.device()
+        digest = write_random(os.path.join(v.staging, "precious"))
+        e = b.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "DeleteVolume", volume_id=v.id)
+        want = "volume %s is staged on node node-a at %s: unstage it first" % (v.id, v.staging)
+        assert want in e.details(), e.details()
+        assert dev in e.details(), e.details()
+        assert v.id in os.listdir(os.path.join(a.pool, "volumes")), "the volume is still there"
+        assert mount_at(v.staging)["source"] == dev, "still staged, on the same device"
+        assert sha_of(os.path.join(v.staging, "precious")) == digest, "its data intact"
+    finally:
+        safely(v.teardown)
+    assert_detached(v)
+    b.call("DeleteVolume", volume_id=v.id)
+    assert v.id not in os.listdir(os.path.join(a.pool, "volumes"))
+    assert loops_under(a.pool) == {}, "no loop device left: %s" % loops_under(a.pool)
+
+
+@node_test
+def test_two_processes_stage_never_races_delete(ctx):
+    """Rounds of NodeStageVolume through the node process against DeleteVolume of the same
+    volume through the controller process, started together. One wins; never both (a staged
+    volume is never deleted, and a deleted one never staged). The delete sleeps 5 ms between
+    its "is it in use?" check and the removal, to widen the window a stage would need; odd
+    rounds stage a filesystem (mkfs and mount), even ones a raw block volume (only a loop
+    device)."""
+    a, b = node_and_controller(ctx, {"VOLPLUG_FAILPOINTS": "pool-delete-after-check=sleep(5ms)"})
+    rounds, deleted, staged, both = 16, 0, 0, 0
+    for i in range(rounds):
+        cap = mount_cap() if i % 2 else block_cap()
+        v = Vol(ctx, b, "race-%d" % i, 16 * MiB, cap=cap, controller_publish=False)
+        v.d = a
+        t_stage, stage = in_background(v.stage)
+        t_delete, delete = in_background(b.call, "DeleteVolume", volume_id=v.id)
+        t_stage.join(60)
+        t_delete.join(60)
+        if "error" not in stage and "error" not in delete:
+            both += 1  # staged a volume that is gone: what is left is cleaned after the test
+            continue
+        if "error" not in delete:
+            e = stage["error"]
+            assert e.code() == grpc.StatusCode.NOT_FOUND and v.id in e.details(), \
+                (e.code(), e.details())
+            assert mount_at(v.staging) is None and loops_under(a.pool) == {}, \
+                (mount_at(v.staging), loops_under(a.pool))
+            deleted += 1
+            continue
+        e = delete["error"]
+        assert "error" not in stage, (stage, e.details())
+        assert e.code() == grpc.StatusCode.FAILED_PRECONDITION, (e.code(), e.details())
+        assert "staged on node node-a at %s" % v.staging in e.details(), e.details()
+        assert v.device() and v.id in os.listdir(os.path.join(a.pool, "volumes"))
+        staged += 1
+        v.unstage()
+        assert_detached(v)
+        b.call("DeleteVolume", volume_id=v.id)
+    assert both == 0, "%d of %d rounds: the stage and the delete both succeeded" % (both, rounds)
+    assert deleted + staged == rounds
+    assert os.listdir(os.path.join(a.pool, "volumes")) == []
+    assert loops_under(a.pool) == {}, loops_under(a.pool)
+    return "%d rounds: %d deleted first, %d staged first, %d both" % (rounds, deleted, staged,
+                                                                       both)
+
+
 if __name__ == "__main__":
     run([test_lifecycle_ext4, test_lifecycle_xfs, test_mkfs_options_from_storage_class,
          test_existing_filesystem_is_never_reformatted, test_mount_flags_and_read_only_publish,
@@ -816,4 +904,5 @@ if __name__ == "__main__":
          test_expand_xfs_online, test_ext4_grown_while_unstaged_grows_at_stage,
          test_volume_stats_and_condition, test_node_info_and_capabilities,
          test_kill9_mid_stage_and_mid_publish, test_kill9_during_mkfs_leaves_no_mkfs,
-         test_volume_mount_group])
+         test_volume_mount_group, test_delete_refused_while_staged,
+         test_two_processes_stage_never_races_delete])

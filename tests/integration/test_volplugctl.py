@@ -593,14 +593,20 @@ def stray_loop(ctx, pool, mounted):
 
 def staged_then_deleted(ctx, d, staging):
     """A volume staged on the node (a loop device over its data file), then deleted without
-    being unstaged: the device stays, over a deleted file that no record uses."""
+    being unstaged: the device stays, over a deleted file that no record uses. DeleteVolume
+    refuses that today; earlier versions did it (renamed the volume's directory into tmp/ and
+    removed it), and so does this, by hand."""
     vid = d.call("CreateVolume", {"name": "pvc-orphaned", "volume_capabilities": [BLOCK],
                                   "capacity_range": {"required_bytes": 8 * MiB}}).volume.volume_id
     os.makedirs(staging, exist_ok=True)
     d.call("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=BLOCK)
     dev = run_tool("losetup", "-j", os.path.join(d.pool, "volumes", vid, "data")).split(":")[0]
     detach_later(ctx, dev)
-    d.call("DeleteVolume", volume_id=vid)
+    p = ctl("--endpoint", "unix://" + d.socket, "volume", "delete", vid, check=1)
+    assert "FAILED_PRECONDITION" in p.stderr and "unstage it first" in p.stderr, p.stderr
+    trash = os.path.join(d.pool, "tmp", "del-%s.0000beef" % vid)
+    os.rename(os.path.join(d.pool, "volumes", vid), trash)
+    shutil.rmtree(trash)
     assert loop_backing(dev).endswith("/data (deleted)"), loop_backing(dev)
     return vid, dev
 

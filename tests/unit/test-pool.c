@@ -14,13 +14,14 @@
 #include "alloc.h"
 #include "failpoint.h"
 #include "fileio.h"
+#include "loopdev.h"
 #include "pool.h"
 #include "scratch.h"
 #include "tap.h"
 
 #define MIB (1024ULL * 1024)
-/* Slow enough to look at what a write does meanwhile (main() sets them). */
-#define FAILPOINTS "atomic-rename:node.json=sleep(200ms)"
+/* Slow enough to look at what a write or a delete does meanwhile (main() sets them). */
+#define FAILPOINTS "atomic-rename:node.json=sleep(200ms);pool-delete-after-check=sleep(200ms)"
 
 static char dir[128]; /* the pool of the test running */
 
@@ -210,7 +211,7 @@ static void test_delete(void)
 	v->n_attachments = 1;
 	is_int(pool_volume_save(p, v), 0, "published to node-1");
 	is_int(pool_volume_delete(p, v->id, &found), -ENOTEMPTY, "delete: -ENOTEMPTY");
-	ok(found.use == POOL_VOLUME_PUBLISHED && strcmp(found.user, "node-1") == 0,
+	ok(found.use == POOL_VOLUME_PUBLISHED && strcmp(found.node, "node-1") == 0,
 	   "naming the node");
 	pool_volume_found_done(&found);
 
@@ -427,6 +428,136 @@ static void test_use_records(void)
 	pool_close(other);
 }
 
+typedef struct Deleter {
+	Pool *p;
+	const char *id;
+	PoolVolumeFound found;
+	int r;
+	bool done;
+} Deleter;
+
+static void *delete_volume(void *arg)
+{
+	Deleter *d = arg;
+	d->r = pool_volume_delete(d->p, d->id, &d->found);
+	__atomic_store_n(&d->done, true, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* A volume staged on this machine (a loop device over its data file) is not deleted: the delete
+ * waits for the node lock a stage holds, and a stage waiting for it finds the volume gone. */
+static void test_delete_staged(void)
+{
+	if (geteuid() != 0) {
+		ok(true, "# SKIP a loop device needs root");
+		return;
+	}
+	new_pool("staged");
+	Pool *node = open_pool(0), *ctl = open_pool(0);
+	const char *staging = "/var/lib/kubelet/plugins/staging/staged-vol";
+	_cleanup_free_ char *dev = NULL;
+	PoolVolumeUse u;
+	pthread_t th;
+	struct stat st;
+	int lock = -EBADF;
+
+	create(node, "staged-vol", 2 * MIB);
+	const char *id = id_of("staged-vol");
+	_cleanup_free_ char *data = pool_volume_data_path(node, id);
+	is_int(pool_volume_use_lock(node, id, &lock), 0, "a stage takes the node lock");
+	Deleter d = {.p = ctl, .id = id};
+	pthread_create(&th, NULL, delete_volume, &d);
+	usleep(300 * 1000);
+	ok(!__atomic_load_n(&d.done, __ATOMIC_SEQ_CST), "the delete waits for it");
+	use_record(&u, staging);
+	is_int(pool_volume_use_save(node, id, &u), 0, "the stage records where");
+	is_int(loop_attach(data, false, &dev), 0, "and attaches a loop device");
+	pool_unlock(lock);
+	pthread_join(th, NULL);
+	is_int(d.r, -ENOTEMPTY, "then the delete is refused");
+	ok(d.found.use == POOL_VOLUME_STAGED && d.found.node &&
+		   strcmp(d.found.node, "node-1") == 0 && d.found.staging_path &&
+		   strcmp(d.found.staging_path, staging) == 0 && d.found.device &&
+		   strcmp(d.found.device, dev) == 0,
+	   "naming the node, the staging path and the device");
+	pool_volume_found_done(&d.found);
+	ok(stat(data, &st) == 0 && st.st_size == (off_t)(2 * MIB), "the data file is intact");
+
+	/* Without a record (or a damaged one), the loop device alone refuses it. */
+	_cleanup_free_ char *use = xasprintf("volumes/%s/node.json", id);
+	write_text(use, "not json");
+	d = (Deleter){.p = ctl, .id = id};
+	is_int(pool_volume_delete(ctl, id, &d.found), -ENOTEMPTY, "unreadable record: refused");
+	ok(d.found.use == POOL_VOLUME_STAGED && !d.found.node && !d.found.staging_path &&
+		   d.found.device && strcmp(d.found.device, dev) == 0,
+	   "naming the device only");
+	pool_volume_found_done(&d.found);
+
+	is_int(loop_detach(dev), 0, "unstaged: the loop device is detached");
+	pool_volume_use_done(&u);
+	u = (PoolVolumeUse){};
+	is_int(pool_volume_use_save(node, id, &u), 0, "and the record cleared");
+
+	/* A stage that waits for the node lock while the volume is deleted finds it gone. */
+	pthread_create(&th, NULL, delete_volume, &d);
+	usleep(100 * 1000); /* the delete holds both locks, in its failpoint's sleep */
+	is_int(pool_volume_use_lock(node, id, &lock), -ENOENT, "a stage meanwhile: -ENOENT");
+	pthread_join(th, NULL);
+	is_int(d.r, 0, "the delete succeeded");
+	pool_volume_found_done(&d.found);
+	is_int(loop_find(data, &dev), -ENOENT, "no loop device left");
+	pool_close(node);
+	pool_close(ctl);
+}
+
+typedef struct Locker {
+	Pool *p;
+	const char *id;
+	int r;
+	bool done;
+} Locker;
+
+static void *use_lock(void *arg)
+{
+	Locker *l = arg;
+	int fd = -EBADF;
+
+	l->r = pool_volume_use_lock(l->p, l->id, &fd);
+	pool_unlock(fd);
+	__atomic_store_n(&l->done, true, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* A stage that waited for the node lock of a volume deleted and made again meanwhile does not
+ * take the new volume for the one it waited for: the lock it got is the old directory's. */
+static void test_use_lock_after_recreate(void)
+{
+	new_pool("recreate");
+	Pool *p = open_pool(0);
+	pthread_t th;
+
+	create(p, "again-vol", MIB);
+	Locker l = {.p = p, .id = id_of("again-vol")};
+	_cleanup_free_ char *vdir = xasprintf("volumes/%s", l.id);
+	_cleanup_free_ char *lock_rel = xasprintf("%s/node.lock", vdir);
+	_cleanup_free_ char *lock_path = path_in(lock_rel), *old = path_in(vdir);
+	_cleanup_free_ char *moved = path_in("tmp/del-by-hand");
+	int held = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ok(held >= 0 && flock(held, LOCK_EX) == 0, "a delete holds the node lock");
+	pthread_create(&th, NULL, use_lock, &l);
+	usleep(100 * 1000);
+	ok(!__atomic_load_n(&l.done, __ATOMIC_SEQ_CST), "a stage waits for it");
+	ok(rename(old, moved) == 0, "the volume is renamed away");
+	is_int(create(p, "again-vol", MIB), 0, "and made again under the same ID");
+	close(held);
+	pthread_join(th, NULL);
+	is_int(l.r, -ENOENT, "the stage finds the volume it waited for gone");
+	l.done = false;
+	use_lock(&l);
+	is_int(l.r, 0, "a new stage locks the new volume");
+	pool_close(p);
+}
+
 int main(void)
 {
 	setenv("VOLPLUG_FAILPOINTS", FAILPOINTS, 1);
@@ -440,5 +571,7 @@ int main(void)
 	test_node_devices();
 	test_temporaries();
 	test_use_records();
+	test_delete_staged();
+	test_use_lock_after_recreate();
 	return tap_done();
 }
