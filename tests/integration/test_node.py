@@ -157,11 +157,12 @@ class Vol:
     """A pool volume and the node-side paths a kubelet would use for it."""
 
     def __init__(self, ctx, d, name, size=64 * MiB, cap=None, params=None,
-                 controller_publish=True):
+                 controller_publish=True, source=None):
         self.d = d
         self.cap = cap or mount_cap()
         reply = d.call("CreateVolume", name=name, capacity_range={"required_bytes": size},
-                       volume_capabilities=[self.cap], parameters=params or {})
+                       volume_capabilities=[self.cap], parameters=params or {},
+                       volume_content_source=source)
         self.id = reply.volume.volume_id
         self.size = reply.volume.capacity_bytes
         self.context = dict(reply.volume.volume_context)
@@ -897,10 +898,45 @@ def test_two_processes_stage_never_races_delete(ctx):
                                                                        both)
 
 
+
+@node_test
+def test_staged_elsewhere_and_xfs_clone_beside_its_source(ctx):
+    d = ctx.daemon()
+    v = Vol(ctx, d, "src", XFS_MIN, cap=mount_cap("xfs"))
+    clone = None
+    try:
+        v.stage()
+        # Staged already: the reply says where, and runs no filesystem check on a mounted one.
+        other = os.path.join(ctx.tmp, "plugins", "src", "second")
+        os.makedirs(other)
+        e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "NodeStageVolume",
+                           volume_id=v.id, staging_target_path=other, volume_capability=v.cap,
+                           volume_context=v.context, match="already")
+        assert v.staging in e.details() and "check" not in e.details(), e.details()
+        assert mount_at(other) is None and os.listdir(other) == []
+
+        # A clone of a mounted xfs carries its UUID: it still mounts beside its source.
+        target = v.publish()
+        with open(os.path.join(target, "hello"), "w") as f:
+            f.write("from the source\n")
+        os.sync()
+        snap = d.call("CreateSnapshot", name="snap-src", source_volume_id=v.id).snapshot
+        clone = Vol(ctx, d, "clone", XFS_MIN, cap=mount_cap("xfs"),
+                    source={"snapshot": {"snapshot_id": snap.snapshot_id}})
+        clone.stage()
+        copy = clone.publish()
+        with open(os.path.join(copy, "hello")) as f:
+            assert f.read() == "from the source\n"
+        assert mount_at(v.staging) is not None, "the source stays mounted"
+    finally:
+        safely(*([clone.teardown] if clone else []), v.teardown)
+
+
 if __name__ == "__main__":
     run([test_lifecycle_ext4, test_lifecycle_xfs, test_mkfs_options_from_storage_class,
          test_existing_filesystem_is_never_reformatted, test_mount_flags_and_read_only_publish,
          test_raw_block_volume, test_idempotency_and_conflicts, test_bad_paths_are_refused,
+         test_staged_elsewhere_and_xfs_clone_beside_its_source,
          test_expand_xfs_online, test_ext4_grown_while_unstaged_grows_at_stage,
          test_volume_stats_and_condition, test_node_info_and_capabilities,
          test_kill9_mid_stage_and_mid_publish, test_kill9_during_mkfs_leaves_no_mkfs,
