@@ -165,21 +165,21 @@ int node_unstage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 	return 0;
 }
 
-/* fsGroup on a new publish, before the pod sees it. The volume's own policy (StorageClass
- * parameter, carried in the context) wins over the default. */
+/* fsGroup on a new publish, before the pod sees it: the policy the backend asks for, else the
+ * volume's own (StorageClass parameter, carried in the context), else the daemon's. */
 typedef struct PublishOwnership {
 	const Csi__V1__NodePublishVolumeRequest *request;
 	const Driver *driver;
 	gid_t gid;
 } PublishOwnership;
 
-static int publish_ownership(int root_fd, bool read_only, void *userdata, char **ret_error)
+static int publish_ownership(int root_fd, bool read_only, const char *policy, void *userdata,
+			     char **ret_error)
 {
 	const PublishOwnership *o = userdata;
 	const Csi__V1__NodePublishVolumeRequest *r = o->request;
-	const char *policy = NULL;
 
-	for (size_t i = 0; i < r->n_volume_context; i++)
+	for (size_t i = 0; !policy && i < r->n_volume_context; i++)
 		if (strcmp(r->volume_context[i]->key, "fsGroupChangePolicy") == 0)
 			policy = r->volume_context[i]->value;
 	int e = volume_ownership_apply_fd(r->volume_id, root_fd, o->gid, read_only, policy,
