@@ -53,6 +53,21 @@ void *volume_status_new(const Driver *d, const PoolVolume *v, bool list);
 /* Parses a pagination token: "" -> NULL, else an object ID (validated by valid()). */
 int page_token_check(const char *token, bool (*valid)(const char *));
 
+/* The Controller calls for the volumes of a backend other than the default, through its
+ * operations (controller-backend.c); context: the request's volume_context. */
+int controller_publish_through(Driver *d, Backend *b,
+			       const Csi__V1__ControllerPublishVolumeRequest *r,
+			       const Strmap *context, ProtobufCMessage **ret, char **ret_error);
+int controller_unpublish_through(Driver *d, Backend *b,
+				 const Csi__V1__ControllerUnpublishVolumeRequest *r,
+				 ProtobufCMessage **ret, char **ret_error);
+int controller_expand_through(Driver *d, Backend *b,
+			      const Csi__V1__ControllerExpandVolumeRequest *r,
+			      ProtobufCMessage **ret, char **ret_error);
+int controller_modify_through(Driver *d, Backend *b,
+			      const Csi__V1__ControllerModifyVolumeRequest *r,
+			      ProtobufCMessage **ret, char **ret_error);
+
 /* Restores device-name assignments from every volume's attachments (after a restart). */
 void controller_restore_attachments(Driver *d);
 
