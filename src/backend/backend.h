@@ -219,8 +219,11 @@ typedef struct BackendUnstage {
 	const char *staging_path;
 } BackendUnstage;
 
-/* Called on the root of a new (or republished) mount before the pod sees it: fsGroup. */
-typedef int (*BackendPrepareFunc)(int root_fd, bool read_only, void *userdata, char **ret_error);
+/* Called on the root of a new (or republished) mount before the pod sees it: fsGroup. policy is
+ * the fsGroupChangePolicy the backend asks for ("Always", "OnRootMismatch"), or NULL for the
+ * caller's default (the volume's own, else the daemon's). The caller logs its progress. */
+typedef int (*BackendPrepareFunc)(int root_fd, bool read_only, const char *policy, void *userdata,
+				  char **ret_error);
 
 typedef struct BackendPublish {
 	const char *volume_id;

@@ -767,7 +767,8 @@ static int publish_prepare(const BackendPublish *r, const PinnedPath *pin, int s
 	if (fd < 0 || pinned_path_stat(pin, &o) < 0 || !is_volume_fs(&o, dev))
 		return errorf(ret_error, -EBUSY, "target_path: '%s' changed during the call",
 			      r->target_path);
-	return r->prepare(r->read_only ? source_fd : fd, r->read_only, r->userdata, ret_error);
+	return r->prepare(r->read_only ? source_fd : fd, r->read_only, NULL, r->userdata,
+			  ret_error);
 }
 
 static int publish_existing(Pool *p, const BackendPublish *r, Use *u, const PinnedPath *pin,

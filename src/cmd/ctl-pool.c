@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* volplugctl pool check [--repair] DIR: verifies a pool on disk (no daemon needed), and with
- * --repair fixes what can be fixed without losing anything, also while daemons serve it. */
+/* volplugctl pool check [--repair] DIR: verifies a pool on disk and the Flexvolume backend's
+ * records kept in it (no daemon needed), and with --repair fixes what can be fixed without
+ * losing anything, also while daemons serve it. */
 #include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "ctl.h"
+#include "flex-records.h"
 #include "pool.h"
 
 #define POOL_USAGE "usage: volplugctl pool check [--repair] POOL_DIR"
@@ -25,21 +27,50 @@ static int check(const char *dir, bool repair, PoolCheckReport *ret)
 	return r;
 }
 
-static void print_json(Ctl *ctl, const PoolCheckReport *report, bool repair)
+/* The Flexvolume records' problems, one "FILE: problem" line each. */
+static void flex_lines(const FlexRecordsReport *flex,
+		       void (*each)(const char *object, const char *problem, void *u),
+		       void *userdata)
+{
+	_cleanup_free_ char *copy = xstrdup(flex->text ?: "");
+	char *save = NULL;
+
+	for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char *sep = strstr(l, ": ");
+		if (sep)
+			*sep = 0;
+		each(l, sep ? sep + 2 : "", userdata);
+	}
+}
+
+static json_t *problem_json(const char *object, const char *problem, const char *repair)
+{
+	json_t *item = json_object();
+	json_object_set_new(item, "object", json_string(object));
+	json_object_set_new(item, "problem", json_string(problem));
+	if (repair)
+		json_object_set_new(item, "repaired", json_string(repair));
+	return item;
+}
+
+static void flex_json(const char *object, const char *problem, void *list)
+{
+	json_array_append_new(list, problem_json(object, problem, NULL));
+}
+
+static void print_json(Ctl *ctl, const PoolCheckReport *report, const FlexRecordsReport *flex,
+		       bool repair)
 {
 	json_t *o = json_object(), *list = json_array();
 
-	for (size_t i = 0; i < report->n_items; i++) {
-		const PoolCheckItem *it = &report->items[i];
-		json_t *item = json_object();
-		json_object_set_new(item, "object", json_string(it->object));
-		json_object_set_new(item, "problem", json_string(it->problem));
-		if (it->repair)
-			json_object_set_new(item, "repaired", json_string(it->repair));
-		json_array_append_new(list, item);
-	}
+	for (size_t i = 0; i < report->n_items; i++)
+		json_array_append_new(list, problem_json(report->items[i].object,
+							 report->items[i].problem,
+							 report->items[i].repair));
+	flex_lines(flex, flex_json, list);
 	json_object_set_new(o, "volumes", json_integer((json_int_t)report->volumes));
 	json_object_set_new(o, "snapshots", json_integer((json_int_t)report->snapshots));
+	json_object_set_new(o, "flex_records", json_integer((json_int_t)flex->records));
 	json_object_set_new(o, "problems", list);
 	if (repair)
 		json_object_set_new(o, "repaired", json_integer((json_int_t)report->repaired));
@@ -47,15 +78,16 @@ static void print_json(Ctl *ctl, const PoolCheckReport *report, bool repair)
 	json_decref(o);
 }
 
-static void print_text(const PoolCheckReport *report, bool repair)
+static void print_text(const PoolCheckReport *report, const FlexRecordsReport *flex, bool repair)
 {
 	for (size_t i = 0; i < report->n_items; i++) {
 		const PoolCheckItem *it = &report->items[i];
 		printf("%s: %s%s%s\n", it->object, it->problem, it->repair ? ": " : "",
 		       it->repair ?: "");
 	}
-	printf("%zu volumes, %zu snapshots, %zu problems", report->volumes, report->snapshots,
-	       report->n_items);
+	fputs(flex->text ?: "", stdout);
+	printf("%zu volumes, %zu snapshots, %zu Flexvolume records, %zu problems", report->volumes,
+	       report->snapshots, flex->records, report->n_items + flex->problems);
 	if (repair)
 		printf(", %zu repaired", report->repaired);
 	putchar('\n');
@@ -80,12 +112,21 @@ int ctl_pool(Ctl *ctl, int argc, char **argv)
 	if (r < 0)
 		return ctl_error(CTL_EXIT_FAILED, "pool %s: cannot %s it: %s", dir,
 				 repair ? "open" : "read", strerror(-r));
+	_cleanup_free_ char *flex_dir = flex_records_dir(dir);
+	FlexRecordsReport flex = {};
+	r = flex_records_check(flex_dir, &flex);
+	if (r < 0) {
+		pool_check_report_done(&report);
+		return ctl_error(CTL_EXIT_FAILED, "%s: cannot read the Flexvolume records: %s",
+				 flex_dir, strerror(-r));
+	}
 	if (ctl->json)
-		print_json(ctl, &report, repair);
+		print_json(ctl, &report, &flex, repair);
 	else
-		print_text(&report, repair);
+		print_text(&report, &flex, repair);
 	/* With --repair, what is left is what still needs someone. */
-	bool left = report.n_items > report.repaired;
+	bool left = report.n_items > report.repaired || flex.problems > 0;
 	pool_check_report_done(&report);
+	flex_records_report_done(&flex);
 	return left ? CTL_EXIT_FAILED : 0;
 }

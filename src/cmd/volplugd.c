@@ -71,49 +71,62 @@ static void flex_changed(FlexDriver *drv, void *userdata)
 	}
 }
 
-/* Starts Flexvolume discovery. Without a usable plugin dir the daemon serves on without
- * Flexvolume: pool volumes do not depend on it. */
-static FlexProber *flex_start(const DaemonConfig *cfg, Driver *driver, FlexCallConfig *call_cfg)
-{
-	FlexProber *p = NULL;
-	int r;
+/* Flexvolume drivers: the registry the Flexvolume backend serves from, and the prober that
+ * fills it from the plugin dir. */
+typedef struct Flex {
+	FlexRegistry *registry; /* NULL: Flexvolume off */
+	FlexProber *prober;
+	FlexCallConfig call;
+} Flex;
 
+/* Starts watching the plugin dir, before the backends are made (the Flexvolume backend serves
+ * from the registry). Without a usable plugin dir the daemon serves on without Flexvolume
+ * drivers: pool volumes do not depend on them. */
+static void flex_watch(const DaemonConfig *cfg, Flex *f)
+{
 	if (!*cfg->flexvolume_dir) {
 		log_info("Flexvolume drivers off (--flexvolume-dir \"\")");
-		return NULL;
+		return;
 	}
 	for (size_t i = 0; i < _FLEX_COMMAND_MAX; i++)
-		call_cfg->timeout[i] = cfg->flexvolume_timeout[i];
+		f->call.timeout[i] = cfg->flexvolume_timeout[i];
 	FlexProberConfig pc = {
 		.dir = cfg->flexvolume_dir,
-		.call = *call_cfg,
+		.call = f->call,
 		.on_change = flex_changed,
 	};
-	FlexRegistry *registry = flex_registry_new();
-	r = flex_prober_new(&pc, registry, &p);
-	if (r >= 0 && (r = flex_prober_start(p)) < 0)
-		p = flex_prober_free(p);
+	f->registry = flex_registry_new();
+	int r = flex_prober_new(&pc, f->registry, &f->prober);
 	if (r < 0) {
 		log_warning_errno(
 			r, "--flexvolume-dir %s: cannot watch it (%m): Flexvolume drivers off",
 			cfg->flexvolume_dir);
-		flex_registry_free(registry);
-		return NULL;
+		f->registry = flex_registry_free(f->registry);
 	}
-	driver->flex = registry;
-	driver->flex_call = call_cfg;
-	/* Drivers in place at start answer the first calls, which may be retries of unpublish. */
-	if (flex_prober_wait_settled(p, 5 * USEC_PER_SEC) < 0)
-		log_info("Flexvolume drivers in %s still initialising", flex_prober_dir(p));
-	log_info("Flexvolume plugin dir %s watched", flex_prober_dir(p));
-	return p;
 }
 
-static void flex_stop(FlexProber *p, Driver *driver)
+/* Loads the drivers: after the programs the daemon runs are recorded (their init calls are
+ * such programs), before serving. */
+static void flex_probe(Flex *f)
 {
-	flex_prober_free(p);
-	driver->flex = flex_registry_free(driver->flex);
-	driver->flex_call = NULL;
+	if (!f->prober)
+		return;
+	int r = flex_prober_start(f->prober);
+	if (r < 0) {
+		log_warning_errno(r, "--flexvolume-dir %s: cannot watch it (%m): no driver loads",
+				  flex_prober_dir(f->prober));
+		return;
+	}
+	/* Drivers in place at start answer the first calls, which may be retries of unpublish. */
+	if (flex_prober_wait_settled(f->prober, 5 * USEC_PER_SEC) < 0)
+		log_info("Flexvolume drivers in %s still initialising", flex_prober_dir(f->prober));
+	log_info("Flexvolume plugin dir %s watched", flex_prober_dir(f->prober));
+}
+
+static void flex_stop(Flex *f)
+{
+	f->prober = flex_prober_free(f->prober);
+	f->registry = flex_registry_free(f->registry);
 }
 
 /* A previous volplugd died while programs it ran were still running: each is named once. */
@@ -141,11 +154,13 @@ static void exec_registry_start(Pool *pool)
 				  dir);
 }
 
-/* The backends the daemon serves: the pool. */
-static int backends_start(const DaemonConfig *cfg, Driver *driver)
+/* The backends the daemon serves: the pool, and Flexvolume drivers. The Flexvolume backend is
+ * made with Flexvolume off too: its volumes then get an error that says so, and their records
+ * stay for when it is on again. */
+static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *flex)
 {
 	_cleanup_free_ char *error = NULL;
-	char *names[] = {(char *)"pool", NULL};
+	char *names[] = {(char *)"pool", (char *)"flex", NULL};
 	BackendConfig bc = {
 		.roles = (driver_has_controller(driver) ? BACKEND_ROLE_CONTROLLER : 0) |
 			 (driver_has_node(driver) ? BACKEND_ROLE_NODE : 0),
@@ -154,6 +169,8 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver)
 		.zone = cfg->zone,
 		.pool_path = cfg->pool,
 		.pool_capacity = cfg->pool_capacity,
+		.flex = flex->registry,
+		.flex_call = &flex->call,
 	};
 
 	int r = backends_new(names, &bc, &driver->backends, &error);
@@ -184,18 +201,22 @@ static int run(const DaemonConfig *cfg)
 
 	};
 	RpcServer *server = NULL;
-	FlexCallConfig flex_call = {};
-	FlexProber *prober = NULL;
+	Flex flex = {};
 	pthread_t sig_thread;
 	size_t n_methods;
 	int r;
 
-	if (backends_start(cfg, &driver) < 0)
+	flex_watch(cfg, &flex);
+	driver.flex = flex.registry;
+	if (backends_start(cfg, &driver, &flex) < 0) {
+		flex_stop(&flex);
 		return 2;
+	}
 	exec_registry_start(driver.pool);
 	r = driver_init(&driver);
 	if (r < 0) {
 		backends_free(driver.backends);
+		flex_stop(&flex);
 		return 2;
 	}
 	r = mkdir_parents(cfg->socket_path, 0755);
@@ -203,10 +224,10 @@ static int run(const DaemonConfig *cfg)
 		fprintf(stderr, "volplugd: --endpoint %s: cannot create its directory: %s\n",
 			cfg->endpoint, strerror(-r));
 		backends_free(driver.backends);
+		flex_stop(&flex);
 		return 2;
 	}
-
-	prober = flex_start(cfg, &driver, &flex_call);
+	flex_probe(&flex);
 
 	grpc_init();
 	const RpcMethod *methods = csi_methods(cfg->mode, &n_methods);
@@ -229,8 +250,8 @@ static int run(const DaemonConfig *cfg)
 			fprintf(stderr, "volplugd: --endpoint %s: cannot listen: %s\n",
 				cfg->endpoint, strerror(-r));
 		grpc_shutdown();
-		flex_stop(prober, &driver);
 		backends_free(driver.backends);
+		flex_stop(&flex);
 		return r == -EADDRINUSE ? 1 : 2;
 	}
 
@@ -240,11 +261,12 @@ static int run(const DaemonConfig *cfg)
 		 cfg->pool);
 	rpc_server_run(server);
 	rpc_server_free(server);
-	flex_stop(prober, &driver);
 	log_info("stopped");
 	grpc_shutdown();
 	driver_done(&driver);
+	/* The backends borrow the registry: they go first. */
 	backends_free(driver.backends);
+	flex_stop(&flex);
 	return 0;
 }
 

@@ -5,7 +5,7 @@
 #include "admin.pb-c.h"
 #include "alloc.h"
 #include "error-util.h"
-#include "flex-volume.h"
+#include "admin.h"
 #include "registry.h"
 
 static Volplug__Admin__V1__FlexDriver__CapabilitiesEntry *capability_new(const char *key,

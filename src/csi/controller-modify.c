@@ -8,7 +8,6 @@
 #include "coalescer.h"
 #include "controller.h"
 #include "csi-util.h"
-#include "flex-volume.h"
 #include "log.h"
 
 static void strmap_from_kv(const ParamKV *kv, size_t n, Strmap *ret)
@@ -131,9 +130,10 @@ int controller_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 	uint64_t size;
 	int e;
 
-	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_controller_expand(d, req, ret, ret_error)) <= 0)
-		return e;
+	/* The volumes of other backends go through their operations. */
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if (!backend_is_default(d, b))
+		return controller_expand_through(d, b, r, ret, ret_error);
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (!r->capacity_range)
@@ -181,6 +181,10 @@ int controller_modify_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
+	/* The volumes of other backends go through their operations. */
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if (!backend_is_default(d, b))
+		return controller_modify_through(d, b, r, ret, ret_error);
 	kv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
 	if (volume_params_check_mutable(kv, r->n_mutable_parameters, &err) < 0)
 		return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);

@@ -10,7 +10,6 @@
 #include "error-util.h"
 #include "controller.h"
 #include "csi-util.h"
-#include "flex-volume.h"
 #include "log.h"
 
 #define PUBLISH_CONTEXT_DEVICE "devicePath"
@@ -157,12 +156,15 @@ int controller_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCM
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *device = NULL;
+	_cleanup_(strmap_done) Strmap context = {};
 	PoolNode *node = NULL;
 	int lock = -EBADF, e;
 
-	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_controller_publish(d, req, ret, ret_error)) <= 0)
-		return e;
+	/* The volumes of other backends go through their operations. */
+	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &context);
+	Backend *b = volume_backend(d, r->volume_id, &context);
+	if (!backend_is_default(d, b))
+		return controller_publish_through(d, b, r, &context, ret, ret_error);
 	if ((e = publish_check_request(ret_error, r)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
@@ -251,9 +253,10 @@ int controller_unpublish_volume(Driver *d, const ProtobufCMessage *req, Protobuf
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	int lock = -EBADF, e;
 
-	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_controller_unpublish(d, req, ret, ret_error)) <= 0)
-		return e;
+	/* The volumes of other backends go through their operations. */
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if (!backend_is_default(d, b))
+		return controller_unpublish_through(d, b, r, ret, ret_error);
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)

@@ -58,5 +58,20 @@ void volume_damage_warn(const char *id, const char *damage);
 /* Parses a pagination token: "" -> NULL, else an object ID (validated by valid()). */
 int page_token_check(const char *token, bool (*valid)(const char *));
 
+/* The Controller calls for the volumes of a backend other than the default, through its
+ * operations (controller-backend.c); context: the request's volume_context. */
+int controller_publish_through(Driver *d, Backend *b,
+			       const Csi__V1__ControllerPublishVolumeRequest *r,
+			       const Strmap *context, ProtobufCMessage **ret, char **ret_error);
+int controller_unpublish_through(Driver *d, Backend *b,
+				 const Csi__V1__ControllerUnpublishVolumeRequest *r,
+				 ProtobufCMessage **ret, char **ret_error);
+int controller_expand_through(Driver *d, Backend *b,
+			      const Csi__V1__ControllerExpandVolumeRequest *r,
+			      ProtobufCMessage **ret, char **ret_error);
+int controller_modify_through(Driver *d, Backend *b,
+			      const Csi__V1__ControllerModifyVolumeRequest *r,
+			      ProtobufCMessage **ret, char **ret_error);
+
 /* Creates the coalescer that merges ControllerExpandVolume and ControllerModifyVolume. */
 int controller_coalescer_init(Driver *d);

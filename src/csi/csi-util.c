@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include <fcntl.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -88,22 +87,24 @@ static bool fs_type_supported(const char *fs)
 	return false;
 }
 
+int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error)
+{
+	if (!cap)
+		return errorf(ret_error, -EINVAL, "%s: missing", field);
+	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT &&
+	    cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK)
+		return errorf(ret_error, -EINVAL, "%s: access_type must be mount or block", field);
+	if (!cap->access_mode ||
+	    cap->access_mode->mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__UNKNOWN)
+		return errorf(ret_error, -EINVAL, "%s.access_mode: missing", field);
+	return 0;
+}
+
 int capability_check(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error)
 {
-	if (!cap) {
-		*ret_error = xasprintf("%s: missing", field);
-		return -EINVAL;
-	}
-	if (cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT &&
-	    cap->access_type_case != CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK) {
-		*ret_error = xasprintf("%s: access_type must be mount or block", field);
-		return -EINVAL;
-	}
-	if (!cap->access_mode ||
-	    cap->access_mode->mode == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__UNKNOWN) {
-		*ret_error = xasprintf("%s.access_mode: missing", field);
-		return -EINVAL;
-	}
+	int e = capability_check_spec(cap, field, ret_error);
+	if (e < 0)
+		return e;
 	if (!access_mode_supported(cap->access_mode->mode)) {
 		*ret_error = xasprintf("%s.access_mode: %s is not supported by pool volumes", field,
 				       access_mode_name(cap->access_mode->mode));
@@ -244,17 +245,6 @@ int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, boo
 	return 0;
 }
 
-int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
-			   const char *policy_name, int fallback)
-{
-	if (gid == OWNERSHIP_GID_NONE)
-		return 0;
-	_cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return negative_errno();
-	return volume_ownership_apply_fd(volume_id, fd, gid, read_only, policy_name, fallback);
-}
-
 int volume_not_found(char **ret_error, const char *id)
 {
 	_cleanup_free_ char *msg = pool_volume_not_found("volume_id", id);
@@ -280,6 +270,18 @@ void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *re
 Backend *volume_backend(const Driver *d, const char *volume_id, const Strmap *context)
 {
 	return backend_for_volume(d->backends, volume_id, context);
+}
+
+bool backend_is_default(const Driver *d, const Backend *b)
+{
+	return b == backend_default(d->backends);
+}
+
+int volume_capability_check(const Driver *d, const Backend *b, const Csi__V1__VolumeCapability *cap,
+			    const char *field, char **ret_error)
+{
+	return backend_is_default(d, b) ? capability_check(cap, field, ret_error)
+					: capability_check_spec(cap, field, ret_error);
 }
 
 int backend_unimplemented(const Backend *b, const char *op, char **ret_error)

@@ -29,8 +29,13 @@ void pbmap_to_strmap(void *const *entries, size_t n, Strmap *ret);
 void *pbmap_from_strmap(const ProtobufCMessageDescriptor *entry_type, const Strmap *m,
 			size_t *ret_n);
 
-/* Checks one volume capability: an access type (mount or block), a supported access mode
- * and, for mount, a supported fs_type. -EINVAL with *ret_error naming what is wrong. */
+/* Checks what the CSI spec asks of every volume capability: present, an access type (mount or
+ * block) and an access mode. -EINVAL with *ret_error naming what is wrong. */
+int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *field,
+			  char **ret_error);
+
+/* Checks one volume capability for a pool volume: capability_check_spec(), an access mode and,
+ * for mount, an fs_type the pool serves. -EINVAL with *ret_error naming what is wrong. */
 int capability_check(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error);
 
 /* A checked capability as the backends take it (fstype: the capability's own, "" if none). */
@@ -64,14 +69,11 @@ Google__Protobuf__Timestamp *timestamp_new(int64_t ns);
 Csi__V1__VolumeUsage *usage_new(Csi__V1__VolumeUsage__Unit unit, uint64_t total, uint64_t used,
 				uint64_t available);
 
-/* fsGroup for a volume just mounted at path, before the pod sees it: policy_name as the volume
- * asks (NULL or unknown: fallback, an OwnershipPolicy). Errors on single entries are logged,
- * not fatal, as Kubernetes does; the outcome is logged, and a long walk's progress every few
- * seconds. Returns ownership_apply()'s result: negative when path itself cannot be changed,
- * which is the caller's to report. */
-int volume_ownership_apply(const char *volume_id, const char *path, gid_t gid, bool read_only,
-			   const char *policy_name, int fallback);
-/* The same on the tree open as root_fd (O_PATH is fine; neither closed nor moved). */
+/* fsGroup for a volume just mounted, open as root_fd (O_PATH is fine; neither closed nor
+ * moved), before the pod sees it: policy_name as the volume asks (NULL or unknown: fallback, an
+ * OwnershipPolicy). Errors on single entries are logged, not fatal, as Kubernetes does; the
+ * outcome is logged, and a long walk's progress every few seconds. Returns ownership_apply()'s
+ * result: negative when the root itself cannot be changed, which is the caller's to report. */
 int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, bool read_only,
 			      const char *policy_name, int fallback);
 
@@ -79,9 +81,22 @@ int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, boo
  * one of ours). */
 int volume_not_found(char **ret_error, const char *id);
 
-/* The backend that serves a volume (backend_for_volume() over the driver's backends). */
+/* The backend that serves a volume (backend_for_volume() over the driver's backends). context:
+ * the request's volume_context where it has one, else NULL. */
 struct Driver;
 Backend *volume_backend(const struct Driver *d, const char *volume_id, const Strmap *context);
+
+/* Whether b is the driver's default backend (the pool). This layer still checks its volumes
+ * against what the pool serves (capability_check(), volplug's StorageClass parameters in their
+ * context) and still serves its attach, expand and modify itself; the other backends get the
+ * CSI spec's checks here and judge the rest in their operations. */
+bool backend_is_default(const struct Driver *d, const Backend *b);
+
+/* A volume capability checked for the backend that serves the volume: capability_check() for
+ * the default backend, capability_check_spec() for the others. */
+int volume_capability_check(const struct Driver *d, const Backend *b,
+			    const Csi__V1__VolumeCapability *cap, const char *field,
+			    char **ret_error);
 
 /* Calls a backend operation, or answers UNIMPLEMENTED naming it when the backend has none. */
 #define BACKEND_CALL(b, op, request, result, ret_error)                     \

@@ -35,7 +35,6 @@ typedef struct Driver {
 	DevNames *devnames;	     /* controller: device names per node, loaded from the pool */
 	struct Coalescer *coalescer; /* controller: expand + modify merging */
 	struct FlexRegistry *flex;   /* Flexvolume drivers (the prober's); NULL: Flexvolume off */
-	const struct FlexCallConfig *flex_call; /* deadlines of driver calls; may be NULL */
 } Driver;
 
 /* Sets up the driver's shared state for its mode, and repairs what earlier runs left on the

@@ -1,36 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Node service on the pool: each handler turns the request into the pool's plain request
- * (src/backend/pool-node.h), which proves every path and object it acts on, and builds the
- * reply. Flexvolume volumes go to their driver first. */
+/* Node service: each handler checks what the CSI spec asks of the request, holds the volume's
+ * in-flight key, turns the request into backend.h's plain request for the backend that serves
+ * the volume (volume_backend()), which proves every path and object it acts on, and builds the
+ * reply. */
 #include <string.h>
 
 #include "alloc.h"
 #include "error-util.h"
 #include "csi-util.h"
-#include "flex-volume.h"
 #include "log.h"
 #include "node.h"
 #include "ownership.h"
 #include "parse-util.h"
-#include "pinned-path.h"
-#include "pool-node.h"
 
 #define FSTYPE_KEY "csi.storage.k8s.io/fstype"
 #define DEFAULT_FSTYPE "ext4"
-
-int node_path_check(char **ret_error, const char *field, const char *path)
-{
-	PinnedPath pin = PINNED_PATH_NULL;
-	const char *why;
-
-	if (request_path_check(path, &why) < 0)
-		return errorf(ret_error, -EINVAL, "%s: '%s' is %s", field, path ?: "", why);
-	int r = pinned_path_open(path, &pin);
-	pinned_path_done(&pin);
-	if (r == -ELOOP)
-		return errorf(ret_error, -EINVAL, "%s: '%s' goes through a symlink", field, path);
-	return 0;
-}
 
 static int volume_id_check(char **ret_error, const char *id)
 {
@@ -97,36 +81,42 @@ int node_stage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage *
 {
 	const Csi__V1__NodeStageVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_free_ char *err = NULL;
+	_cleanup_(strmap_done) Strmap ctx = {}, publish_ctx = {}, secrets = {};
 	BlockfsMkfsOptions mkfs;
 	int e;
 
-	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_stage(d, req, ret, ret_error)) <= 0)
-		return e;
 	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->staging_target_path || !*r->staging_target_path)
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
-	if (capability_check(r->volume_capability, "volume_capability", &err) < 0)
-		return errorf(ret_error, -EINVAL, "%s", err);
+	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &ctx);
+	Backend *b = volume_backend(d, r->volume_id, &ctx);
+	e = volume_capability_check(d, b, r->volume_capability, "volume_capability", ret_error);
+	if (e < 0)
+		return e;
 	bool block = capability_block(r->volume_capability);
-	if (!block &&
+	/* The pool's volumes carry volplug's StorageClass parameters in their context. */
+	bool params = !block && backend_is_default(d, b);
+	if (params &&
 	    (e = mkfs_options(ret_error, r->volume_context, r->n_volume_context, &mkfs)) < 0)
 		return e;
 	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
+	pbmap_to_strmap((void *const *)r->publish_context, r->n_publish_context, &publish_ctx);
+	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &secrets);
 	BackendStage s = {
 		.volume_id = r->volume_id,
 		.staging_path = r->staging_target_path,
 		.mount_flags = block ? NULL : r->volume_capability->mount->mount_flags,
 		.n_mount_flags = block ? 0 : r->volume_capability->mount->n_mount_flags,
-		.mkfs = block ? NULL : &mkfs,
+		.mkfs = params ? &mkfs : NULL,
+		.volume_context = &ctx,
+		.publish_context = &publish_ctx,
+		.secrets = &secrets,
 	};
 	backend_access_from(r->volume_capability, &s.access);
-	if (!block)
+	if (params)
 		s.access.fstype = stage_fstype(r);
-	Backend *b = volume_backend(d, r->volume_id, NULL);
 	if ((e = BACKEND_CALL(b, stage, &s, NULL, ret_error)) < 0)
 		return e;
 	log_info("volume %s staged at %s%s", r->volume_id, r->staging_target_path,
@@ -142,12 +132,8 @@ int node_unstage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 {
 	const Csi__V1__NodeUnstageVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_free_ char *err = NULL;
 	int e;
 
-	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_unstage(d, req, ret, ret_error)) <= 0)
-		return e;
 	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->staging_target_path || !*r->staging_target_path)
@@ -165,30 +151,26 @@ int node_unstage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 	return 0;
 }
 
-/* fsGroup on a new publish, before the pod sees it. The volume's own policy (StorageClass
- * parameter, carried in the context) wins over the default. */
+/* fsGroup on a new publish, before the pod sees it: the policy the backend asks for, else the
+ * volume's own (StorageClass parameter, carried in the context), else the daemon's. */
 typedef struct PublishOwnership {
-	const Csi__V1__NodePublishVolumeRequest *request;
+	const char *volume_id;
+	const Strmap *context;
 	const Driver *driver;
 	gid_t gid;
 } PublishOwnership;
 
-static int publish_ownership(int root_fd, bool read_only, void *userdata, char **ret_error)
+static int publish_ownership(int root_fd, bool read_only, const char *policy, void *userdata,
+			     char **ret_error)
 {
 	const PublishOwnership *o = userdata;
-	const Csi__V1__NodePublishVolumeRequest *r = o->request;
-	const char *policy = NULL;
 
-	for (size_t i = 0; i < r->n_volume_context; i++)
-		if (strcmp(r->volume_context[i]->key, "fsGroupChangePolicy") == 0)
-			policy = r->volume_context[i]->value;
-	int e = volume_ownership_apply_fd(r->volume_id, root_fd, o->gid, read_only, policy,
+	int e = volume_ownership_apply_fd(o->volume_id, root_fd, o->gid, read_only,
+					  policy ?: strmap_get(o->context, "fsGroupChangePolicy"),
 					  o->driver->fs_group_policy);
-	if (e < 0) {
-		*ret_error = xasprintf("volume %s: giving it to group %u failed: %s", r->volume_id,
-				       (unsigned)o->gid, strerror(-e));
-		return e;
-	}
+	if (e < 0)
+		return errorf(ret_error, e, "volume %s: giving it to group %u failed: %s",
+			      o->volume_id, (unsigned)o->gid, strerror(-e));
 	return 0;
 }
 
@@ -213,26 +195,34 @@ int node_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 {
 	const Csi__V1__NodePublishVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_free_ char *err = NULL;
-	PublishOwnership own = {.request = r, .driver = d};
+	_cleanup_(strmap_done) Strmap ctx = {}, publish_ctx = {}, secrets = {};
+	PublishOwnership own = {
+		.volume_id = r->volume_id,
+		.context = &ctx,
+		.driver = d,
+		.gid = OWNERSHIP_GID_NONE,
+	};
 	int e;
 
-	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_publish(d, req, ret, ret_error)) <= 0)
-		return e;
 	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->target_path || !*r->target_path)
 		return errorf(ret_error, -EINVAL, "target_path: missing");
-	if (capability_check(r->volume_capability, "volume_capability", &err) < 0)
-		return errorf(ret_error, -EINVAL, "%s", err);
-	if (!r->staging_target_path || !*r->staging_target_path)
+	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &ctx);
+	Backend *b = volume_backend(d, r->volume_id, &ctx);
+	e = volume_capability_check(d, b, r->volume_capability, "volume_capability", ret_error);
+	if (e < 0)
+		return e;
+	/* The pool's volumes are always staged; another backend's ephemeral ones never are. */
+	if (backend_is_default(d, b) && (!r->staging_target_path || !*r->staging_target_path))
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
 	bool block = capability_block(r->volume_capability);
 	if (!block && (e = publish_group(ret_error, r, &own.gid)) < 0)
 		return e;
 	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
+	pbmap_to_strmap((void *const *)r->publish_context, r->n_publish_context, &publish_ctx);
+	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &secrets);
 	BackendPublish pub = {
 		.volume_id = r->volume_id,
 		.staging_path = r->staging_target_path,
@@ -241,11 +231,13 @@ int node_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 		.mount_flags = block ? NULL : r->volume_capability->mount->mount_flags,
 		.n_mount_flags = block ? 0 : r->volume_capability->mount->n_mount_flags,
 		.group = own.gid,
+		.volume_context = &ctx,
+		.publish_context = &publish_ctx,
+		.secrets = &secrets,
 		.prepare = !block && own.gid != OWNERSHIP_GID_NONE ? publish_ownership : NULL,
 		.userdata = &own,
 	};
 	backend_access_from(r->volume_capability, &pub.access);
-	Backend *b = volume_backend(d, r->volume_id, NULL);
 	if ((e = BACKEND_CALL(b, publish, &pub, NULL, ret_error)) < 0)
 		return e;
 	log_info("volume %s published at %s%s", r->volume_id, r->target_path,
@@ -261,12 +253,8 @@ int node_unpublish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessa
 {
 	const Csi__V1__NodeUnpublishVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_free_ char *err = NULL;
 	int e;
 
-	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_unpublish(d, req, ret, ret_error)) <= 0)
-		return e;
 	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->target_path || !*r->target_path)
@@ -309,13 +297,9 @@ int node_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage 
 {
 	const Csi__V1__NodeExpandVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_free_ char *err = NULL;
 	uint64_t required, limit;
 	int e;
 
-	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_expand(d, req, ret, ret_error)) <= 0)
-		return e;
 	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->volume_path || !*r->volume_path)
@@ -383,13 +367,9 @@ int node_get_volume_stats(Driver *d, const ProtobufCMessage *req, ProtobufCMessa
 			  char **ret_error)
 {
 	const Csi__V1__NodeGetVolumeStatsRequest *r = (const void *)req;
-	_cleanup_free_ char *err = NULL;
 	BackendStats s = {};
 	int e;
 
-	/* Flexvolume volumes go to their driver. */
-	if ((e = flex_node_get_volume_stats(d, req, ret, ret_error)) <= 0)
-		return e;
 	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
 		return e;
 	if (!r->volume_path || !*r->volume_path)

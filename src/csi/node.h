@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Node service handlers, on the pool's volumes. */
+/* Node service handlers: every backend's volumes. */
 #pragma once
 
 #include "controller.h"
@@ -12,7 +12,3 @@ HANDLER(node_get_volume_stats);
 HANDLER(node_expand_volume);
 HANDLER(node_get_capabilities);
 HANDLER(node_get_info);
-
-/* Checks a path from a request: absolute, clean, no symlink in it. INVALID_ARGUMENT naming
- * field otherwise. */
-int node_path_check(char **ret_error, const char *field, const char *path);

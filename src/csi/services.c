@@ -5,7 +5,7 @@
 #include "controller.h"
 #include "csi.pb-c.h"
 #include "driver.h"
-#include "flex-volume.h"
+#include "admin.h"
 #include "macro.h"
 #include "node.h"
 

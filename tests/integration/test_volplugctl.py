@@ -623,7 +623,7 @@ def test_pool_check_reports_and_repairs_strays(ctx):
 
     # Without --repair: reported, nothing changed.
     out = ctl("pool", "check", pool, check=1).stdout.splitlines()
-    assert out[-1] == "1 volumes, 0 snapshots, 3 problems", out
+    assert out[-1] == "1 volumes, 0 snapshots, 0 Flexvolume records, 3 problems", out
     deleted_line = [l for l in out if l.startswith(deleted_dev + ": ")]
     assert len(deleted_line) == 1 and "tmp/del-%s." % vid in deleted_line[0], out
     assert deleted_line[0].endswith("/data (deleted), which no record uses"), out
@@ -645,9 +645,9 @@ def test_pool_check_reports_and_repairs_strays(ctx):
     run_tool("umount", mnt)
     out = ctl("pool", "check", "--repair", pool, check=0).stdout.splitlines()
     assert out == ["%s: attached over stray.img, which no record uses: detached" % mounted_dev,
-                   "1 volumes, 0 snapshots, 1 problems, 1 repaired"], out
+                   "1 volumes, 0 snapshots, 0 Flexvolume records, 1 problems, 1 repaired"], out
     assert loop_backing(mounted_dev) is None
-    assert ctl("pool", "check", pool, check=0).stdout.strip() == "1 volumes, 0 snapshots, 0 problems"
+    assert ctl("pool", "check", pool, check=0).stdout.strip() == "1 volumes, 0 snapshots, 0 Flexvolume records, 0 problems"
     d.call("ListVolumes")  # the daemon served on throughout
 
 
@@ -668,7 +668,7 @@ def test_daemon_repairs_strays_at_start(ctx):
     assert any("nodes/.node-1.json.tmp-00000000000000ff" in l and ": removed (" in l
                for l in warned), warned
     assert loop_backing(deleted_dev) is None and loop_backing(stray_dev) is None
-    assert ctl("pool", "check", d.pool, check=0).stdout.strip() == "0 volumes, 0 snapshots, 0 problems"
+    assert ctl("pool", "check", d.pool, check=0).stdout.strip() == "0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems"
 
 
 def test_pool_check_usage(ctx):

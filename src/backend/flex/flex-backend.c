@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Volumes served by Flexvolume drivers, called exactly as the kubelet and the
+ * controller-manager call them (FLEXVOLUME.md):
+ *
+ *   attach         attach <json> <node>           attachable drivers only;
+ *                  isattached <json> <node>       to verify a retry
+ *   detach         detach <volumeName> <node>
+ *   change_volume  expandvolume (a modification has no command: refused)
+ *   stage          waitforattach <device> <json>, then
+ *                  mountdevice <staging> <device> <json>   attachable drivers only
+ *   publish        mount <target> <json>          pod info, secrets, fsGroup
+ *   unpublish      unmount <target>
+ *   unstage        unmountdevice <staging>
+ *   node_expand    expandfs
+ *
+ * with Kubernetes' fallbacks for "Not supported" (flex-node.c for the node's). A volume is
+ * this backend's when its volume_context names "flexvolume.driver: vendor/name" (a static PV's
+ * volumeAttributes or a CSI ephemeral inline volume), or, for the requests that carry no
+ * context, when a record of it exists (flex-records.h). Whether a path is mounted is read from
+ * the machine, never remembered, so retries after a restart find their finished work. */
+#include <string.h>
+
+#include "alloc.h"
+#include "error-util.h"
+#include "flex-internal.h"
+#include "log.h"
+
+#define CONTEXT_PREFIX "flexvolume."
+#define CSI_PREFIX "csi.storage.k8s.io/"
+
+/* ---- drivers ---- */
+
+int flex_backend_driver(FlexBackend *fb, const FlexRecord *rec, FlexDriver **ret, char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+
+	if (!fb->registry)
+		return errorf(ret_error, -ENOEXEC,
+			      "volume %s needs Flexvolume driver \"%s\", but Flexvolume drivers "
+			      "are off on this daemon (see --flexvolume-dir and its log)",
+			      rec->volume_id, rec->driver);
+	int r = flex_registry_get_loaded(fb->registry, rec->driver, ret, &err);
+	if (r < 0)
+		return errorf(ret_error, r, "volume %s: %s", rec->volume_id, err);
+	return 0;
+}
+
+int flex_backend_run(FlexBackend *fb, FlexDriver *drv, const FlexRecord *rec, FlexCommand cmd,
+		     const FlexCallArgs *args, FlexReply *ret, char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+
+	int r = flex_driver_call(drv, fb->call, cmd, args, ret, &err);
+	if (r == -EOPNOTSUPP) {
+		log_debug("volume %s: driver %s %s: Not supported, doing what Kubernetes does "
+			  "instead",
+			  rec->volume_id, drv->name, flex_command_to_string(cmd));
+		return r;
+	}
+	if (r < 0)
+		return errorf(ret_error, r, "volume %s: %s", rec->volume_id, err ?: strerror(-r));
+	return 0;
+}
+
+int flex_backend_not_supported(const FlexRecord *rec, const FlexDriver *drv, FlexCommand cmd,
+			       const char *why, char **ret_error)
+{
+	return errorf(ret_error, -EOPNOTSUPP, "volume %s: driver \"%s\" %s: Not supported, %s",
+		      rec->volume_id, drv->name, flex_command_to_string(cmd), why);
+}
+
+void flex_backend_spec(const FlexRecord *rec, FlexVolumeSpec *view, FlexOption **ret_options)
+{
+	FlexOption *o = xnew0(FlexOption, rec->options.n + 1);
+	for (size_t i = 0; i < rec->options.n; i++)
+		o[i] = (FlexOption){rec->options.keys[i], rec->options.values[i]};
+	*view = (FlexVolumeSpec){
+		.fs_type = rec->fs_type,
+		.read_only = rec->read_only,
+		.pv_or_volume_name = rec->volume_name,
+		.options = o,
+		.n_options = rec->options.n,
+	};
+	*ret_options = o;
+}
+
+/* ---- requests ---- */
+
+static bool startswith(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Flexvolume serves filesystems in any access mode: the driver decides what it can share. */
+int flex_backend_check_access(const BackendAccess *access, char **ret_error)
+{
+	if (access->block)
+		return errorf(ret_error, -EINVAL,
+			      "volume_capability: Flexvolume drivers serve filesystems, not raw "
+			      "block devices");
+	return 0;
+}
+
+int flex_backend_record(const char *volume_id, const Strmap *context, const char *fs_type,
+			bool read_only, FlexRecord **ret, char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+	const char *driver = context ? strmap_get(context, FLEX_CONTEXT_DRIVER) : NULL;
+
+	if (flex_driver_name_validate(driver, &err) < 0)
+		return errorf(ret_error, -EINVAL, "volume_context[%s]: %s", FLEX_CONTEXT_DRIVER,
+			      err);
+	FlexRecord *rec = flex_record_new(volume_id);
+	flex_record_set(&rec->driver, driver);
+	flex_record_set(&rec->fs_type, fs_type);
+	rec->read_only = read_only;
+	const char *name = strmap_get(context, FLEX_CONTEXT_VOLUME_NAME);
+	if (name && *name)
+		flex_record_set(&rec->volume_name, name);
+	for (size_t i = 0; i < context->n; i++)
+		if (!startswith(context->keys[i], CSI_PREFIX) &&
+		    !startswith(context->keys[i], CONTEXT_PREFIX))
+			strmap_set(&rec->options, context->keys[i], context->values[i]);
+	*ret = rec;
+	return 0;
+}
+
+/* ---- records ---- */
+
+int flex_backend_save(FlexBackend *fb, FlexRecordKind k, const FlexRecord *rec, char **ret_error)
+{
+	int r = flex_record_save(&fb->records, k, rec);
+	if (r < 0)
+		return errorf(ret_error, r == -EINVAL ? -EINVAL : -EIO,
+			      "volume %s: recording its Flexvolume state in %s failed: %s",
+			      rec->volume_id, fb->records.dir,
+			      r == -EINVAL ? "volume_context is not UTF-8" : strerror(-r));
+	return 0;
+}
+
+int flex_backend_load(FlexBackend *fb, FlexRecordKind k, const char *volume_id, const char *path,
+		      FlexRecord **ret, char **ret_error)
+{
+	FlexRecord *rec = NULL;
+
+	int r = flex_record_load(&fb->records, k, volume_id, path, &rec);
+	if (r < 0 && r != -ENOENT)
+		return errorf(ret_error, -EIO,
+			      "volume %s: reading its Flexvolume record in %s failed: %s",
+			      volume_id, fb->records.dir, strerror(-r));
+	*ret = rec;
+	return 0;
+}
+
+int flex_backend_remove(FlexBackend *fb, FlexRecordKind k, const FlexRecord *rec, char **ret_error)
+{
+	int r = flex_record_remove(&fb->records, k, rec);
+	if (r < 0)
+		return errorf(ret_error, -EIO,
+			      "volume %s: removing its Flexvolume record failed: %s",
+			      rec->volume_id, strerror(-r));
+	return 0;
+}
+
+/* ---- controller ---- */
+
+static void attachment_reply(const char *device, BackendAttachment *ret)
+{
+	*ret = (BackendAttachment){};
+	if (device && *device)
+		strmap_set(&ret->publish_context, FLEX_PUBLISH_CONTEXT_DEVICE, device);
+}
+
+static FlexAttachment *attachment_find(FlexRecord *rec, const char *node)
+{
+	for (size_t i = 0; i < rec->n_attachments; i++)
+		if (strcmp(rec->attachments[i].node, node) == 0)
+			return &rec->attachments[i];
+	return NULL;
+}
+
+/* An attachment already made: isattached says whether it still holds. 1 yes, 0 no. */
+static int attachment_verify(FlexBackend *fb, FlexDriver *drv, const FlexRecord *rec,
+			     const FlexCallArgs *args, char **ret_error)
+{
+	FlexReply rep;
+	int r = flex_backend_run(fb, drv, rec, FLEX_ISATTACHED, args, &rep, ret_error);
+	if (r == -EOPNOTSUPP)
+		return 1; /* Kubernetes assumes attached */
+	if (r < 0)
+		return r;
+	bool attached = !rep.has_attached || rep.attached;
+	flex_reply_done(&rep);
+	return attached;
+}
+
+/* The record of this publish, keeping what earlier publishes did. */
+static int attach_record(FlexBackend *fb, const BackendAttach *r, FlexRecord **ret,
+			 char **ret_error)
+{
+	_cleanup_(flex_record_freep) FlexRecord *rec = NULL, *old = NULL;
+	int e;
+
+	if ((e = flex_backend_check_access(&r->access, ret_error)) < 0)
+		return e;
+	e = flex_backend_record(r->volume_id, r->volume_context, r->access.fstype,
+				r->read_only || r->access.read_only, &rec, ret_error);
+	if (e < 0)
+		return e;
+	if ((e = flex_backend_load(fb, FLEX_RECORD_VOLUME, r->volume_id, NULL, &old, ret_error)) <
+	    0)
+		return e;
+	if (old) {
+		rec->attachments = TAKE_PTR(old->attachments);
+		rec->n_attachments = old->n_attachments;
+		old->n_attachments = 0;
+		rec->size = old->size;
+	}
+	*ret = TAKE_PTR(rec);
+	return 0;
+}
+
+static int attach_op(Backend *b, const BackendAttach *r, BackendAttachment *ret, char **ret_error)
+{
+	FlexBackend *fb = flex_of(b);
+	_cleanup_(flex_record_freep) FlexRecord *rec = NULL;
+	_cleanup_flex_driver_ FlexDriver *drv = NULL;
+	_cleanup_free_ FlexOption *opts = NULL;
+	FlexVolumeSpec spec;
+	FlexReply rep;
+	int e;
+
+	if ((e = attach_record(fb, r, &rec, ret_error)) < 0)
+		return e;
+	if ((e = flex_backend_driver(fb, rec, &drv, ret_error)) < 0)
+		return e;
+	if (!drv->capabilities.attach) {
+		/* Nothing to attach; the record still lets expansion find the driver. */
+		if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
+			return e;
+		log_debug("volume %s: Flexvolume driver %s does not attach", rec->volume_id,
+			  drv->name);
+		attachment_reply(NULL, ret);
+		return 0;
+	}
+	flex_backend_spec(rec, &spec, &opts);
+	FlexCallArgs args = {.spec = &spec, .node_name = r->node_id};
+	FlexAttachment *a = attachment_find(rec, r->node_id);
+	if (a && a->done) {
+		e = attachment_verify(fb, drv, rec, &args, ret_error);
+		if (e < 0)
+			return e;
+		if (e > 0) {
+			attachment_reply(a->device, ret);
+			return 0;
+		}
+		log_debug("volume %s: driver %s says it is no longer attached to %s: attaching "
+			  "again",
+			  rec->volume_id, drv->name, r->node_id);
+	}
+	if (!a) {
+		rec->attachments = xrealloc(rec->attachments,
+					    (rec->n_attachments + 1) * sizeof(FlexAttachment));
+		a = &rec->attachments[rec->n_attachments++];
+		*a = (FlexAttachment){.node = xstrdup(r->node_id), .device = xstrdup("")};
+	}
+	a->done = false;
+	/* Written first: a detach is owed from the moment attach may have run. */
+	if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
+		return e;
+	e = flex_backend_run(fb, drv, rec, FLEX_ATTACH, &args, &rep, ret_error);
+	if (e < 0 && e != -EOPNOTSUPP)
+		return e;
+	flex_record_set(&a->device, e == 0 ? rep.device : ""); /* Not supported: no device */
+	if (e == 0)
+		flex_reply_done(&rep);
+	a->done = true;
+	if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
+		return e;
+	log_debug("volume %s: attached to node %s by Flexvolume driver %s%s%s", rec->volume_id,
+		  r->node_id, drv->name, *a->device ? " as " : "", a->device);
+	attachment_reply(a->device, ret);
+	return 0;
+}
+
+static void attachment_remove(FlexRecord *rec, size_t i)
+{
+	FlexAttachment *a = &rec->attachments[i];
+
+	free(a->node);
+	free(a->device);
+	memmove(a, a + 1, (rec->n_attachments - i - 1) * sizeof(FlexAttachment));
+	rec->n_attachments--;
+}
+
+static int detach_op(Backend *b, const BackendDetach *r, void *ret, char **ret_error)
+{
+	FlexBackend *fb = flex_of(b);
+	_cleanup_(flex_record_freep) FlexRecord *rec = NULL;
+	_cleanup_flex_driver_ FlexDriver *drv = NULL;
+	int e;
+
+	(void)ret;
+	if ((e = flex_backend_load(fb, FLEX_RECORD_VOLUME, r->volume_id, NULL, &rec, ret_error)) <
+	    0)
+		return e;
+	for (size_t i = 0; rec && i < rec->n_attachments;) {
+		FlexAttachment *a = &rec->attachments[i];
+		/* No node: detach from every node, as the spec says. */
+		if (r->node_id && *r->node_id && strcmp(a->node, r->node_id) != 0) {
+			i++;
+			continue;
+		}
+		if (!drv && (e = flex_backend_driver(fb, rec, &drv, ret_error)) < 0)
+			return e;
+		FlexCallArgs args = {.volume_name = rec->volume_name, .node_name = a->node};
+		e = flex_backend_run(fb, drv, rec, FLEX_DETACH, &args, NULL, ret_error);
+		if (e < 0 && e != -EOPNOTSUPP) /* Not supported: success, like Kubernetes */
+			return e;
+		log_debug("volume %s: detached from node %s by Flexvolume driver %s",
+			  rec->volume_id, a->node, drv->name);
+		attachment_remove(rec, i);
+		if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
+			return e;
+	}
+	return 0;
+}
+
+/* ControllerExpandVolume; ControllerModifyVolume has nothing to call. */
+static int change_volume_op(Backend *b, const BackendChange *r, BackendChanged *ret,
+			    char **ret_error)
+{
+	FlexBackend *fb = flex_of(b);
+	_cleanup_(flex_record_freep) FlexRecord *rec = NULL;
+	_cleanup_flex_driver_ FlexDriver *drv = NULL;
+	_cleanup_free_ FlexOption *opts = NULL;
+	FlexVolumeSpec spec;
+	int e;
+
+	if (r->n_params > 0 || r->new_size == 0)
+		return errorf(
+			ret_error, -EINVAL,
+			"mutable_parameters: volume %s is served by a Flexvolume driver, and "
+			"Flexvolume has no command to modify a volume: ControllerModifyVolume "
+			"is not supported for it",
+			r->volume_id);
+	if ((e = flex_backend_load(fb, FLEX_RECORD_VOLUME, r->volume_id, NULL, &rec, ret_error)) <
+	    0)
+		return e;
+	if (!rec)
+		return errorf(ret_error, -ENOENT,
+			      "volume %s: no ControllerPublishVolume recorded which Flexvolume "
+			      "driver serves it",
+			      r->volume_id);
+	if ((e = flex_backend_driver(fb, rec, &drv, ret_error)) < 0)
+		return e;
+	flex_backend_spec(rec, &spec, &opts);
+	/* The device mount path lives on the node: the controller has none to give. */
+	FlexCallArgs args = {
+		.spec = &spec,
+		.device_mount_path = "",
+		.new_size = r->new_size,
+		.old_size = rec->size,
+	};
+	e = flex_backend_run(fb, drv, rec, FLEX_EXPANDVOLUME, &args, NULL, ret_error);
+	if (e < 0 && e != -EOPNOTSUPP) /* Not supported: success, like Kubernetes */
+		return e;
+	rec->size = r->new_size;
+	if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
+		return e;
+	log_debug("volume %s: expanded to %llu bytes by Flexvolume driver %s", rec->volume_id,
+		  (unsigned long long)r->new_size, drv->name);
+	*ret = (BackendChanged){
+		.size = r->new_size,
+		.node_expansion_required = drv->capabilities.requires_fs_resize,
+	};
+	return 0;
+}
+
+/* ---- the backend ---- */
+
+static bool claims_op(Backend *b, const char *volume_id, const Strmap *volume_context)
+{
+	if (volume_context)
+		return strmap_get(volume_context, FLEX_CONTEXT_DRIVER) != NULL;
+	return volume_id && *volume_id && flex_records_know(&flex_of(b)->records, volume_id);
+}
+
+static void flex_backend_free(Backend *b)
+{
+	FlexBackend *fb = flex_of(b);
+
+	flex_records_done(&fb->records);
+	free(fb);
+}
+
+/* No probe: a driver that fails, or Flexvolume off, concerns its volumes only, never whether
+ * the plugin is ready. */
+static const BackendOps flex_ops = {
+	.name = "flex",
+	.claims = claims_op,
+	.attach = attach_op,
+	.detach = detach_op,
+	.change_volume = change_volume_op,
+	.stage = flex_stage,
+	.unstage = flex_unstage,
+	.publish = flex_publish,
+	.unpublish = flex_unpublish,
+	.node_expand = flex_node_expand,
+	.node_stats = flex_node_stats,
+	.free = flex_backend_free,
+};
+
+BACKEND_NEW(flex);
+BACKEND_NEW(flex)
+{
+	_cleanup_free_ char *dir = NULL;
+
+	if (!config->pool_path || !*config->pool_path)
+		return errorf(ret_error, -EINVAL,
+			      "the Flexvolume backend keeps its records in the pool: no pool");
+	dir = flex_records_dir(config->pool_path);
+	FlexBackend *fb = xnew0(FlexBackend, 1);
+	fb->base.ops = &flex_ops;
+	fb->registry = config->flex;
+	fb->call = config->flex_call;
+	flex_records_init(&fb->records, dir, config->node_id);
+	*ret = &fb->base;
+	return 0;
+}
