@@ -111,13 +111,11 @@ int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t 
 	return write_file_atomic_via(dir_fd, dir_fd, name, data, len, mode, WRITE_FILE_DURABLE);
 }
 
-int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len)
+/* Reads fd, a regular file of at most max bytes, whole. */
+static int read_fd(int fd, size_t max, char **ret, size_t *ret_len)
 {
 	struct stat st;
 
-	_cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return negative_errno();
 	if (fstat(fd, &st) < 0)
 		return negative_errno();
 	if (!S_ISREG(st.st_mode))
@@ -144,4 +142,20 @@ int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *r
 	if (ret_len)
 		*ret_len = len;
 	return 0;
+}
+
+int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return negative_errno();
+	return read_fd(fd, max, ret, ret_len);
+}
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	return read_fd(fd, max, ret, ret_len);
 }

@@ -32,5 +32,9 @@ bool write_file_is_temporary(const char *name);
  * -EFBIG past max bytes. *ret is NUL-terminated. */
 int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len);
 
+/* read_file_at() of a trusted path (configuration, credentials), following symlinks: files
+ * Kubernetes mounts from secrets and projected volumes are symlinks. */
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+
 /* fsync()s a directory by fd. */
 int fsync_dir(int dir_fd);

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "ec2-http.h"
+#include "log.h"
+#include "strbuf.h"
+#include "version.h"
+
+#define HTTP_MAX_REPLY_DEFAULT ((size_t)16 << 20)
+#define HTTP_MAX_IDLE_DEFAULT 8
+
+struct HttpPool {
+	pthread_mutex_t lock; /* guards idle and n_idle */
+	CURL **idle;
+	size_t n_idle, max_idle;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init_once(void)
+{
+	curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+HttpPool *http_pool_new(size_t max_idle)
+{
+	HttpPool *p = xnew0(HttpPool, 1);
+
+	/* curl_global_init() is not thread-safe in every libcurl: once, before any handle. */
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_result != CURLE_OK)
+		abort();
+	pthread_mutex_init(&p->lock, NULL);
+	p->max_idle = max_idle ? max_idle : HTTP_MAX_IDLE_DEFAULT;
+	p->idle = xnew0(CURL *, p->max_idle);
+	return p;
+}
+
+void http_pool_free(HttpPool *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->n_idle; i++)
+		curl_easy_cleanup(p->idle[i]);
+	pthread_mutex_destroy(&p->lock);
+	free(p->idle);
+	free(p);
+}
+
+static CURL *pool_take(HttpPool *p)
+{
+	CURL *h = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->n_idle > 0)
+		h = p->idle[--p->n_idle];
+	pthread_mutex_unlock(&p->lock);
+	if (h)
+		return h;
+	h = curl_easy_init();
+	if (!h)
+		abort(); /* out of memory, as xmalloc would */
+	return h;
+}
+
+/* Hands h back, forgetting its options but keeping its connections for the next call. */
+static void pool_give(HttpPool *p, CURL *h)
+{
+	curl_easy_reset(h);
+	pthread_mutex_lock(&p->lock);
+	if (p->n_idle < p->max_idle) {
+		p->idle[p->n_idle++] = h;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (h)
+		curl_easy_cleanup(h);
+}
+
+void http_reply_done(HttpReply *r)
+{
+	free(r->body);
+	*r = (HttpReply){};
+}
+
+typedef struct Sink {
+	StrBuf buf;
+	size_t max;
+	bool overflow;
+} Sink;
+
+static size_t sink_write(char *data, size_t size, size_t n, void *userdata)
+{
+	Sink *s = userdata;
+	size_t len = size * n;
+
+	if (len > s->max - s->buf.len) {
+		s->overflow = true;
+		return 0; /* libcurl stops with CURLE_WRITE_ERROR */
+	}
+	strbuf_add(&s->buf, data, len);
+	return len;
+}
+
+static int curl_code_to_errno(CURLcode c)
+{
+	switch (c) {
+	case CURLE_OPERATION_TIMEDOUT:
+		return -ETIMEDOUT;
+	case CURLE_COULDNT_CONNECT:
+		return -ECONNREFUSED;
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+		return -ECONNRESET;
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return -EHOSTUNREACH;
+	case CURLE_URL_MALFORMAT:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+		return -EINVAL;
+	case CURLE_OUT_OF_MEMORY:
+		return -ENOMEM;
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_WEIRD_SERVER_REPLY:
+	case CURLE_HTTP2:
+		return -EPROTO;
+	default:
+		return -EIO;
+	}
+}
+
+bool http_error_transient(int r)
+{
+	return r == -ETIMEDOUT || r == -ECONNREFUSED || r == -ECONNRESET || r == -EHOSTUNREACH;
+}
+
+/* The transfer's time budget in ms (>= 1), 0 for none, or -ETIMEDOUT when none is left. */
+static long timeout_ms(const HttpRequest *req)
+{
+	usec_t now = now_usec(CLOCK_MONOTONIC), left = USEC_INFINITY;
+
+	if (req->deadline != USEC_INFINITY) {
+		if (req->deadline <= now)
+			return -ETIMEDOUT;
+		left = req->deadline - now;
+	}
+	if (req->attempt_timeout > 0 && req->attempt_timeout < left)
+		left = req->attempt_timeout;
+	if (left == USEC_INFINITY)
+		return 0;
+	return (long)((left + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
+}
+
+static int set_method(CURL *h, const HttpRequest *req)
+{
+	const char *body = req->body ? req->body : "";
+
+	if (strcmp(req->method, "GET") == 0)
+		return 0;
+	if (strcmp(req->method, "POST") != 0 && strcmp(req->method, "PUT") != 0)
+		return -EINVAL;
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+	if (strcmp(req->method, "PUT") == 0)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+	return 0;
+}
+
+static struct curl_slist *make_headers(const HttpRequest *req)
+{
+	struct curl_slist *list = NULL;
+
+	for (const char *const *hdr = req->headers; hdr && *hdr; hdr++) {
+		struct curl_slist *l = curl_slist_append(list, *hdr);
+		if (!l)
+			abort();
+		list = l;
+	}
+	return list;
+}
+
+int http_perform(HttpPool *p, const HttpRequest *req, HttpReply *ret, char **ret_error)
+{
+	char errbuf[CURL_ERROR_SIZE] = "";
+	Sink sink = {.max = req->max_reply ? req->max_reply : HTTP_MAX_REPLY_DEFAULT};
+	long timeout = timeout_ms(req), status = 0;
+	int r;
+
+	if (timeout < 0) {
+		if (ret_error)
+			*ret_error = xasprintf("%s %s: no time left before the deadline",
+					       req->method, req->url);
+		return -ETIMEDOUT;
+	}
+
+	CURL *h = pool_take(p);
+	struct curl_slist *headers = make_headers(req);
+	curl_easy_setopt(h, CURLOPT_URL, req->url);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "volplug/" VOLPLUG_VERSION);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+	if (req->no_proxy)
+		curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+	if (req->sigv4) {
+		curl_easy_setopt(h, CURLOPT_AWS_SIGV4, req->sigv4);
+		curl_easy_setopt(h, CURLOPT_USERNAME, req->access_key);
+		curl_easy_setopt(h, CURLOPT_PASSWORD, req->secret_key);
+	}
+	r = set_method(h, req);
+	if (r == 0) {
+		CURLcode c = curl_easy_perform(h);
+		if (c == CURLE_OK)
+			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+		else if (c == CURLE_WRITE_ERROR && sink.overflow)
+			r = -EFBIG;
+		else
+			r = curl_code_to_errno(c);
+		if (r < 0 && ret_error)
+			*ret_error =
+				r == -EFBIG ? xasprintf("%s %s: reply larger than %zu bytes",
+							req->method, req->url, sink.max)
+					    : xasprintf("%s %s: %s", req->method, req->url,
+							errbuf[0] ? errbuf : curl_easy_strerror(c));
+	} else if (ret_error)
+		*ret_error = xasprintf("%s %s: unsupported method", req->method, req->url);
+	curl_slist_free_all(headers);
+	pool_give(p, h);
+	if (r < 0) {
+		strbuf_done(&sink.buf);
+		return r;
+	}
+	*ret = (HttpReply){.status = status, .body_len = sink.buf.len};
+	ret->body = strbuf_steal(&sink.buf);
+	return 0;
+}
+
+char *http_url_encode(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	StrBuf b = {};
+
+	strbuf_adds(&b, "");
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+		    (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.' || *c == '~') {
+			strbuf_add(&b, c, 1);
+		} else {
+			char esc[3] = {'%', hex[*c >> 4], hex[*c & 15]};
+			strbuf_add(&b, esc, 3);
+		}
+	}
+	return strbuf_steal(&b);
+}
