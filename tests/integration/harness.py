@@ -14,6 +14,8 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.environ.get("VOLPLUG_PROTO_PY", "build/proto"))
 
@@ -26,6 +28,7 @@ import csi_pb2  # noqa: E402
 VOLPLUGD = os.environ.get("VOLPLUGD", "build/src/cmd/volplugd")
 VOLPLUGCTL = os.environ.get("VOLPLUGCTL", "build/src/cmd/volplugctl")
 SOURCE_ROOT = os.environ.get("VOLPLUG_SOURCE_ROOT", ".")
+EC2SIM = os.path.join(SOURCE_ROOT, "tests", "ec2sim", "ec2sim.py")
 
 _SERVICES = {}
 for _mod in (csi_pb2, admin_pb2):
@@ -161,13 +164,96 @@ class Daemon:
         return json.loads(self.ctl("-o", "json", *args).stdout)
 
 
+class Ec2Sim:
+    """One ec2sim process (tests/ec2sim): the EC2 Query API and STS on one local port, IMDS on
+    another, with its control endpoints (/_sim/...) wrapped as methods."""
+
+    def __init__(self, tmp, args=(), name="ec2sim"):
+        self.dir = tempfile.mkdtemp(prefix=name + "-", dir=tmp)
+        self.port_file = os.path.join(self.dir, "ports.json")
+        self.log_path = os.path.join(self.dir, "ec2sim.log")
+        self.args = list(args)
+        self.proc = None
+
+    def start(self, timeout=10):
+        self.log = open(self.log_path, "ab")
+        # The python running the tests is Debian's (meson finds /usr/bin/python3), the one
+        # with python3-botocore.
+        self.proc = subprocess.Popen([sys.executable, EC2SIM, "--port", "0", "--imds-port", "0",
+                                      "--port-file", self.port_file] + self.args,
+                                     stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.port_file):
+            if self.proc.poll() is not None:
+                raise AssertionError("ec2sim exited with %d:\n%s" % (self.proc.returncode,
+                                                                     self.logs()))
+            if time.monotonic() > deadline:
+                raise AssertionError("ec2sim did not listen within %ss" % timeout)
+            time.sleep(0.02)
+        with open(self.port_file) as f:
+            info = json.load(f)
+        self.endpoint, self.imds = info["ec2"], info["imds"]
+        return self
+
+    def control(self, method, path, body=None):
+        """Calls a /_sim/ endpoint; returns its JSON reply, raises AssertionError on an error."""
+        data = json.dumps(body).encode() if body is not None else b""
+        req = urllib.request.Request(self.endpoint + path, data=data, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.load(r)
+        except urllib.error.HTTPError as e:
+            raise AssertionError("%s %s: %d %s" % (method, path, e.code, e.read().decode()))
+
+    def state(self):
+        return self.control("GET", "/_sim/state")
+
+    def volumes(self):
+        """The volumes the simulator holds, root volumes left out."""
+        return [v for v in self.state()["volumes"] if not v["root"]]
+
+    def stats(self):
+        return self.control("GET", "/_sim/stats")
+
+    def config(self, **changes):
+        return self.control("POST", "/_sim/config", changes)
+
+    def reset(self, **changes):
+        return self.control("POST", "/_sim/reset", changes)
+
+    def logs(self):
+        try:
+            with open(self.log_path, "r", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+
 class Ctx:
-    """What a test gets: a temp dir and daemons that are stopped after the test."""
+    """What a test gets: a temp dir, and daemons and simulators that are stopped after it."""
 
     def __init__(self):
         self.tmp = tempfile.mkdtemp(prefix="volplug-it-")
         self.daemons = []
         self.cleanups = []  # callables run in order after the daemons stop (umount, losetup -d)
+        self.sims = []
+
+    def ec2sim(self, args=(), start=True, name="ec2sim"):
+        sim = Ec2Sim(self.tmp, args, name)
+        self.sims.append(sim)
+        if start:
+            sim.start()
+        return sim
 
     def daemon(self, mode="all", args=(), env=None, pool=None, start=True, name="d", node_id="node-1"):
         d = Daemon(self.tmp, mode, args, env, pool, name, node_id)
@@ -177,7 +263,7 @@ class Ctx:
         return d
 
     def cleanup(self):
-        for d in self.daemons:
+        for d in self.daemons + self.sims:
             try:
                 d.stop()
             except Exception:
@@ -272,7 +358,7 @@ def run(tests):
             print("not ok %d - %s" % (i, name), flush=True)
             for line in traceback.format_exc().splitlines():
                 print("#   " + line)
-            for d in ctx.daemons:
+            for d in ctx.daemons + ctx.sims:
                 tail = d.logs().splitlines()[-30:]
                 print("#   --- %s log (last lines) ---" % d.dir)
                 for line in tail:
