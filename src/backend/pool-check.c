@@ -113,7 +113,7 @@ static void check_entries(Checker *c, int dir_fd, const char *where, const char 
 static void check_use_record(Checker *c, int obj_fd, const char *where)
 {
 	_cleanup_free_ char *text = NULL, *boot = NULL;
-	PoolVolumeUse u = {};
+	NodeUse u = {};
 	size_t len;
 
 	int r = read_file_at(obj_fd, USE_FILE, USE_MAX, &text, &len);
@@ -121,11 +121,11 @@ static void check_use_record(Checker *c, int obj_fd, const char *where)
 		return;
 	if (r < 0)
 		problem(c, where, USE_FILE " is unreadable: %s", strerror(-r));
-	else if (pool_volume_use_from_json(text, len, &u, &boot) < 0)
+	else if (node_use_from_json(text, len, &u, &boot) < 0)
 		problem(c, where,
 			USE_FILE " is damaged: where this machine stages and publishes "
 				 "the volume is unknown");
-	pool_volume_use_done(&u);
+	node_use_done(&u);
 }
 
 /* Records the size of a data file an interrupted expand grew before it could record it (the

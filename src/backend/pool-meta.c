@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "meta-json.h"
 #include "pool-meta.h"
 
 #define META_FORMAT 1
@@ -34,31 +35,6 @@ static int strmap_from_json(json_t *o, Strmap *m)
 	return 0;
 }
 
-static const char *get_string(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-	return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-static int get_u64(json_t *o, const char *key, uint64_t *ret)
-{
-	json_t *v = json_object_get(o, key);
-	if (!json_is_integer(v) || json_integer_value(v) < 0)
-		return -EBADMSG;
-	*ret = (uint64_t)json_integer_value(v);
-	return 0;
-}
-
-static char *dump(json_t *o, size_t *ret_len)
-{
-	char *s = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS);
-	json_decref(o);
-	if (!s)
-		abort(); /* only on out of memory */
-	*ret_len = strlen(s);
-	return s;
-}
-
 char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len)
 {
 	json_t *o = json_object(), *att = json_array();
@@ -81,7 +57,7 @@ char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len)
 		json_array_append_new(att, a);
 	}
 	json_object_set_new(o, "attachments", att);
-	return dump(o, ret_len);
+	return meta_json_dump(o, ret_len);
 }
 
 static int attachments_from_json(json_t *arr, PoolVolume *v)
@@ -93,7 +69,8 @@ static int attachments_from_json(json_t *arr, PoolVolume *v)
 		return -EBADMSG;
 	v->attachments = xnew0(PoolAttachment, json_array_size(arr));
 	json_array_foreach (arr, i, a) {
-		const char *node = get_string(a, "node"), *dev = get_string(a, "device");
+		const char *node = meta_json_string(a, "node"),
+			   *dev = meta_json_string(a, "device");
 		if (!node || !dev)
 			return -EBADMSG;
 		v->attachments[i].node = xstrdup(node);
@@ -107,21 +84,21 @@ static int attachments_from_json(json_t *arr, PoolVolume *v)
 static int volume_fields(json_t *o, PoolVolume *v)
 {
 	uint64_t u;
-	const char *id = get_string(o, "id"), *name = get_string(o, "name");
+	const char *id = meta_json_string(o, "id"), *name = meta_json_string(o, "name");
 	json_t *created = json_object_get(o, "created_ns");
 
 	if (!id || !name || strlen(id) >= POOL_ID_MAX || !json_is_integer(created))
 		return -EBADMSG;
-	if (get_u64(o, "format", &u) < 0 || u != META_FORMAT)
+	if (meta_json_u64(o, "format", &u) < 0 || u != META_FORMAT)
 		return -EBADMSG;
 	strcpy(v->id, id);
 	v->name = xstrdup(name);
 	v->created_ns = json_integer_value(created);
-	if (get_u64(o, "size", &v->size) < 0)
+	if (meta_json_u64(o, "size", &v->size) < 0)
 		return -EBADMSG;
-	v->source_kind = xstrdup(get_string(o, "source_kind") ?: "");
-	v->source_id = xstrdup(get_string(o, "source_id") ?: "");
-	v->access_mode = xstrdup(get_string(o, "access_mode") ?: "");
+	v->source_kind = xstrdup(meta_json_string(o, "source_kind") ?: "");
+	v->source_id = xstrdup(meta_json_string(o, "source_id") ?: "");
+	v->access_mode = xstrdup(meta_json_string(o, "access_mode") ?: "");
 	if (strmap_from_json(json_object_get(o, "params"), &v->params) < 0 ||
 	    strmap_from_json(json_object_get(o, "context"), &v->context) < 0)
 		return -EBADMSG;
@@ -157,25 +134,25 @@ char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len)
 	json_object_set_new(o, "size", json_integer((json_int_t)s->size));
 	json_object_set_new(o, "created_ns", json_integer(s->created_ns));
 	json_object_set_new(o, "params", strmap_to_json(&s->params));
-	return dump(o, ret_len);
+	return meta_json_dump(o, ret_len);
 }
 
 static int snapshot_fields(json_t *o, PoolSnapshot *s)
 {
 	uint64_t u;
-	const char *id = get_string(o, "id"), *name = get_string(o, "name"),
-		   *src = get_string(o, "source_volume_id");
+	const char *id = meta_json_string(o, "id"), *name = meta_json_string(o, "name"),
+		   *src = meta_json_string(o, "source_volume_id");
 	json_t *created = json_object_get(o, "created_ns");
 
 	if (!id || !name || !src || strlen(id) >= POOL_ID_MAX || !json_is_integer(created))
 		return -EBADMSG;
-	if (get_u64(o, "format", &u) < 0 || u != META_FORMAT)
+	if (meta_json_u64(o, "format", &u) < 0 || u != META_FORMAT)
 		return -EBADMSG;
 	strcpy(s->id, id);
 	s->name = xstrdup(name);
 	s->source_volume_id = xstrdup(src);
 	s->created_ns = json_integer_value(created);
-	if (get_u64(o, "size", &s->size) < 0)
+	if (meta_json_u64(o, "size", &s->size) < 0)
 		return -EBADMSG;
 	return strmap_from_json(json_object_get(o, "params"), &s->params);
 }
@@ -209,13 +186,13 @@ char *pool_group_to_json(const PoolGroup *g, size_t *ret_len)
 	for (size_t i = 0; i < g->n_snapshots; i++)
 		json_array_append_new(ids, json_string(g->snapshot_ids[i]));
 	json_object_set_new(o, "snapshot_ids", ids);
-	return dump(o, ret_len);
+	return meta_json_dump(o, ret_len);
 }
 
 static int group_fields(json_t *o, PoolGroup *g)
 {
 	uint64_t u;
-	const char *id = get_string(o, "id"), *name = get_string(o, "name");
+	const char *id = meta_json_string(o, "id"), *name = meta_json_string(o, "name");
 	json_t *created = json_object_get(o, "created_ns"),
 	       *ids = json_object_get(o, "snapshot_ids");
 	size_t i;
@@ -224,7 +201,7 @@ static int group_fields(json_t *o, PoolGroup *g)
 	if (!id || !name || strlen(id) >= POOL_ID_MAX || !json_is_integer(created) ||
 	    !json_is_array(ids))
 		return -EBADMSG;
-	if (get_u64(o, "format", &u) < 0 || u != META_FORMAT)
+	if (meta_json_u64(o, "format", &u) < 0 || u != META_FORMAT)
 		return -EBADMSG;
 	strcpy(g->id, id);
 	g->name = xstrdup(name);
@@ -263,119 +240,26 @@ char *pool_node_to_json(const PoolNode *n, size_t *ret_len)
 	json_object_set_new(o, "id", json_string(n->id));
 	json_object_set_new(o, "max_volumes", json_integer(n->max_volumes));
 	json_object_set_new(o, "zone", json_string(n->zone ?: ""));
-	return dump(o, ret_len);
+	return meta_json_dump(o, ret_len);
 }
 
 int pool_node_from_json(const char *text, size_t len, PoolNode **ret)
 {
 	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
 	uint64_t max;
-	const char *id = get_string(o, "id");
+	const char *id = meta_json_string(o, "id");
 
-	if (!json_is_object(o) || !id || get_u64(o, "max_volumes", &max) < 0 || max > UINT32_MAX) {
+	if (!json_is_object(o) || !id || meta_json_u64(o, "max_volumes", &max) < 0 ||
+	    max > UINT32_MAX) {
 		json_decref(o);
 		return -EBADMSG;
 	}
 	PoolNode *n = xnew0(PoolNode, 1);
 	n->id = xstrdup(id);
 	n->max_volumes = (uint32_t)max;
-	n->zone = xstrdup(get_string(o, "zone") ?: "");
+	n->zone = xstrdup(meta_json_string(o, "zone") ?: "");
 	json_decref(o);
 	*ret = n;
-	return 0;
-}
-
-static json_t *target_to_json(const PoolTarget *t)
-{
-	json_t *o = json_object();
-	json_object_set_new(o, "path", json_string(t->path));
-	json_object_set_new(o, "created", json_boolean(t->created));
-	json_object_set_new(o, "dev", json_integer((json_int_t)t->dev));
-	json_object_set_new(o, "ino", json_integer((json_int_t)t->ino));
-	return o;
-}
-
-static int target_from_json(json_t *o, PoolTarget *ret)
-{
-	const char *path = get_string(o, "path");
-	json_t *created = json_object_get(o, "created");
-	uint64_t dev, ino;
-
-	if (!path || !json_is_boolean(created) || get_u64(o, "dev", &dev) < 0 ||
-	    get_u64(o, "ino", &ino) < 0)
-		return -EBADMSG;
-	*ret = (PoolTarget){
-		.path = xstrdup(path),
-		.created = json_is_true(created),
-		.dev = dev,
-		.ino = ino,
-	};
-	return 0;
-}
-
-char *pool_volume_use_to_json(const PoolVolumeUse *u, const char *boot_id, size_t *ret_len)
-{
-	json_t *o = json_object(), *targets = json_array();
-
-	json_object_set_new(o, "format", json_integer(META_FORMAT));
-	json_object_set_new(o, "boot_id", json_string(boot_id));
-	json_object_set_new(o, "node", json_string(u->node ?: ""));
-	if (u->staging.path) {
-		json_t *s = target_to_json(&u->staging);
-		json_object_set_new(s, "block", json_boolean(u->staged_block));
-		json_object_set_new(s, "fstype", json_string(u->fstype ?: ""));
-		json_object_set_new(o, "staging", s);
-	}
-	for (size_t i = 0; i < u->n_targets; i++)
-		json_array_append_new(targets, target_to_json(&u->targets[i]));
-	json_object_set_new(o, "targets", targets);
-	return dump(o, ret_len);
-}
-
-static int use_fields(json_t *o, PoolVolumeUse *u)
-{
-	json_t *staging = json_object_get(o, "staging"), *targets = json_object_get(o, "targets"),
-	       *t;
-	const char *node = get_string(o, "node");
-	size_t i;
-
-	if (!node || !json_is_array(targets))
-		return -EBADMSG;
-	u->node = xstrdup(node);
-	if (staging) {
-		json_t *block = json_object_get(staging, "block");
-		const char *fstype = get_string(staging, "fstype");
-		if (!json_is_boolean(block) || !fstype ||
-		    target_from_json(staging, &u->staging) < 0)
-			return -EBADMSG;
-		u->staged_block = json_is_true(block);
-		u->fstype = xstrdup(fstype);
-	}
-	u->targets = xnew0(PoolTarget, json_array_size(targets));
-	json_array_foreach (targets, i, t) {
-		if (target_from_json(t, &u->targets[u->n_targets]) < 0)
-			return -EBADMSG;
-		u->n_targets++;
-	}
-	return 0;
-}
-
-int pool_volume_use_from_json(const char *text, size_t len, PoolVolumeUse *ret, char **ret_boot_id)
-{
-	json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
-	const char *boot = get_string(o, "boot_id");
-	PoolVolumeUse u = {};
-	uint64_t format;
-
-	if (!json_is_object(o) || !boot || get_u64(o, "format", &format) < 0 ||
-	    format != META_FORMAT || use_fields(o, &u) < 0) {
-		json_decref(o);
-		pool_volume_use_done(&u);
-		return -EBADMSG;
-	}
-	*ret_boot_id = xstrdup(boot);
-	json_decref(o);
-	*ret = u;
 	return 0;
 }
 
@@ -389,7 +273,7 @@ char *pool_node_devices_to_json(const char *node, const PoolNodeDevice *d, size_
 	for (size_t i = 0; i < n; i++)
 		json_object_set_new(devices, d[i].device, json_string(d[i].volume_id));
 	json_object_set_new(o, "devices", devices);
-	return dump(o, ret_len);
+	return meta_json_dump(o, ret_len);
 }
 
 int pool_node_devices_from_json(const char *text, size_t len, PoolNodeDevice **ret, size_t *ret_n)
@@ -401,7 +285,7 @@ int pool_node_devices_from_json(const char *text, size_t len, PoolNodeDevice **r
 	uint64_t u;
 	size_t n = 0;
 
-	if (!json_is_object(o) || get_u64(o, "format", &u) < 0 || u != META_FORMAT ||
+	if (!json_is_object(o) || meta_json_u64(o, "format", &u) < 0 || u != META_FORMAT ||
 	    !json_is_object(devices)) {
 		json_decref(o);
 		return -EBADMSG;

@@ -16,9 +16,6 @@ char *pool_group_to_json(const PoolGroup *g, size_t *ret_len);
 int pool_group_from_json(const char *text, size_t len, PoolGroup **ret);
 char *pool_node_to_json(const PoolNode *n, size_t *ret_len);
 int pool_node_from_json(const char *text, size_t len, PoolNode **ret);
-/* A use record, with the boot it belongs to. */
-char *pool_volume_use_to_json(const PoolVolumeUse *u, const char *boot_id, size_t *ret_len);
-int pool_volume_use_from_json(const char *text, size_t len, PoolVolumeUse *ret, char **ret_boot_id);
 /* A node's device names (nodes/<node>.devices): {"devices": {"/dev/xvdba": "vol-..."}}. */
 char *pool_node_devices_to_json(const char *node, const PoolNodeDevice *d, size_t n,
 				size_t *ret_len);

@@ -1,20 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pool's node service: a volume's data file becomes a loop device, formatted and mounted
- * at the staging path (or left raw for block volumes), then bound into each target.
- *
- * Every path comes from a request and is hostile until proved otherwise: it is checked as a
- * string, its parent is opened without following symlinks, and the last component is used only
- * through that fd. Nothing is unmounted or removed unless it is proved to be this volume's: a
- * mount whose device is the volume's loop device (the filesystem's st_dev, or a bound device
- * node's st_rdev), or a directory or file the node service itself made (recorded, with its inode,
- * in the volume's use record). A mount is made only on an empty directory or on a file made
- * here. Decisions that span processes are taken under the volume's node lock from the use record
- * and the machine (mountinfo, loop devices), never from memory. See docs/node-safety.md.
- *
- * Errors: a negative errno and *ret_error, a message naming the request field or the object at
- * fault: -EINVAL a bad argument, -ENOENT an unknown volume (or one not at a volume_path),
- * -ENOTEMPTY something is in the way (FAILED_PRECONDITION), -EEXIST published there already in
- * another way, -ERANGE a size out of range, -EBUSY something changed during the call. */
+ * at the staging path (or left raw for block volumes), then bound into each target. It is the
+ * block-device node service (blocknode.h, which says what is proved before anything is touched,
+ * and the errors) over the pool's loop devices and its use records (volumes/<id>/node.json under
+ * node.lock), so a DeleteVolume on the pool sees what the node service records. */
 #pragma once
 
 #include <stdbool.h>

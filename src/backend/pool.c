@@ -401,19 +401,6 @@ static void pool_recover(Pool *p)
 	}
 }
 
-static char *read_boot_id(void)
-{
-	char buf[64] = "";
-
-	_cleanup_close_ int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	if (n <= 0)
-		return xstrdup("unknown");
-	buf[n] = 0;
-	buf[strcspn(buf, "\n")] = 0;
-	return xstrdup(buf);
-}
-
 static int open_subdir(int dir_fd, const char *name)
 {
 	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -465,7 +452,7 @@ int pool_open(const PoolConfig *config, Pool **ret)
 	p->path = xstrdup(config->path);
 	p->dir_fd = fd;
 	p->zone = xstrdup(config->zone ?: "local");
-	p->boot_id = read_boot_id();
+	p->boot_id = node_use_boot_id();
 	pthread_mutex_init(&p->lock, NULL);
 	if ((r = p->volumes_fd = open_subdir(p->dir_fd, "volumes")) < 0 ||
 	    (r = p->snapshots_fd = open_subdir(p->dir_fd, "snapshots")) < 0 ||
@@ -689,7 +676,7 @@ static int staging_write_meta(Staging *s, const char *text, size_t len)
 static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found)
 {
 	_cleanup_free_ char *data = pool_volume_data_path(p, id);
-	PoolVolumeUse u = {};
+	NodeUse u = {};
 	char *dev;
 
 	int r = loop_find(data, &dev);
@@ -703,7 +690,7 @@ static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found
 		found->node = u.node && *u.node ? TAKE_PTR(u.node) : NULL;
 		found->staging_path = TAKE_PTR(u.staging.path);
 	}
-	pool_volume_use_done(&u);
+	node_use_done(&u);
 	return -ENOTEMPTY;
 }
 

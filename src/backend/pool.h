@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "copy.h"
+#include "node-use.h"
 #include "strmap.h"
 #include "strv.h"
 
@@ -207,42 +208,20 @@ int pool_node_register(Pool *p, const PoolNode *n);
 int pool_node_load(Pool *p, const char *id, PoolNode **ret);
 void pool_node_free(PoolNode *n);
 
-/* Where this machine's node service uses a volume: runtime state, kept beside the volume as
- * volumes/<id>/node.json under its own lock (node.lock), so that every process on the pool
- * decides from it (DeleteVolume refuses a staged volume) and the node service knows which
- * directories and files it made. Written before the step it records and cleared after the step
- * is undone; a record of an earlier boot is void (mounts and loop devices do not survive one). */
-typedef struct PoolTarget {
-	char *path;
-	bool created;	   /* volplug made the directory or file at path, and removes it */
-	uint64_t dev, ino; /* what was at path before anything was mounted on it */
-} PoolTarget;
-
-typedef struct PoolVolumeUse {
-	char *node;	    /* the node id that uses it */
-	PoolTarget staging; /* where it is staged; .path NULL: not staged */
-	bool staged_block;  /* staged for raw block access: nothing is mounted */
-	char *fstype;	    /* the filesystem it is staged with */
-	PoolTarget *targets;
-	size_t n_targets;
-} PoolVolumeUse;
+/* Where this machine's node service uses a volume (node-use.h): runtime state, kept beside the
+ * volume as volumes/<id>/node.json under its own lock (node.lock), so that every process on the
+ * pool decides from it (DeleteVolume refuses a staged volume) and the node service knows which
+ * directories and files it made. */
 
 /* Takes the volume's node lock (blocking, also against other processes): -ENOENT when there is
  * no such volume (also when it was deleted, or deleted and made again, while we waited). Whoever
  * holds both takes the volume's lock (pool_volume_lock()) first, as pool_volume_delete() does. */
 int pool_volume_use_lock(Pool *p, const char *id, int *ret_lock_fd);
 /* Loads the record; an absent or void one loads empty. Hold the node lock. */
-int pool_volume_use_load(Pool *p, const char *id, PoolVolumeUse *ret);
+int pool_volume_use_load(Pool *p, const char *id, NodeUse *ret);
 /* Writes the record (removes it when empty). Atomic, not synced: it describes the running
  * machine. Hold the node lock. */
-int pool_volume_use_save(Pool *p, const char *id, const PoolVolumeUse *u);
-bool pool_volume_use_empty(const PoolVolumeUse *u);
-void pool_volume_use_done(PoolVolumeUse *u);
-/* The publish target at path in u, or NULL. */
-PoolTarget *pool_volume_use_target(const PoolVolumeUse *u, const char *path);
-/* Adds (or replaces) the target at t->path, taking a copy. */
-void pool_volume_use_add_target(PoolVolumeUse *u, const PoolTarget *t);
-void pool_volume_use_remove_target(PoolVolumeUse *u, const char *path);
+int pool_volume_use_save(Pool *p, const char *id, const NodeUse *u);
 
 /* A device name a volume holds on a node. */
 typedef struct PoolNodeDevice {

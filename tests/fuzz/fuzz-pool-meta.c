@@ -21,18 +21,18 @@ static void volume_round_trip(const PoolVolume *v)
 	pool_volume_free(again);
 }
 
-static void use_round_trip(const PoolVolumeUse *u, const char *boot)
+static void use_round_trip(const NodeUse *u, const char *boot)
 {
 	size_t len, len2;
-	char *text = pool_volume_use_to_json(u, boot, &len), *boot2 = NULL;
-	PoolVolumeUse again = {};
-	FUZZ_ASSERT(pool_volume_use_from_json(text, len, &again, &boot2) == 0);
-	char *text2 = pool_volume_use_to_json(&again, boot2, &len2);
+	char *text = node_use_to_json(u, boot, &len), *boot2 = NULL;
+	NodeUse again = {};
+	FUZZ_ASSERT(node_use_from_json(text, len, &again, &boot2) == 0);
+	char *text2 = node_use_to_json(&again, boot2, &len2);
 	FUZZ_ASSERT(len == len2 && memcmp(text, text2, len) == 0);
 	free(text);
 	free(text2);
 	free(boot2);
-	pool_volume_use_done(&again);
+	node_use_done(&again);
 }
 
 static void devices_round_trip(PoolNodeDevice *d, size_t n)
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	PoolSnapshot *s = NULL;
 	PoolGroup *g = NULL;
 	PoolNode *n = NULL;
-	PoolVolumeUse u = {};
+	NodeUse u = {};
 	char *boot = NULL;
 	PoolNodeDevice *devices = NULL;
 	size_t n_devices;
@@ -68,9 +68,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		pool_group_free(g);
 	if (pool_node_from_json(text, size, &n) == 0)
 		pool_node_free(n);
-	if (pool_volume_use_from_json(text, size, &u, &boot) == 0) {
+	if (node_use_from_json(text, size, &u, &boot) == 0) {
 		use_round_trip(&u, boot);
-		pool_volume_use_done(&u);
+		node_use_done(&u);
 		free(boot);
 	}
 	if (pool_node_devices_from_json(text, size, &devices, &n_devices) == 0)

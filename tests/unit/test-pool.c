@@ -318,9 +318,9 @@ static void test_temporaries(void)
 }
 
 /* A use record (node.json) as the node service writes it: node-1 staged it at path. */
-static void use_record(PoolVolumeUse *u, const char *path)
+static void use_record(NodeUse *u, const char *path)
 {
-	*u = (PoolVolumeUse){
+	*u = (NodeUse){
 		.node = xstrdup("node-1"),
 		.staging = {.path = xstrdup(path), .created = true, .dev = 1, .ino = 2},
 		.fstype = xstrdup("ext4"),
@@ -346,7 +346,7 @@ static char *use_temporary(void)
 typedef struct Saver {
 	Pool *p;
 	const char *id;
-	const PoolVolumeUse *u;
+	const NodeUse *u;
 	int r;
 } Saver;
 
@@ -372,7 +372,7 @@ static void test_use_records(void)
 {
 	new_pool("use");
 	Pool *p = open_pool(0), *other = open_pool(0);
-	PoolVolumeUse u, loaded = {};
+	NodeUse u, loaded = {};
 	PoolCheckReport report;
 	pthread_t th;
 	int lock = -EBADF;
@@ -404,7 +404,7 @@ static void test_use_records(void)
 	is_int(entries(vdir), 4, "the volume holds meta.json, data, node.json and node.lock");
 	is_int(pool_volume_use_load(other, id, &loaded), 0, "the other process loads it");
 	is_str(loaded.staging.path, u.staging.path, "with its staging path");
-	pool_volume_use_done(&loaded);
+	node_use_done(&loaded);
 	pool_unlock(lock);
 
 	is_int(pool_check(dir, &report), 0, "check");
@@ -423,7 +423,7 @@ static void test_use_records(void)
 	pool_check_report_done(&report);
 	_cleanup_free_ char *stray_path = path_in(stray), *use_path = path_in(use);
 	ok(access(stray_path, F_OK) == 0 && access(use_path, F_OK) == 0, "both left");
-	pool_volume_use_done(&u);
+	node_use_done(&u);
 	pool_close(p);
 	pool_close(other);
 }
@@ -456,7 +456,7 @@ static void test_delete_staged(void)
 	Pool *node = open_pool(0), *ctl = open_pool(0);
 	const char *staging = "/var/lib/kubelet/plugins/staging/staged-vol";
 	_cleanup_free_ char *dev = NULL;
-	PoolVolumeUse u;
+	NodeUse u;
 	pthread_t th;
 	struct stat st;
 	int lock = -EBADF;
@@ -494,8 +494,8 @@ static void test_delete_staged(void)
 	pool_volume_found_done(&d.found);
 
 	is_int(loop_detach(dev), 0, "unstaged: the loop device is detached");
-	pool_volume_use_done(&u);
-	u = (PoolVolumeUse){};
+	node_use_done(&u);
+	u = (NodeUse){};
 	is_int(pool_volume_use_save(node, id, &u), 0, "and the record cleared");
 
 	/* A stage that waits for the node lock while the volume is deleted finds it gone. */

@@ -1,0 +1,1055 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "alloc.h"
+#include "error-util.h"
+#include "failpoint.h"
+#include "log.h"
+#include "mount-util.h"
+#include "pinned-path.h"
+#include "blocknode.h"
+
+#define MAX_STACKED 64
+#define XFS "xfs"
+
+/* ---- the volume's device ---- */
+
+void block_device_done(BlockDevice *d)
+{
+	free(d->path);
+	*d = (BlockDevice){};
+}
+
+/* The volume's device as it is now: 0, -ENODEV when it has none here. */
+static int device_find(const BlockNode *n, const char *id, BlockDevice *ret)
+{
+	return n->ops->device_find(n->userdata, id, NULL, ret);
+}
+
+static int device_release(const BlockNode *n, const BlockDevice *d)
+{
+	MountInfo mi = {};
+
+	if (n->ops->device_release)
+		return n->ops->device_release(n->userdata, d);
+	/* A device the backend keeps is in use while anything mounts it. */
+	if (mount_find_by_devno(d->rdev, &mi) < 0)
+		return 0;
+	mount_info_done(&mi);
+	return -EBUSY;
+}
+
+/* ---- what is at a request path ---- */
+
+static int pin_path(const char *field, const char *path, int bad, PinnedPath *ret, char **ret_error)
+{
+	const char *why;
+
+	if (request_path_check(path, &why) < 0)
+		return errorf(ret_error, bad, "%s: '%s' is %s", field, path ?: "", why);
+	int r = pinned_path_open(path, ret);
+	if (r == -ELOOP)
+		return errorf(ret_error, bad, "%s: '%s' goes through a symlink", field, path);
+	if (r == -ENOENT || r == -ENOTDIR)
+		return errorf(ret_error, bad, "%s: the parent directory of '%s' does not exist",
+			      field, path);
+	if (r < 0)
+		return errorf(ret_error, r, "%s: cannot open the directory of '%s': %s", field,
+			      path, strerror(-r));
+	return 0;
+}
+
+static const char *kind_name(mode_t mode)
+{
+	return S_ISDIR(mode)   ? "a directory"
+	       : S_ISREG(mode) ? "a regular file"
+	       : S_ISLNK(mode) ? "a symlink"
+	       : S_ISBLK(mode) ? "a block device"
+	       : S_ISCHR(mode) ? "a character device"
+			       : "a special file";
+}
+
+/* "a mount of tmpfs (tmpfs)", "a regular file": what a user needs to know to look for it. */
+static char *describe(const PathObject *o)
+{
+	MountInfo mi = {};
+
+	if (!o->mount_root)
+		return xstrdup(kind_name(o->mode));
+	if (mount_find_by_id(o->mnt_id, &mi) < 0)
+		return xasprintf("a mount (%s)", kind_name(o->mode));
+	char *s = xasprintf("a mount of %s (%s)", mi.fstype, mi.source);
+	mount_info_done(&mi);
+	return s;
+}
+
+/* The volume's filesystem mounted here (a staging mount, or a bind of it). */
+static bool is_volume_fs(const PathObject *o, const BlockDevice *d)
+{
+	return d->path && o->mount_root && !S_ISBLK(o->mode) && o->dev == d->rdev;
+}
+
+/* The volume's device node bound here. */
+static bool is_volume_dev(const PathObject *o, const BlockDevice *d)
+{
+	return d->path && o->mount_root && S_ISBLK(o->mode) && o->rdev == d->rdev;
+}
+
+static bool is_volume(const PathObject *o, const BlockDevice *d)
+{
+	return is_volume_fs(o, d) || is_volume_dev(o, d);
+}
+
+static int stat_or_fail(const char *field, const char *path, const PinnedPath *pin, PathObject *ret,
+			char **ret_error)
+{
+	int r = pinned_path_stat(pin, ret);
+	if (r < 0)
+		return r == -ENOENT ? r
+				    : errorf(ret_error, r, "%s: cannot look at '%s': %s", field,
+					     path, strerror(-r));
+	if (S_ISLNK(ret->mode))
+		return errorf(ret_error, -EINVAL, "%s: '%s' is a symlink", field, path);
+	return 0;
+}
+
+static int in_the_way(const char *field, const char *path, const PathObject *o, const char *id,
+		      char **ret_error)
+{
+	_cleanup_free_ char *what = describe(o);
+	return errorf(ret_error, -ENOTEMPTY, "%s: '%s' holds %s, not volume %s: left as it is",
+		      field, path, what, id);
+}
+
+/* Gets a mount point ready at the pinned path: 1 when the volume is mounted there already,
+ * 0 when there is an empty directory (or, for a device, an empty file made here earlier) to
+ * mount on, made now when missing. *ret_target describes what is there. */
+static int mountpoint_prepare(const char *field, const char *path, const PinnedPath *pin,
+			      const BlockDevice *dev, bool file, const NodeTarget *earlier,
+			      const char *id, NodeTarget *ret_target, char **ret_error)
+{
+	PathObject o;
+
+	int r = stat_or_fail(field, path, pin, &o, ret_error);
+	bool created = false;
+	if (r == -ENOENT) {
+		if (file) {
+			_cleanup_close_ int fd =
+				openat(pin->parent_fd, pin->base,
+				       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+			r = fd < 0 ? negative_errno() : 0;
+		} else
+			r = mkdirat(pin->parent_fd, pin->base, 0750) < 0 ? negative_errno() : 0;
+		if (r < 0)
+			return errorf(ret_error, r, "%s: cannot create '%s': %s", field, path,
+				      strerror(-r));
+		if ((r = stat_or_fail(field, path, pin, &o, ret_error)) < 0)
+			return r == -ENOENT
+				       ? errorf(ret_error, -EBUSY, "%s: '%s' vanished", field, path)
+				       : r;
+		created = true;
+	} else if (r < 0)
+		return r;
+	else if (o.mount_root)
+		return is_volume(&o, dev) ? 1 : in_the_way(field, path, &o, id, ret_error);
+	else if (file) {
+		/* Only a file made here for this volume (an earlier try that stopped half-way). */
+		if (!S_ISREG(o.mode) || !earlier || !earlier->created || earlier->ino != o.ino ||
+		    earlier->dev != o.dev)
+			return errorf(
+				ret_error, -ENOTEMPTY,
+				"%s: '%s' exists (%s) and was not made by volplug: refusing to "
+				"bind a device over it",
+				field, path, kind_name(o.mode));
+		created = true;
+	} else if (!S_ISDIR(o.mode))
+		return errorf(ret_error, -ENOTEMPTY, "%s: '%s' is %s, not a directory", field, path,
+			      kind_name(o.mode));
+	else {
+		_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
+		if (fd < 0 && (fd == -ENOTDIR || fd == -ELOOP || fd == -ENOENT))
+			return errorf(ret_error, -EBUSY, "%s: '%s' changed during the call", field,
+				      path);
+		r = fd < 0 ? fd : dir_is_empty(fd);
+		if (r < 0)
+			return errorf(ret_error, r, "%s: cannot read '%s': %s", field, path,
+				      strerror(-r));
+		if (r == 0)
+			return errorf(ret_error, -ENOTEMPTY,
+				      "%s: '%s' is not empty: refusing to mount over it", field,
+				      path);
+		created = earlier && earlier->created && earlier->ino == o.ino;
+	}
+	*ret_target = (NodeTarget){
+		.path = (char *)path,
+		.created = created,
+		.dev = o.dev,
+		.ino = o.ino,
+	};
+	return 0;
+}
+
+/* Opens the mount point prepared above, checking it is still the same inode. */
+static int mountpoint_open(const char *field, const PinnedPath *pin, const NodeTarget *t,
+			   char **ret_error)
+{
+	struct stat st;
+
+	int fd = pinned_path_open_object(pin, O_PATH);
+	if (fd < 0)
+		return errorf(ret_error, fd == -ENOENT ? -EBUSY : fd,
+			      "%s: '%s' changed during the call", field, t->path);
+	if (fstat(fd, &st) < 0 || st.st_ino != t->ino || st.st_dev != t->dev) {
+		close(fd);
+		return errorf(ret_error, -EBUSY, "%s: '%s' changed during the call", field,
+			      t->path);
+	}
+	return fd;
+}
+
+/* Unmounts every mount of the volume stacked at the pinned path, topmost first, and stops at
+ * anything else (left in place, -ENOTEMPTY). 0 when nothing is mounted there any more. */
+static int unmount_volume(const char *field, const char *path, const PinnedPath *pin,
+			  const BlockDevice *dev, const char *id, char **ret_error)
+{
+	for (int i = 0; i < MAX_STACKED; i++) {
+		PathObject o;
+		int r = stat_or_fail(field, path, pin, &o, ret_error);
+		if (r == -ENOENT)
+			return 0;
+		if (r < 0)
+			return r;
+		if (!o.mount_root)
+			return 0;
+		if (!is_volume(&o, dev))
+			return in_the_way(field, path, &o, id, ret_error);
+		r = umount_at(pin);
+		if (r == -EBUSY)
+			return errorf(ret_error, -EBUSY,
+				      "%s: '%s' is busy: a process still uses it", field, path);
+		if (r < 0)
+			return errorf(ret_error, r, "%s: unmounting '%s' failed: %s", field, path,
+				      strerror(-r));
+		if (r == 0)
+			return errorf(ret_error, -EBUSY, "%s: '%s' changed during the call", field,
+				      path);
+	}
+	return errorf(ret_error, -ELOOP, "%s: more than %d mounts at '%s'", field, MAX_STACKED,
+		      path);
+}
+
+/* Removes what was made at the pinned path (t), once nothing is mounted there; anything else
+ * stays. */
+static int remove_made(const char *field, const PinnedPath *pin, const NodeTarget *t,
+		       char **ret_error)
+{
+	PathObject o;
+
+	if (!t || !t->created || pinned_path_stat(pin, &o) < 0)
+		return 0;
+	if (o.mount_root || o.ino != t->ino || o.dev != t->dev) {
+		log_debug("%s: %s is not what was made there: left", field, t->path);
+		return 0;
+	}
+	if (unlinkat(pin->parent_fd, pin->base, S_ISDIR(o.mode) ? AT_REMOVEDIR : 0) < 0 &&
+	    errno != ENOENT)
+		return errorf(ret_error, errno == ENOTEMPTY ? -ENOTEMPTY : negative_errno(),
+			      "%s: removing '%s' failed: %m", field, t->path);
+	return 0;
+}
+
+/* Once the volume's mounts are gone from the pinned path: what was made here goes; what the
+ * CO made for the volume (recorded, or an empty directory) stays for the CO to remove;
+ * anything else never was the volume's and is reported, untouched. */
+static int undo_place(const char *field, const char *path, const PinnedPath *pin,
+		      const NodeTarget *t, const char *id, char **ret_error)
+{
+	PathObject o;
+
+	int r = stat_or_fail(field, path, pin, &o, ret_error);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	if (t)
+		return remove_made(field, pin, t, ret_error);
+	if (S_ISDIR(o.mode) && !o.mount_root) {
+		_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
+		if (fd >= 0 && dir_is_empty(fd) == 1)
+			return 0;
+		return errorf(ret_error, -ENOTEMPTY,
+			      "%s: '%s' is a directory with files, not volume %s's: left as it is",
+			      field, path, id);
+	}
+	return in_the_way(field, path, &o, id, ret_error);
+}
+
+/* ---- the use record, under the volume's node lock ---- */
+
+typedef struct Use {
+	const BlockNode *n;
+	const char *id;
+	int lock_fd;
+	NodeUse rec;
+} Use;
+
+#define USE_NULL ((Use){.lock_fd = -EBADF})
+
+static void use_end(Use *u)
+{
+	if (u->lock_fd >= 0) {
+		if (u->n->ops->use_unlock)
+			u->n->ops->use_unlock(u->n->userdata, u->id, u->lock_fd);
+		close(u->lock_fd); /* closing drops the lock */
+	}
+	u->lock_fd = -EBADF;
+	node_use_done(&u->rec);
+}
+
+static int use_begin(const BlockNode *n, const char *id, Use *ret, char **ret_error)
+{
+	int r = n->ops->use_lock(n->userdata, id, &ret->lock_fd);
+	if (r == -ENOENT) {
+		*ret_error = n->ops->not_found("volume_id", id);
+		return r;
+	}
+	if (r < 0)
+		return errorf(ret_error, r, "volume %s: cannot lock it: %s", id, strerror(-r));
+	ret->n = n;
+	ret->id = id;
+	if ((r = n->ops->use_load(n->userdata, id, &ret->rec)) < 0)
+		return errorf(ret_error, r, "volume %s: its node record is unreadable: %s", id,
+			      strerror(-r));
+	return 0;
+}
+
+static int use_save(Use *u, char **ret_error)
+{
+	int r = u->n->ops->use_save(u->n->userdata, u->id, &u->rec);
+	if (r < 0)
+		return errorf(ret_error, r, "volume %s: writing its node record failed: %s", u->id,
+			      strerror(-r));
+	return 0;
+}
+
+/* Saving on the way out of a failed step: the step's own error is what the caller hears. */
+static void use_save_quietly(Use *u)
+{
+	(void)u->n->ops->use_save(u->n->userdata, u->id, &u->rec);
+}
+
+static void use_set_staging(Use *u, const NodeTarget *t, bool block, const char *fstype)
+{
+	free(u->rec.node);
+	free(u->rec.staging.path);
+	free(u->rec.fstype);
+	u->rec.node = xstrdup(u->n->node_id);
+	u->rec.staging = *t;
+	u->rec.staging.path = xstrdup(t->path);
+	u->rec.staged_block = block;
+	u->rec.fstype = xstrdup(fstype ?: "");
+}
+
+/* Where the backend records which device it staged (a device name given at attach has no
+ * other proof on later calls), the record gets it once the device is there. */
+static int use_set_device(Use *u, const BlockDevice *dev, char **ret_error)
+{
+	if (!u->n->record_device || (u->rec.device && strcmp(u->rec.device, dev->path) == 0))
+		return 0;
+	free(u->rec.device);
+	u->rec.device = xstrdup(dev->path);
+	return use_save(u, ret_error);
+}
+
+static void use_clear_staging(Use *u)
+{
+	free(u->rec.staging.path);
+	free(u->rec.fstype);
+	free(u->rec.device);
+	u->rec.staging = (NodeTarget){};
+	u->rec.fstype = NULL;
+	u->rec.device = NULL;
+	u->rec.staged_block = false;
+}
+
+/* ---- mount options ---- */
+
+/* Every option must be one the kernel takes for fstype (a per-mount flag, or the filesystem's
+ * own): each is checked alone so the reply names it. */
+static int check_mount_flags(const char *fstype, char *const *flags, size_t n, char **ret_error)
+{
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *why = NULL;
+		if (!*flags[i] || strpbrk(flags[i], ", \t\n"))
+			return errorf(ret_error, -EINVAL,
+				      "volume_capability.mount.mount_flags[%zu]: '%s' is not one "
+				      "mount option",
+				      i, flags[i]);
+		if (mount_options_check(fstype, flags[i], &why) < 0)
+			return errorf(
+				ret_error, -EINVAL,
+				"volume_capability.mount.mount_flags[%zu]: '%s' is not an option "
+				"of %s: %s",
+				i, flags[i], fstype, why ?: "refused");
+	}
+	return 0;
+}
+
+static char *join_flags(char *const *flags, size_t n, const char *extra)
+{
+	char *s = xstrdup(extra ?: "");
+	for (size_t i = 0; i < n; i++) {
+		char *t = *s ? xasprintf("%s,%s", s, flags[i]) : xstrdup(flags[i]);
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
+/* ---- NodeStageVolume ---- */
+
+/* Formats the device when it is blank, checks it when not; never destroys data. */
+static int stage_prepare_fs(const BackendStage *r, const BlockDevice *dev, char **ret_error)
+{
+	_cleanup_free_ char *found = NULL, *err = NULL;
+
+	int e = blockfs_probe(dev->path, &found);
+	if (e < 0)
+		return errorf(ret_error, e, "volume %s: probing %s failed: %s", r->volume_id,
+			      dev->path, strerror(-e));
+	if (!*found) {
+		e = blockfs_mkfs(dev->path, r->access.fstype, r->mkfs, &err);
+		if (e < 0)
+			return errorf(ret_error, e, "volume %s: %s", r->volume_id,
+				      err ?: strerror(-e));
+		log_debug("volume %s: made %s on %s", r->volume_id, r->access.fstype, dev->path);
+		failpoint("node-stage-after-mkfs");
+		return 0;
+	}
+	if (strcmp(found, r->access.fstype) != 0)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s holds %s, not the requested %s: it is never reformatted",
+			      r->volume_id, found, r->access.fstype);
+	e = blockfs_fsck(dev->path, found, &err);
+	if (e < 0)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s: filesystem check found errors it could not fix, not "
+			      "mounting: %s",
+			      r->volume_id, err ?: strerror(-e));
+	return 0;
+}
+
+/* Grows the filesystem when the device grew while nobody used it; a failure only warns. */
+static void stage_grow(const BackendStage *r, const BlockDevice *dev, const char *mount_path)
+{
+	_cleanup_free_ char *err = NULL;
+
+	if (blockfs_needs_resize(dev->path, mount_path, r->access.fstype, &err) <= 0)
+		return;
+	int e = blockfs_resize(dev->path, mount_path, r->access.fstype, &err);
+	if (e < 0)
+		log_warning("volume %s: growing its filesystem failed: %s", r->volume_id,
+			    err ?: strerror(-e));
+}
+
+/* Mounts the prepared filesystem on the staging directory (opened again, checked unchanged). */
+static int stage_mount(const BackendStage *r, const BlockDevice *dev, const PinnedPath *pin,
+		       const NodeTarget *t, char **ret_error)
+{
+	_cleanup_free_ char *why = NULL;
+	/* Clones and restored snapshots carry their source's UUID, which xfs refuses twice. */
+	_cleanup_free_ char *options =
+		join_flags(r->mount_flags, r->n_mount_flags,
+			   strcmp(r->access.fstype, XFS) == 0 ? "nouuid" : NULL);
+	bool grow_mounted = strcmp(r->access.fstype, XFS) == 0;
+
+	/* ext grows unmounted: online resize needs CAP_SYS_RESOURCE. xfs grows only mounted. */
+	if (!r->access.read_only && !grow_mounted)
+		stage_grow(r, dev, NULL);
+	_cleanup_close_ int fd = mountpoint_open("staging_target_path", pin, t, ret_error);
+	if (fd < 0)
+		return fd;
+	int e = mount_fs_at(dev->path, fd, r->access.fstype, options, r->access.read_only, &why);
+	if (e < 0)
+		return errorf(ret_error, e, "volume %s: mounting %s (%s) on '%s' failed: %s%s%s",
+			      r->volume_id, dev->path, r->access.fstype, r->staging_path,
+			      strerror(-e), why ? ": " : "", why ?: "");
+	if (!r->access.read_only && grow_mounted)
+		stage_grow(r, dev, r->staging_path);
+	return 0;
+}
+
+/* The volume staged elsewhere on this machine and still in use there. */
+static int stage_check_elsewhere(const BackendStage *r, const Use *u, const BlockDevice *dev,
+				 char **ret_error)
+{
+	MountInfo mi = {};
+
+	if (!dev->path)
+		return 0;
+	if (u->rec.staging.path && strcmp(u->rec.staging.path, r->staging_path) != 0 &&
+	    (u->rec.staged_block || mount_find_by_devno(dev->rdev, &mi) == 0)) {
+		mount_info_done(&mi);
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is already staged at '%s' on node %s", r->volume_id,
+			      u->rec.staging.path, u->rec.node ?: "?");
+	}
+	if (!r->access.block && mount_find_by_devno(dev->rdev, &mi) == 0) {
+		int e = errorf(ret_error, -ENOTEMPTY,
+			       "volume %s is already mounted at '%s': it is staged elsewhere",
+			       r->volume_id, mi.target);
+		mount_info_done(&mi);
+		return e;
+	}
+	return 0;
+}
+
+static int stage_undo(Use *u, BlockDevice *dev, const PinnedPath *pin, const NodeTarget *t, int e)
+{
+	_cleanup_free_ char *ignored = NULL;
+
+	if (dev->attached_now && u->n->ops->device_release)
+		(void)u->n->ops->device_release(u->n->userdata, dev);
+	if (pin)
+		(void)remove_made("staging_target_path", pin, t, &ignored);
+	use_clear_staging(u);
+	use_save_quietly(u);
+	return e;
+}
+
+/* The device as it is before the stage acts (the publish context may name it). */
+static int stage_find(const BackendStage *r, Use *u, BlockDevice *ret, char **ret_error)
+{
+	int e = u->n->ops->device_find(u->n->userdata, r->volume_id, r->publish_context, ret);
+	if (e < 0 && e != -ENODEV)
+		return errorf(ret_error, e, "volume %s: %s", r->volume_id, strerror(-e));
+	return 0;
+}
+
+/* The device for the stage: made present, or waited for. */
+static int stage_get(const BackendStage *r, Use *u, BlockDevice *dev, char **ret_error)
+{
+	block_device_done(dev);
+	int e = u->n->ops->device_get(u->n->userdata, r->volume_id, r->publish_context, dev,
+				      ret_error);
+	return e < 0 ? e : use_set_device(u, dev, ret_error);
+}
+
+static int stage_block(const BackendStage *r, Use *u, char **ret_error)
+{
+	_cleanup_(block_device_done) BlockDevice dev = {};
+	NodeTarget t = {.path = (char *)r->staging_path};
+	const char *why;
+	int e;
+
+	/* Nothing is made or mounted at the staging path of a block volume: it is only named. */
+	if (request_path_check(r->staging_path, &why) < 0)
+		return errorf(ret_error, -EINVAL, "staging_target_path: '%s' is %s",
+			      r->staging_path ?: "", why);
+	if ((e = stage_find(r, u, &dev, ret_error)) < 0)
+		return e;
+	if (u->rec.staging.path && !u->rec.staged_block && dev.path)
+		return errorf(ret_error, -EEXIST, "volume %s is staged as a filesystem at '%s'",
+			      r->volume_id, u->rec.staging.path);
+	if ((e = stage_check_elsewhere(r, u, &dev, ret_error)) < 0)
+		return e;
+	use_set_staging(u, &t, true, NULL);
+	if ((e = use_save(u, ret_error)) < 0)
+		return e;
+	if ((e = stage_get(r, u, &dev, ret_error)) < 0)
+		return stage_undo(u, &dev, NULL, NULL, e);
+	return 0;
+}
+
+/* Staged at the staging path already (e: what mountpoint_prepare() found), in the same way. */
+static int stage_existing(const BackendStage *r, Use *u, const PinnedPath *pin, char **ret_error)
+{
+	struct statvfs sv;
+
+	_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
+	if (fd >= 0 && fstatvfs(fd, &sv) == 0 && !!(sv.f_flag & ST_RDONLY) != r->access.read_only)
+		return errorf(ret_error, -EEXIST, "volume %s is staged at '%s' %s already",
+			      r->volume_id, r->staging_path,
+			      r->access.read_only ? "read-write" : "read-only");
+	if (u->rec.staging.path)
+		return 0; /* staged there already */
+	/* Staged before use records existed: record it now (made elsewhere). */
+	use_set_staging(u, &(NodeTarget){.path = (char *)r->staging_path}, false, r->access.fstype);
+	return use_save(u, ret_error);
+}
+
+static int stage_fs(const BackendStage *r, Use *u, const PinnedPath *pin, char **ret_error)
+{
+	_cleanup_(block_device_done) BlockDevice dev = {};
+	NodeTarget t;
+	int e;
+
+	if ((e = stage_find(r, u, &dev, ret_error)) < 0)
+		return e;
+	if (u->rec.staging.path && u->rec.staged_block && dev.path)
+		return errorf(ret_error, -EEXIST,
+			      "volume %s is staged for raw block access at '%s'", r->volume_id,
+			      u->rec.staging.path);
+	e = mountpoint_prepare("staging_target_path", r->staging_path, pin, &dev, false,
+			       &u->rec.staging, r->volume_id, &t, ret_error);
+	if (e < 0)
+		return e;
+	if (e == 1)
+		return stage_existing(r, u, pin, ret_error);
+	if ((e = stage_check_elsewhere(r, u, &dev, ret_error)) < 0) {
+		_cleanup_free_ char *ignored = NULL;
+		(void)remove_made("staging_target_path", pin, &t, &ignored);
+		return e;
+	}
+	/* Recorded before anything is done: a crash leaves a record of a step not taken, never
+	 * a step without its record. */
+	use_set_staging(u, &t, false, r->access.fstype);
+	if ((e = use_save(u, ret_error)) < 0)
+		return stage_undo(u, &dev, pin, &t, e);
+	if ((e = stage_get(r, u, &dev, ret_error)) < 0 ||
+	    (e = stage_prepare_fs(r, &dev, ret_error)) < 0 ||
+	    (e = stage_mount(r, &dev, pin, &t, ret_error)) < 0)
+		return stage_undo(u, &dev, pin, &t, e);
+	return 0;
+}
+
+int blocknode_stage(const BlockNode *n, const BackendStage *r, char **ret_error)
+{
+	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
+	_cleanup_(use_end) Use u = USE_NULL;
+	int e;
+
+	if (!r->access.block) {
+		if ((e = check_mount_flags(r->access.fstype, r->mount_flags, r->n_mount_flags,
+					   ret_error)) < 0)
+			return e;
+		if ((e = pin_path("staging_target_path", r->staging_path, -EINVAL, &pin,
+				  ret_error)) < 0)
+			return e;
+	}
+	if ((e = use_begin(n, r->volume_id, &u, ret_error)) < 0)
+		return e;
+	return r->access.block ? stage_block(r, &u, ret_error) : stage_fs(r, &u, &pin, ret_error);
+}
+
+/* ---- NodeUnstageVolume ---- */
+
+/* A publish target of the volume still mounted: unstaging under it would fail half-way. */
+static int unstage_check_published(const Use *u, const BlockDevice *dev, const char *id,
+				   char **ret_error)
+{
+	for (size_t i = 0; i < u->rec.n_targets; i++) {
+		_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
+		PathObject o;
+		if (pinned_path_open(u->rec.targets[i].path, &pin) < 0 ||
+		    pinned_path_stat(&pin, &o) < 0 || !is_volume(&o, dev))
+			continue;
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is still published at '%s': unpublish it first", id,
+			      u->rec.targets[i].path);
+	}
+	return 0;
+}
+
+/* Why the device could not be given up after the staging mount went. */
+static int unstage_busy(const char *id, const char *staging_path, const BlockDevice *dev, int e,
+			char **ret_error)
+{
+	MountInfo mi = {};
+
+	if (e != -EBUSY)
+		return errorf(ret_error, e, "volume %s: releasing %s failed: %s", id, dev->path,
+			      strerror(-e));
+	if (mount_find_by_devno(dev->rdev, &mi) == 0) {
+		e = errorf(ret_error, -ENOTEMPTY,
+			   "staging_target_path: volume %s is staged at '%s', not at '%s'", id,
+			   mi.target, staging_path);
+		mount_info_done(&mi);
+		return e;
+	}
+	return errorf(ret_error, -EBUSY, "volume %s: %s is still in use", id, dev->path);
+}
+
+int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_path,
+		      char **ret_error)
+{
+	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
+	_cleanup_(use_end) Use u = USE_NULL;
+	_cleanup_(block_device_done) BlockDevice dev = {};
+	_cleanup_free_ char *ignored = NULL;
+	int e;
+
+	if ((e = pin_path("staging_target_path", staging_path, -EINVAL, &pin, ret_error)) < 0)
+		return e;
+	e = use_begin(n, id, &u, &ignored);
+	if (e == -ENOENT) /* an unknown volume owns nothing there */
+		return unmount_volume("staging_target_path", staging_path, &pin, &dev, id,
+				      ret_error)
+			       ?: undo_place("staging_target_path", staging_path, &pin, NULL, id,
+					     ret_error);
+	if (e < 0)
+		return errorf(ret_error, e, "%s", ignored);
+	e = device_find(n, id, &dev);
+	if (e < 0 && e != -ENODEV)
+		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));
+	if ((e = unstage_check_published(&u, &dev, id, ret_error)) < 0)
+		return e;
+	if ((e = unmount_volume("staging_target_path", staging_path, &pin, &dev, id, ret_error)) <
+	    0)
+		return e;
+	bool here = u.rec.staging.path && strcmp(u.rec.staging.path, staging_path) == 0;
+	if ((e = undo_place("staging_target_path", staging_path, &pin, here ? &u.rec.staging : NULL,
+			    id, ret_error)) < 0)
+		return e;
+	if (dev.path && (e = device_release(n, &dev)) < 0)
+		return unstage_busy(id, staging_path, &dev, e, ret_error);
+	/* Released: nothing of the volume is mounted on this machine any more. */
+	use_clear_staging(&u);
+	for (size_t i = 0; i < u.rec.n_targets; i++)
+		free(u.rec.targets[i].path);
+	u.rec.n_targets = 0;
+	return use_save(&u, ret_error);
+}
+
+/* ---- NodePublishVolume ---- */
+
+/* What gets bound onto the target: the staging mount's root, or the device node. */
+static int publish_source(const BackendPublish *r, const Use *u, const BlockDevice *dev,
+			  int *ret_fd, char **ret_error)
+{
+	MountInfo mi = {};
+	PathObject o;
+	int e;
+
+	if (r->access.block) {
+		if (mount_find_by_devno(dev->rdev, &mi) == 0) {
+			e = errorf(ret_error, -ENOTEMPTY,
+				   "volume %s is staged as a filesystem (mounted at '%s'): its raw "
+				   "device is not published while it is mounted",
+				   r->volume_id, mi.target);
+			mount_info_done(&mi);
+			return e;
+		}
+		int fd = open(dev->path, O_PATH | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISBLK(st.st_mode) ||
+		    st.st_rdev != dev->rdev) {
+			closep(&fd);
+			return errorf(ret_error, -EBUSY, "volume %s: %s changed during the call",
+				      r->volume_id, dev->path);
+		}
+		*ret_fd = fd;
+		return 0;
+	}
+	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
+	if ((e = pin_path("staging_target_path", r->staging_path, -EINVAL, &pin, ret_error)) < 0)
+		return e;
+	e = stat_or_fail("staging_target_path", r->staging_path, &pin, &o, ret_error);
+	if (e < 0 && e != -ENOENT)
+		return e;
+	if (e < 0 || !is_volume_fs(&o, dev))
+		return errorf(ret_error, -ENOTEMPTY,
+			      "staging_target_path: volume %s is not staged at '%s': call "
+			      "NodeStageVolume first%s",
+			      r->volume_id, r->staging_path,
+			      u->rec.staged_block ? " (it is staged for raw block access)" : "");
+	int fd = pinned_path_open_object(&pin, O_PATH | O_DIRECTORY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != dev->rdev || st.st_ino != o.ino) {
+		closep(&fd);
+		return errorf(ret_error, -EBUSY,
+			      "staging_target_path: '%s' changed during the call", r->staging_path);
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+static int publish_check_flags(const BackendPublish *r, const Use *u, char **ret_error)
+{
+	if (r->access.block || r->n_mount_flags == 0)
+		return 0;
+	/* Per-mount flags apply to the bind; the filesystem's own options belong to the stage
+	 * (the kubelet passes the same list to both) and must at least be the filesystem's. */
+	return check_mount_flags(u->rec.fstype && *u->rec.fstype ? u->rec.fstype : "ext4",
+				 r->mount_flags, r->n_mount_flags, ret_error);
+}
+
+/* fsGroup and the like, on the mount the pod will see (through the staging mount when the
+ * publish is read-only). */
+static int publish_prepare(const BackendPublish *r, const PinnedPath *pin, int source_fd,
+			   const BlockDevice *dev, char **ret_error)
+{
+	PathObject o;
+
+	if (!r->prepare || r->access.block)
+		return 0;
+	_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH | O_DIRECTORY);
+	if (fd < 0 || pinned_path_stat(pin, &o) < 0 || !is_volume_fs(&o, dev))
+		return errorf(ret_error, -EBUSY, "target_path: '%s' changed during the call",
+			      r->target_path);
+	return r->prepare(r->read_only ? source_fd : fd, r->read_only, NULL, r->userdata,
+			  ret_error);
+}
+
+static int publish_existing(const BackendPublish *r, Use *u, const PinnedPath *pin, int source_fd,
+			    const BlockDevice *dev, char **ret_error)
+{
+	struct statvfs sv;
+
+	_cleanup_close_ int fd = pinned_path_open_object(pin, O_PATH);
+	if (fd < 0 || fstatvfs(fd, &sv) < 0)
+		return errorf(ret_error, -EBUSY, "target_path: '%s' changed during the call",
+			      r->target_path);
+	if (!!(sv.f_flag & ST_RDONLY) != r->read_only)
+		return errorf(ret_error, -EEXIST, "volume %s is published at '%s' %s already",
+			      r->volume_id, r->target_path,
+			      r->read_only ? "read-write" : "read-only");
+	if (!node_use_target(&u->rec, r->target_path)) {
+		/* Published before use records existed: record it now (made elsewhere). */
+		node_use_add_target(&u->rec, &(NodeTarget){.path = (char *)r->target_path});
+		int e = use_save(u, ret_error);
+		if (e < 0)
+			return e;
+	}
+	return publish_prepare(r, pin, source_fd, dev, ret_error);
+}
+
+static int publish_undo(const BackendPublish *r, Use *u, const PinnedPath *pin, const NodeTarget *t,
+			int e)
+{
+	_cleanup_free_ char *ignored = NULL;
+
+	(void)remove_made("target_path", pin, t, &ignored);
+	node_use_remove_target(&u->rec, r->target_path);
+	use_save_quietly(u);
+	return e;
+}
+
+int blocknode_publish(const BlockNode *n, const BackendPublish *r, char **ret_error)
+{
+	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
+	_cleanup_(use_end) Use u = USE_NULL;
+	_cleanup_(block_device_done) BlockDevice dev = {};
+	_cleanup_close_ int source_fd = -EBADF;
+	NodeTarget t;
+	int e;
+
+	if ((e = pin_path("target_path", r->target_path, -EINVAL, &pin, ret_error)) < 0)
+		return e;
+	if ((e = use_begin(n, r->volume_id, &u, ret_error)) < 0)
+		return e;
+	if ((e = publish_check_flags(r, &u, ret_error)) < 0)
+		return e;
+	if ((e = device_find(n, r->volume_id, &dev)) < 0)
+		return errorf(ret_error, -ENOTEMPTY, "volume %s is not staged on this node",
+			      r->volume_id);
+	if ((e = publish_source(r, &u, &dev, &source_fd, ret_error)) < 0)
+		return e;
+	e = mountpoint_prepare("target_path", r->target_path, &pin, &dev, r->access.block,
+			       node_use_target(&u.rec, r->target_path), r->volume_id, &t,
+			       ret_error);
+	if (e == 1)
+		return publish_existing(r, &u, &pin, source_fd, &dev, ret_error);
+	if (e < 0)
+		return e;
+	node_use_add_target(&u.rec, &t);
+	if (!u.rec.node)
+		u.rec.node = xstrdup(n->node_id);
+	if ((e = use_save(&u, ret_error)) < 0)
+		return publish_undo(r, &u, &pin, &t, e);
+	_cleanup_close_ int target_fd = mountpoint_open("target_path", &pin, &t, ret_error);
+	if (target_fd < 0)
+		return publish_undo(r, &u, &pin, &t, target_fd);
+	_cleanup_free_ char *flags = join_flags(r->mount_flags, r->n_mount_flags, NULL);
+	e = mount_bind_at(source_fd, &pin, target_fd, r->read_only, flags);
+	if (e < 0) {
+		errorf(ret_error, e, "volume %s: binding it onto '%s' failed: %s", r->volume_id,
+		       r->target_path, strerror(-e));
+		return publish_undo(r, &u, &pin, &t, e);
+	}
+	failpoint("node-publish-after-mount");
+	return publish_prepare(r, &pin, source_fd, &dev, ret_error);
+}
+
+/* ---- NodeUnpublishVolume ---- */
+
+int blocknode_unpublish(const BlockNode *n, const char *id, const char *target_path,
+			char **ret_error)
+{
+	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
+	_cleanup_(use_end) Use u = USE_NULL;
+	_cleanup_(block_device_done) BlockDevice dev = {};
+	_cleanup_free_ char *ignored = NULL;
+	int e;
+
+	if ((e = pin_path("target_path", target_path, -EINVAL, &pin, ret_error)) < 0)
+		return e;
+	e = use_begin(n, id, &u, &ignored);
+	if (e == -ENOENT) /* an unknown volume owns nothing there */
+		return unmount_volume("target_path", target_path, &pin, &dev, id, ret_error)
+			       ?: undo_place("target_path", target_path, &pin, NULL, id, ret_error);
+	if (e < 0)
+		return errorf(ret_error, e, "%s", ignored);
+	e = device_find(n, id, &dev);
+	if (e < 0 && e != -ENODEV)
+		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));
+	if ((e = unmount_volume("target_path", target_path, &pin, &dev, id, ret_error)) < 0)
+		return e;
+	NodeTarget *t = node_use_target(&u.rec, target_path);
+	if ((e = undo_place("target_path", target_path, &pin, t, id, ret_error)) < 0)
+		return e;
+	if (t) {
+		node_use_remove_target(&u.rec, target_path);
+		if ((e = use_save(&u, ret_error)) < 0)
+			return e;
+	}
+	return 0;
+}
+
+/* ---- NodeExpandVolume and NodeGetVolumeStats ---- */
+
+/* The volume at a volume_path: a path that cannot hold it means it is not found there. */
+static int volume_at(const BlockNode *n, const char *id, const char *path, PinnedPath *pin,
+		     BlockDevice *dev, PathObject *o, char **ret_error)
+{
+	int e;
+
+	if ((e = pin_path("volume_path", path, -ENOENT, pin, ret_error)) < 0)
+		return e;
+	if (!n->ops->volume_present(n->userdata, id)) {
+		*ret_error = n->ops->not_found("volume_id", id);
+		return -ENOENT;
+	}
+	e = pinned_path_stat(pin, o);
+	if (e == -ENOENT)
+		return errorf(ret_error, -ENOENT, "volume_path: '%s' does not exist", path);
+	if (e < 0) /* what cannot be looked at cannot hold the volume */
+		return errorf(ret_error, -ENOENT, "volume_path: cannot look at '%s': %s", path,
+			      strerror(-e));
+	if ((e = device_find(n, id, dev)) < 0 && e != -ENODEV)
+		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));
+	return 0;
+}
+
+static int not_here(const char *id, const char *path, const PathObject *o, char **ret_error)
+{
+	_cleanup_free_ char *what = describe(o);
+	return errorf(ret_error, -ENOENT, "volume_path: '%s' holds %s, not volume %s", path, what,
+		      id);
+}
+
+int blocknode_expand(const BlockNode *n, const char *id, const char *volume_path, uint64_t required,
+		     uint64_t limit, uint64_t *ret_size, char **ret_error)
+{
+	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
+	_cleanup_(use_end) Use u = USE_NULL;
+	_cleanup_(block_device_done) BlockDevice dev = {};
+	_cleanup_free_ char *err = NULL;
+	MountInfo mi = {};
+	PathObject o;
+	uint64_t size;
+	int e;
+
+	if ((e = volume_at(n, id, volume_path, &pin, &dev, &o, ret_error)) < 0)
+		return e;
+	if ((e = use_begin(n, id, &u, ret_error)) < 0)
+		return e;
+	if (!dev.path)
+		return errorf(ret_error, -ENOENT, "volume %s is not staged on this node", id);
+	if (!is_volume(&o, &dev))
+		return not_here(id, volume_path, &o, ret_error);
+	if ((e = n->ops->device_size(n->userdata, &dev, true, &size)) < 0)
+		return errorf(ret_error, e, "volume %s: refreshing the size of %s failed: %s", id,
+			      dev.path, strerror(-e));
+	if (required && size < required)
+		return errorf(ret_error, -ERANGE,
+			      "capacity_range.required_bytes: %llu is more than volume %s holds "
+			      "(%llu bytes): expand it with ControllerExpandVolume first",
+			      (unsigned long long)required, id, (unsigned long long)size);
+	if (limit && size > limit)
+		return errorf(ret_error, -ERANGE,
+			      "capacity_range.limit_bytes: volume %s is %llu bytes already, more "
+			      "than %llu",
+			      id, (unsigned long long)size, (unsigned long long)limit);
+	if (is_volume_fs(&o, &dev)) {
+		/* The tools take a path: the mount's own, from the kernel's table by mount ID. */
+		if ((e = mount_find_by_id(o.mnt_id, &mi)) < 0)
+			return errorf(ret_error, -EBUSY,
+				      "volume_path: '%s' changed during the call", volume_path);
+		e = blockfs_resize(dev.path, mi.target, mi.fstype, &err);
+		mount_info_done(&mi);
+		if (e < 0)
+			return errorf(ret_error, e, "volume %s: growing the filesystem failed: %s",
+				      id, err ?: strerror(-e));
+	}
+	*ret_size = size;
+	return 0;
+}
+
+/* Whether the node service put the volume at path (its staging path or a target). Read
+ * without the lock: records are replaced whole. */
+static bool use_recorded(const BlockNode *n, const char *id, const char *path)
+{
+	NodeUse u = {};
+
+	if (n->ops->use_load(n->userdata, id, &u) < 0)
+		return false;
+	bool found =
+		(u.staging.path && strcmp(u.staging.path, path) == 0) || node_use_target(&u, path);
+	node_use_done(&u);
+	return found;
+}
+
+int blocknode_stats(const BlockNode *n, const char *id, const char *volume_path, BackendStats *ret,
+		    char **ret_error)
+{
+	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
+	_cleanup_(block_device_done) BlockDevice dev = {};
+	MountInfo mi = {};
+	PathObject o;
+	int e;
+
+	if ((e = volume_at(n, id, volume_path, &pin, &dev, &o, ret_error)) < 0)
+		return e;
+	*ret = (BackendStats){};
+	if (!dev.path) {
+		ret->abnormal = true;
+		ret->condition = xasprintf("the device of volume %s is gone from this node", id);
+		return 0;
+	}
+	if (is_volume_dev(&o, &dev)) {
+		ret->block = true;
+		e = n->ops->device_size(n->userdata, &dev, false, &ret->fs.bytes_total);
+		ret->has_usage = e >= 0;
+		ret->abnormal = e < 0;
+		ret->condition =
+			xstrdup(e < 0 ? "the device cannot be read" : "device is attached");
+		return 0;
+	}
+	if (!is_volume_fs(&o, &dev)) {
+		/* Where the volume was put and is gone from: its condition. Anywhere else: not
+		 * found. */
+		if (!use_recorded(n, id, volume_path))
+			return not_here(id, volume_path, &o, ret_error);
+		_cleanup_free_ char *what = describe(&o);
+		ret->abnormal = true;
+		ret->condition = xasprintf("volume %s is not mounted at %s (it holds %s)", id,
+					   volume_path, what);
+		return 0;
+	}
+	_cleanup_close_ int fd = pinned_path_open_object(&pin, O_PATH);
+	if (fd < 0 || (e = blockfs_stats_fd(fd, &ret->fs)) < 0)
+		return errorf(ret_error, fd < 0 ? fd : e, "volume_path: statvfs of '%s' failed",
+			      volume_path);
+	ret->has_usage = true;
+	bool fs_ro = mount_find_by_id(o.mnt_id, &mi) == 0 && mi.fs_read_only;
+	mount_info_done(&mi);
+	ret->abnormal = fs_ro;
+	ret->condition = xstrdup(fs_ro ? "the filesystem turned read-only (errors?)"
+				       : "volume is mounted and writable");
+	return 0;
+}

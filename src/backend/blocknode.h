@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The node service of volumes that are block devices on this machine, for any backend: the
+ * volume's device is formatted when blank (never when it holds anything), checked, mounted at
+ * the staging path (or left raw for block volumes), then bound into each target. A backend
+ * says how its volumes' devices are found (the pool: the loop device over the volume's data
+ * file, attached on stage; EBS: the NVMe or xvd device EC2 attached) and where their use
+ * records (node-use.h) live and how they are locked (BlockNodeOps).
+ *
+ * Every path comes from a request and is hostile until proved otherwise: it is checked as a
+ * string, its parent is opened without following symlinks, and the last component is used only
+ * through that fd. Nothing is unmounted or removed unless it is proved to be this volume's: a
+ * mount whose device is the volume's device (the filesystem's st_dev, or a bound device node's
+ * st_rdev), or a directory or file the node service itself made (recorded, with its inode, in
+ * the volume's use record). A mount is made only on an empty directory or on a file made here.
+ * Decisions that span processes are taken under the volume's node lock from the use record and
+ * the machine (mountinfo, devices), never from memory. See docs/node-safety.md.
+ *
+ * Errors: a negative errno and *ret_error, a message naming the request field or the object at
+ * fault: -EINVAL a bad argument, -ENOENT an unknown volume (or one not at a volume_path),
+ * -ENOTEMPTY something is in the way (FAILED_PRECONDITION), -EEXIST published there already in
+ * another way, -ERANGE a size out of range, -EBUSY something changed during the call. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "backend.h"
+#include "node-use.h"
+
+/* A volume's block device on this machine. */
+typedef struct BlockDevice {
+	char *path; /* "/dev/loop3", "/dev/nvme1n1" */
+	dev_t rdev;
+	bool attached_now; /* made present by this call (device_get): released again on failure */
+} BlockDevice;
+
+void block_device_done(BlockDevice *d);
+
+/* What a backend tells the node service. Every operation gets the backend's userdata. */
+typedef struct BlockNodeOps {
+	/* The volume's device as it is now: 0, -ENODEV when it has none on this machine, another
+	 * negative errno when it cannot be looked for. publish_context: the stage's (NULL
+	 * elsewhere). Never makes anything. */
+	int (*device_find)(void *userdata, const char *id, const Strmap *publish_context,
+			   BlockDevice *ret);
+	/* The volume's device for a stage, made present when the backend does that (the pool
+	 * attaches a loop device: .attached_now), else waited for. 0, or a negative errno with
+	 * *ret_error. Blocks. */
+	int (*device_get)(void *userdata, const char *id, const Strmap *publish_context,
+			  BlockDevice *ret, char **ret_error);
+	/* Gives the device up once nothing of the volume is mounted (the pool detaches its loop
+	 * device): 0, -EBUSY while it is in use. NULL: the device stays, as EC2 attached it. */
+	int (*device_release)(void *userdata, const BlockDevice *d);
+	/* The device's size in bytes; refresh: after the volume grew, make the device see it
+	 * first where the backend has to. */
+	int (*device_size)(void *userdata, const BlockDevice *d, bool refresh, uint64_t *ret);
+
+	/* Whether the volume exists as far as this machine can tell (NodeExpandVolume and
+	 * NodeGetVolumeStats answer NOT_FOUND otherwise). */
+	bool (*volume_present)(void *userdata, const char *id);
+	/* The message for a volume_id that names no volume of the backend (malloc'ed). */
+	char *(*not_found)(const char *field, const char *id);
+
+	/* The volume's node lock, blocking, also against other processes: -ENOENT when there is
+	 * no such volume. Released by closing *ret_lock_fd (use_unlock, when set, first). */
+	int (*use_lock)(void *userdata, const char *id, int *ret_lock_fd);
+	/* Called with the lock held right before it is released: a backend may drop what an
+	 * empty record leaves behind. NULL: nothing. */
+	void (*use_unlock)(void *userdata, const char *id, int lock_fd);
+	/* The record: an absent or void one loads empty. Hold the lock. */
+	int (*use_load)(void *userdata, const char *id, NodeUse *ret);
+	/* Writes it (removes it when empty). Hold the lock. */
+	int (*use_save)(void *userdata, const char *id, const NodeUse *u);
+} BlockNodeOps;
+
+/* A backend's node service: its operations, their userdata, and the node id records name. */
+typedef struct BlockNode {
+	const BlockNodeOps *ops;
+	void *userdata;
+	const char *node_id;
+	bool record_device; /* record the staged device's path in the use record */
+} BlockNode;
+
+/* NodeStageVolume: the device (device_get), a filesystem made on a blank device (never on one
+ * that holds anything), checked, mounted at r->staging_path (r->access.fstype: resolved, not
+ * empty). Idempotent. Blocks (mkfs, fsck). */
+int blocknode_stage(const BlockNode *n, const BackendStage *r, char **ret_error);
+
+/* NodeUnstageVolume: unmount the volume's staging mount, remove the directory if made here,
+ * release the device. Idempotent. */
+int blocknode_unstage(const BlockNode *n, const char *volume_id, const char *staging_path,
+		      char **ret_error);
+
+/* NodePublishVolume: bind the staging mount (or the raw device) onto target_path, made here
+ * when missing. Idempotent; r->prepare runs every time. */
+int blocknode_publish(const BlockNode *n, const BackendPublish *r, char **ret_error);
+
+/* NodeUnpublishVolume: unmount the volume at target_path, remove what was made there. */
+int blocknode_unpublish(const BlockNode *n, const char *volume_id, const char *target_path,
+			char **ret_error);
+
+/* NodeExpandVolume: the device takes the volume's new size, the filesystem at volume_path
+ * (this volume's) grows to fill it. required/limit 0: none. *ret_size: the device's size. */
+int blocknode_expand(const BlockNode *n, const char *volume_id, const char *volume_path,
+		     uint64_t required, uint64_t limit, uint64_t *ret_size, char **ret_error);
+
+/* NodeGetVolumeStats of the volume at volume_path (this volume's, else -ENOENT). */
+int blocknode_stats(const BlockNode *n, const char *volume_id, const char *volume_path,
+		    BackendStats *ret, char **ret_error);
