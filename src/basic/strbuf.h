@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "macro.h"
+
 typedef struct StrBuf {
 	char *s;
 	size_t len, cap;
@@ -14,6 +16,8 @@ typedef struct StrBuf {
 void strbuf_add(StrBuf *b, const void *data, size_t n);
 /* Appends the string s. */
 void strbuf_adds(StrBuf *b, const char *s);
+/* Appends printf's output (%m included). */
+void strbuf_printf(StrBuf *b, const char *fmt, ...) _printf_(2, 3);
 /* Hands the text over ("" when nothing was added, never NULL) and empties b. */
 char *strbuf_steal(StrBuf *b);
 /* Frees the text and empties b. */

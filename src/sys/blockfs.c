@@ -403,6 +403,17 @@ int blockfs_get_size(const char *dev, const char *mount_path, const char *fstype
 	return ext_size(dev, ret_size, ret_unit, ret_error);
 }
 
+int blockdev_get_size(const char *dev, uint64_t *ret)
+{
+	uint64_t size;
+
+	_cleanup_close_ int fd = open(dev, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 || ioctl(fd, BLKGETSIZE64, &size) < 0)
+		return negative_errno();
+	*ret = size;
+	return 0;
+}
+
 int blockfs_needs_resize(const char *dev, const char *mount_path, const char *fstype,
 			 char **ret_error)
 {
@@ -411,13 +422,12 @@ int blockfs_needs_resize(const char *dev, const char *mount_path, const char *fs
 
 	if (!dev)
 		return -EINVAL;
-	_cleanup_close_ int fd = open(dev, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0 || ioctl(fd, BLKGETSIZE64, &dev_size) < 0) {
-		int r = negative_errno();
+	int r = blockdev_get_size(dev, &dev_size);
+	if (r < 0) {
 		SET_ERROR(ret_error, "%s: cannot read the device size: %s", dev, strerror(-r));
 		return r;
 	}
-	int r = blockfs_get_size(dev, mount_path, fstype, &fs_size, &unit, ret_error);
+	r = blockfs_get_size(dev, mount_path, fstype, &fs_size, &unit, ret_error);
 	if (r < 0)
 		return r;
 	if (unit == 0)

@@ -75,6 +75,9 @@ int blockfs_get_size(const char *dev, const char *mount_path, const char *fstype
 int blockfs_needs_resize(const char *dev, const char *mount_path, const char *fstype,
 			 char **ret_error);
 
+/* The size in bytes of the block device at dev (BLKGETSIZE64): what the kernel sees now. */
+int blockdev_get_size(const char *dev, uint64_t *ret);
+
 typedef struct BlockfsStats {
 	uint64_t bytes_total, bytes_used, bytes_available; /* available: for unprivileged users */
 	uint64_t inodes_total, inodes_used, inodes_free;

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <string.h>
+
 #include "alloc.h"
 #include "strbuf.h"
 #include "tap.h"
@@ -25,5 +28,13 @@ int main(void)
 	ok(b.s && b.s[0] == 0, "an empty append still makes a string");
 	strbuf_done(&b);
 	ok(b.s == NULL && b.len == 0, "done empties it");
+
+	strbuf_adds(&b, "a");
+	strbuf_printf(&b, "-%d-%s", 42, "b");
+	errno = ENOENT;
+	strbuf_printf(&b, " %m");
+	is_str(b.s, "a-42-b No such file or directory", "printf appends, %m included");
+	is_int(b.len, strlen(b.s), "its length counted");
+	strbuf_done(&b);
 	return tap_done();
 }
