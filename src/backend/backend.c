@@ -7,7 +7,7 @@
 
 /* The backends volplugd can run: a new one is a folder under src/backend, defining
  * BACKEND_NEW(name), and its name in this list. */
-#define BACKEND_TYPES(X) X(pool) X(flex)
+#define BACKEND_TYPES(X) X(pool) X(flex) X(ebs)
 
 #define DECLARE(name) BACKEND_NEW(name);
 BACKEND_TYPES(DECLARE)

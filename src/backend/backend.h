@@ -277,6 +277,8 @@ void backend_stats_done(BackendStats *s);
 typedef struct BackendNodeInfo {
 	uint32_t max_volumes; /* 0: no limit */
 	BackendTopology topology;
+	char *node_id; /* the node's id as the backend knows it (EC2's instance ID); NULL: the
+			* driver's --node-id */
 } BackendNodeInfo;
 
 /* ---- the table ---- */
@@ -364,6 +366,14 @@ typedef struct BackendConfig {
 	uint64_t pool_capacity;	   /* 0: what the filesystem has */
 	struct FlexRegistry *flex; /* Flexvolume drivers; NULL: Flexvolume off */
 	const struct FlexCallConfig *flex_call;
+	/* Which of node_id, zone and max_volumes_per_node the operator gave: a backend that
+	 * learns them elsewhere (EBS: the instance metadata) takes the others from there. */
+	bool node_id_set, zone_set, max_volumes_set;
+	const char *state_dir;	   /* node-local state of backends without a pool (EBS) */
+	const char *instance_type; /* EBS: NULL: from the instance metadata */
+	const char *device_dir;	   /* EBS: its devices' by-id links; NULL: /dev/disk/by-id */
+	usec_t device_wait;	   /* EBS: how long a stage waits for the device; 0: 10 s */
+	const char *imds_endpoint; /* EBS: NULL: the default; "": there is none */
 } BackendConfig;
 
 /* What makes a backend of a name (its folder defines it): fills *ret, or a negative errno with

@@ -431,7 +431,7 @@ int node_get_info(Driver *d, _unused_ const ProtobufCMessage *req, ProtobufCMess
 		return e;
 	Csi__V1__NodeGetInfoResponse *resp = xnew0(Csi__V1__NodeGetInfoResponse, 1);
 	csi__v1__node_get_info_response__init(resp);
-	resp->node_id = xstrdup(d->node_id);
+	resp->node_id = info.node_id ? TAKE_PTR(info.node_id) : xstrdup(d->node_id);
 	resp->max_volumes_per_node = info.max_volumes;
 	resp->accessible_topology = topology_from_strmap(&info.topology);
 	strmap_done(&info.topology);

@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "blockfs.h"
+#include "ebs-limits.h"
+#include "ebs-node.h"
+#include "error-util.h"
+#include "fileio.h"
+#include "imds.h"
+#include "log.h"
+#include "path-util.h"
+
+#define IMDS_TIMEOUT_DEFAULT (10 * USEC_PER_SEC)
+#define DEVICE_POLL (100 * USEC_PER_MSEC)
+#define NODE_ID_MAX 128
+#define NO_IMDS_FLAGS "--node-id, --zone and --instance-type (or --max-volumes-per-node)"
+
+struct EbsNode {
+	char *node_id, *zone, *instance_type;
+	uint32_t max_volumes;
+	char *dir;		/* STATE/ebs */
+	int volumes_fd, tmp_fd; /* its volumes/ and tmp/ */
+	char *boot_id;		/* this boot: records of another are void */
+	char *by_id, *sys;	/* where devices are looked for (NULL: the machine's) */
+	EbsDeviceDirs devices;	/* pointing at the two above */
+	usec_t device_wait;
+	BlockNode block;
+};
+
+/* ---- identity ---- */
+
+/* How many lines of a metadata listing start with prefix ("" counts every line). */
+static unsigned count_lines(const char *text, const char *prefix)
+{
+	unsigned n = 0;
+
+	for (const char *p = text; *p;) {
+		size_t len = strcspn(p, "\n");
+		if (len > 0 && strncmp(p, prefix, strlen(prefix)) == 0)
+			n++;
+		p += len;
+		p += *p == '\n';
+	}
+	return n;
+}
+
+/* The ENIs and the EBS volumes of the block device mapping besides the root one: both take
+ * attachment slots. Best effort: without them the limit counts one ENI and no other volume. */
+static void imds_slots(Imds *m, usec_t deadline, EbsInstance *inst)
+{
+	_cleanup_free_ char *macs = NULL, *mapping = NULL;
+
+	if (imds_get(m, "network/interfaces/macs/", deadline, &macs, NULL) == 0)
+		inst->enis = count_lines(macs, "");
+	if (imds_get(m, "block-device-mapping/", deadline, &mapping, NULL) == 0)
+		inst->extra_mappings = count_lines(mapping, "ebs");
+}
+
+static int imds_learn(EbsNode *n, const EbsNodeConfig *c, EbsInstance *inst, char **ret_error)
+{
+	static const struct {
+		const char *path;
+		size_t field;
+	} items[] = {
+		{"instance-id", offsetof(EbsNode, node_id)},
+		{"placement/availability-zone", offsetof(EbsNode, zone)},
+		{"instance-type", offsetof(EbsNode, instance_type)},
+	};
+	usec_t deadline = now_usec(CLOCK_MONOTONIC) + (c->imds_timeout ?: IMDS_TIMEOUT_DEFAULT);
+	_cleanup_(imds_freep) Imds *m = imds_new(&(ImdsConfig){.endpoint = c->imds_endpoint});
+
+	for (size_t i = 0; i < ELEMENTSOF(items); i++) {
+		char **field = (char **)((char *)n + items[i].field);
+		_cleanup_free_ char *error = NULL;
+		if (*field || (i == 2 && c->max_volumes))
+			continue;
+		int r = imds_get(m, items[i].path, deadline, field, &error);
+		if (r < 0)
+			return errorf(ret_error, r,
+				      "the instance metadata service at %s did not say %s (%s): "
+				      "where there is none, give " NO_IMDS_FLAGS,
+				      imds_endpoint(m), items[i].path, error ?: strerror(-r));
+	}
+	if (!c->max_volumes)
+		imds_slots(m, deadline, inst);
+	return 0;
+}
+
+/* What the flags leave out, from the metadata service; then the attach limit. */
+static int identity_learn(EbsNode *n, const EbsNodeConfig *c, char **ret_error)
+{
+	EbsInstance inst = {};
+	int r;
+
+	n->node_id = c->node_id ? xstrdup(c->node_id) : NULL;
+	n->zone = c->zone ? xstrdup(c->zone) : NULL;
+	n->instance_type = c->instance_type ? xstrdup(c->instance_type) : NULL;
+	bool complete = n->node_id && n->zone && (n->instance_type || c->max_volumes);
+	if (!complete && c->imds_endpoint && !*c->imds_endpoint)
+		return errorf(ret_error, -EINVAL,
+			      "no instance metadata service: give " NO_IMDS_FLAGS);
+	if (!complete && (r = imds_learn(n, c, &inst, ret_error)) < 0)
+		return r;
+	if (strlen(n->node_id) > NODE_ID_MAX || !*n->zone)
+		return errorf(ret_error, -EINVAL, "node id '%s' or zone '%s' is not usable",
+			      n->node_id, n->zone);
+	n->max_volumes = c->max_volumes;
+	if (n->max_volumes)
+		return 0;
+	inst.type = n->instance_type;
+	if (ebs_attach_limit(&inst, &n->max_volumes) < 0)
+		return errorf(ret_error, -EINVAL,
+			      "instance type '%s' is not one (want family.size, e.g. m5.large)",
+			      n->instance_type);
+	return 0;
+}
+
+/* ---- the state directory ---- */
+
+static int open_dir(int dir_fd, const char *name)
+{
+	if (mkdirat(dir_fd, name, 0700) < 0 && errno != EEXIST)
+		return negative_errno();
+	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? negative_errno() : fd;
+}
+
+/* Temporaries a crash left (a live writer holds its flock: it stays). */
+static void tmp_clean(EbsNode *n)
+{
+	_cleanup_closedir_ DIR *d = fdopendir(dup(n->tmp_fd));
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		if (!write_file_is_temporary(de->d_name))
+			continue;
+		_cleanup_close_ int fd =
+			openat(n->tmp_fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    unlinkat(n->tmp_fd, de->d_name, 0) == 0)
+			log_debug("ebs: removed tmp/%s left by a crash", de->d_name);
+	}
+}
+
+static int state_open(EbsNode *n, const char *state_dir, char **ret_error)
+{
+	_cleanup_close_ int fd = -EBADF;
+
+	n->dir = xasprintf("%s/ebs", state_dir ?: EBS_STATE_DIR_DEFAULT);
+	int r = mkdir_p(n->dir, 0700);
+	if (r >= 0 && (fd = open(n->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		r = negative_errno();
+	if (r >= 0 && (n->volumes_fd = open_dir(fd, "volumes")) < 0)
+		r = n->volumes_fd;
+	if (r >= 0 && (n->tmp_fd = open_dir(fd, "tmp")) < 0)
+		r = n->tmp_fd;
+	if (r < 0)
+		return errorf(ret_error, r, "--state-dir: cannot keep records in %s: %s", n->dir,
+			      strerror(-r));
+	tmp_clean(n);
+	return 0;
+}
+
+/* ---- use records: STATE/ebs/volumes/<id>.{json,lock} ---- */
+
+static char *record_name(const char *id, const char *suffix)
+{
+	return xasprintf("%s.%s", id, suffix);
+}
+
+/* A holder that finds the record gone removes the lock file (ebs_use_unlock()): whoever waited
+ * on the old one takes the new one instead. */
+static int ebs_use_lock(void *userdata, const char *id, int *ret_lock_fd)
+{
+	EbsNode *n = userdata;
+	_cleanup_free_ char *name = NULL;
+
+	if (!ebs_volume_id_valid(id))
+		return -ENOENT;
+	name = record_name(id, "lock");
+	for (;;) {
+		struct stat held, now;
+		int fd;
+		int r = node_use_lock_at(n->volumes_fd, name, &fd);
+		if (r < 0)
+			return r;
+		if (fstat(fd, &held) == 0 &&
+		    fstatat(n->volumes_fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
+			*ret_lock_fd = fd;
+			return 0;
+		}
+		close(fd);
+	}
+}
+
+static void ebs_use_unlock(void *userdata, const char *id, int lock_fd)
+{
+	EbsNode *n = userdata;
+	_cleanup_free_ char *record = record_name(id, "json"), *lock = record_name(id, "lock");
+
+	(void)lock_fd;
+	if (faccessat(n->volumes_fd, record, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+		(void)unlinkat(n->volumes_fd, lock, 0);
+}
+
+static int ebs_use_load(void *userdata, const char *id, NodeUse *ret)
+{
+	EbsNode *n = userdata;
+
+	*ret = (NodeUse){};
+	if (!ebs_volume_id_valid(id))
+		return 0;
+	_cleanup_free_ char *name = record_name(id, "json");
+	int r = node_use_load_at(n->volumes_fd, name, n->boot_id, ret);
+	if (r < 0)
+		return log_debug_errno(r, "ebs: %s/volumes/%s is damaged", n->dir, name);
+	return 0;
+}
+
+static int ebs_use_save(void *userdata, const char *id, const NodeUse *u)
+{
+	EbsNode *n = userdata;
+	_cleanup_free_ char *name = record_name(id, "json");
+
+	return node_use_save_at(n->tmp_fd, n->volumes_fd, name, n->boot_id, u);
+}
+
+/* ---- devices ---- */
+
+/* The device path named at attach (the publish context's devicePath), else the one recorded at
+ * stage. Caller frees. */
+static char *device_hint(EbsNode *n, const char *id, const Strmap *publish_context)
+{
+	const char *named = publish_context ? strmap_get(publish_context, "devicePath") : NULL;
+	NodeUse u = {};
+
+	if (named && *named)
+		return xstrdup(named);
+	if (ebs_use_load(n, id, &u) < 0)
+		return NULL;
+	char *recorded = TAKE_PTR(u.device);
+	node_use_done(&u);
+	return recorded;
+}
+
+static int find(EbsNode *n, const char *id, const Strmap *publish_context, BlockDevice *ret,
+		char **ret_why)
+{
+	_cleanup_free_ char *hint = device_hint(n, id, publish_context), *path = NULL;
+	dev_t rdev;
+
+	int r = ebs_device_find(&n->devices, id, hint, &path, &rdev, ret_why);
+	if (r < 0)
+		return r;
+	*ret = (BlockDevice){.path = TAKE_PTR(path), .rdev = rdev};
+	return 0;
+}
+
+static int ebs_device_find_op(void *userdata, const char *id, const Strmap *publish_context,
+			      BlockDevice *ret)
+{
+	return find(userdata, id, publish_context, ret, NULL);
+}
+
+/* EC2 attached the volume; udev may still be making its links: wait a little. */
+static int ebs_device_get(void *userdata, const char *id, const Strmap *publish_context,
+			  BlockDevice *ret, char **ret_error)
+{
+	EbsNode *n = userdata;
+	usec_t until = now_usec(CLOCK_MONOTONIC) + n->device_wait;
+
+	for (;;) {
+		_cleanup_free_ char *why = NULL;
+		int r = find(n, id, publish_context, ret, &why);
+		if (r != -ENODEV)
+			return r < 0 ? errorf(ret_error, r, "volume %s: looking for its device: %s",
+					      id, strerror(-r))
+				     : 0;
+		if (now_usec(CLOCK_MONOTONIC) >= until)
+			return errorf(ret_error, -ENODEV,
+				      "volume %s is not attached to this node (waited %llu ms): %s",
+				      id, (unsigned long long)(n->device_wait / USEC_PER_MSEC),
+				      why);
+		usleep(DEVICE_POLL);
+	}
+}
+
+/* EC2 grows the volume and the kernel sees it (NVMe and Xen both tell): nothing to refresh. */
+static int ebs_device_size(void *userdata, const BlockDevice *d, bool refresh, uint64_t *ret)
+{
+	(void)userdata;
+	(void)refresh;
+	return blockdev_get_size(d->path, ret);
+}
+
+static bool ebs_volume_present(void *userdata, const char *id)
+{
+	_cleanup_(block_device_done) BlockDevice dev = {};
+	NodeUse u = {};
+
+	if (!ebs_volume_id_valid(id))
+		return false;
+	if (find(userdata, id, NULL, &dev, NULL) == 0)
+		return true;
+	bool recorded = ebs_use_load(userdata, id, &u) == 0 && !node_use_empty(&u);
+	node_use_done(&u);
+	return recorded;
+}
+
+static char *ebs_not_found(const char *field, const char *id)
+{
+	if (!ebs_volume_id_valid(id))
+		return xasprintf("%s: '%s' is not an EBS volume ID", field, id);
+	return xasprintf("%s: volume %s is not attached to this node", field, id);
+}
+
+static const BlockNodeOps ebs_block_ops = {
+	.device_find = ebs_device_find_op,
+	.device_get = ebs_device_get,
+	.device_size = ebs_device_size,
+	.volume_present = ebs_volume_present,
+	.not_found = ebs_not_found,
+	.use_lock = ebs_use_lock,
+	.use_unlock = ebs_use_unlock,
+	.use_load = ebs_use_load,
+	.use_save = ebs_use_save,
+};
+
+/* ---- the node ---- */
+
+int ebs_node_new(const EbsNodeConfig *config, EbsNode **ret, char **ret_error)
+{
+	EbsNode *n = xnew0(EbsNode, 1);
+	int r;
+
+	n->volumes_fd = n->tmp_fd = -EBADF;
+	n->by_id = config->devices.by_id ? xstrdup(config->devices.by_id) : NULL;
+	n->sys = config->devices.sys ? xstrdup(config->devices.sys) : NULL;
+	n->devices = (EbsDeviceDirs){.by_id = n->by_id, .sys = n->sys};
+	n->device_wait = config->device_wait ?: EBS_DEVICE_WAIT_DEFAULT;
+	n->boot_id = node_use_boot_id();
+	if ((r = identity_learn(n, config, ret_error)) < 0 ||
+	    (r = state_open(n, config->state_dir, ret_error)) < 0) {
+		ebs_node_free(n);
+		return r;
+	}
+	n->block = (BlockNode){
+		.ops = &ebs_block_ops,
+		.userdata = n,
+		.node_id = n->node_id,
+		.record_device = true,
+	};
+	*ret = n;
+	return 0;
+}
+
+void ebs_node_free(EbsNode *n)
+{
+	if (!n)
+		return;
+	free(n->node_id);
+	free(n->zone);
+	free(n->instance_type);
+	free(n->dir);
+	closep(&n->volumes_fd);
+	closep(&n->tmp_fd);
+	free(n->boot_id);
+	free(n->by_id);
+	free(n->sys);
+	free(n);
+}
+
+const BlockNode *ebs_node_block(EbsNode *n)
+{
+	return &n->block;
+}
+
+void ebs_node_info(EbsNode *n, BackendNodeInfo *ret)
+{
+	*ret = (BackendNodeInfo){.max_volumes = n->max_volumes, .node_id = xstrdup(n->node_id)};
+	strmap_set(&ret->topology, EBS_TOPOLOGY_ZONE, n->zone);
+	strmap_set(&ret->topology, EBS_TOPOLOGY_K8S_ZONE, n->zone);
+}
+
+const char *ebs_node_state_dir(EbsNode *n)
+{
+	return n->dir;
+}
+
+int ebs_node_probe(EbsNode *n)
+{
+	struct stat st;
+
+	if (fstat(n->volumes_fd, &st) < 0 || st.st_nlink == 0)
+		return -ENOENT;
+	return faccessat(n->volumes_fd, ".", W_OK, AT_EACCESS) < 0 ? negative_errno() : 0;
+}
