@@ -33,6 +33,19 @@ const char daemon_usage[] =
 	"  --shutdown-grace TIME           how long in-flight calls may finish on SIGTERM (30s)\n"
 	"  --fs-group-change-policy P      volume ownership when a volume names none: Always or\n"
 	"                                  OnRootMismatch (default)\n"
+	"  --backend pool|ebs              where volumes live: the pool (default), or EBS\n"
+	"\n"
+	"EBS (--backend ebs; the node service only so far):\n"
+	"  --node-id, --zone               default: the instance's, from the instance metadata\n"
+	"                                  service (AWS_EC2_METADATA_SERVICE_ENDPOINT)\n"
+	"  --instance-type TYPE            e.g. m5.large (default: from the metadata service):\n"
+	"                                  the attach limit when --max-volumes-per-node is not\n"
+	"                                  given\n"
+	"  --state-dir DIR                 node-local records (default /var/lib/volplug)\n"
+	"  --device-dir DIR                the volumes' by-id links (default /dev/disk/by-id)\n"
+	"  --device-wait TIME              how long NodeStageVolume waits for an attached\n"
+	"                                  volume's device to appear (default 10s)\n"
+	"\n"
 
 	"  -v, --verbosity N               log detail: 0-3 info, 4+ debug (default 2)\n"
 	"  -h, --help                      show this help\n"
@@ -53,6 +66,11 @@ enum {
 	OPT_WORKERS,
 	OPT_GRACE,
 	OPT_FS_GROUP_POLICY,
+	OPT_BACKEND,
+	OPT_STATE_DIR,
+	OPT_INSTANCE_TYPE,
+	OPT_DEVICE_DIR,
+	OPT_DEVICE_WAIT,
 
 	OPT_VERSION,
 };
@@ -72,6 +90,11 @@ static const struct option options[] = {
 	{"workers", required_argument, NULL, OPT_WORKERS},
 	{"shutdown-grace", required_argument, NULL, OPT_GRACE},
 	{"fs-group-change-policy", required_argument, NULL, OPT_FS_GROUP_POLICY},
+	{"backend", required_argument, NULL, OPT_BACKEND},
+	{"state-dir", required_argument, NULL, OPT_STATE_DIR},
+	{"instance-type", required_argument, NULL, OPT_INSTANCE_TYPE},
+	{"device-dir", required_argument, NULL, OPT_DEVICE_DIR},
+	{"device-wait", required_argument, NULL, OPT_DEVICE_WAIT},
 
 	{"verbosity", required_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -98,6 +121,7 @@ static void config_defaults(DaemonConfig *c)
 		.fs_group_policy = OWNERSHIP_ON_ROOT_MISMATCH,
 
 		.shutdown_grace = 30 * USEC_PER_SEC,
+		.device_wait = 10 * USEC_PER_SEC,
 	};
 	gethostname(host, sizeof(host) - 1);
 	set_string(&c->endpoint, "unix:///run/volplug/csi.sock");
@@ -106,6 +130,8 @@ static void config_defaults(DaemonConfig *c)
 	set_string(&c->pool, "/var/lib/volplug/pool");
 	set_string(&c->zone, "local");
 	set_string(&c->flexvolume_dir, "/usr/libexec/kubernetes/kubelet-plugins/volume/exec");
+	set_string(&c->backend, "pool");
+	set_string(&c->state_dir, "/var/lib/volplug");
 }
 
 /* CSI driver names: at most 63 characters, alphanumerics, '-', '.', starting and ending
@@ -167,6 +193,7 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 		if (!*arg || strlen(arg) > 128)
 			r = -EINVAL;
 		set_string(&c->node_id, arg);
+		c->node_id_set = true;
 		break;
 	case OPT_DRIVER_NAME:
 		if (!driver_name_valid(arg)) {
@@ -189,11 +216,13 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 		if (!*arg)
 			r = -EINVAL;
 		set_string(&c->zone, arg);
+		c->zone_set = true;
 		break;
 	case OPT_MAX_VOLUMES:
 		r = parse_uint32(arg, &c->max_volumes_per_node);
 		if (r == 0 && c->max_volumes_per_node == 0)
 			r = -ERANGE;
+		c->max_volumes_set = true;
 		break;
 	case OPT_COALESCE:
 		r = parse_duration(arg, &c->modify_coalesce_window);
@@ -211,6 +240,27 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 		if (arg[0] && arg[0] != '/')
 			r = -EINVAL;
 		set_string(&c->flexvolume_dir, arg);
+		break;
+	case OPT_BACKEND:
+		if (strcmp(arg, "pool") != 0 && strcmp(arg, "ebs") != 0) {
+			*ret_error = xasprintf("--backend '%s': want pool or ebs", arg);
+			return -EINVAL;
+		}
+		set_string(&c->backend, arg);
+		break;
+	case OPT_STATE_DIR:
+	case OPT_DEVICE_DIR:
+		if (arg[0] != '/')
+			r = -EINVAL;
+		set_string(opt == OPT_STATE_DIR ? &c->state_dir : &c->device_dir, arg);
+		break;
+	case OPT_INSTANCE_TYPE:
+		if (!*arg || strlen(arg) > 64 || !strchr(arg, '.'))
+			r = -EINVAL;
+		set_string(&c->instance_type, arg);
+		break;
+	case OPT_DEVICE_WAIT:
+		r = parse_duration(arg, &c->device_wait);
 		break;
 	case OPT_FLEX_TIMEOUT:
 		r = flex_timeout_apply(c, arg, ret_error);
@@ -318,5 +368,9 @@ void daemon_config_done(DaemonConfig *c)
 	free(c->pool);
 	free(c->zone);
 	free(c->flexvolume_dir);
+	free(c->backend);
+	free(c->state_dir);
+	free(c->instance_type);
+	free(c->device_dir);
 	*c = (DaemonConfig){};
 }

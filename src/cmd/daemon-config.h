@@ -15,6 +15,8 @@ typedef struct DaemonConfig {
 	mode_t socket_mode;
 	char *node_id;
 	char *driver_name;
+	char *backend; /* "pool" or "ebs": the backend volumes are made and served by */
+	bool node_id_set, zone_set, max_volumes_set; /* given on the command line */
 	char *pool;
 	uint64_t pool_capacity;
 	char *zone;
@@ -25,6 +27,10 @@ typedef struct DaemonConfig {
 	usec_t shutdown_grace;
 	char *flexvolume_dir;
 	int fs_group_policy; /* OwnershipPolicy */
+	char *state_dir;     /* node-local state of the EBS backend */
+	char *instance_type; /* EBS: NULL: from the instance metadata */
+	char *device_dir;    /* EBS: where volumes' by-id links are; NULL: /dev/disk/by-id */
+	usec_t device_wait;  /* EBS: how long NodeStageVolume waits for the device */
 	/* "": Flexvolume off */
 	usec_t flexvolume_timeout[_FLEX_COMMAND_MAX]; /* 0: the command's default */
 	enum {

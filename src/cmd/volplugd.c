@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <grpc/grpc.h>
 
@@ -139,14 +140,16 @@ static void leftover_killed(const ExecLeftover *l, void *userdata)
 		    l->gone ? "" : ": still there after 10 s");
 }
 
-/* The programs the daemon runs are recorded in the pool, where the next volplugd on it looks
- * for what a crash left running. Without the registry they still die with the daemon; only
- * what they leave in their process group would not be found. */
-static void exec_registry_start(Pool *pool)
+/* The programs the daemon runs are recorded in its state (the pool's, or the EBS node's), where
+ * the next volplugd looks for what a crash left running. Without the registry they still die
+ * with the daemon; only what they leave in their process group would not be found. */
+static void exec_registry_start(const char *state)
 {
-	_cleanup_free_ char *dir = xasprintf("%s/run/children", pool_path(pool));
+	_cleanup_free_ char *dir = xasprintf("%s/run/children", state);
 
-	int r = exec_registry_open(dir, leftover_killed, NULL);
+	int r = mkdir_parents(dir, 0700);
+	if (r >= 0)
+		r = exec_registry_open(dir, leftover_killed, NULL);
 	if (r < 0)
 		log_warning_errno(r,
 				  "%s: cannot record the programs volplugd runs (%m): what a "
@@ -154,13 +157,30 @@ static void exec_registry_start(Pool *pool)
 				  dir);
 }
 
-/* The backends the daemon serves: the pool, and Flexvolume drivers. The Flexvolume backend is
- * made with Flexvolume off too: its volumes then get an error that says so, and their records
- * stay for when it is on again. */
+static bool backend_is_ebs(const DaemonConfig *cfg)
+{
+	return strcmp(cfg->backend, "ebs") == 0;
+}
+
+/* The instance metadata service as the AWS SDKs find it; "" when it is switched off. */
+static const char *imds_endpoint(void)
+{
+	const char *disabled = getenv("AWS_EC2_METADATA_DISABLED");
+
+	if (disabled && strcasecmp(disabled, "true") == 0)
+		return "";
+	return getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+}
+
+/* The backends the daemon serves: the pool and Flexvolume drivers, or EBS. The Flexvolume
+ * backend is made with Flexvolume off too: its volumes then get an error that says so, and
+ * their records stay for when it is on again. It keeps them in the pool: it comes with the pool
+ * only. */
 static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *flex)
 {
 	_cleanup_free_ char *error = NULL;
-	char *names[] = {(char *)"pool", (char *)"flex", NULL};
+	char *pool_names[] = {(char *)"pool", (char *)"flex", NULL};
+	char *ebs_names[] = {(char *)"ebs", NULL};
 	BackendConfig bc = {
 		.roles = (driver_has_controller(driver) ? BACKEND_ROLE_CONTROLLER : 0) |
 			 (driver_has_node(driver) ? BACKEND_ROLE_NODE : 0),
@@ -171,15 +191,40 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		.pool_capacity = cfg->pool_capacity,
 		.flex = flex->registry,
 		.flex_call = &flex->call,
+		.node_id_set = cfg->node_id_set,
+		.zone_set = cfg->zone_set,
+		.max_volumes_set = cfg->max_volumes_set,
+		.state_dir = cfg->state_dir,
+		.instance_type = cfg->instance_type,
+		.device_dir = cfg->device_dir,
+		.device_wait = cfg->device_wait,
+		.imds_endpoint = imds_endpoint(),
 	};
 
-	int r = backends_new(names, &bc, &driver->backends, &error);
+	int r = backends_new(backend_is_ebs(cfg) ? ebs_names : pool_names, &bc, &driver->backends,
+			     &error);
 	if (r < 0) {
 		fprintf(stderr, "volplugd: %s\n", error ?: strerror(-r));
 		return r;
 	}
-	driver->pool = pool_backend_pool(backend_default(driver->backends));
+	if (!backend_is_ebs(cfg))
+		driver->pool = pool_backend_pool(backend_default(driver->backends));
 	return 0;
+}
+
+/* Who the EBS node found it is (flags, or the instance metadata), said once. */
+static void ebs_node_log(Driver *d)
+{
+	Backend *b = backend_default(d->backends);
+	BackendNodeInfo info = {};
+
+	if (!driver_has_node(d) || b->ops->node_info(b, NULL, &info, NULL) < 0)
+		return;
+	log_info("EBS node %s in zone %s, up to %u volumes", info.node_id,
+		 strmap_get(&info.topology, "topology.kubernetes.io/zone") ?: "?",
+		 (unsigned)info.max_volumes);
+	free(info.node_id);
+	strmap_done(&info.topology);
 }
 
 static LogLevel level_for_verbosity(int v)
@@ -206,13 +251,17 @@ static int run(const DaemonConfig *cfg)
 	size_t n_methods;
 	int r;
 
-	flex_watch(cfg, &flex);
+	if (!backend_is_ebs(cfg))
+		flex_watch(cfg, &flex);
 	driver.flex = flex.registry;
 	if (backends_start(cfg, &driver, &flex) < 0) {
 		flex_stop(&flex);
 		return 2;
 	}
-	exec_registry_start(driver.pool);
+	if (backend_is_ebs(cfg))
+		ebs_node_log(&driver);
+	_cleanup_free_ char *ebs_state = xasprintf("%s/ebs", cfg->state_dir);
+	exec_registry_start(backend_is_ebs(cfg) ? ebs_state : cfg->pool);
 	r = driver_init(&driver);
 	if (r < 0) {
 		backends_free(driver.backends);
@@ -256,9 +305,11 @@ static int run(const DaemonConfig *cfg)
 	}
 
 	pthread_create(&sig_thread, NULL, signal_thread, server);
-	log_info("volplugd %s serving %s mode as %s on %s, node %s, pool %s", VOLPLUG_VERSION,
-		 driver_mode_to_string(cfg->mode), cfg->driver_name, cfg->socket_path, cfg->node_id,
-		 cfg->pool);
+	_cleanup_free_ char *where =
+		backend_is_ebs(cfg) ? xasprintf("EBS, state in %s", ebs_state)
+				    : xasprintf("node %s, pool %s", cfg->node_id, cfg->pool);
+	log_info("volplugd %s serving %s mode as %s on %s, %s", VOLPLUG_VERSION,
+		 driver_mode_to_string(cfg->mode), cfg->driver_name, cfg->socket_path, where);
 	rpc_server_run(server);
 	rpc_server_free(server);
 	log_info("stopped");

@@ -11,6 +11,8 @@ static void driver_repair_pool(Driver *d)
 {
 	PoolCheckReport report;
 
+	if (!d->pool)
+		return; /* a backend without a pool (EBS) */
 	int r = pool_check_repair(d->pool, &report);
 	if (r < 0) {
 		log_warning_errno(r, "pool %s: checking it at start failed: %m",

@@ -62,10 +62,36 @@ int main(void)
 	is_int(c.flexvolume_timeout[FLEX_MOUNT], 0, "no deadline set: the command's default");
 	daemon_config_done(&c);
 
+	is_int(parse(ARGV("node", "--backend", "ebs", "--state-dir", "/var/lib/x",
+			  "--instance-type", "m5.large", "--device-dir", "/tmp/by-id",
+			  "--device-wait", "250ms", "--zone", "us-east-1a"),
+		     &c, &error),
+	       0, "EBS flags parse");
+	is_str(c.backend, "ebs", "backend");
+	is_str(c.state_dir, "/var/lib/x", "state dir");
+	is_str(c.instance_type, "m5.large", "instance type");
+	is_str(c.device_dir, "/tmp/by-id", "device dir");
+	is_int(c.device_wait, 250000, "device wait");
+	ok(c.zone_set && !c.node_id_set && !c.max_volumes_set,
+	   "which of node id, zone and attach limit were given");
+	daemon_config_done(&c);
+	is_int(parse(ARGV("node"), &c, &error), 0, "EBS defaults");
+	is_str(c.backend, "pool", "the pool by default");
+	is_str(c.state_dir, "/var/lib/volplug", "default state dir");
+	ok(!c.instance_type && !c.device_dir, "instance type and device dir: found, not set");
+	is_int(c.device_wait, 10000000, "default device wait 10 s");
+	ok(!c.zone_set && !c.node_id_set && !c.max_volumes_set, "nothing given");
+	daemon_config_done(&c);
+
 	const struct {
 		char **argv;
 		const char *error;
 	} bad[] = {
+		{ARGV("--backend", "nfs"), "--backend 'nfs': want pool or ebs"},
+		{ARGV("--state-dir", "rel"), "--state-dir 'rel': invalid value"},
+		{ARGV("--device-dir", "rel"), "--device-dir 'rel': invalid value"},
+		{ARGV("--instance-type", "large"), "--instance-type 'large': invalid value"},
+		{ARGV("--device-wait", "soon"), "--device-wait 'soon': invalid value"},
 		{ARGV("--flexvolume-timeout", "mnt=5s"),
 		 "--flexvolume-timeout 'mnt=5s': unknown command 'mnt'"},
 		{ARGV("--flexvolume-timeout", "0"), "--flexvolume-timeout '0': invalid value"},
