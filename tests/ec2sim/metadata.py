@@ -149,9 +149,19 @@ class Imds:
         values = {}
         if inst is not None:
             zone_index = cfg["zones"].index(inst.zone)
+            enis = cfg["enis"] if inst.enis is None else inst.enis
             values = {
-                "/latest/meta-data/": "instance-id\ninstance-type\nplacement/\n"
-                                      + ("iam/" if role else ""),
+                "/latest/meta-data/": "block-device-mapping/\ninstance-id\ninstance-type\n"
+                                      "network/\nplacement/\n" + ("iam/" if role else ""),
+                # The root volume only: the simulator launches instances with no other.
+                "/latest/meta-data/block-device-mapping/": "ami\nroot",
+                "/latest/meta-data/block-device-mapping/ami": "/dev/xvda",
+                "/latest/meta-data/block-device-mapping/root": "/dev/xvda",
+                # Each network interface takes one of a Nitro instance's attachment slots.
+                "/latest/meta-data/network/": "interfaces/",
+                "/latest/meta-data/network/interfaces/": "macs/",
+                "/latest/meta-data/network/interfaces/macs/": "\n".join(
+                    "0e:%02x:5e:00:00:%02x/" % (zone_index, i) for i in range(enis)),
                 "/latest/meta-data/instance-id": inst.id,
                 "/latest/meta-data/instance-type": inst.type,
                 "/latest/meta-data/placement/": "availability-zone\navailability-zone-id\nregion",
