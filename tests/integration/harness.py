@@ -61,7 +61,11 @@ class Daemon:
         self.node_id = node_id
         self.args = list(args)
         self.env = dict(os.environ)
-        self.env.update(env or {})
+        for k, v in (env or {}).items():  # None: unset
+            if v is None:
+                self.env.pop(k, None)
+            else:
+                self.env[k] = v
         self.proc = None
         self.channel = None
 
@@ -70,8 +74,10 @@ class Daemon:
         return "unix://" + self.socket
 
     def argv(self):
-        return [VOLPLUGD, self.mode, "--endpoint", self.endpoint, "--node-id", self.node_id,
-                "--driver-name", "test.volplug.io", "--pool", self.pool, "-v", "4"] + self.args
+        # node_id None: the daemon finds its own (the EBS backend asks the instance metadata).
+        node = ["--node-id", self.node_id] if self.node_id is not None else []
+        return [VOLPLUGD, self.mode, "--endpoint", self.endpoint] + node + [
+            "--driver-name", "test.volplug.io", "--pool", self.pool, "-v", "4"] + self.args
 
     def start(self, wait=True):
         self.log = open(self.log_path, "ab")

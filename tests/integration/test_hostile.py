@@ -62,13 +62,17 @@ class Jail(Daemon):
     def host(self, path):
         return self.root + path
 
+    def command(self):
+        """volplugd's command line inside the jail."""
+        return ("/volplugd all --endpoint unix:///run/csi.sock --pool /pool --node-id node-1 "
+                "--driver-name test.volplug.io --flexvolume-dir /flex "
+                "--max-volumes-per-node 16 -v 4")
+
     def argv(self):
         script = "set -e; mount --make-rprivate /; "
         for d in ("usr", "dev", "sys", "proc"):
             script += "mount --rbind /%s %s/%s; " % (d, self.root, d)
-        script += ("exec chroot %s /volplugd all --endpoint unix:///run/csi.sock --pool /pool "
-                   "--node-id node-1 --driver-name test.volplug.io --flexvolume-dir /flex "
-                   "--max-volumes-per-node 16 -v 4" % self.root)
+        script += "exec chroot %s %s" % (self.root, self.command())
         return ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script]
 
     def inside(self, command):
@@ -165,8 +169,8 @@ def make_volume(jail, name, cap):
     return v.volume_id
 
 
-def set_up(jail):
-    """Volumes in every state, and foreign things to aim at."""
+def set_up_foreign(jail):
+    """Foreign things to aim at: a tmpfs, symlinks to it, a directory with a file."""
     os.makedirs(jail.host("/foreign/tmpfs"))
     jail.inside("mount -t tmpfs -o size=1m foreign %s && echo precious > %s/data"
                 % (jail.host("/foreign/tmpfs"), jail.host("/foreign/tmpfs")))
@@ -175,11 +179,21 @@ def set_up(jail):
     os.makedirs(jail.host("/kubelet/full"))
     with open(jail.host("/kubelet/full/keep"), "w") as f:
         f.write("mine\n")
-    vols = {}
     for name in "abcd":
         os.makedirs(jail.host("/kubelet/plugins/" + name))
+
+
+def set_up(jail):
+    """Volumes in every state, and foreign things to aim at."""
+    set_up_foreign(jail)
+    vols = {}
     for name, cap in (("a", mount_cap()), ("b", mount_cap()), ("c", BLOCK), ("d", mount_cap())):
         vols[name] = make_volume(jail, name, cap)
+    return stage_volumes(jail, vols)
+
+
+def stage_volumes(jail, vols):
+    """a and b staged, c staged raw, d not; a published, c published raw."""
     for name in ("a", "b"):
         jail.call("NodeStageVolume", volume_id=vols[name], volume_capability=mount_cap(),
                   staging_target_path="/kubelet/plugins/%s/globalmount" % name)
@@ -498,20 +512,29 @@ def leaked_loops(pool):
     return out
 
 
-def main():
+def pool_tear_down(jail, v):
+    tear_down(jail, v)
+    leaked = leaked_loops(jail.host("/pool"))
+    assert not leaked, "loop devices left: %s" % leaked
+    return "teardown: nothing left attached"
+
+
+def run_jail(jail, set_up, table, tear_down, after=lambda jail: None):
+    """Sets the jail up, runs every row of table(volumes) and the two races as TAP lines, then
+    tear_down(jail, volumes) (a line too). Returns the exit status."""
     if not is_root():
         print("1..0 # SKIP needs root (mount namespaces, loop devices)")
         return 0
     ctx = Ctx()
-    jail = Jail(ctx.tmp)
+    jail = jail(ctx.tmp)
     ctx.daemons.append(jail)
     rows = Rows()
     try:
         jail.start()
         v = set_up(jail)
-        table = path_rows(v) + id_rows(v) + option_rows(v)
-        print("1..%d" % (len(table) + 3), flush=True)
-        for desc, method, request, want, field in table:
+        rows_of_table = table(v)
+        print("1..%d" % (len(rows_of_table) + 3), flush=True)
+        for desc, method, request, want, field in rows_of_table:
             try:
                 got = check_row(jail, method, request, want, field)
                 rows.report("%s -> %s" % (desc, got))
@@ -523,10 +546,7 @@ def main():
             except Exception:
                 rows.report(race.__name__, traceback.format_exc())
         try:
-            tear_down(jail, v)
-            leaked = leaked_loops(jail.host("/pool"))
-            assert not leaked, "loop devices left: %s" % leaked
-            rows.report("teardown: nothing left attached")
+            rows.report(tear_down(jail, v))
         except Exception:
             rows.report("teardown", traceback.format_exc())
     except Exception:
@@ -541,9 +561,18 @@ def main():
             for line in jail.logs().splitlines()[-20:]:
                 print("#   " + line)
         ctx.cleanup()
-        for dev in leaked_loops(jail.host("/pool")):
-            subprocess.run(["losetup", "-d", dev], capture_output=True)
+        after(jail)
     return 1 if rows.failed else 0
+
+
+def detach_pool_loops(jail):
+    for dev in leaked_loops(jail.host("/pool")):
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+def main():
+    return run_jail(Jail, set_up, lambda v: path_rows(v) + id_rows(v) + option_rows(v),
+                    pool_tear_down, detach_pool_loops)
 
 
 if __name__ == "__main__":
