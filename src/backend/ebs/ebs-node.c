@@ -134,8 +134,12 @@ static int open_dir(int dir_fd, const char *name)
 /* Temporaries a crash left (a live writer holds its flock: it stays). */
 static void tmp_clean(EbsNode *n)
 {
-	_cleanup_closedir_ DIR *d = fdopendir(dup(n->tmp_fd));
+	int dir_fd = openat(n->tmp_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_closedir_ DIR *d = dir_fd >= 0 ? fdopendir(dir_fd) : NULL;
 	struct dirent *de;
+
+	if (dir_fd >= 0 && !d)
+		close(dir_fd);
 
 	while (d && (de = readdir(d))) {
 		if (!write_file_is_temporary(de->d_name))
