@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The pool as a backend: the table of operations over pool.c (objects on disk) and
- * pool-node.c (the node service). */
+/* The pool as a backend: the table of operations over pool.c (objects on disk), the
+ * controller's files (pool-controller.c, pool-attach.c, pool-snapshot.c) and pool-node.c (the
+ * node service). */
 #include <string.h>
 
 #include "alloc.h"
@@ -8,19 +9,6 @@
 #include "log.h"
 #include "pool-backend.h"
 #include "pool-node.h"
-
-typedef struct PoolBackend {
-	Backend base;
-	Pool *pool;
-	char *node_id;
-	uint32_t max_volumes;
-	char *zone;
-} PoolBackend;
-
-static PoolBackend *pool_of(Backend *b)
-{
-	return (PoolBackend *)b;
-}
 
 Pool *pool_backend_pool(Backend *b)
 {
@@ -94,6 +82,7 @@ static void pool_backend_free(Backend *b)
 	PoolBackend *pb = pool_of(b);
 
 	pool_close(pb->pool);
+	devnames_free(pb->devnames);
 	free(pb->node_id);
 	free(pb->zone);
 	free(pb);
@@ -102,6 +91,21 @@ static void pool_backend_free(Backend *b)
 static const BackendOps pool_ops = {
 	.name = "pool",
 	.probe = pool_probe_op,
+	.create_volume = pool_backend_create_volume,
+	.delete_volume = pool_backend_delete_volume,
+	.get_volume = pool_backend_get_volume,
+	.list_volumes = pool_backend_list_volumes,
+	.get_capacity = pool_backend_get_capacity,
+	.attach = pool_backend_attach,
+	.detach = pool_backend_detach,
+	.change_volume = pool_backend_change_volume,
+	.create_snapshot = pool_backend_create_snapshot,
+	.delete_snapshot = pool_backend_delete_snapshot,
+	.get_snapshot = pool_backend_get_snapshot,
+	.list_snapshots = pool_backend_list_snapshots,
+	.create_group = pool_backend_create_group,
+	.delete_group = pool_backend_delete_group,
+	.get_group = pool_backend_get_group,
 	.stage = stage_op,
 	.unstage = unstage_op,
 	.publish = publish_op,
@@ -140,12 +144,14 @@ BACKEND_NEW(pool)
 	int r;
 
 	pb->base.ops = &pool_ops;
+	pb->devnames = devnames_new(NULL);
 	pb->node_id = xstrdup(config->node_id ?: "");
 	pb->max_volumes = config->max_volumes_per_node;
 	pb->zone = xstrdup(config->zone ?: "local");
 	if ((r = pool_open(&pc, &pb->pool)) < 0) {
 		*ret_error = xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
 				       strerror(-r));
+		devnames_free(pb->devnames);
 		free(pb->node_id);
 		free(pb->zone);
 		free(pb);
