@@ -396,6 +396,11 @@ typedef enum BackendRole {
 struct FlexRegistry;
 struct FlexCallConfig;
 
+/* Told of each problem a backend found, and repaired where it could, while it started: the
+ * daemon logs each once. volume_id: the volume whose record is damaged (listed, deletable),
+ * else NULL. */
+typedef void (*BackendReportFunc)(const char *volume_id, const char *message, void *userdata);
+
 /* Everything any backend may need to start; each takes what it uses. */
 typedef struct BackendConfig {
 	unsigned roles; /* BackendRole bits: what this process serves */
@@ -406,6 +411,8 @@ typedef struct BackendConfig {
 	uint64_t pool_capacity;	   /* 0: what the filesystem has */
 	struct FlexRegistry *flex; /* Flexvolume drivers; NULL: Flexvolume off */
 	const struct FlexCallConfig *flex_call;
+	BackendReportFunc report; /* NULL: nobody is told */
+	void *report_userdata;
 } BackendConfig;
 
 /* What makes a backend of a name (its folder defines it): fills *ret, or a negative errno with

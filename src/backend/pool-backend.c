@@ -10,11 +10,6 @@
 #include "pool-backend.h"
 #include "pool-node.h"
 
-Pool *pool_backend_pool(Backend *b)
-{
-	return pool_of(b)->pool;
-}
-
 static int fail(char **ret_error, int err, char *message)
 {
 	*ret_error = message;
@@ -132,6 +127,35 @@ static int register_node(PoolBackend *pb, char **ret_error)
 	return 0;
 }
 
+/* Repairs what earlier runs left on the pool (loop devices over files no record uses,
+ * temporaries, the size an interrupted expand did not record) and tells config->report of
+ * each item: the daemon warns once per item, and a damaged volume only once whoever finds it
+ * (this check or a call). */
+static void repair(PoolBackend *pb, const BackendConfig *config)
+{
+	BackendReportFunc tell = config->report;
+	PoolCheckReport report;
+
+	int r = pool_check_repair(pb->pool, &report);
+	if (r < 0) {
+		_cleanup_free_ char *m = xasprintf("pool %s: checking it at start failed: %s",
+						   pool_path(pb->pool), strerror(-r));
+		if (tell)
+			tell(NULL, m, config->report_userdata);
+		return;
+	}
+	for (size_t i = 0; tell && i < report.n_items; i++) {
+		const PoolCheckItem *it = &report.items[i];
+		bool damaged = *it->volume_id;
+		_cleanup_free_ char *m =
+			damaged ? NULL
+				: xasprintf("pool %s: %s: %s%s%s", pool_path(pb->pool), it->object,
+					    it->problem, it->repair ? ": " : "", it->repair ?: "");
+		tell(damaged ? it->volume_id : NULL, m ?: it->problem, config->report_userdata);
+	}
+	pool_check_report_done(&report);
+}
+
 BACKEND_NEW(pool);
 BACKEND_NEW(pool)
 {
@@ -161,6 +185,7 @@ BACKEND_NEW(pool)
 		pool_backend_free(&pb->base);
 		return r;
 	}
+	repair(pb, config);
 	*ret = &pb->base;
 	return 0;
 }

@@ -22,9 +22,6 @@ static inline PoolBackend *pool_of(Backend *b)
 	return (PoolBackend *)b;
 }
 
-/* The pool a pool backend serves (borrowed). */
-Pool *pool_backend_pool(Backend *b);
-
 /* The operations, with backend.h's contracts. */
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error);

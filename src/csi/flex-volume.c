@@ -173,7 +173,7 @@ static int record_dir(Driver *d, RecordKind k, bool create, int *ret_fd)
 		parts[n++] = node;
 		parts[n++] = k == RECORD_STAGED ? "staged" : "published";
 	}
-	int fd = open(pool_path(d->pool), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open(d->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return negative_errno();
 	for (size_t i = 0; i < n; i++) {
@@ -347,7 +347,7 @@ static int save_or_fail(char **ret_error, Driver *d, RecordKind k, const Record 
 	if (r < 0)
 		return errorf(ret_error, r == -EINVAL ? -EINVAL : -EIO,
 			      "volume %s: recording its Flexvolume state in %s/flex failed: %s",
-			      rec->volume_id, pool_path(d->pool),
+			      rec->volume_id, d->state_dir,
 			      r == -EINVAL ? "volume_context is not UTF-8" : strerror(-r));
 	return 0;
 }
@@ -361,7 +361,7 @@ static int load_or_fail(char **ret_error, Driver *d, RecordKind k, const char *v
 	if (r < 0)
 		return errorf(ret_error, -EIO,
 			      "volume %s: reading its Flexvolume record in %s/flex failed: %s",
-			      volume_id, pool_path(d->pool), strerror(-r));
+			      volume_id, d->state_dir, strerror(-r));
 	return 0;
 }
 

@@ -13,7 +13,7 @@
 #include "ownership.h"
 #include "parse-util.h"
 #include "pinned-path.h"
-#include "pool-node.h"
+#include "backend.h"
 
 #define FSTYPE_KEY "csi.storage.k8s.io/fstype"
 #define DEFAULT_FSTYPE "ext4"

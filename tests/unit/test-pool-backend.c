@@ -17,6 +17,17 @@
 #define MIB (1024ULL * 1024)
 
 static char *pool_dir; /* the pool of the test running */
+static char *reported; /* what the last backend started told report(), one line each */
+
+static void report(const char *volume_id, const char *message, void *userdata)
+{
+	char *prev = reported;
+
+	(void)userdata;
+	reported = xasprintf("%s%s%s%s\n", prev ?: "", volume_id ?: "", volume_id ? ": " : "",
+			     message);
+	free(prev);
+}
 
 /* Each test gets a pool directory of its own. */
 static void use_pool(const char *name)
@@ -38,8 +49,11 @@ static Backend *start(const char *node, uint32_t max_volumes)
 		.zone = "z1",
 		.pool_path = pool_dir,
 		.pool_capacity = 64 * MIB,
+		.report = report,
 	};
 
+	free(reported);
+	reported = NULL;
 	if (backends_new(names, &config, &list, &error) < 0) {
 		printf("Bail out! cannot start a pool backend in %s: %s\n", pool_dir, error);
 		exit(1);
@@ -365,6 +379,27 @@ static void test_snapshots(void)
 	b->ops->free(b);
 }
 
+/* What a start finds and repairs is told to the daemon, a damaged volume by its id. */
+static void test_report(void)
+{
+	use_pool("report");
+	Backend *b = start("node-a", 0);
+	BackendVolume v;
+
+	create(b, "broken", MIB, NULL, NULL, &v);
+	b->ops->free(b);
+	_cleanup_free_ char *meta = pool_file(v.id, "meta.json");
+	_cleanup_free_ char *junk = xasprintf("%s/tmp/new-junk", pool_dir);
+	ok(truncate(meta, 0) == 0 && mkdir(junk, 0755) == 0,
+	   "a volume's record emptied, a leftover in tmp/");
+	b = start("node-a", 0);
+	_cleanup_free_ char *want = xasprintf("%s: ", v.id);
+	ok(reported && strstr(reported, want), "the damaged volume, by its id: %s", reported);
+	ok(reported && strstr(reported, "tmp/new-junk"), "the leftover in tmp/");
+	backend_volume_done(&v);
+	b->ops->free(b);
+}
+
 int main(void)
 {
 	scratch_init("pool-backend");
@@ -373,7 +408,9 @@ int main(void)
 	test_attach();
 	test_capacity_and_change();
 	test_snapshots();
+	test_report();
 	free(error);
+	free(reported);
 	free(pool_dir);
 	return tap_done();
 }
