@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The pool as a backend: the table of operations over pool.c (objects on disk) and
- * pool-node.c (the node service). */
+/* The pool as a backend: the table of operations over pool.c (objects on disk), the
+ * controller's files (pool-controller.c, pool-attach.c, pool-snapshot.c) and pool-node.c (the
+ * node service). */
 #include <string.h>
 
 #include "alloc.h"
@@ -8,24 +9,6 @@
 #include "log.h"
 #include "pool-backend.h"
 #include "pool-node.h"
-
-typedef struct PoolBackend {
-	Backend base;
-	Pool *pool;
-	char *node_id;
-	uint32_t max_volumes;
-	char *zone;
-} PoolBackend;
-
-static PoolBackend *pool_of(Backend *b)
-{
-	return (PoolBackend *)b;
-}
-
-Pool *pool_backend_pool(Backend *b)
-{
-	return pool_of(b)->pool;
-}
 
 static int fail(char **ret_error, int err, char *message)
 {
@@ -94,6 +77,7 @@ static void pool_backend_free(Backend *b)
 	PoolBackend *pb = pool_of(b);
 
 	pool_close(pb->pool);
+	devnames_free(pb->devnames);
 	free(pb->node_id);
 	free(pb->zone);
 	free(pb);
@@ -102,6 +86,21 @@ static void pool_backend_free(Backend *b)
 static const BackendOps pool_ops = {
 	.name = "pool",
 	.probe = pool_probe_op,
+	.create_volume = pool_backend_create_volume,
+	.delete_volume = pool_backend_delete_volume,
+	.get_volume = pool_backend_get_volume,
+	.list_volumes = pool_backend_list_volumes,
+	.get_capacity = pool_backend_get_capacity,
+	.attach = pool_backend_attach,
+	.detach = pool_backend_detach,
+	.change_volume = pool_backend_change_volume,
+	.create_snapshot = pool_backend_create_snapshot,
+	.delete_snapshot = pool_backend_delete_snapshot,
+	.get_snapshot = pool_backend_get_snapshot,
+	.list_snapshots = pool_backend_list_snapshots,
+	.create_group = pool_backend_create_group,
+	.delete_group = pool_backend_delete_group,
+	.get_group = pool_backend_get_group,
 	.stage = stage_op,
 	.unstage = unstage_op,
 	.publish = publish_op,
@@ -128,6 +127,35 @@ static int register_node(PoolBackend *pb, char **ret_error)
 	return 0;
 }
 
+/* Repairs what earlier runs left on the pool (loop devices over files no record uses,
+ * temporaries, the size an interrupted expand did not record) and tells config->report of
+ * each item: the daemon warns once per item, and a damaged volume only once whoever finds it
+ * (this check or a call). */
+static void repair(PoolBackend *pb, const BackendConfig *config)
+{
+	BackendReportFunc tell = config->report;
+	PoolCheckReport report;
+
+	int r = pool_check_repair(pb->pool, &report);
+	if (r < 0) {
+		_cleanup_free_ char *m = xasprintf("pool %s: checking it at start failed: %s",
+						   pool_path(pb->pool), strerror(-r));
+		if (tell)
+			tell(NULL, m, config->report_userdata);
+		return;
+	}
+	for (size_t i = 0; tell && i < report.n_items; i++) {
+		const PoolCheckItem *it = &report.items[i];
+		bool damaged = *it->volume_id;
+		_cleanup_free_ char *m =
+			damaged ? NULL
+				: xasprintf("pool %s: %s: %s%s%s", pool_path(pb->pool), it->object,
+					    it->problem, it->repair ? ": " : "", it->repair ?: "");
+		tell(damaged ? it->volume_id : NULL, m ?: it->problem, config->report_userdata);
+	}
+	pool_check_report_done(&report);
+}
+
 BACKEND_NEW(pool);
 BACKEND_NEW(pool)
 {
@@ -140,12 +168,14 @@ BACKEND_NEW(pool)
 	int r;
 
 	pb->base.ops = &pool_ops;
+	pb->devnames = devnames_new(NULL);
 	pb->node_id = xstrdup(config->node_id ?: "");
 	pb->max_volumes = config->max_volumes_per_node;
 	pb->zone = xstrdup(config->zone ?: "local");
 	if ((r = pool_open(&pc, &pb->pool)) < 0) {
 		*ret_error = xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
 				       strerror(-r));
+		devnames_free(pb->devnames);
 		free(pb->node_id);
 		free(pb->zone);
 		free(pb);
@@ -155,6 +185,7 @@ BACKEND_NEW(pool)
 		pool_backend_free(&pb->base);
 		return r;
 	}
+	repair(pb, config);
 	*ret = &pb->base;
 	return 0;
 }

@@ -7,7 +7,6 @@
 #include "log.h"
 #include "driver.h"
 #include "ownership.h"
-#include "pool.h"
 
 /* Every map entry message is { base; char *key; char *value; } for string maps. */
 typedef struct StringEntry {
@@ -162,33 +161,6 @@ bool capacity_range_allows(const Csi__V1__CapacityRange *range, uint64_t size)
 	return true;
 }
 
-Csi__V1__Topology *topology_new(const char *zone)
-{
-	Csi__V1__Topology *t = xnew0(Csi__V1__Topology, 1);
-	Strmap m = {};
-
-	csi__v1__topology__init(t);
-	strmap_set(&m, TOPOLOGY_KEY, zone);
-	t->segments = pbmap_from_strmap(&csi__v1__topology__segments_entry__descriptor, &m,
-					&t->n_segments);
-	strmap_done(&m);
-	return t;
-}
-
-bool topology_matches(const Csi__V1__Topology *t, const char *zone)
-{
-	bool named = false;
-	for (size_t i = 0; i < t->n_segments; i++) {
-		const char *k = t->segments[i]->key, *v = t->segments[i]->value;
-		if (strcmp(k, TOPOLOGY_KEY) == 0 || strcmp(k, "topology.kubernetes.io/zone") == 0) {
-			if (strcmp(v, zone) != 0)
-				return false;
-			named = true;
-		}
-	}
-	return named;
-}
-
 Google__Protobuf__Timestamp *timestamp_new(int64_t ns)
 {
 	Google__Protobuf__Timestamp *ts = xnew0(Google__Protobuf__Timestamp, 1);
@@ -243,12 +215,6 @@ int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, boo
 		 (unsigned long long)(report.elapsed / USEC_PER_MSEC));
 	ownership_report_done(&report);
 	return 0;
-}
-
-int volume_not_found(char **ret_error, const char *id)
-{
-	_cleanup_free_ char *msg = pool_volume_not_found("volume_id", id);
-	return errorf(ret_error, -ENOENT, "%s", msg);
 }
 
 void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *ret)

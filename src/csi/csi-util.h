@@ -15,7 +15,7 @@
 #define MIB (1024ULL * 1024ULL)
 #define GIB (1024ULL * MIB)
 #define DEFAULT_VOLUME_SIZE GIB
-#define TOPOLOGY_KEY "topology.volplug.io/zone"
+#define TOPOLOGY_KEY BACKEND_TOPOLOGY_ZONE
 
 /* A protobuf map field (an array of key/value entry messages) as borrowed ParamKVs: the
  * strings point into the request. Free the array only. */
@@ -56,12 +56,6 @@ int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, 
 /* Whether size satisfies the range. */
 bool capacity_range_allows(const Csi__V1__CapacityRange *range, uint64_t size);
 
-/* A heap Topology {TOPOLOGY_KEY: zone}. */
-Csi__V1__Topology *topology_new(const char *zone);
-
-/* Whether a topology names zone (by TOPOLOGY_KEY or topology.kubernetes.io/zone). */
-bool topology_matches(const Csi__V1__Topology *t, const char *zone);
-
 /* A heap google.protobuf.Timestamp for a CLOCK_REALTIME nanosecond count. */
 Google__Protobuf__Timestamp *timestamp_new(int64_t ns);
 
@@ -76,10 +70,6 @@ Csi__V1__VolumeUsage *usage_new(Csi__V1__VolumeUsage__Unit unit, uint64_t total,
  * result: negative when the root itself cannot be changed, which is the caller's to report. */
 int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, bool read_only,
 			      const char *policy_name, int fallback);
-
-/* NOT_FOUND for a volume_id that names no volume (saying so when it is not even the shape of
- * one of ours). */
-int volume_not_found(char **ret_error, const char *id);
 
 /* The backend that serves a volume (backend_for_volume() over the driver's backends). context:
  * the request's volume_context where it has one, else NULL. */

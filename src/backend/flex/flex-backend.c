@@ -293,7 +293,7 @@ static void attachment_remove(FlexRecord *rec, size_t i)
 	rec->n_attachments--;
 }
 
-static int detach_op(Backend *b, const BackendDetach *r, void *ret, char **ret_error)
+static int detach_op(Backend *b, const BackendDetach *r, BackendDetached *ret, char **ret_error)
 {
 	FlexBackend *fb = flex_of(b);
 	_cleanup_(flex_record_freep) FlexRecord *rec = NULL;
