@@ -12,7 +12,7 @@
 
 /* The coalescer's apply step: the volume's backend makes the merged change. */
 static int apply_change(void *userdata, const char *volume_id, const CoalescedChange *change,
-			char **ret_error)
+			CoalescedResult *ret, char **ret_error)
 {
 	Driver *d = userdata;
 	BackendChange c = {
@@ -30,6 +30,10 @@ static int apply_change(void *userdata, const char *volume_id, const CoalescedCh
 		return e;
 	log_info("volume %s: applied %zu merged request(s): size %llu, %zu parameter(s)", volume_id,
 		 change->n_callers, (unsigned long long)done.size, change->n_params);
+	*ret = (CoalescedResult){
+		.size = done.size,
+		.node_expansion_required = done.node_expansion_required,
+	};
 	return 0;
 }
 
@@ -54,7 +58,7 @@ static int submit(char **ret_error, Driver *d, const char *volume_id, uint64_t s
 		.params = kv,
 		.n_params = n,
 	};
-	int e = coalescer_submit(d->coalescer, &req, &err);
+	int e = coalescer_submit(d->coalescer, &req, NULL, &err);
 	if (e < 0)
 		return errorf(ret_error, e, "%s", err ?: strerror(-e));
 	return 0;
