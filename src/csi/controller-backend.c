@@ -50,7 +50,7 @@ int controller_publish_through(Driver *d, Backend *b,
 	resp->publish_context = pbmap_from_strmap(
 		&csi__v1__controller_publish_volume_response__publish_context_entry__descriptor,
 		&att.publish_context, &resp->n_publish_context);
-	strmap_done(&att.publish_context);
+	backend_attachment_done(&att);
 	*ret = &resp->base;
 	return 0;
 }
@@ -67,8 +67,10 @@ int controller_unpublish_through(Driver *d, Backend *b,
 	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
 	BackendDetach x = {.volume_id = r->volume_id, .node_id = r->node_id};
-	if ((e = BACKEND_CALL(b, detach, &x, NULL, ret_error)) < 0)
+	BackendDetached gone = {};
+	if ((e = BACKEND_CALL(b, detach, &x, &gone, ret_error)) < 0)
 		return e;
+	backend_detached_done(&gone);
 	log_info("unpublished volume %s from %s%s (%s backend)", r->volume_id,
 		 r->node_id && *r->node_id ? "node " : "every node", r->node_id ?: "",
 		 b->ops->name);
