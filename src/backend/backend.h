@@ -14,12 +14,15 @@
  * OUT_OF_RANGE. An operation a backend does not have is NULL: the CSI layer answers
  * UNIMPLEMENTED.
  *
- * The CSI layer checks what the CSI spec says of a request (required fields, capabilities,
- * capacity ranges, the parameters' syntax), holds its in-flight key (ABORTED for a second
- * call), merges expand and modify requests, and applies the idempotency rules that do not
- * depend on the backend. A backend owns its objects: their per-object locking, what spans
- * processes (capacity, attach counts, device names), crash safety, and every path and device
- * it acts on on the node. Operations block; they may be called from several threads at once. */
+ * The CSI layer checks what the CSI spec says of a request (required fields, capabilities
+ * well formed, capacity ranges, the parameters' syntax), holds its in-flight key (ABORTED for
+ * a second call), merges expand and modify requests, and applies the idempotency rules that do
+ * not depend on the backend. A backend judges the rest: which access modes and filesystems it
+ * serves (check_access), what it reads from a volume context (filesystem options, the default
+ * filesystem), whether its volumes need a staging path. It owns its objects: their per-object
+ * locking, what spans processes (capacity, attach counts, device names), crash safety, and
+ * every path and device it acts on on the node. Operations block; they may be called from
+ * several threads at once. */
 #pragma once
 
 #include <stdbool.h>
@@ -119,6 +122,13 @@ typedef struct BackendAccess {
 	bool multi_node;    /* the mode lets several nodes use the volume at once */
 	bool read_only;	    /* the mode is a reader-only one */
 } BackendAccess;
+
+/* check_access: may a volume be used as access says? field names the capability in the
+ * request ("volume_capability", "volume_capabilities[1]") for the message. */
+typedef struct BackendAccessCheck {
+	const char *field;
+	BackendAccess access;
+} BackendAccessCheck;
 
 typedef struct BackendCreateVolume {
 	const char *name;
@@ -241,7 +251,6 @@ typedef struct BackendStage {
 	BackendAccess access;
 	char *const *mount_flags; /* one option each */
 	size_t n_mount_flags;
-	const BlockfsMkfsOptions *mkfs; /* from the volume context; NULL: defaults */
 	const Strmap *volume_context;
 	const Strmap *publish_context;
 	const Strmap *secrets;
@@ -260,7 +269,7 @@ typedef int (*BackendPrepareFunc)(int root_fd, bool read_only, const char *polic
 
 typedef struct BackendPublish {
 	const char *volume_id;
-	const char *staging_path; /* NULL or "" for volumes that are never staged */
+	const char *staging_path; /* NULL or "": not staged (the backend says if it must be) */
 	const char *target_path;
 	BackendAccess access;
 	bool read_only;
@@ -324,6 +333,12 @@ struct BackendOps {
 
 	/* 0 when the backend can serve requests now. */
 	int (*probe)(Backend *b, char **ret_error);
+
+	/* Whether it serves volumes used as r->access says (access mode, filesystem type): 0, or
+	 * -EINVAL with a message naming r->field. The CSI layer asks before it calls an
+	 * operation that takes a capability, and for ValidateVolumeCapabilities. NULL: whatever
+	 * the CSI spec allows; the operations refuse what they cannot do. */
+	int (*check_access)(Backend *b, const BackendAccessCheck *r, void *ret, char **ret_error);
 
 	/* -EEXIST with *ret the existing volume when one of that name exists: the caller
 	 * compares. -ENOENT for a missing source, -ENOSPC beyond capacity, -ERANGE when the

@@ -12,7 +12,6 @@
 #include "time-util.h"
 
 #define MIB (1024ULL * 1024ULL)
-#define FSTYPE_KEY "csi.storage.k8s.io/fstype"
 
 int pool_page_token_check(const char *token, bool (*valid)(const char *), const char *what,
 			  char **ret_error)
@@ -172,8 +171,8 @@ static void create_spec(const BackendCreateVolume *r, PoolVolume *v)
 	v->access_mode = (char *)r->access.mode;
 	volume_params_to_strmap(r->params, VOLUME_PARAMS_ALL, &v->params);
 	volume_params_to_strmap(r->params, VOLUME_PARAMS_NODE, &v->context);
-	if (r->access.fstype && *r->access.fstype && !strmap_get(&v->context, FSTYPE_KEY))
-		strmap_set(&v->context, FSTYPE_KEY, r->access.fstype);
+	if (r->access.fstype && *r->access.fstype && !strmap_get(&v->context, POOL_CONTEXT_FSTYPE))
+		strmap_set(&v->context, POOL_CONTEXT_FSTYPE, r->access.fstype);
 }
 
 /* A volume of that name exists: -EEXIST with it, for the caller to compare. */

@@ -28,8 +28,10 @@ static int apply_change(void *userdata, const char *volume_id, const CoalescedCh
 	int e = BACKEND_CALL(b, change_volume, &c, &done, ret_error);
 	if (e < 0)
 		return e;
-	log_info("volume %s: applied %zu merged request(s): size %llu, %zu parameter(s)", volume_id,
-		 change->n_callers, (unsigned long long)done.size, change->n_params);
+	log_info("volume %s: applied %zu merged request(s): size %llu, %zu parameter(s) (%s "
+		 "backend)",
+		 volume_id, change->n_callers, (unsigned long long)done.size, change->n_params,
+		 b->ops->name);
 	*ret = (CoalescedResult){
 		.size = done.size,
 		.node_expansion_required = done.node_expansion_required,
@@ -48,8 +50,10 @@ int controller_coalescer_init(Driver *d)
 	return 0;
 }
 
+/* Expand and modify hold no in-flight key: concurrent calls for a volume meet in the
+ * coalescer, which merges them into one change or refuses the one in the way (ABORTED). */
 static int submit(char **ret_error, Driver *d, const char *volume_id, uint64_t size,
-		  const ParamKV *kv, size_t n)
+		  const ParamKV *kv, size_t n, CoalescedResult *ret)
 {
 	_cleanup_free_ char *err = NULL;
 	CoalesceRequest req = {
@@ -58,7 +62,7 @@ static int submit(char **ret_error, Driver *d, const char *volume_id, uint64_t s
 		.params = kv,
 		.n_params = n,
 	};
-	int e = coalescer_submit(d->coalescer, &req, NULL, &err);
+	int e = coalescer_submit(d->coalescer, &req, ret, &err);
 	if (e < 0)
 		return errorf(ret_error, e, "%s", err ?: strerror(-e));
 	return 0;
@@ -73,45 +77,34 @@ int controller_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 	uint64_t size;
 	int e;
 
-	/* The volumes of other backends go through their operations. */
-	Backend *b = volume_backend(d, r->volume_id, NULL);
-	if (!backend_is_default(d, b))
-		return controller_expand_through(d, b, r, ret, ret_error);
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (!r->capacity_range)
 		return errorf(ret_error, -EINVAL, "capacity_range: missing");
+	Backend *b = volume_backend(d, r->volume_id, NULL);
 	if (r->volume_capability &&
-	    capability_check(r->volume_capability, "volume_capability", &err) < 0)
-		return errorf(ret_error, -EINVAL, "%s", err);
+	    (e = capability_check(b, r->volume_capability, "volume_capability", ret_error)) < 0)
+		return e;
 	if ((e = capacity_range_size(r->capacity_range, 0, &size, &err)) < 0)
 		return errorf(ret_error, e, "%s", err);
-	if ((e = volume_lookup(d, r->volume_id, &v, ret_error)) < 0)
+	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;
-	uint64_t current = v.size;
+	/* Nothing to grow: its size as it is, and the node refreshes what it sees. */
+	CoalescedResult done = {.size = v.size, .node_expansion_required = true};
 	backend_volume_done(&v);
-	if (!capacity_range_allows(r->capacity_range, current) && size <= current)
+	if (!capacity_range_allows(r->capacity_range, done.size) && size <= done.size)
 		return errorf(ret_error, -ERANGE,
 			      "capacity_range.limit_bytes: volume %s is %llu bytes already, more "
 			      "than %lld (volumes never shrink)",
-			      r->volume_id, (unsigned long long)current,
+			      r->volume_id, (unsigned long long)done.size,
 			      (long long)r->capacity_range->limit_bytes);
-	if (size > current) {
-		if ((e = submit(ret_error, d, r->volume_id, size, NULL, 0)) < 0)
-			return e;
-		if (volume_lookup(d, r->volume_id, &v, &err) < 0)
-			return errorf(ret_error, -ENOENT, "volume %s vanished while it grew",
-				      r->volume_id);
-		current = v.size;
-		backend_volume_done(&v);
-	}
+	if (size > done.size && (e = submit(ret_error, d, r->volume_id, size, NULL, 0, &done)) < 0)
+		return e;
 	Csi__V1__ControllerExpandVolumeResponse *resp =
 		xnew0(Csi__V1__ControllerExpandVolumeResponse, 1);
 	csi__v1__controller_expand_volume_response__init(resp);
-	resp->capacity_bytes = (int64_t)current;
-	/* Always: a loop device keeps its old size until NodeExpandVolume refreshes it, raw
-	 * block too, and a filesystem must grow there as well. */
-	resp->node_expansion_required = true;
+	resp->capacity_bytes = (int64_t)done.size;
+	resp->node_expansion_required = done.node_expansion_required;
 	*ret = &resp->base;
 	return 0;
 }
@@ -127,19 +120,16 @@ int controller_modify_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
-	/* The volumes of other backends go through their operations. */
-	Backend *b = volume_backend(d, r->volume_id, NULL);
-	if (!backend_is_default(d, b))
-		return controller_modify_through(d, b, r, ret, ret_error);
 	kv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
 	if (volume_params_check_mutable(kv, r->n_mutable_parameters, &err) < 0)
 		return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
-	if ((e = volume_lookup(d, r->volume_id, &v, ret_error)) < 0)
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;
 	backend_volume_done(&v);
 	/* Values are checked against the merged change (the size a concurrent expand brings
 	 * included) when it is applied, as EC2 checks the EBS driver's merged modification. */
-	if ((e = submit(ret_error, d, r->volume_id, 0, kv, r->n_mutable_parameters)) < 0)
+	if ((e = submit(ret_error, d, r->volume_id, 0, kv, r->n_mutable_parameters, NULL)) < 0)
 		return e;
 
 	Csi__V1__ControllerModifyVolumeResponse *resp =

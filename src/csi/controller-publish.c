@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* ControllerPublishVolume / ControllerUnpublishVolume: the request checked, then the volume's
- * backend attaches it to the node (the pool: a device name from the node's list, its limit held
- * across processes) or detaches it. */
+ * backend attaches it to the node (a device name, the node's limit: the backend's business) or
+ * detaches it. */
 #include <string.h>
 
 #include "alloc.h"
@@ -22,19 +22,6 @@ static ProtobufCMessage *publish_reply(const Strmap *context)
 	return &resp->base;
 }
 
-static int publish_check_request(char **ret_error, const Csi__V1__ControllerPublishVolumeRequest *r)
-{
-	_cleanup_free_ char *err = NULL;
-
-	if (!r->volume_id || !*r->volume_id)
-		return errorf(ret_error, -EINVAL, "volume_id: missing");
-	if (!r->node_id || !*r->node_id)
-		return errorf(ret_error, -EINVAL, "node_id: missing");
-	if (capability_check(r->volume_capability, "volume_capability", &err) < 0)
-		return errorf(ret_error, -EINVAL, "%s", err);
-	return 0;
-}
-
 int controller_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
 			      char **ret_error)
 {
@@ -44,12 +31,13 @@ int controller_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCM
 	BackendAttachment done = {};
 	int e;
 
-	/* The volumes of other backends go through their operations. */
+	if (!r->volume_id || !*r->volume_id)
+		return errorf(ret_error, -EINVAL, "volume_id: missing");
+	if (!r->node_id || !*r->node_id)
+		return errorf(ret_error, -EINVAL, "node_id: missing");
 	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &context);
 	Backend *b = volume_backend(d, r->volume_id, &context);
-	if (!backend_is_default(d, b))
-		return controller_publish_through(d, b, r, &context, ret, ret_error);
-	if ((e = publish_check_request(ret_error, r)) < 0)
+	if ((e = capability_check(b, r->volume_capability, "volume_capability", ret_error)) < 0)
 		return e;
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
 		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
@@ -64,8 +52,9 @@ int controller_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCM
 	if ((e = BACKEND_CALL(b, attach, &a, &done, ret_error)) < 0)
 		return e;
 	if (!done.existed)
-		log_info("published volume %s to node %s as %s%s", r->volume_id, r->node_id,
-			 done.device ?: "", r->readonly ? " (read-only)" : "");
+		log_info("published volume %s to node %s%s%s (%s backend)%s", r->volume_id,
+			 r->node_id, done.device ? " as " : "", done.device ?: "", b->ops->name,
+			 r->readonly ? " (read-only)" : "");
 	*ret = publish_reply(&done.publish_context);
 	backend_attachment_done(&done);
 	return 0;
@@ -79,20 +68,18 @@ int controller_unpublish_volume(Driver *d, const ProtobufCMessage *req, Protobuf
 	BackendDetached gone = {};
 	int e;
 
-	/* The volumes of other backends go through their operations. */
-	Backend *b = volume_backend(d, r->volume_id, NULL);
-	if (!backend_is_default(d, b))
-		return controller_unpublish_through(d, b, r, ret, ret_error);
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
 		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
 			      r->volume_id);
 	BackendDetach q = {.volume_id = r->volume_id, .node_id = r->node_id};
+	Backend *b = volume_backend(d, r->volume_id, NULL);
 	if ((e = BACKEND_CALL(b, detach, &q, &gone, ret_error)) < 0)
 		return e;
 	for (size_t i = 0; gone.nodes && gone.nodes[i]; i++)
-		log_info("unpublished volume %s from node %s (%s)", r->volume_id, gone.nodes[i],
+		log_info("unpublished volume %s from node %s (%s backend%s%s)", r->volume_id,
+			 gone.nodes[i], b->ops->name, *gone.devices[i] ? ", was " : "",
 			 gone.devices[i]);
 	backend_detached_done(&gone);
 	Csi__V1__ControllerUnpublishVolumeResponse *resp =

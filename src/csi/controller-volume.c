@@ -138,9 +138,8 @@ static void *volume_status_new(const BackendVolume *v, bool list)
 	return s;
 }
 
-int volume_lookup(Driver *d, const char *id, BackendVolume *ret, char **ret_error)
+int volume_lookup(Backend *b, const char *id, BackendVolume *ret, char **ret_error)
 {
-	Backend *b = volume_backend(d, id, NULL);
 	BackendRef ref = {.id = id};
 	BackendVolume v = {};
 
@@ -165,10 +164,10 @@ typedef struct CreateSpec {
 	const char *source_kind, *source_id;
 } CreateSpec;
 
-static int create_check_capabilities(char **ret_error, const Csi__V1__CreateVolumeRequest *r,
-				     CreateSpec *spec)
+static int create_check_capabilities(char **ret_error, Backend *b,
+				     const Csi__V1__CreateVolumeRequest *r, CreateSpec *spec)
 {
-	_cleanup_free_ char *err = NULL;
+	int e;
 
 	if (r->n_volume_capabilities == 0)
 		return errorf(ret_error, -EINVAL, "volume_capabilities: at least one is required");
@@ -177,8 +176,8 @@ static int create_check_capabilities(char **ret_error, const Csi__V1__CreateVolu
 		char field[48];
 		const Csi__V1__VolumeCapability *c = r->volume_capabilities[i];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
-		if (capability_check(c, field, &err) < 0)
-			return errorf(ret_error, -EINVAL, "%s", err);
+		if ((e = capability_check(b, c, field, ret_error)) < 0)
+			return e;
 		if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK)
 			spec->block = true;
 		else if (!*spec->fs_type)
@@ -210,7 +209,7 @@ static int create_check_source(char **ret_error, Driver *d, const Csi__V1__Volum
 		BackendVolume v = {};
 		spec->source_kind = "volume";
 		spec->source_id = src->volume->volume_id ?: "";
-		e = volume_lookup(d, spec->source_id, &v, &err);
+		e = volume_lookup(b, spec->source_id, &v, &err);
 		*ret_source_size = v.size;
 		backend_volume_done(&v);
 	}
@@ -232,7 +231,7 @@ static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolume
 
 	if ((e = create_name_check(ret_error, r->name)) < 0)
 		return e;
-	if ((e = create_check_capabilities(ret_error, r, spec)) < 0)
+	if ((e = create_check_capabilities(ret_error, backend_default(d->backends), r, spec)) < 0)
 		return e;
 	if ((e = create_check_source(ret_error, d, r->volume_content_source, spec, &source_size)) <
 	    0)
@@ -419,6 +418,7 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 					    ProtobufCMessage **ret, char **ret_error)
 {
 	const Csi__V1__ValidateVolumeCapabilitiesRequest *r = (const void *)req;
+	_cleanup_(strmap_done) Strmap context = {};
 	_cleanup_free_ char *err = NULL;
 	BackendVolume v = {};
 	int e;
@@ -427,7 +427,9 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (r->n_volume_capabilities == 0)
 		return errorf(ret_error, -EINVAL, "volume_capabilities: at least one is required");
-	if ((e = volume_lookup(d, r->volume_id, &v, ret_error)) < 0)
+	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &context);
+	Backend *b = volume_backend(d, r->volume_id, &context);
+	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;
 	backend_volume_done(&v);
 
@@ -438,7 +440,7 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
 		char field[48];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
-		if (capability_check(r->volume_capabilities[i], field, &err) < 0) {
+		if (capability_check(b, r->volume_capabilities[i], field, &err) < 0) {
 			resp->message = TAKE_PTR(err);
 			return 0;
 		}
@@ -456,11 +458,9 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	}
 	c->n_volume_capabilities = r->n_volume_capabilities;
 	Strmap m = {};
-	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &m);
 	c->volume_context = pbmap_from_strmap(
 		&csi__v1__validate_volume_capabilities_response__confirmed__volume_context_entry__descriptor,
-		&m, &c->n_volume_context);
-	strmap_done(&m);
+		&context, &c->n_volume_context);
 	pbmap_to_strmap((void *const *)r->parameters, r->n_parameters, &m);
 	c->parameters = pbmap_from_strmap(
 		&csi__v1__validate_volume_capabilities_response__confirmed__parameters_entry__descriptor,
@@ -545,24 +545,24 @@ int controller_get_capacity(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 			    char **ret_error)
 {
 	const Csi__V1__GetCapacityRequest *r = (const void *)req;
-	_cleanup_free_ char *err = NULL;
+	Backend *b = backend_default(d->backends);
 	BackendCapacityRequest q = {};
 	BackendCapacity c;
 	Strmap topology = {};
+	int e;
 
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
 		char field[48];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
-		if (capability_check(r->volume_capabilities[i], field, &err) < 0)
-			return errorf(ret_error, -EINVAL, "%s", err);
+		if ((e = capability_check(b, r->volume_capabilities[i], field, ret_error)) < 0)
+			return e;
 	}
 	if (r->accessible_topology) {
 		pbmap_to_strmap((void *const *)r->accessible_topology->segments,
 				r->accessible_topology->n_segments, &topology);
 		q.topology = &topology;
 	}
-	Backend *b = backend_default(d->backends);
-	int e = BACKEND_CALL(b, get_capacity, &q, &c, ret_error);
+	e = BACKEND_CALL(b, get_capacity, &q, &c, ret_error);
 	strmap_done(&topology);
 	if (e < 0)
 		return e;

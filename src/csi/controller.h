@@ -41,28 +41,13 @@ int create_name_check(char **ret_error, const char *name);
  * into ret; INVALID_ARGUMENT naming the key otherwise. */
 int snapshot_params_parse(char **ret_error, void *const *entries, size_t n, Strmap *ret);
 
-/* The volume id names, from its backend: NOT_FOUND naming volume_id when there is none or its
- * record is damaged (such a volume is only listed and deleted). */
-int volume_lookup(Driver *d, const char *id, BackendVolume *ret, char **ret_error);
+/* The volume id names, from b (the backend that serves it): NOT_FOUND naming volume_id when
+ * there is none or its record is damaged (such a volume is only listed and deleted). */
+int volume_lookup(Backend *b, const char *id, BackendVolume *ret, char **ret_error);
 
 /* Warns about a damaged volume at the default log level, once per process whoever finds it
  * (the backend's check at start or a call). */
 void volume_damage_warn(const char *id, const char *damage);
-
-/* The Controller calls for the volumes of a backend other than the default, through its
- * operations (controller-backend.c); context: the request's volume_context. */
-int controller_publish_through(Driver *d, Backend *b,
-			       const Csi__V1__ControllerPublishVolumeRequest *r,
-			       const Strmap *context, ProtobufCMessage **ret, char **ret_error);
-int controller_unpublish_through(Driver *d, Backend *b,
-				 const Csi__V1__ControllerUnpublishVolumeRequest *r,
-				 ProtobufCMessage **ret, char **ret_error);
-int controller_expand_through(Driver *d, Backend *b,
-			      const Csi__V1__ControllerExpandVolumeRequest *r,
-			      ProtobufCMessage **ret, char **ret_error);
-int controller_modify_through(Driver *d, Backend *b,
-			      const Csi__V1__ControllerModifyVolumeRequest *r,
-			      ProtobufCMessage **ret, char **ret_error);
 
 /* Creates the coalescer that merges ControllerExpandVolume and ControllerModifyVolume. */
 int controller_coalescer_init(Driver *d);

@@ -63,29 +63,6 @@ bool access_mode_multi_node(Csi__V1__VolumeCapability__AccessMode__Mode m)
 	return m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
 }
 
-static bool access_mode_supported(Csi__V1__VolumeCapability__AccessMode__Mode m)
-{
-	switch (m) {
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
-		return true;
-	default:
-		return false;
-	}
-}
-
-static bool fs_type_supported(const char *fs)
-{
-	static const char *const fs_types[] = {"", "ext2", "ext3", "ext4", "xfs"};
-	for (size_t i = 0; i < ELEMENTSOF(fs_types); i++)
-		if (strcmp(fs, fs_types[i]) == 0)
-			return true;
-	return false;
-}
-
 int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error)
 {
 	if (!cap)
@@ -99,24 +76,16 @@ int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *fiel
 	return 0;
 }
 
-int capability_check(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error)
+int capability_check(Backend *b, const Csi__V1__VolumeCapability *cap, const char *field,
+		     char **ret_error)
 {
+	BackendAccessCheck q = {.field = field};
+
 	int e = capability_check_spec(cap, field, ret_error);
-	if (e < 0)
+	if (e < 0 || !b->ops->check_access)
 		return e;
-	if (!access_mode_supported(cap->access_mode->mode)) {
-		*ret_error = xasprintf("%s.access_mode: %s is not supported by pool volumes", field,
-				       access_mode_name(cap->access_mode->mode));
-		return -EINVAL;
-	}
-	if (cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT &&
-	    !fs_type_supported(cap->mount->fs_type ?: "")) {
-		*ret_error = xasprintf("%s.mount.fs_type: '%s' is not supported (want ext2, ext3, "
-				       "ext4 or xfs)",
-				       field, cap->mount->fs_type);
-		return -EINVAL;
-	}
-	return 0;
+	backend_access_from(cap, &q.access);
+	return b->ops->check_access(b, &q, NULL, ret_error);
 }
 
 int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, uint64_t *ret,
@@ -236,18 +205,6 @@ void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *re
 Backend *volume_backend(const Driver *d, const char *volume_id, const Strmap *context)
 {
 	return backend_for_volume(d->backends, volume_id, context);
-}
-
-bool backend_is_default(const Driver *d, const Backend *b)
-{
-	return b == backend_default(d->backends);
-}
-
-int volume_capability_check(const Driver *d, const Backend *b, const Csi__V1__VolumeCapability *cap,
-			    const char *field, char **ret_error)
-{
-	return backend_is_default(d, b) ? capability_check(cap, field, ret_error)
-					: capability_check_spec(cap, field, ret_error);
 }
 
 int backend_unimplemented(const Backend *b, const char *op, char **ret_error)

@@ -34,9 +34,10 @@ void *pbmap_from_strmap(const ProtobufCMessageDescriptor *entry_type, const Strm
 int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *field,
 			  char **ret_error);
 
-/* Checks one volume capability for a pool volume: capability_check_spec(), an access mode and,
- * for mount, an fs_type the pool serves. -EINVAL with *ret_error naming what is wrong. */
-int capability_check(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error);
+/* capability_check_spec(), then whether b serves volumes used that way (its check_access):
+ * -EINVAL with *ret_error naming what is wrong. */
+int capability_check(Backend *b, const Csi__V1__VolumeCapability *cap, const char *field,
+		     char **ret_error);
 
 /* A checked capability as the backends take it (fstype: the capability's own, "" if none). */
 void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *ret);
@@ -75,18 +76,6 @@ int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, boo
  * the request's volume_context where it has one, else NULL. */
 struct Driver;
 Backend *volume_backend(const struct Driver *d, const char *volume_id, const Strmap *context);
-
-/* Whether b is the driver's default backend (the pool). This layer still checks its volumes
- * against what the pool serves (capability_check(), volplug's StorageClass parameters in their
- * context) and still serves its attach, expand and modify itself; the other backends get the
- * CSI spec's checks here and judge the rest in their operations. */
-bool backend_is_default(const struct Driver *d, const Backend *b);
-
-/* A volume capability checked for the backend that serves the volume: capability_check() for
- * the default backend, capability_check_spec() for the others. */
-int volume_capability_check(const struct Driver *d, const Backend *b,
-			    const Csi__V1__VolumeCapability *cap, const char *field,
-			    char **ret_error);
 
 /* Calls a backend operation, or answers UNIMPLEMENTED naming it when the backend has none. */
 #define BACKEND_CALL(b, op, request, result, ret_error)                     \

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The pool backend's controller operations, called as the CSI layer calls them (backend.h's
- * table): what each answers, and the message the user would read. Two backends opened on one
+/* The pool backend's controller operations, and the checks of its node operations, called as
+ * the CSI layer calls them (backend.h's table): what each answers, and the message the user
+ * would read. Two backends opened on one
  * pool stand for two processes (a controller and a node elsewhere). No loop devices: no root. */
 #include <errno.h>
 #include <stdio.h>
@@ -400,6 +401,65 @@ static void test_report(void)
 	b->ops->free(b);
 }
 
+/* What the pool judges that the CSI spec leaves open: the access modes and filesystems it
+ * serves, the filesystem options in a volume context, a staging path for every publish. Each
+ * is refused before anything is touched on the node (no root needed). */
+static void test_node_checks(void)
+{
+	use_pool("node-checks");
+	Backend *b = start("node-a", 0);
+	BackendAccessCheck q = {
+		.field = "volume_capabilities[1]",
+		.access = {.fstype = "", .mode = "SINGLE_NODE_WRITER"},
+	};
+	BackendVolume v;
+
+	is_int(CALL(b, check_access, &q, NULL), 0, "a single node writer, default filesystem");
+	q.access.fstype = "xfs";
+	is_int(CALL(b, check_access, &q, NULL), 0, "xfs");
+	q.access.fstype = "ntfs";
+	is_int(CALL(b, check_access, &q, NULL), -EINVAL, "ntfs: refused");
+	is_str(error,
+	       "volume_capabilities[1].mount.fs_type: 'ntfs' is not supported (want ext2, ext3, "
+	       "ext4 or xfs)",
+	       "the message names the field");
+	q.access.block = true;
+	is_int(CALL(b, check_access, &q, NULL), 0, "raw block: no filesystem to judge");
+	q.access.mode = "MULTI_NODE_MULTI_WRITER";
+	is_int(CALL(b, check_access, &q, NULL), -EINVAL, "many writers on many nodes: refused");
+	is_str(error,
+	       "volume_capabilities[1].access_mode: MULTI_NODE_MULTI_WRITER is not supported by "
+	       "pool volumes",
+	       "the message names the mode");
+
+	create(b, "checked", MIB, NULL, NULL, &v);
+	Strmap ctx = {};
+	strmap_set(&ctx, "blockSize", "lots");
+	_cleanup_free_ char *staging = xasprintf("%s/staging", pool_dir);
+	BackendStage st = {
+		.volume_id = v.id,
+		.staging_path = staging,
+		.access = {.fstype = "", .mode = "SINGLE_NODE_WRITER"},
+		.volume_context = &ctx,
+	};
+	is_int(CALL(b, stage, &st, NULL), -EINVAL, "stage: filesystem options that are not");
+	ok(error && strncmp(error, "volume_context: ", 16) == 0 && strstr(error, "blockSize"),
+	   "the message names the context key: %s", error);
+	struct stat sb;
+	ok(stat(staging, &sb) < 0, "nothing made at the staging path");
+	BackendPublish pub = {
+		.volume_id = v.id,
+		.target_path = staging,
+		.access = st.access,
+		.group = (gid_t)-1,
+	};
+	is_int(CALL(b, publish, &pub, NULL), -EINVAL, "publish without a staging path: refused");
+	is_str(error, "staging_target_path: missing", "the message names the field");
+	strmap_done(&ctx);
+	backend_volume_done(&v);
+	b->ops->free(b);
+}
+
 int main(void)
 {
 	scratch_init("pool-backend");
@@ -409,6 +469,7 @@ int main(void)
 	test_capacity_and_change();
 	test_snapshots();
 	test_report();
+	test_node_checks();
 	free(error);
 	free(reported);
 	free(pool_dir);
