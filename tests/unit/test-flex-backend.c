@@ -412,6 +412,12 @@ static void test_controller(void)
 	ok(contains(err, "pool is full") && contains(err, "vx"), "with its message: %s", err);
 	put("record", ".stdout", NULL);
 
+	BackendDeleted del = {};
+	BackendRef ref = {.id = "vx"};
+	is_int(b->ops->delete_volume(b, &ref, &del, &err), -ENOTEMPTY,
+	       "delete while attached: FAILED_PRECONDITION");
+	ok(contains(err, "node-1") && contains(err, "unpublish"), "%s", err);
+
 	BackendDetach dt = {.volume_id = "vx", .node_id = "node-1"};
 	BackendDetached gone = {};
 	is_int(b->ops->detach(b, &dt, &gone, &err), 0, "detach");
@@ -424,6 +430,13 @@ static void test_controller(void)
 	is_int(b->ops->get_volume(b, &(BackendRef){.id = "vx"}, &v, &err), 0, "get after detach");
 	ok(!v.published_nodes, "published nowhere");
 	backend_volume_done(&v);
+	is_int(b->ops->delete_volume(b, &ref, &del, &err), 0, "delete");
+	ok(del.found && strcmp(del.name, "vx") == 0, "it had a record");
+	backend_deleted_done(&del);
+	ok(!exists(VOLUMES_DIR "/08cf4407b570f203.json"), "the record is gone");
+	ok(!b->ops->claims(b, "vx", NULL), "so the volume is no longer claimed");
+	is_int(b->ops->delete_volume(b, &ref, &del, &err), 0, "delete again: done");
+	ok(!del.found, "nothing was there");
 
 	strmap_done(&ctx);
 	b->ops->free(b);

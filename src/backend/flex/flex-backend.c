@@ -5,6 +5,7 @@
  *   attach         attach <json> <node>           attachable drivers only;
  *                  isattached <json> <node>       to verify a retry
  *   detach         detach <volumeName> <node>
+ *   delete_volume  nothing to call: the controller record goes
  *   change_volume  expandvolume (a modification has no command: refused)
  *   stage          waitforattach <device> <json>, then
  *                  mountdevice <staging> <device> <json>   attachable drivers only
@@ -333,6 +334,30 @@ static int detach_op(Backend *b, const BackendDetach *r, BackendDetached *ret, c
 	return 0;
 }
 
+/* DeleteVolume: Flexvolume has no command for it (the driver's storage is its own business), so
+ * only the controller record goes, once nothing is attached. Success for a volume without one. */
+static int delete_volume_op(Backend *b, const BackendRef *r, BackendDeleted *ret, char **ret_error)
+{
+	FlexBackend *fb = flex_of(b);
+	_cleanup_(flex_record_freep) FlexRecord *rec = NULL;
+
+	int e = flex_backend_load(fb, FLEX_RECORD_VOLUME, r->id, NULL, &rec, ret_error);
+	if (e < 0)
+		return e;
+	if (!rec) {
+		*ret = (BackendDeleted){};
+		return 0;
+	}
+	if (rec->n_attachments > 0)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is still published to node %s: unpublish it first", r->id,
+			      rec->attachments[0].node);
+	if ((e = flex_backend_remove(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
+		return e;
+	*ret = (BackendDeleted){.found = true, .name = xstrdup(rec->volume_name)};
+	return 0;
+}
+
 /* The volume as its controller record has it (ControllerPublishVolume made it): its size as
  * the last expansion set it (0: not known), the nodes it is attached to, its driver. */
 static int get_volume_op(Backend *b, const BackendRef *r, BackendVolume *ret, char **ret_error)
@@ -438,6 +463,7 @@ static void flex_backend_free(Backend *b)
 static const BackendOps flex_ops = {
 	.name = "flex",
 	.claims = claims_op,
+	.delete_volume = delete_volume_op,
 	.get_volume = get_volume_op,
 	.attach = attach_op,
 	.detach = detach_op,
