@@ -413,7 +413,8 @@ static char *join_flags(char *const *flags, size_t n, const char *extra)
 /* ---- NodeStageVolume ---- */
 
 /* Formats the device when it is blank, checks it when not; never destroys data. */
-static int stage_prepare_fs(const BackendStage *r, const Device *dev, char **ret_error)
+static int stage_prepare_fs(const BackendStage *r, const BlockfsMkfsOptions *mkfs,
+			    const Device *dev, char **ret_error)
 {
 	_cleanup_free_ char *found = NULL, *err = NULL;
 
@@ -422,7 +423,7 @@ static int stage_prepare_fs(const BackendStage *r, const Device *dev, char **ret
 		return errorf(ret_error, e, "volume %s: probing %s failed: %s", r->volume_id,
 			      dev->path, strerror(-e));
 	if (!*found) {
-		e = blockfs_mkfs(dev->path, r->access.fstype, r->mkfs, &err);
+		e = blockfs_mkfs(dev->path, r->access.fstype, mkfs, &err);
 		if (e < 0)
 			return errorf(ret_error, e, "volume %s: %s", r->volume_id,
 				      err ?: strerror(-e));
@@ -550,8 +551,8 @@ static int stage_block(Pool *p, const char *node_id, const BackendStage *r, Use 
 	return 0;
 }
 
-static int stage_fs(Pool *p, const char *node_id, const BackendStage *r, Use *u,
-		    const PinnedPath *pin, char **ret_error)
+static int stage_fs(Pool *p, const char *node_id, const BackendStage *r,
+		    const BlockfsMkfsOptions *mkfs, Use *u, const PinnedPath *pin, char **ret_error)
 {
 	_cleanup_(device_done) Device dev = {};
 	PoolTarget t;
@@ -594,13 +595,14 @@ static int stage_fs(Pool *p, const char *node_id, const BackendStage *r, Use *u,
 		return stage_undo(p, r, u, &dev, pin, &t, e);
 	device_done(&dev);
 	if ((e = device_get(p, r->volume_id, &dev, ret_error)) < 0 ||
-	    (e = stage_prepare_fs(r, &dev, ret_error)) < 0 ||
+	    (e = stage_prepare_fs(r, mkfs, &dev, ret_error)) < 0 ||
 	    (e = stage_mount(r, &dev, pin, &t, ret_error)) < 0)
 		return stage_undo(p, r, u, &dev, pin, &t, e);
 	return 0;
 }
 
-int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r, char **ret_error)
+int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r,
+		    const BlockfsMkfsOptions *mkfs, char **ret_error)
 {
 	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
 	_cleanup_(use_end) Use u = USE_NULL;
@@ -617,7 +619,7 @@ int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r, char **
 	if ((e = use_begin(p, r->volume_id, &u, ret_error)) < 0)
 		return e;
 	return r->access.block ? stage_block(p, node_id, r, &u, ret_error)
-			       : stage_fs(p, node_id, r, &u, &pin, ret_error);
+			       : stage_fs(p, node_id, r, mkfs, &u, &pin, ret_error);
 }
 
 /* ---- NodeUnstageVolume ---- */

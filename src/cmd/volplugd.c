@@ -12,7 +12,6 @@
 #include "exec.h"
 #include "failpoint.h"
 #include "log.h"
-#include "pool-backend.h"
 #include "path-util.h"
 #include "prober.h"
 #include "server.h"
@@ -142,9 +141,9 @@ static void leftover_killed(const ExecLeftover *l, void *userdata)
 /* The programs the daemon runs are recorded in the pool, where the next volplugd on it looks
  * for what a crash left running. Without the registry they still die with the daemon; only
  * what they leave in their process group would not be found. */
-static void exec_registry_start(Pool *pool)
+static void exec_registry_start(const char *pool)
 {
-	_cleanup_free_ char *dir = xasprintf("%s/run/children", pool_path(pool));
+	_cleanup_free_ char *dir = xasprintf("%s/run/children", pool);
 
 	int r = exec_registry_open(dir, leftover_killed, NULL);
 	if (r < 0)
@@ -171,6 +170,7 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		.pool_capacity = cfg->pool_capacity,
 		.flex = flex->registry,
 		.flex_call = &flex->call,
+		.report = driver_backend_report,
 	};
 
 	int r = backends_new(names, &bc, &driver->backends, &error);
@@ -178,7 +178,6 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		fprintf(stderr, "volplugd: %s\n", error ?: strerror(-r));
 		return r;
 	}
-	driver->pool = pool_backend_pool(backend_default(driver->backends));
 	return 0;
 }
 
@@ -194,11 +193,8 @@ static int run(const DaemonConfig *cfg)
 		.name = cfg->driver_name,
 		.version = VOLPLUG_VERSION,
 		.node_id = cfg->node_id,
-		.zone = cfg->zone,
-		.max_volumes_per_node = cfg->max_volumes_per_node,
 		.coalesce_window = cfg->modify_coalesce_window,
 		.fs_group_policy = cfg->fs_group_policy,
-
 	};
 	RpcServer *server = NULL;
 	Flex flex = {};
@@ -212,7 +208,7 @@ static int run(const DaemonConfig *cfg)
 		flex_stop(&flex);
 		return 2;
 	}
-	exec_registry_start(driver.pool);
+	exec_registry_start(cfg->pool);
 	r = driver_init(&driver);
 	if (r < 0) {
 		backends_free(driver.backends);
