@@ -55,6 +55,20 @@ Backend *backend_default(Backend **backends)
 	return backends[0];
 }
 
+bool backend_topology_has_zone(const BackendTopology *t, const char *zone)
+{
+	bool named = false;
+
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->keys[i], BACKEND_TOPOLOGY_ZONE) == 0 ||
+		    strcmp(t->keys[i], "topology.kubernetes.io/zone") == 0) {
+			if (strcmp(t->values[i], zone) != 0)
+				return false;
+			named = true;
+		}
+	return named;
+}
+
 Backend *backend_for_volume(Backend **backends, const char *volume_id, const Strmap *volume_context)
 {
 	for (Backend **b = backends + 1; *b; b++)
@@ -77,6 +91,7 @@ void backend_volume_done(BackendVolume *v)
 	strmap_done(&v->topology);
 	strv_free(v->published_nodes);
 	free(v->condition);
+	free(v->damage);
 	*v = (BackendVolume){};
 }
 
@@ -102,6 +117,26 @@ void backend_group_done(BackendGroup *g)
 		backend_snapshot_done(&g->snapshots[i]);
 	free(g->snapshots);
 	*g = (BackendGroup){};
+}
+
+void backend_deleted_done(BackendDeleted *d)
+{
+	free(d->name);
+	*d = (BackendDeleted){};
+}
+
+void backend_attachment_done(BackendAttachment *a)
+{
+	strmap_done(&a->publish_context);
+	free(a->device);
+	*a = (BackendAttachment){};
+}
+
+void backend_detached_done(BackendDetached *d)
+{
+	strv_free(d->nodes);
+	strv_free(d->devices);
+	*d = (BackendDetached){};
 }
 
 void backend_volume_list_done(BackendVolumeList *l)

@@ -16,12 +16,15 @@
  * OUT_OF_RANGE. An operation a backend does not have is NULL: the CSI layer answers
  * UNIMPLEMENTED.
  *
- * The CSI layer checks what the CSI spec says of a request (required fields, capabilities,
- * capacity ranges, the parameters' syntax), holds its in-flight key (ABORTED for a second
- * call), merges expand and modify requests, and applies the idempotency rules that do not
- * depend on the backend. A backend owns its objects: their per-object locking, what spans
- * processes (capacity, attach counts, device names), crash safety, and every path and device
- * it acts on on the node. Operations block; they may be called from several threads at once. */
+ * The CSI layer checks what the CSI spec says of a request (required fields, capabilities
+ * well formed, capacity ranges, the parameters' syntax), holds its in-flight key (ABORTED for
+ * a second call), merges expand and modify requests, and applies the idempotency rules that do
+ * not depend on the backend. A backend judges the rest: which access modes and filesystems it
+ * serves (check_access), what it reads from a volume context (filesystem options, the default
+ * filesystem), whether its volumes need a staging path. It owns its objects: their per-object
+ * locking, what spans processes (capacity, attach counts, device names), crash safety, and
+ * every path and device it acts on on the node. Operations block; they may be called from
+ * several threads at once. */
 #pragma once
 
 #include <stdbool.h>
@@ -61,6 +64,12 @@ typedef struct BackendVolume {
 	char **published_nodes;	  /* strv; NULL when none */
 	bool abnormal;		  /* damaged, or not healthy */
 	char *condition;	  /* its condition, in words */
+	/* Its record is damaged: what is wrong (NULL: sound). Such a volume is listed and can
+	 * be deleted; every other call treats it as absent. */
+	char *damage;
+	/* create_volume: how the content came from its source ("reflink", "sparse copy"), for
+	 * the log; static storage, NULL when blank. */
+	const char *copy_method;
 } BackendVolume;
 
 void backend_volume_done(BackendVolume *v);
@@ -74,6 +83,7 @@ typedef struct BackendSnapshot {
 	bool ready;
 	char *group_id; /* "" when not a member of a group snapshot */
 	Strmap params;
+	const char *copy_method; /* create_snapshot: as BackendVolume's */
 } BackendSnapshot;
 
 void backend_snapshot_done(BackendSnapshot *s);
@@ -82,8 +92,8 @@ typedef struct BackendGroup {
 	char *id;
 	char *name;
 	int64_t created_ns;
-	bool ready;
-	BackendSnapshot *snapshots; /* in the order of their source volumes */
+	bool ready;		    /* false when a member is missing */
+	BackendSnapshot *snapshots; /* the members found, in the order of their source volumes */
 	size_t n_snapshots;
 } BackendGroup;
 
@@ -96,6 +106,16 @@ typedef struct BackendRef {
 	const char *id;
 } BackendRef;
 
+/* What a delete did, for the caller's log. */
+typedef struct BackendDeleted {
+	bool found;	  /* false: nothing had that id (a success all the same) */
+	bool damaged;	  /* its record was damaged */
+	char *name;	  /* its name; NULL when unknown */
+	size_t n_members; /* delete_group: the snapshots that went with it */
+} BackendDeleted;
+
+void backend_deleted_done(BackendDeleted *d);
+
 /* How a volume is to be used: what CSI calls a volume capability. */
 typedef struct BackendAccess {
 	bool block;	    /* raw block, else a filesystem */
@@ -104,6 +124,13 @@ typedef struct BackendAccess {
 	bool multi_node;    /* the mode lets several nodes use the volume at once */
 	bool read_only;	    /* the mode is a reader-only one */
 } BackendAccess;
+
+/* check_access: may a volume be used as access says? field names the capability in the
+ * request ("volume_capability", "volume_capabilities[1]") for the message. */
+typedef struct BackendAccessCheck {
+	const char *field;
+	BackendAccess access;
+} BackendAccessCheck;
 
 typedef struct BackendCreateVolume {
 	const char *name;
@@ -163,13 +190,25 @@ typedef struct BackendAttach {
 
 typedef struct BackendAttachment {
 	Strmap publish_context; /* handed to the node: {"devicePath": "/dev/xvdba"} */
+	char *device;		/* what it is attached as, for the log; may be NULL */
+	bool existed;		/* attached there already: nothing was done */
 } BackendAttachment;
+
+void backend_attachment_done(BackendAttachment *a);
 
 /* ControllerUnpublishVolume; node_id NULL or "": every node. */
 typedef struct BackendDetach {
 	const char *volume_id;
 	const char *node_id;
 } BackendDetach;
+
+/* The attachments a detach removed, for the log. */
+typedef struct BackendDetached {
+	char **nodes;	/* strv; NULL: none */
+	char **devices; /* strv: what it was attached as on each node ("" when nothing) */
+} BackendDetached;
+
+void backend_detached_done(BackendDetached *d);
 
 /* ControllerExpandVolume and ControllerModifyVolume, merged into one change. */
 typedef struct BackendChange {
@@ -193,14 +232,18 @@ typedef struct BackendCreateSnapshot {
 
 typedef struct BackendCreateGroup {
 	const char *name;
-	char *const *volume_ids; /* strv */
-	const Strmap *params;
+	char *const *volume_ids;
+	size_t n_volume_ids;
+	const Strmap *params; /* checked tags, for each member */
 } BackendCreateGroup;
 
-typedef struct BackendDeleteGroup {
+/* get_group and delete_group: the group, and the member ids the request names (n 0: not
+ * given), which must be exactly the group's (-EINVAL otherwise). */
+typedef struct BackendGroupRequest {
 	const char *id;
-	char *const *snapshot_ids; /* strv; NULL: whatever the group holds */
-} BackendDeleteGroup;
+	char *const *snapshot_ids;
+	size_t n_snapshot_ids;
+} BackendGroupRequest;
 
 /* ---- node requests ---- */
 
@@ -210,7 +253,6 @@ typedef struct BackendStage {
 	BackendAccess access;
 	char *const *mount_flags; /* one option each */
 	size_t n_mount_flags;
-	const BlockfsMkfsOptions *mkfs; /* from the volume context; NULL: defaults */
 	const Strmap *volume_context;
 	const Strmap *publish_context;
 	const Strmap *secrets;
@@ -229,7 +271,7 @@ typedef int (*BackendPrepareFunc)(int root_fd, bool read_only, const char *polic
 
 typedef struct BackendPublish {
 	const char *volume_id;
-	const char *staging_path; /* NULL or "" for volumes that are never staged */
+	const char *staging_path; /* NULL or "": not staged (the backend says if it must be) */
 	const char *target_path;
 	BackendAccess access;
 	bool read_only;
@@ -296,13 +338,22 @@ struct BackendOps {
 	/* 0 when the backend can serve requests now. */
 	int (*probe)(Backend *b, char **ret_error);
 
+	/* Whether it serves volumes used as r->access says (access mode, filesystem type): 0, or
+	 * -EINVAL with a message naming r->field. The CSI layer asks before it calls an
+	 * operation that takes a capability, and for ValidateVolumeCapabilities. NULL: whatever
+	 * the CSI spec allows; the operations refuse what they cannot do. */
+	int (*check_access)(Backend *b, const BackendAccessCheck *r, void *ret, char **ret_error);
+
 	/* -EEXIST with *ret the existing volume when one of that name exists: the caller
 	 * compares. -ENOENT for a missing source, -ENOSPC beyond capacity, -ERANGE when the
 	 * source is larger than the size. */
 	int (*create_volume)(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			     char **ret_error);
 	/* Succeeds for an id that names nothing; -ENOTEMPTY while it is in use. */
-	int (*delete_volume)(Backend *b, const BackendRef *r, void *ret, char **ret_error);
+	int (*delete_volume)(Backend *b, const BackendRef *r, BackendDeleted *ret,
+			     char **ret_error);
+	/* The volume with its status (published nodes, condition); a damaged one too (.damage).
+	 * -ENOENT with a message naming volume_id when there is none. */
 	int (*get_volume)(Backend *b, const BackendRef *r, BackendVolume *ret, char **ret_error);
 	/* -EALREADY for a token the backend never gave (ABORTED). */
 	int (*list_volumes)(Backend *b, const BackendListRequest *r, BackendVolumeList *ret,
@@ -315,23 +366,32 @@ struct BackendOps {
 	 * node's limit. */
 	int (*attach)(Backend *b, const BackendAttach *r, BackendAttachment *ret, char **ret_error);
 	/* Succeeds when not attached. */
-	int (*detach)(Backend *b, const BackendDetach *r, void *ret, char **ret_error);
+	int (*detach)(Backend *b, const BackendDetach *r, BackendDetached *ret, char **ret_error);
 	/* One merged expand + modify. -ERANGE for a smaller size, -ENOSPC beyond capacity. */
 	int (*change_volume)(Backend *b, const BackendChange *r, BackendChanged *ret,
 			     char **ret_error);
 
-	/* -EEXIST with *ret the existing snapshot when one of that name exists. */
+	/* -EEXIST with *ret the existing snapshot when one of that name exists: the caller
+	 * compares. -ENOENT for a missing source volume. */
 	int (*create_snapshot)(Backend *b, const BackendCreateSnapshot *r, BackendSnapshot *ret,
 			       char **ret_error);
-	int (*delete_snapshot)(Backend *b, const BackendRef *r, void *ret, char **ret_error);
+	/* Succeeds for an id that names nothing; -ENOTEMPTY for a member of a group. */
+	int (*delete_snapshot)(Backend *b, const BackendRef *r, BackendDeleted *ret,
+			       char **ret_error);
 	int (*get_snapshot)(Backend *b, const BackendRef *r, BackendSnapshot *ret,
 			    char **ret_error);
+	/* -EALREADY for a token the backend never gave (ABORTED). */
 	int (*list_snapshots)(Backend *b, const BackendListRequest *r, BackendSnapshotList *ret,
 			      char **ret_error);
+	/* -EEXIST with *ret the existing group when one of that name exists: the caller
+	 * compares. -ENOENT for a missing source volume. */
 	int (*create_group)(Backend *b, const BackendCreateGroup *r, BackendGroup *ret,
 			    char **ret_error);
-	int (*delete_group)(Backend *b, const BackendDeleteGroup *r, void *ret, char **ret_error);
-	int (*get_group)(Backend *b, const BackendRef *r, BackendGroup *ret, char **ret_error);
+	/* Succeeds for an id that names nothing. */
+	int (*delete_group)(Backend *b, const BackendGroupRequest *r, BackendDeleted *ret,
+			    char **ret_error);
+	int (*get_group)(Backend *b, const BackendGroupRequest *r, BackendGroup *ret,
+			 char **ret_error);
 
 	/* The node service: every path in a request is hostile until proved the volume's. */
 	int (*stage)(Backend *b, const BackendStage *r, void *ret, char **ret_error);
@@ -358,6 +418,11 @@ typedef enum BackendRole {
 struct FlexRegistry;
 struct FlexCallConfig;
 
+/* Told of each problem a backend found, and repaired where it could, while it started: the
+ * daemon logs each once. volume_id: the volume whose record is damaged (listed, deletable),
+ * else NULL. */
+typedef void (*BackendReportFunc)(const char *volume_id, const char *message, void *userdata);
+
 /* Everything any backend may need to start; each takes what it uses. */
 typedef struct BackendConfig {
 	unsigned roles; /* BackendRole bits: what this process serves */
@@ -368,6 +433,8 @@ typedef struct BackendConfig {
 	uint64_t pool_capacity;	   /* 0: what the filesystem has */
 	struct FlexRegistry *flex; /* Flexvolume drivers; NULL: Flexvolume off */
 	const struct FlexCallConfig *flex_call;
+	BackendReportFunc report; /* NULL: nobody is told */
+	void *report_userdata;
 	/* Which of node_id, zone and max_volumes_per_node the operator gave: a backend that
 	 * learns them elsewhere (EBS: the instance metadata) takes the others from there. */
 	bool node_id_set, zone_set, max_volumes_set;
@@ -396,3 +463,7 @@ Backend *backend_for_volume(Backend **backends, const char *volume_id,
 
 /* The default backend: where volumes and snapshots are created. */
 Backend *backend_default(Backend **backends);
+
+/* Whether a topology segment names zone (BACKEND_TOPOLOGY_ZONE or topology.kubernetes.io/zone;
+ * every one it has must be zone). */
+bool backend_topology_has_zone(const BackendTopology *t, const char *zone);

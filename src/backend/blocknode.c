@@ -10,6 +10,7 @@
 #include "failpoint.h"
 #include "log.h"
 #include "mount-util.h"
+#include "params.h"
 #include "pinned-path.h"
 #include "blocknode.h"
 
@@ -412,8 +413,50 @@ static char *join_flags(char *const *flags, size_t n, const char *extra)
 
 /* ---- NodeStageVolume ---- */
 
+bool blocknode_fstype_supported(const char *fstype)
+{
+	static const char *const fs_types[] = {"", "ext2", "ext3", "ext4", XFS};
+
+	for (size_t i = 0; i < ELEMENTSOF(fs_types); i++)
+		if (strcmp(fstype, fs_types[i]) == 0)
+			return true;
+	return false;
+}
+
+int blocknode_stage_defaults(const BackendStage *r, const char **ret_fstype,
+			     BlockfsMkfsOptions *ret_mkfs, char **ret_error)
+{
+	static const Strmap no_context = {};
+	const Strmap *context = r->volume_context ?: &no_context;
+	const char *fstype = r->access.fstype;
+	_cleanup_free_ char *err = NULL;
+	VolumeParams p = {};
+
+	if (!fstype || !*fstype)
+		fstype = strmap_get(context, BLOCKNODE_CONTEXT_FSTYPE);
+	if (fstype && !blocknode_fstype_supported(fstype))
+		return errorf(ret_error, -EINVAL,
+			      "volume_context: " BLOCKNODE_CONTEXT_FSTYPE " '%s' is not made here "
+			      "(want ext2, ext3, ext4 or xfs)",
+			      fstype);
+	if (volume_params_load_strmap(context, &p, &err) < 0)
+		return errorf(ret_error, -EINVAL, "volume_context: %s", err);
+	*ret_mkfs = (BlockfsMkfsOptions){
+		.block_size = p.block_size,
+		.inode_size = p.inode_size,
+		.bytes_per_inode = p.bytes_per_inode,
+		.number_of_inodes = p.number_of_inodes,
+		.ext4_bigalloc = p.ext4_bigalloc,
+		.ext4_cluster_size = p.ext4_cluster_size,
+	};
+	volume_params_done(&p);
+	*ret_fstype = fstype && *fstype ? fstype : BLOCKNODE_DEFAULT_FSTYPE;
+	return 0;
+}
+
 /* Formats the device when it is blank, checks it when not; never destroys data. */
-static int stage_prepare_fs(const BackendStage *r, const BlockDevice *dev, char **ret_error)
+static int stage_prepare_fs(const BackendStage *r, const BlockfsMkfsOptions *mkfs,
+			    const BlockDevice *dev, char **ret_error)
 {
 	_cleanup_free_ char *found = NULL, *err = NULL;
 
@@ -422,7 +465,7 @@ static int stage_prepare_fs(const BackendStage *r, const BlockDevice *dev, char 
 		return errorf(ret_error, e, "volume %s: probing %s failed: %s", r->volume_id,
 			      dev->path, strerror(-e));
 	if (!*found) {
-		e = blockfs_mkfs(dev->path, r->access.fstype, r->mkfs, &err);
+		e = blockfs_mkfs(dev->path, r->access.fstype, mkfs, &err);
 		if (e < 0)
 			return errorf(ret_error, e, "volume %s: %s", r->volume_id,
 				      err ?: strerror(-e));
@@ -582,7 +625,8 @@ static int stage_existing(const BackendStage *r, Use *u, const PinnedPath *pin, 
 	return use_save(u, ret_error);
 }
 
-static int stage_fs(const BackendStage *r, Use *u, const PinnedPath *pin, char **ret_error)
+static int stage_fs(const BackendStage *r, const BlockfsMkfsOptions *mkfs, Use *u,
+		    const PinnedPath *pin, char **ret_error)
 {
 	_cleanup_(block_device_done) BlockDevice dev = {};
 	NodeTarget t;
@@ -611,13 +655,14 @@ static int stage_fs(const BackendStage *r, Use *u, const PinnedPath *pin, char *
 	if ((e = use_save(u, ret_error)) < 0)
 		return stage_undo(u, &dev, pin, &t, e);
 	if ((e = stage_get(r, u, &dev, ret_error)) < 0 ||
-	    (e = stage_prepare_fs(r, &dev, ret_error)) < 0 ||
+	    (e = stage_prepare_fs(r, mkfs, &dev, ret_error)) < 0 ||
 	    (e = stage_mount(r, &dev, pin, &t, ret_error)) < 0)
 		return stage_undo(u, &dev, pin, &t, e);
 	return 0;
 }
 
-int blocknode_stage(const BlockNode *n, const BackendStage *r, char **ret_error)
+int blocknode_stage(const BlockNode *n, const BackendStage *r, const BlockfsMkfsOptions *mkfs,
+		    char **ret_error)
 {
 	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
 	_cleanup_(use_end) Use u = USE_NULL;
@@ -633,7 +678,8 @@ int blocknode_stage(const BlockNode *n, const BackendStage *r, char **ret_error)
 	}
 	if ((e = use_begin(n, r->volume_id, &u, ret_error)) < 0)
 		return e;
-	return r->access.block ? stage_block(r, &u, ret_error) : stage_fs(r, &u, &pin, ret_error);
+	return r->access.block ? stage_block(r, &u, ret_error)
+			       : stage_fs(r, mkfs, &u, &pin, ret_error);
 }
 
 /* ---- NodeUnstageVolume ---- */

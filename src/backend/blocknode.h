@@ -82,10 +82,24 @@ typedef struct BlockNode {
 	bool record_device; /* record the staged device's path in the use record */
 } BlockNode;
 
-/* NodeStageVolume: the device (device_get), a filesystem made on a blank device (never on one
- * that holds anything), checked, mounted at r->staging_path (r->access.fstype: resolved, not
- * empty). Idempotent. Blocks (mkfs, fsck). */
-int blocknode_stage(const BlockNode *n, const BackendStage *r, char **ret_error);
+/* The filesystems the node service makes: ext2, ext3, ext4, xfs ("" asks for the default). */
+bool blocknode_fstype_supported(const char *fstype);
+
+#define BLOCKNODE_CONTEXT_FSTYPE "csi.storage.k8s.io/fstype"
+#define BLOCKNODE_DEFAULT_FSTYPE "ext4"
+
+/* What a stage of r makes: the filesystem (the capability's, else the volume context's
+ * csi.storage.k8s.io/fstype, else ext4; static or r's storage) and mkfs's options from the
+ * volume context (params.h's names: blockSize, inodeSize, ...). -EINVAL naming volume_context
+ * for options that do not parse or a filesystem that is not made here. */
+int blocknode_stage_defaults(const BackendStage *r, const char **ret_fstype,
+			     BlockfsMkfsOptions *ret_mkfs, char **ret_error);
+
+/* NodeStageVolume: the device (device_get), a filesystem made with mkfs's options (NULL: the
+ * tool's defaults) on a blank device (never on one that holds anything), checked, mounted at
+ * r->staging_path (r->access.fstype: resolved, not empty). Idempotent. Blocks (mkfs, fsck). */
+int blocknode_stage(const BlockNode *n, const BackendStage *r, const BlockfsMkfsOptions *mkfs,
+		    char **ret_error);
 
 /* NodeUnstageVolume: unmount the volume's staging mount, remove the directory if made here,
  * release the device. Idempotent. */

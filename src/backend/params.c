@@ -829,6 +829,28 @@ int volume_params_to_kv(const VolumeParams *p, VolumeParamsScope scope, ParamKV 
 	return 0;
 }
 
+void volume_params_to_strmap(const VolumeParams *p, VolumeParamsScope scope, Strmap *ret)
+{
+	ParamKV *kv;
+	size_t n;
+
+	volume_params_to_kv(p, scope, &kv, &n);
+	for (size_t i = 0; i < n; i++)
+		strmap_set(ret, kv[i].key, kv[i].value);
+	param_kv_free_many(kv, n);
+}
+
+int volume_params_load_strmap(const Strmap *m, VolumeParams *ret, char **ret_error)
+{
+	ParamKV *kv = xnew0(ParamKV, m->n);
+
+	for (size_t i = 0; i < m->n; i++)
+		kv[i] = (ParamKV){.key = m->keys[i], .value = m->values[i]};
+	int r = volume_params_load(kv, m->n, ret, ret_error);
+	free(kv);
+	return r;
+}
+
 bool volume_params_equal(const VolumeParams *a, const VolumeParams *b)
 {
 	if (!streq(a->type, b->type) || a->iops != b->iops || a->throughput != b->throughput ||

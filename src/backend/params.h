@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strmap.h"
+
 /* StorageClass parameters of CreateVolume and mutable parameters of ControllerModifyVolume,
  * with the AWS EBS CSI driver's names and rules, so a StorageClass written for EBS means the
  * same here. On the pool, IOPS and throughput are recorded and reported, not enforced.
@@ -122,6 +124,12 @@ typedef enum VolumeParamsScope {
  * array in *ret / *ret_n (free with param_kv_free_many()). Never fails. */
 int volume_params_to_kv(const VolumeParams *p, VolumeParamsScope scope, ParamKV **ret,
 			size_t *ret_n);
+
+/* As volume_params_to_kv(), into *ret (entries are added). */
+void volume_params_to_strmap(const VolumeParams *p, VolumeParamsScope scope, Strmap *ret);
+
+/* volume_params_load() of a Strmap. */
+int volume_params_load_strmap(const Strmap *m, VolumeParams *ret, char **ret_error);
 
 /* True when a and b describe the same volume settings (CreateVolume idempotency). */
 bool volume_params_equal(const VolumeParams *a, const VolumeParams *b);

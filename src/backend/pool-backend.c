@@ -1,31 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The pool as a backend: the table of operations over pool.c (objects on disk) and
- * pool-node.c (the node service). */
+/* The pool as a backend: the table of operations over pool.c (objects on disk), the
+ * controller's files (pool-controller.c, pool-attach.c, pool-snapshot.c) and pool-node.c (the
+ * node service). */
 #include <string.h>
 
 #include "alloc.h"
 #include "backend.h"
+#include "error-util.h"
 #include "log.h"
 #include "pool-backend.h"
 #include "pool-node.h"
-
-typedef struct PoolBackend {
-	Backend base;
-	Pool *pool;
-	char *node_id;
-	uint32_t max_volumes;
-	char *zone;
-} PoolBackend;
-
-static PoolBackend *pool_of(Backend *b)
-{
-	return (PoolBackend *)b;
-}
-
-Pool *pool_backend_pool(Backend *b)
-{
-	return pool_of(b)->pool;
-}
 
 static int fail(char **ret_error, int err, char *message)
 {
@@ -43,10 +27,78 @@ static int pool_probe_op(Backend *b, char **ret_error)
 	return 0;
 }
 
+/* The access modes pool volumes serve: one node, or many that only read. */
+static const char *const access_modes[] = {
+	"SINGLE_NODE_WRITER",	    "SINGLE_NODE_READER_ONLY", "SINGLE_NODE_SINGLE_WRITER",
+	"SINGLE_NODE_MULTI_WRITER", "MULTI_NODE_READER_ONLY",
+};
+
+/* The filesystems it makes; "" asks for the default. */
+static const char *const fs_types[] = {"", "ext2", "ext3", "ext4", "xfs"};
+
+static bool one_of(const char *s, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s, list[i]) == 0)
+			return true;
+	return false;
+}
+
+static int check_access_op(Backend *b, const BackendAccessCheck *r, void *ret, char **ret_error)
+{
+	(void)b;
+	(void)ret;
+	if (!one_of(r->access.mode, access_modes, ELEMENTSOF(access_modes)))
+		return errorf(ret_error, -EINVAL,
+			      "%s.access_mode: %s is not supported by pool volumes", r->field,
+			      r->access.mode);
+	if (!r->access.block && !one_of(r->access.fstype, fs_types, ELEMENTSOF(fs_types)))
+		return errorf(
+			ret_error, -EINVAL,
+			"%s.mount.fs_type: '%s' is not supported (want ext2, ext3, ext4 or xfs)",
+			r->field, r->access.fstype);
+	return 0;
+}
+
+/* The filesystem options the volume's StorageClass gave, carried in its context, for mkfs. */
+static int stage_mkfs_options(const Strmap *context, BlockfsMkfsOptions *ret, char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+	VolumeParams p = {};
+
+	if (volume_params_load_strmap(context, &p, &err) < 0)
+		return errorf(ret_error, -EINVAL, "volume_context: %s", err);
+	*ret = (BlockfsMkfsOptions){
+		.block_size = p.block_size,
+		.inode_size = p.inode_size,
+		.bytes_per_inode = p.bytes_per_inode,
+		.number_of_inodes = p.number_of_inodes,
+		.ext4_bigalloc = p.ext4_bigalloc,
+		.ext4_cluster_size = p.ext4_cluster_size,
+	};
+	volume_params_done(&p);
+	return 0;
+}
+
 static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_error)
 {
+	static const Strmap no_context = {};
+	const Strmap *context = r->volume_context ?: &no_context;
+	BackendStage s = *r;
+	BlockfsMkfsOptions mkfs = {};
+
 	(void)ret;
-	return pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, r, ret_error);
+	if (!r->access.block) {
+		int e = stage_mkfs_options(context, &mkfs, ret_error);
+		if (e < 0)
+			return e;
+		/* The capability's filesystem, else the StorageClass's, else ext4. */
+		if (!s.access.fstype || !*s.access.fstype)
+			s.access.fstype = strmap_get(context, POOL_CONTEXT_FSTYPE);
+		if (!s.access.fstype || !*s.access.fstype)
+			s.access.fstype = POOL_DEFAULT_FSTYPE;
+	}
+	return pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, &s, &mkfs, ret_error);
 }
 
 static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret_error)
@@ -58,6 +110,9 @@ static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret
 static int publish_op(Backend *b, const BackendPublish *r, void *ret, char **ret_error)
 {
 	(void)ret;
+	/* A pool volume is always staged first: its target binds the staging mount. */
+	if (!r->staging_path || !*r->staging_path)
+		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
 	return pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, r, ret_error);
 }
 
@@ -94,6 +149,7 @@ static void pool_backend_free(Backend *b)
 	PoolBackend *pb = pool_of(b);
 
 	pool_close(pb->pool);
+	devnames_free(pb->devnames);
 	free(pb->node_id);
 	free(pb->zone);
 	free(pb);
@@ -102,6 +158,22 @@ static void pool_backend_free(Backend *b)
 static const BackendOps pool_ops = {
 	.name = "pool",
 	.probe = pool_probe_op,
+	.check_access = check_access_op,
+	.create_volume = pool_backend_create_volume,
+	.delete_volume = pool_backend_delete_volume,
+	.get_volume = pool_backend_get_volume,
+	.list_volumes = pool_backend_list_volumes,
+	.get_capacity = pool_backend_get_capacity,
+	.attach = pool_backend_attach,
+	.detach = pool_backend_detach,
+	.change_volume = pool_backend_change_volume,
+	.create_snapshot = pool_backend_create_snapshot,
+	.delete_snapshot = pool_backend_delete_snapshot,
+	.get_snapshot = pool_backend_get_snapshot,
+	.list_snapshots = pool_backend_list_snapshots,
+	.create_group = pool_backend_create_group,
+	.delete_group = pool_backend_delete_group,
+	.get_group = pool_backend_get_group,
 	.stage = stage_op,
 	.unstage = unstage_op,
 	.publish = publish_op,
@@ -128,6 +200,35 @@ static int register_node(PoolBackend *pb, char **ret_error)
 	return 0;
 }
 
+/* Repairs what earlier runs left on the pool (loop devices over files no record uses,
+ * temporaries, the size an interrupted expand did not record) and tells config->report of
+ * each item: the daemon warns once per item, and a damaged volume only once whoever finds it
+ * (this check or a call). */
+static void repair(PoolBackend *pb, const BackendConfig *config)
+{
+	BackendReportFunc tell = config->report;
+	PoolCheckReport report;
+
+	int r = pool_check_repair(pb->pool, &report);
+	if (r < 0) {
+		_cleanup_free_ char *m = xasprintf("pool %s: checking it at start failed: %s",
+						   pool_path(pb->pool), strerror(-r));
+		if (tell)
+			tell(NULL, m, config->report_userdata);
+		return;
+	}
+	for (size_t i = 0; tell && i < report.n_items; i++) {
+		const PoolCheckItem *it = &report.items[i];
+		bool damaged = *it->volume_id;
+		_cleanup_free_ char *m =
+			damaged ? NULL
+				: xasprintf("pool %s: %s: %s%s%s", pool_path(pb->pool), it->object,
+					    it->problem, it->repair ? ": " : "", it->repair ?: "");
+		tell(damaged ? it->volume_id : NULL, m ?: it->problem, config->report_userdata);
+	}
+	pool_check_report_done(&report);
+}
+
 BACKEND_NEW(pool);
 BACKEND_NEW(pool)
 {
@@ -140,12 +241,14 @@ BACKEND_NEW(pool)
 	int r;
 
 	pb->base.ops = &pool_ops;
+	pb->devnames = devnames_new(NULL);
 	pb->node_id = xstrdup(config->node_id ?: "");
 	pb->max_volumes = config->max_volumes_per_node;
 	pb->zone = xstrdup(config->zone ?: "local");
 	if ((r = pool_open(&pc, &pb->pool)) < 0) {
 		*ret_error = xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
 				       strerror(-r));
+		devnames_free(pb->devnames);
 		free(pb->node_id);
 		free(pb->zone);
 		free(pb);
@@ -155,6 +258,7 @@ BACKEND_NEW(pool)
 		pool_backend_free(&pb->base);
 		return r;
 	}
+	repair(pb, config);
 	*ret = &pb->base;
 	return 0;
 }

@@ -104,9 +104,10 @@ static const BlockNodeOps pool_node_ops = {
 
 #define POOL_NODE(p, node) (&(BlockNode){.ops = &pool_node_ops, .userdata = (p), .node_id = (node)})
 
-int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r, char **ret_error)
+int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r,
+		    const BlockfsMkfsOptions *mkfs, char **ret_error)
 {
-	return blocknode_stage(POOL_NODE(p, node_id), r, ret_error);
+	return blocknode_stage(POOL_NODE(p, node_id), r, mkfs, ret_error);
 }
 
 int pool_node_unstage(Pool *p, const char *volume_id, const char *staging_path, char **ret_error)

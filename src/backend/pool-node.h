@@ -13,9 +13,10 @@
 #include "pool.h"
 
 /* NodeStageVolume: attach, make a filesystem on a blank device (never on one that holds
- * anything), check it, mount it at staging_path (r->access.fstype: resolved, not empty).
- * Idempotent. Blocks (mkfs, fsck). */
-int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r, char **ret_error);
+ * anything) with mkfs's options, check it, mount it at staging_path (r->access.fstype:
+ * resolved, not empty). Idempotent. Blocks (mkfs, fsck). */
+int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r,
+		    const BlockfsMkfsOptions *mkfs, char **ret_error);
 
 /* NodeUnstageVolume: unmount the volume's staging mount, remove the directory if made here,
  * detach. Idempotent. */

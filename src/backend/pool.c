@@ -69,17 +69,6 @@ char *pool_volume_not_found(const char *field, const char *id)
 	return xasprintf("%s: volume %s not found", field, id);
 }
 
-bool pool_name_valid(const char *name)
-{
-	size_t n = strlen(name);
-	if (n == 0 || n > POOL_NAME_MAX || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		return false;
-	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-		if (*c < 0x20 || *c == 0x7f || *c == '/')
-			return false;
-	return true;
-}
-
 /* 64 bits of a name, mixed well enough that IDs spread evenly (FNV-1a, then the murmur3
  * finaliser). Not a defence against chosen collisions: those cost a slot, not a volume. */
 static void id_for_name(ObjectKind k, const char *name, unsigned slot, char ret[POOL_ID_MAX])

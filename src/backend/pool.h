@@ -38,7 +38,6 @@ typedef struct PoolConfig {
 } PoolConfig;
 
 #define POOL_ID_MAX 32
-#define POOL_NAME_MAX 128
 
 typedef struct PoolAttachment {
 	char *node;
@@ -103,9 +102,6 @@ bool pool_snapshot_id_valid(const char *id);
  * "volume_id: volume vol-... not found" or "volume_id: 'x' is not a volume ID of this pool".
  * Caller frees. */
 char *pool_volume_not_found(const char *field, const char *id);
-
-/* Checks a CSI name: 1..128 bytes, printable, no '/', not "." or "..". */
-bool pool_name_valid(const char *name);
 
 /* The ID a name maps to. */
 void pool_volume_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);

@@ -13,7 +13,6 @@
 #include "exec.h"
 #include "failpoint.h"
 #include "log.h"
-#include "pool-backend.h"
 #include "path-util.h"
 #include "prober.h"
 #include "server.h"
@@ -199,6 +198,7 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		.device_dir = cfg->device_dir,
 		.device_wait = cfg->device_wait,
 		.imds_endpoint = imds_endpoint(),
+		.report = driver_backend_report,
 	};
 
 	int r = backends_new(backend_is_ebs(cfg) ? ebs_names : pool_names, &bc, &driver->backends,
@@ -207,8 +207,6 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		fprintf(stderr, "volplugd: %s\n", error ?: strerror(-r));
 		return r;
 	}
-	if (!backend_is_ebs(cfg))
-		driver->pool = pool_backend_pool(backend_default(driver->backends));
 	return 0;
 }
 
@@ -239,11 +237,8 @@ static int run(const DaemonConfig *cfg)
 		.name = cfg->driver_name,
 		.version = VOLPLUG_VERSION,
 		.node_id = cfg->node_id,
-		.zone = cfg->zone,
-		.max_volumes_per_node = cfg->max_volumes_per_node,
 		.coalesce_window = cfg->modify_coalesce_window,
 		.fs_group_policy = cfg->fs_group_policy,
-
 	};
 	RpcServer *server = NULL;
 	Flex flex = {};

@@ -27,6 +27,7 @@ typedef struct Batch {
 	size_t refs; /* callers that have not read the result yet */
 	bool done;
 	int result;
+	CoalescedResult outcome; /* when result is 0 */
 	char *error;
 } Batch;
 
@@ -260,15 +261,17 @@ static void run_batch(Coalescer *c, Volume *v, Batch *b)
 		.n_params = b->n_entries,
 		.n_callers = b->n_callers,
 	};
+	CoalescedResult outcome = {};
 	char *error = NULL;
 	pthread_mutex_unlock(&c->lock);
 
 	log_debug("volume %s: applying %zu merged request(s)", v->id, change.n_callers);
-	int r = c->apply(c->userdata, v->id, &change, &error);
+	int r = c->apply(c->userdata, v->id, &change, &outcome, &error);
 	param_kv_free_many(kv, change.n_params);
 
 	pthread_mutex_lock(&c->lock);
 	b->result = r < 0 ? r : 0;
+	b->outcome = outcome;
 	b->error = r < 0 ? error : NULL;
 	if (r >= 0)
 		free(error);
@@ -277,7 +280,8 @@ static void run_batch(Coalescer *c, Volume *v, Batch *b)
 	pthread_cond_broadcast(&c->changed);
 }
 
-int coalescer_submit(Coalescer *c, const CoalesceRequest *req, char **ret_error)
+int coalescer_submit(Coalescer *c, const CoalesceRequest *req, CoalescedResult *ret,
+		     char **ret_error)
 {
 	Batch *b;
 	int r;
@@ -316,6 +320,8 @@ int coalescer_submit(Coalescer *c, const CoalesceRequest *req, char **ret_error)
 	r = b->result;
 	if (r < 0 && ret_error && !*ret_error && b->error)
 		*ret_error = xstrdup(b->error);
+	if (r == 0 && ret)
+		*ret = b->outcome;
 	if (--b->refs == 0)
 		batch_free(b);
 	volume_unuse(c, v);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,11 +39,17 @@ typedef struct CoalescedChange {
 	size_t n_callers; /* how many requests were merged */
 } CoalescedChange;
 
-/* Applies one merged change to the backend; runs without any coalescer lock held. Returns 0 or
- * a negative errno, which every caller of the batch gets, with a message in *ret_error
+/* What the backend answered to a change, which every caller of its batch gets. */
+typedef struct CoalescedResult {
+	uint64_t size; /* the volume's size after it */
+	bool node_expansion_required;
+} CoalescedResult;
+
+/* Applies one merged change to the backend; runs without any coalescer lock held. Returns 0 and
+ * *ret, or a negative errno, which every caller of the batch gets, with a message in *ret_error
  * (malloc'ed, optional). */
 typedef int (*CoalescerApply)(void *userdata, const char *volume_id, const CoalescedChange *merged,
-			      char **ret_error);
+			      CoalescedResult *ret, char **ret_error);
 
 typedef struct CoalescerConfig {
 	usec_t window; /* 0: COALESCER_WINDOW_DEFAULT */
@@ -67,8 +74,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Coalescer *, coalescer_free);
 
 /* Merges req into the volume's open batch (or opens one) and blocks until the batch is
  * applied: up to the window plus the apply time, plus the apply time of a previous batch of
- * the same volume still running. Returns 0 when the change was applied; -EBUSY when req
- * conflicts with a request already merged (only this caller fails; "iops: conflicts with
- * 4000 requested by a concurrent call"); or apply()'s error. A request with nothing to change
- * returns 0 at once. *ret_error is set on failure only (caller frees); it may be NULL. */
-int coalescer_submit(Coalescer *c, const CoalesceRequest *req, char **ret_error);
+ * the same volume still running. Returns 0 when the change was applied, with apply()'s result
+ * in *ret (may be NULL); -EBUSY when req conflicts with a request already merged (only this
+ * caller fails; "iops: conflicts with 4000 requested by a concurrent call"); or apply()'s
+ * error. A request with nothing to change returns 0 at once, *ret untouched. *ret_error is set
+ * on failure only (caller frees); it may be NULL. */
+int coalescer_submit(Coalescer *c, const CoalesceRequest *req, CoalescedResult *ret,
+		     char **ret_error);

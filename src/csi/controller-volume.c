@@ -3,8 +3,6 @@
  * GetCapacity and ControllerGetCapabilities. */
 #include <pthread.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include "alloc.h"
 #include "error-util.h"
@@ -12,34 +10,35 @@
 #include "csi-util.h"
 #include "log.h"
 #include "params.h"
+#include "strv.h"
 
-#define LIST_MAX_DEFAULT 1000
+/* Names of volumes, snapshots and groups: they never become paths, but a clear error is
+ * better than a surprising ID. */
+#define NAME_MAX_BYTES 128
+
+static bool name_valid(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > NAME_MAX_BYTES || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return false;
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		if (*c < 0x20 || *c == 0x7f || *c == '/')
+			return false;
+	return true;
+}
 
 int create_name_check(char **ret_error, const char *name)
 {
 	if (!name || !*name)
 		return errorf(ret_error, -EINVAL, "name: missing");
-	if (!pool_name_valid(name))
+	if (!name_valid(name))
 		return errorf(ret_error, -EINVAL,
 			      "name: must be 1-%d printable bytes without '/' (got %zu bytes)",
-			      POOL_NAME_MAX, strlen(name));
+			      NAME_MAX_BYTES, strlen(name));
 	return 0;
 }
 
-int page_token_check(const char *token, bool (*valid)(const char *))
-{
-	if (!token || !*token)
-		return 0;
-	return valid(token) ? 1 : -EINVAL;
-}
-
-static void kv_to_strmap(const ParamKV *kv, size_t n, Strmap *ret)
-{
-	for (size_t i = 0; i < n; i++)
-		strmap_set(ret, kv[i].key, kv[i].value);
-}
-
-Csi__V1__Volume *volume_to_csi(const Driver *d, const PoolVolume *v)
+static Csi__V1__Volume *volume_to_csi(const BackendVolume *v)
 {
 	Csi__V1__Volume *vol = xnew0(Csi__V1__Volume, 1);
 
@@ -48,9 +47,11 @@ Csi__V1__Volume *volume_to_csi(const Driver *d, const PoolVolume *v)
 	vol->capacity_bytes = (int64_t)v->size;
 	vol->volume_context = pbmap_from_strmap(&csi__v1__volume__volume_context_entry__descriptor,
 						&v->context, &vol->n_volume_context);
-	vol->accessible_topology = xnew0(Csi__V1__Topology *, 1);
-	vol->accessible_topology[0] = topology_new(pool_zone(d->pool));
-	vol->n_accessible_topology = 1;
+	if (v->topology.n > 0) {
+		vol->accessible_topology = xnew0(Csi__V1__Topology *, 1);
+		vol->accessible_topology[0] = topology_from_strmap(&v->topology);
+		vol->n_accessible_topology = 1;
+	}
 	if (v->source_kind && *v->source_kind) {
 		Csi__V1__VolumeContentSource *src = xnew0(Csi__V1__VolumeContentSource, 1);
 		csi__v1__volume_content_source__init(src);
@@ -96,67 +97,61 @@ static void volume_damage_forget(const char *id)
 	pthread_mutex_unlock(&damage_lock);
 }
 
-/* The volume's metadata is sound, its data file is there and as large as recorded. */
-static Csi__V1__VolumeCondition *volume_condition(const Driver *d, const PoolVolume *v,
-						  const char *damage)
+static Csi__V1__VolumeCondition *volume_condition(const BackendVolume *v)
 {
 	Csi__V1__VolumeCondition *c = xnew0(Csi__V1__VolumeCondition, 1);
-	_cleanup_free_ char *path = pool_volume_data_path(d->pool, v->id);
-	struct stat st;
 
 	csi__v1__volume_condition__init(c);
-	if (damage) {
-		c->abnormal = true;
-		c->message = xasprintf("volume %s is damaged: %s (published nodes as the nodes' "
-				       "device indexes record them; it can only be deleted)",
-				       v->id, damage);
-	} else if (stat(path, &st) < 0) {
-		c->abnormal = true;
-		c->message = xasprintf("data file of volume %s is missing: %m", v->id);
-	} else if ((uint64_t)st.st_size < v->size) {
-		c->abnormal = true;
-		c->message = xasprintf("data file of volume %s is %lld bytes, %llu expected", v->id,
-				       (long long)st.st_size, (unsigned long long)v->size);
-	} else
-		c->message = xstrdup("volume is healthy");
+	c->abnormal = v->abnormal;
+	c->message = xstrdup(v->condition ?: "");
 	return c;
 }
 
-static char **published_nodes(const PoolVolume *v, size_t *ret_n)
+static char **published_nodes(const BackendVolume *v, size_t *ret_n)
 {
-	char **nodes = xnew0(char *, v->n_attachments);
-	for (size_t i = 0; i < v->n_attachments; i++)
-		nodes[i] = xstrdup(v->attachments[i].node);
-	*ret_n = v->n_attachments;
+	size_t n = strv_length(v->published_nodes);
+	char **nodes = xnew0(char *, n);
+
+	for (size_t i = 0; i < n; i++)
+		nodes[i] = xstrdup(v->published_nodes[i]);
+	*ret_n = n;
 	return nodes;
 }
 
-void *volume_status_new(const Driver *d, const PoolVolume *v, const char *damage, bool list)
+/* The VolumeStatus of ListVolumes (list) or ControllerGetVolume: published nodes and
+ * condition. */
+static void *volume_status_new(const BackendVolume *v, bool list)
 {
 	if (list) {
 		Csi__V1__ListVolumesResponse__VolumeStatus *s =
 			xnew0(Csi__V1__ListVolumesResponse__VolumeStatus, 1);
 		csi__v1__list_volumes_response__volume_status__init(s);
 		s->published_node_ids = published_nodes(v, &s->n_published_node_ids);
-		s->volume_condition = volume_condition(d, v, damage);
+		s->volume_condition = volume_condition(v);
 		return s;
 	}
 	Csi__V1__ControllerGetVolumeResponse__VolumeStatus *s =
 		xnew0(Csi__V1__ControllerGetVolumeResponse__VolumeStatus, 1);
 	csi__v1__controller_get_volume_response__volume_status__init(s);
 	s->published_node_ids = published_nodes(v, &s->n_published_node_ids);
-	s->volume_condition = volume_condition(d, v, damage);
+	s->volume_condition = volume_condition(v);
 	return s;
 }
 
-/* A volume for listing, damaged or not (*ret_damage): -ENOENT when there is none. Warns once
- * about a damaged one. */
-static int volume_inspect(const Driver *d, const char *id, PoolVolume **ret, char **ret_damage)
+int volume_lookup(Backend *b, const char *id, BackendVolume *ret, char **ret_error)
 {
-	int e = pool_volume_inspect(d->pool, id, ret, ret_damage);
-	if (e == 0 && *ret_damage)
-		volume_damage_warn(id, *ret_damage);
-	return e;
+	BackendRef ref = {.id = id};
+	BackendVolume v = {};
+
+	int e = BACKEND_CALL(b, get_volume, &ref, &v, ret_error);
+	if (e < 0)
+		return e;
+	if (v.damage) {
+		backend_volume_done(&v);
+		return errorf(ret_error, -ENOENT, "volume_id: volume %s not found", id);
+	}
+	*ret = v;
+	return 0;
 }
 
 /* CreateVolume */
@@ -165,15 +160,14 @@ typedef struct CreateSpec {
 	uint64_t size;
 	bool block;
 	const char *fs_type; /* of the first mount capability, "" when none */
-	Csi__V1__VolumeCapability__AccessMode__Mode mode;
 	VolumeParams params;
 	const char *source_kind, *source_id;
 } CreateSpec;
 
-static int create_check_capabilities(char **ret_error, const Csi__V1__CreateVolumeRequest *r,
-				     CreateSpec *spec)
+static int create_check_capabilities(char **ret_error, Backend *b,
+				     const Csi__V1__CreateVolumeRequest *r, CreateSpec *spec)
 {
-	_cleanup_free_ char *err = NULL;
+	int e;
 
 	if (r->n_volume_capabilities == 0)
 		return errorf(ret_error, -EINVAL, "volume_capabilities: at least one is required");
@@ -182,61 +176,52 @@ static int create_check_capabilities(char **ret_error, const Csi__V1__CreateVolu
 		char field[48];
 		const Csi__V1__VolumeCapability *c = r->volume_capabilities[i];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
-		if (capability_check(c, field, &err) < 0)
-			return errorf(ret_error, -EINVAL, "%s", err);
+		if ((e = capability_check(b, c, field, ret_error)) < 0)
+			return e;
 		if (c->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK)
 			spec->block = true;
 		else if (!*spec->fs_type)
 			spec->fs_type = c->mount->fs_type ?: "";
-		if (i == 0)
-			spec->mode = c->access_mode->mode;
 	}
 	return 0;
 }
 
-static int create_check_topology(char **ret_error, const Driver *d,
-				 const Csi__V1__TopologyRequirement *t)
+/* The size of the content source (0 without one), from the default backend: NOT_FOUND naming
+ * the field when it has no such source. */
+static int create_check_source(char **ret_error, Driver *d, const Csi__V1__VolumeContentSource *src,
+			       CreateSpec *spec, uint64_t *ret_source_size)
 {
-	if (!t || t->n_requisite == 0)
-		return 0;
-	for (size_t i = 0; i < t->n_requisite; i++)
-		if (topology_matches(t->requisite[i], pool_zone(d->pool)))
-			return 0;
-	return errorf(ret_error, -ENOSPC,
-		      "accessibility_requirements: no requisite topology has %s=%s, the only zone "
-		      "this pool serves",
-		      TOPOLOGY_KEY, pool_zone(d->pool));
-}
+	Backend *b = backend_default(d->backends);
+	_cleanup_free_ char *err = NULL;
+	int e;
 
-static int create_check_source(char **ret_error, const Driver *d,
-			       const Csi__V1__VolumeContentSource *src, CreateSpec *spec,
-			       uint64_t *ret_source_size)
-{
 	*ret_source_size = 0;
 	if (!src || src->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE__NOT_SET)
 		return 0;
 	if (src->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT) {
-		_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+		BackendSnapshot s = {};
 		spec->source_kind = "snapshot";
 		spec->source_id = src->snapshot->snapshot_id ?: "";
-		if (pool_snapshot_load(d->pool, spec->source_id, &s) < 0)
-			return errorf(ret_error, -ENOENT,
-				      "volume_content_source: snapshot '%s' not found",
-				      spec->source_id);
-		*ret_source_size = s->size;
-		return 0;
+		e = BACKEND_CALL(b, get_snapshot, &(BackendRef){.id = spec->source_id}, &s, &err);
+		*ret_source_size = s.size;
+		backend_snapshot_done(&s);
+	} else {
+		BackendVolume v = {};
+		spec->source_kind = "volume";
+		spec->source_id = src->volume->volume_id ?: "";
+		e = volume_lookup(b, spec->source_id, &v, &err);
+		*ret_source_size = v.size;
+		backend_volume_done(&v);
 	}
-	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
-	spec->source_kind = "volume";
-	spec->source_id = src->volume->volume_id ?: "";
-	if (pool_volume_load(d->pool, spec->source_id, &v) < 0)
-		return errorf(ret_error, -ENOENT, "volume_content_source: volume '%s' not found",
-			      spec->source_id);
-	*ret_source_size = v->size;
+	if (e == -EOPNOTSUPP)
+		return errorf(ret_error, e, "%s", err);
+	if (e < 0)
+		return errorf(ret_error, -ENOENT, "volume_content_source: %s '%s' not found",
+			      spec->source_kind, spec->source_id);
 	return 0;
 }
 
-static int create_parse(char **ret_error, const Driver *d, const Csi__V1__CreateVolumeRequest *r,
+static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolumeRequest *r,
 			CreateSpec *spec)
 {
 	_cleanup_free_ char *err = NULL;
@@ -246,9 +231,7 @@ static int create_parse(char **ret_error, const Driver *d, const Csi__V1__Create
 
 	if ((e = create_name_check(ret_error, r->name)) < 0)
 		return e;
-	if ((e = create_check_capabilities(ret_error, r, spec)) < 0)
-		return e;
-	if ((e = create_check_topology(ret_error, d, r->accessibility_requirements)) < 0)
+	if ((e = create_check_capabilities(ret_error, backend_default(d->backends), r, spec)) < 0)
 		return e;
 	if ((e = create_check_source(ret_error, d, r->volume_content_source, spec, &source_size)) <
 	    0)
@@ -283,57 +266,90 @@ static int create_parse(char **ret_error, const Driver *d, const Csi__V1__Create
 	return 0;
 }
 
-/* What a volume made from spec records: parameters, and the context the node gets. */
-static void create_fill_volume(const CreateSpec *spec, const char *name, PoolVolume *v)
+/* Topologies of a request as the backends take them (free with topologies_free()). */
+static BackendTopology *topologies_from(Csi__V1__Topology *const *t, size_t n)
 {
-	ParamKV *kv;
-	size_t n;
+	BackendTopology *m = xnew0(BackendTopology, n);
 
-	pool_volume_id_for_name(name, v->id);
-	v->name = (char *)name;
-	v->size = spec->size;
-	v->source_kind = (char *)(spec->source_kind ?: "");
-	v->source_id = (char *)(spec->source_id ?: "");
-	v->access_mode = (char *)access_mode_name(spec->mode);
-	volume_params_to_kv(&spec->params, VOLUME_PARAMS_ALL, &kv, &n);
-	kv_to_strmap(kv, n, &v->params);
-	param_kv_free_many(kv, n);
-	volume_params_to_kv(&spec->params, VOLUME_PARAMS_NODE, &kv, &n);
-	kv_to_strmap(kv, n, &v->context);
-	param_kv_free_many(kv, n);
-	if (*spec->fs_type && !strmap_get(&v->context, "csi.storage.k8s.io/fstype"))
-		strmap_set(&v->context, "csi.storage.k8s.io/fstype", spec->fs_type);
+	for (size_t i = 0; i < n; i++)
+		pbmap_to_strmap((void *const *)t[i]->segments, t[i]->n_segments, &m[i]);
+	return m;
+}
+
+static void topologies_free(BackendTopology *m, size_t n)
+{
+	for (size_t i = 0; m && i < n; i++)
+		strmap_done(&m[i]);
+	free(m);
 }
 
 /* A volume of that name exists: the same request gets it back, another one ALREADY_EXISTS. */
 static int create_compare(char **ret_error, const Csi__V1__CreateVolumeRequest *r,
-			  const CreateSpec *spec, const PoolVolume *existing,
-			  const PoolVolume *wanted)
+			  const CreateSpec *spec, const BackendVolume *existing)
 {
 	if (!capacity_range_allows(r->capacity_range, existing->size))
 		return errorf(ret_error, -EEXIST,
 			      "volume '%s' exists with %llu bytes, outside the requested "
 			      "capacity_range",
 			      r->name, (unsigned long long)existing->size);
-	if (strcmp(existing->source_kind, wanted->source_kind) != 0 ||
-	    strcmp(existing->source_id, wanted->source_id) != 0)
+	if (strcmp(existing->source_kind, spec->source_kind ?: "") != 0 ||
+	    strcmp(existing->source_id, spec->source_id ?: "") != 0)
 		return errorf(ret_error, -EEXIST,
 			      "volume '%s' exists with another volume_content_source (%s %s)",
 			      r->name, *existing->source_kind ? existing->source_kind : "none",
 			      existing->source_id);
-	if (!strmap_equal(&existing->params, &wanted->params))
+	if (!volume_params_equal(&existing->params, &spec->params))
 		return errorf(ret_error, -EEXIST, "volume '%s' exists with other parameters",
 			      r->name);
-	(void)spec;
 	return 0;
 }
 
-static ProtobufCMessage *create_reply(const Driver *d, const PoolVolume *v)
+static ProtobufCMessage *create_reply(const BackendVolume *v)
 {
 	Csi__V1__CreateVolumeResponse *resp = xnew0(Csi__V1__CreateVolumeResponse, 1);
 	csi__v1__create_volume_response__init(resp);
-	resp->volume = volume_to_csi(d, v);
+	resp->volume = volume_to_csi(v);
 	return &resp->base;
+}
+
+static void create_log(const BackendVolume *v)
+{
+	if (*v->source_kind)
+		log_info("created volume %s (%s, %llu bytes) from %s %s by %s", v->id, v->name,
+			 (unsigned long long)v->size, v->source_kind, v->source_id,
+			 v->copy_method ?: "copy");
+	else
+		log_info("created volume %s (%s, %llu bytes)", v->id, v->name,
+			 (unsigned long long)v->size);
+}
+
+/* Asks the default backend for the volume spec describes. */
+static int create_call(char **ret_error, Driver *d, const Csi__V1__CreateVolumeRequest *r,
+		       const CreateSpec *spec, BackendVolume *ret)
+{
+	const Csi__V1__TopologyRequirement *t = r->accessibility_requirements;
+	BackendTopology *requisite = t ? topologies_from(t->requisite, t->n_requisite) : NULL;
+	BackendTopology *preferred = t ? topologies_from(t->preferred, t->n_preferred) : NULL;
+	BackendCreateVolume c = {
+		.name = r->name,
+		.size = spec->size,
+		.params = &spec->params,
+		.source_kind = spec->source_kind,
+		.source_id = spec->source_id,
+		.requisite = requisite,
+		.n_requisite = t ? t->n_requisite : 0,
+		.preferred = preferred,
+		.n_preferred = t ? t->n_preferred : 0,
+	};
+
+	backend_access_from(r->volume_capabilities[0], &c.access);
+	c.access.block = spec->block;
+	c.access.fstype = spec->fs_type;
+	Backend *b = backend_default(d->backends);
+	int e = BACKEND_CALL(b, create_volume, &c, ret, ret_error);
+	topologies_free(requisite, c.n_requisite);
+	topologies_free(preferred, c.n_preferred);
+	return e;
 }
 
 int controller_create_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
@@ -341,10 +357,8 @@ int controller_create_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 {
 	const Csi__V1__CreateVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	_cleanup_(pool_volume_freep) PoolVolume *existing = NULL;
 	CreateSpec spec = {};
-	PoolVolume wanted = {};
-	CopyMethod method;
+	BackendVolume v = {};
 	int e;
 
 	if ((e = create_parse(ret_error, d, r, &spec)) < 0)
@@ -354,105 +368,48 @@ int controller_create_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 			   r->name);
 		goto out;
 	}
-	create_fill_volume(&spec, r->name, &wanted);
-	wanted.created_ns = (int64_t)now_usec(CLOCK_REALTIME) * 1000;
-
-	e = pool_volume_create(d->pool, &wanted, &method);
-	if (e == -EEXIST) {
-		e = pool_volume_load(d->pool, wanted.id, &existing);
-		if (e < 0) {
-			e = errorf(ret_error, e, "volume '%s' (%s) exists but cannot be read: %s",
-				   r->name, wanted.id, strerror(-e));
-			goto out;
-		}
-		if ((e = create_compare(ret_error, r, &spec, existing, &wanted)) < 0)
-			goto out;
-		*ret = create_reply(d, existing);
-		goto out;
-	}
-	if (e == -ENOSPC)
-		e = errorf(ret_error, e, "capacity_range: %llu bytes do not fit in the pool",
-			   (unsigned long long)spec.size);
-	else if (e == -ENOENT)
-		e = errorf(ret_error, e, "volume_content_source: %s '%s' not found",
-			   spec.source_kind, spec.source_id);
-	else if (e == -ERANGE)
-		e = errorf(ret_error, e, "capacity_range: smaller than the source %s '%s'",
-			   spec.source_kind, spec.source_id);
-	else if (e < 0)
-		e = errorf(ret_error, e, "creating volume '%s' (%s) failed: %s", r->name, wanted.id,
-			   strerror(-e));
-	if (e < 0)
-		goto out;
-	if (*wanted.source_kind)
-		log_info("created volume %s (%s, %llu bytes) from %s %s by %s", wanted.id, r->name,
-			 (unsigned long long)wanted.size, wanted.source_kind, wanted.source_id,
-			 copy_method_to_string(method));
-	else
-		log_info("created volume %s (%s, %llu bytes)", wanted.id, r->name,
-			 (unsigned long long)wanted.size);
-	*ret = create_reply(d, &wanted);
+	e = create_call(ret_error, d, r, &spec, &v);
+	if (e == -EEXIST)
+		e = create_compare(ret_error, r, &spec, &v);
+	else if (e == 0)
+		create_log(&v);
+	if (e == 0)
+		*ret = create_reply(&v);
 out:
-	strmap_done(&wanted.params);
-	strmap_done(&wanted.context);
+	backend_volume_done(&v);
 	volume_params_done(&spec.params);
 	return e;
 }
 
 /* DeleteVolume */
 
-static int delete_refused(char **ret_error, const char *id, const PoolVolumeFound *found)
-{
-	if (found->use == POOL_VOLUME_PUBLISHED)
-		return errorf(ret_error, -ENOTEMPTY,
-			      "volume %s is still published to node %s: unpublish it first", id,
-			      found->node);
-	if (found->node && found->staging_path)
-		return errorf(ret_error, -ENOTEMPTY,
-			      "volume %s is staged on node %s at %s: unstage it first (loop "
-			      "device %s is attached over its data file)",
-			      id, found->node, found->staging_path, found->device);
-	return errorf(ret_error, -ENOTEMPTY,
-		      "volume %s is staged on this machine (loop device %s is attached over its "
-		      "data file): unstage it on its node first",
-		      id, found->device);
-}
-
 int controller_delete_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
 			     char **ret_error)
 {
 	const Csi__V1__DeleteVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
-	PoolVolumeFound found = {};
+	BackendDeleted gone = {};
 
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (inflight_holdf(d->inflight, &hold, "vol:%s", r->volume_id) < 0)
 		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress",
 			      r->volume_id);
-
-	Csi__V1__DeleteVolumeResponse *resp = xnew0(Csi__V1__DeleteVolumeResponse, 1);
-	csi__v1__delete_volume_response__init(resp);
-	*ret = &resp->base;
-
-	/* "Is it in use?" and the removal are one decision of the pool, under one hold of the
-	 * volume's lock: a publish from any process comes before or after, never between. */
-	int e = pool_volume_delete(d->pool, r->volume_id, &found);
-	if (e == -ENOENT)
-		e = 0; /* already gone: success, as the spec asks */
-	else if (e == -ENOTEMPTY)
-		e = delete_refused(ret_error, r->volume_id, &found);
-	else if (e < 0)
-		e = errorf(ret_error, e, "deleting volume %s failed: %s", r->volume_id,
-			   strerror(-e));
-	else if (found.name)
-		log_info("deleted volume %s (%s)", r->volume_id, found.name);
-	else {
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	int e = BACKEND_CALL(b, delete_volume, &(BackendRef){.id = r->volume_id}, &gone, ret_error);
+	if (e < 0)
+		return e;
+	if (gone.found && !gone.damaged)
+		log_info("deleted volume %s (%s)", r->volume_id, gone.name);
+	else if (gone.found) {
 		log_info("deleted volume %s, whose metadata was damaged", r->volume_id);
 		volume_damage_forget(r->volume_id);
 	}
-	pool_volume_found_done(&found);
-	return e;
+	backend_deleted_done(&gone);
+	Csi__V1__DeleteVolumeResponse *resp = xnew0(Csi__V1__DeleteVolumeResponse, 1);
+	csi__v1__delete_volume_response__init(resp);
+	*ret = &resp->base;
+	return 0;
 }
 
 /* ValidateVolumeCapabilities */
@@ -461,15 +418,20 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 					    ProtobufCMessage **ret, char **ret_error)
 {
 	const Csi__V1__ValidateVolumeCapabilitiesRequest *r = (const void *)req;
-	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_(strmap_done) Strmap context = {};
 	_cleanup_free_ char *err = NULL;
+	BackendVolume v = {};
+	int e;
 
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	if (r->n_volume_capabilities == 0)
 		return errorf(ret_error, -EINVAL, "volume_capabilities: at least one is required");
-	if (pool_volume_load(d->pool, r->volume_id, &v) < 0)
-		return volume_not_found(ret_error, r->volume_id);
+	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &context);
+	Backend *b = volume_backend(d, r->volume_id, &context);
+	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
+		return e;
+	backend_volume_done(&v);
 
 	Csi__V1__ValidateVolumeCapabilitiesResponse *resp =
 		xnew0(Csi__V1__ValidateVolumeCapabilitiesResponse, 1);
@@ -478,7 +440,7 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
 		char field[48];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
-		if (capability_check(r->volume_capabilities[i], field, &err) < 0) {
+		if (capability_check(b, r->volume_capabilities[i], field, &err) < 0) {
 			resp->message = TAKE_PTR(err);
 			return 0;
 		}
@@ -496,11 +458,9 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	}
 	c->n_volume_capabilities = r->n_volume_capabilities;
 	Strmap m = {};
-	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &m);
 	c->volume_context = pbmap_from_strmap(
 		&csi__v1__validate_volume_capabilities_response__confirmed__volume_context_entry__descriptor,
-		&m, &c->n_volume_context);
-	strmap_done(&m);
+		&context, &c->n_volume_context);
 	pbmap_to_strmap((void *const *)r->parameters, r->n_parameters, &m);
 	c->parameters = pbmap_from_strmap(
 		&csi__v1__validate_volume_capabilities_response__confirmed__parameters_entry__descriptor,
@@ -516,44 +476,34 @@ int controller_list_volumes(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 			    char **ret_error)
 {
 	const Csi__V1__ListVolumesRequest *r = (const void *)req;
-	char **ids;
-	size_t n, start = 0;
+	BackendVolumeList l = {};
 
 	if (r->max_entries < 0)
 		return errorf(ret_error, -EINVAL, "max_entries: must not be negative");
-	if (page_token_check(r->starting_token, pool_volume_id_valid) < 0)
-		return errorf(ret_error, -EALREADY,
-			      "starting_token: '%s' is not a token ListVolumes gave",
-			      r->starting_token);
-	int e = pool_volume_list(d->pool, &ids, &n);
+	BackendListRequest q = {
+		.starting_token = r->starting_token,
+		.max_entries = (size_t)r->max_entries,
+	};
+	Backend *b = backend_default(d->backends);
+	int e = BACKEND_CALL(b, list_volumes, &q, &l, ret_error);
 	if (e < 0)
-		return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
-	/* The token is the first ID of the next page: a page starts there even if that volume
-	 * was deleted meanwhile, and volumes added before it are not listed twice. */
-	if (r->starting_token && *r->starting_token)
-		while (start < n && strcmp(ids[start], r->starting_token) < 0)
-			start++;
-	size_t max = r->max_entries > 0 ? (size_t)r->max_entries : LIST_MAX_DEFAULT;
-
+		return e;
 	Csi__V1__ListVolumesResponse *resp = xnew0(Csi__V1__ListVolumesResponse, 1);
 	csi__v1__list_volumes_response__init(resp);
-	resp->entries = xnew0(Csi__V1__ListVolumesResponse__Entry *, MIN(max, n - start));
-	size_t i = start;
-	for (; i < n && resp->n_entries < max; i++) {
-		_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
-		_cleanup_free_ char *damage = NULL;
-		if (volume_inspect(d, ids[i], &v, &damage) < 0)
-			continue; /* deleted while we listed */
+	resp->entries = xnew0(Csi__V1__ListVolumesResponse__Entry *, l.n_volumes);
+	for (size_t i = 0; i < l.n_volumes; i++) {
+		const BackendVolume *v = &l.volumes[i];
 		Csi__V1__ListVolumesResponse__Entry *entry =
 			xnew0(Csi__V1__ListVolumesResponse__Entry, 1);
 		csi__v1__list_volumes_response__entry__init(entry);
-		entry->volume = volume_to_csi(d, v);
-		entry->status = volume_status_new(d, v, damage, true);
+		if (v->damage)
+			volume_damage_warn(v->id, v->damage);
+		entry->volume = volume_to_csi(v);
+		entry->status = volume_status_new(v, true);
 		resp->entries[resp->n_entries++] = entry;
 	}
-	if (i < n)
-		resp->next_token = xstrdup(ids[i]);
-	strv_free(ids);
+	resp->next_token = TAKE_PTR(l.next_token);
+	backend_volume_list_done(&l);
 	*ret = &resp->base;
 	return 0;
 }
@@ -562,18 +512,21 @@ int controller_get_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessa
 			  char **ret_error)
 {
 	const Csi__V1__ControllerGetVolumeRequest *r = (const void *)req;
-	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
-	_cleanup_free_ char *damage = NULL;
+	BackendVolume v = {};
 
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
-	int e = volume_inspect(d, r->volume_id, &v, &damage);
+	Backend *b = volume_backend(d, r->volume_id, NULL);
+	int e = BACKEND_CALL(b, get_volume, &(BackendRef){.id = r->volume_id}, &v, ret_error);
 	if (e < 0)
-		return volume_not_found(ret_error, r->volume_id);
+		return e;
+	if (v.damage)
+		volume_damage_warn(v.id, v.damage);
 	Csi__V1__ControllerGetVolumeResponse *resp = xnew0(Csi__V1__ControllerGetVolumeResponse, 1);
 	csi__v1__controller_get_volume_response__init(resp);
-	resp->volume = volume_to_csi(d, v);
-	resp->status = volume_status_new(d, v, damage, false);
+	resp->volume = volume_to_csi(&v);
+	resp->status = volume_status_new(&v, false);
+	backend_volume_done(&v);
 	*ret = &resp->base;
 	return 0;
 }
@@ -592,23 +545,32 @@ int controller_get_capacity(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 			    char **ret_error)
 {
 	const Csi__V1__GetCapacityRequest *r = (const void *)req;
-	_cleanup_free_ char *err = NULL;
-	uint64_t total, available;
+	Backend *b = backend_default(d->backends);
+	BackendCapacityRequest q = {};
+	BackendCapacity c;
+	Strmap topology = {};
+	int e;
 
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
 		char field[48];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
-		if (capability_check(r->volume_capabilities[i], field, &err) < 0)
-			return errorf(ret_error, -EINVAL, "%s", err);
+		if ((e = capability_check(b, r->volume_capabilities[i], field, ret_error)) < 0)
+			return e;
 	}
-	pool_capacity(d->pool, &total, &available);
-	if (r->accessible_topology && !topology_matches(r->accessible_topology, pool_zone(d->pool)))
-		available = 0; /* no capacity in a zone this pool does not serve */
+	if (r->accessible_topology) {
+		pbmap_to_strmap((void *const *)r->accessible_topology->segments,
+				r->accessible_topology->n_segments, &topology);
+		q.topology = &topology;
+	}
+	e = BACKEND_CALL(b, get_capacity, &q, &c, ret_error);
+	strmap_done(&topology);
+	if (e < 0)
+		return e;
 	Csi__V1__GetCapacityResponse *resp = xnew0(Csi__V1__GetCapacityResponse, 1);
 	csi__v1__get_capacity_response__init(resp);
-	resp->available_capacity = (int64_t)available;
-	resp->maximum_volume_size = int64_value((int64_t)(available / MIB * MIB));
-	resp->minimum_volume_size = int64_value((int64_t)MIB);
+	resp->available_capacity = (int64_t)c.available;
+	resp->maximum_volume_size = int64_value((int64_t)c.maximum_volume_size);
+	resp->minimum_volume_size = int64_value((int64_t)c.minimum_volume_size);
 	*ret = &resp->base;
 	return 0;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Controller service handlers, on the pool. */
+/* Controller and GroupController service handlers: CSI's checks, then the backend. */
 #pragma once
 
 #include "csi.pb-c.h"
@@ -30,11 +30,8 @@ HANDLER(group_controller_get_snapshot);
 
 /* Shared by the controller files. */
 
-/* The snapshot parameter recording the group snapshot a snapshot belongs to. */
-#define SNAPSHOT_GROUP_KEY "groupSnapshotId"
-
-/* A heap csi.v1.Snapshot for a pool snapshot. */
-Csi__V1__Snapshot *snapshot_to_csi(const PoolSnapshot *s);
+/* A heap csi.v1.Snapshot. */
+Csi__V1__Snapshot *snapshot_to_csi(const BackendSnapshot *s);
 
 /* Checks the name of a CreateVolume/CreateSnapshot/CreateVolumeGroupSnapshot request: 0, or
  * INVALID_ARGUMENT naming the field. */
@@ -44,34 +41,13 @@ int create_name_check(char **ret_error, const char *name);
  * into ret; INVALID_ARGUMENT naming the key otherwise. */
 int snapshot_params_parse(char **ret_error, void *const *entries, size_t n, Strmap *ret);
 
-/* A heap csi.v1.Volume describing a pool volume. */
-Csi__V1__Volume *volume_to_csi(const Driver *d, const PoolVolume *v);
-
-/* The VolumeStatus for ListVolumes / ControllerGetVolume: published nodes and condition
- * (abnormal, saying what, when damage is non-NULL: the volume's metadata is damaged). */
-void *volume_status_new(const Driver *d, const PoolVolume *v, const char *damage, bool list);
+/* The volume id names, from b (the backend that serves it): NOT_FOUND naming volume_id when
+ * there is none or its record is damaged (such a volume is only listed and deleted). */
+int volume_lookup(Backend *b, const char *id, BackendVolume *ret, char **ret_error);
 
 /* Warns about a damaged volume at the default log level, once per process whoever finds it
- * (the start-up check or a call). */
+ * (the backend's check at start or a call). */
 void volume_damage_warn(const char *id, const char *damage);
-
-/* Parses a pagination token: "" -> NULL, else an object ID (validated by valid()). */
-int page_token_check(const char *token, bool (*valid)(const char *));
-
-/* The Controller calls for the volumes of a backend other than the default, through its
- * operations (controller-backend.c); context: the request's volume_context. */
-int controller_publish_through(Driver *d, Backend *b,
-			       const Csi__V1__ControllerPublishVolumeRequest *r,
-			       const Strmap *context, ProtobufCMessage **ret, char **ret_error);
-int controller_unpublish_through(Driver *d, Backend *b,
-				 const Csi__V1__ControllerUnpublishVolumeRequest *r,
-				 ProtobufCMessage **ret, char **ret_error);
-int controller_expand_through(Driver *d, Backend *b,
-			      const Csi__V1__ControllerExpandVolumeRequest *r,
-			      ProtobufCMessage **ret, char **ret_error);
-int controller_modify_through(Driver *d, Backend *b,
-			      const Csi__V1__ControllerModifyVolumeRequest *r,
-			      ProtobufCMessage **ret, char **ret_error);
 
 /* Creates the coalescer that merges ControllerExpandVolume and ControllerModifyVolume. */
 int controller_coalescer_init(Driver *d);

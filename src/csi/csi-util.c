@@ -7,7 +7,6 @@
 #include "log.h"
 #include "driver.h"
 #include "ownership.h"
-#include "pool.h"
 
 /* Every map entry message is { base; char *key; char *value; } for string maps. */
 typedef struct StringEntry {
@@ -64,29 +63,6 @@ bool access_mode_multi_node(Csi__V1__VolumeCapability__AccessMode__Mode m)
 	return m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
 }
 
-static bool access_mode_supported(Csi__V1__VolumeCapability__AccessMode__Mode m)
-{
-	switch (m) {
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_READER_ONLY:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_SINGLE_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__SINGLE_NODE_MULTI_WRITER:
-	case CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY:
-		return true;
-	default:
-		return false;
-	}
-}
-
-static bool fs_type_supported(const char *fs)
-{
-	static const char *const fs_types[] = {"", "ext2", "ext3", "ext4", "xfs"};
-	for (size_t i = 0; i < ELEMENTSOF(fs_types); i++)
-		if (strcmp(fs, fs_types[i]) == 0)
-			return true;
-	return false;
-}
-
 int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error)
 {
 	if (!cap)
@@ -100,24 +76,16 @@ int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *fiel
 	return 0;
 }
 
-int capability_check(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error)
+int capability_check(Backend *b, const Csi__V1__VolumeCapability *cap, const char *field,
+		     char **ret_error)
 {
+	BackendAccessCheck q = {.field = field};
+
 	int e = capability_check_spec(cap, field, ret_error);
-	if (e < 0)
+	if (e < 0 || !b->ops->check_access)
 		return e;
-	if (!access_mode_supported(cap->access_mode->mode)) {
-		*ret_error = xasprintf("%s.access_mode: %s is not supported by pool volumes", field,
-				       access_mode_name(cap->access_mode->mode));
-		return -EINVAL;
-	}
-	if (cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_MOUNT &&
-	    !fs_type_supported(cap->mount->fs_type ?: "")) {
-		*ret_error = xasprintf("%s.mount.fs_type: '%s' is not supported (want ext2, ext3, "
-				       "ext4 or xfs)",
-				       field, cap->mount->fs_type);
-		return -EINVAL;
-	}
-	return 0;
+	backend_access_from(cap, &q.access);
+	return b->ops->check_access(b, &q, NULL, ret_error);
 }
 
 int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, uint64_t *ret,
@@ -160,33 +128,6 @@ bool capacity_range_allows(const Csi__V1__CapacityRange *range, uint64_t size)
 	if (range->limit_bytes > 0 && size > (uint64_t)range->limit_bytes)
 		return false;
 	return true;
-}
-
-Csi__V1__Topology *topology_new(const char *zone)
-{
-	Csi__V1__Topology *t = xnew0(Csi__V1__Topology, 1);
-	Strmap m = {};
-
-	csi__v1__topology__init(t);
-	strmap_set(&m, TOPOLOGY_KEY, zone);
-	t->segments = pbmap_from_strmap(&csi__v1__topology__segments_entry__descriptor, &m,
-					&t->n_segments);
-	strmap_done(&m);
-	return t;
-}
-
-bool topology_matches(const Csi__V1__Topology *t, const char *zone)
-{
-	bool named = false;
-	for (size_t i = 0; i < t->n_segments; i++) {
-		const char *k = t->segments[i]->key, *v = t->segments[i]->value;
-		if (strcmp(k, TOPOLOGY_KEY) == 0 || strcmp(k, "topology.kubernetes.io/zone") == 0) {
-			if (strcmp(v, zone) != 0)
-				return false;
-			named = true;
-		}
-	}
-	return named;
 }
 
 Google__Protobuf__Timestamp *timestamp_new(int64_t ns)
@@ -245,12 +186,6 @@ int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, boo
 	return 0;
 }
 
-int volume_not_found(char **ret_error, const char *id)
-{
-	_cleanup_free_ char *msg = pool_volume_not_found("volume_id", id);
-	return errorf(ret_error, -ENOENT, "%s", msg);
-}
-
 void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *ret)
 {
 	Csi__V1__VolumeCapability__AccessMode__Mode m = cap->access_mode->mode;
@@ -270,18 +205,6 @@ void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *re
 Backend *volume_backend(const Driver *d, const char *volume_id, const Strmap *context)
 {
 	return backend_for_volume(d->backends, volume_id, context);
-}
-
-bool backend_is_default(const Driver *d, const Backend *b)
-{
-	return b == backend_default(d->backends);
-}
-
-int volume_capability_check(const Driver *d, const Backend *b, const Csi__V1__VolumeCapability *cap,
-			    const char *field, char **ret_error)
-{
-	return backend_is_default(d, b) ? capability_check(cap, field, ret_error)
-					: capability_check_spec(cap, field, ret_error);
 }
 
 int backend_unimplemented(const Backend *b, const char *op, char **ret_error)

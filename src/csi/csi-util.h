@@ -15,7 +15,7 @@
 #define MIB (1024ULL * 1024ULL)
 #define GIB (1024ULL * MIB)
 #define DEFAULT_VOLUME_SIZE GIB
-#define TOPOLOGY_KEY "topology.volplug.io/zone"
+#define TOPOLOGY_KEY BACKEND_TOPOLOGY_ZONE
 
 /* A protobuf map field (an array of key/value entry messages) as borrowed ParamKVs: the
  * strings point into the request. Free the array only. */
@@ -34,9 +34,10 @@ void *pbmap_from_strmap(const ProtobufCMessageDescriptor *entry_type, const Strm
 int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *field,
 			  char **ret_error);
 
-/* Checks one volume capability for a pool volume: capability_check_spec(), an access mode and,
- * for mount, an fs_type the pool serves. -EINVAL with *ret_error naming what is wrong. */
-int capability_check(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error);
+/* capability_check_spec(), then whether b serves volumes used that way (its check_access):
+ * -EINVAL with *ret_error naming what is wrong. */
+int capability_check(Backend *b, const Csi__V1__VolumeCapability *cap, const char *field,
+		     char **ret_error);
 
 /* A checked capability as the backends take it (fstype: the capability's own, "" if none). */
 void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *ret);
@@ -56,12 +57,6 @@ int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, 
 /* Whether size satisfies the range. */
 bool capacity_range_allows(const Csi__V1__CapacityRange *range, uint64_t size);
 
-/* A heap Topology {TOPOLOGY_KEY: zone}. */
-Csi__V1__Topology *topology_new(const char *zone);
-
-/* Whether a topology names zone (by TOPOLOGY_KEY or topology.kubernetes.io/zone). */
-bool topology_matches(const Csi__V1__Topology *t, const char *zone);
-
 /* A heap google.protobuf.Timestamp for a CLOCK_REALTIME nanosecond count. */
 Google__Protobuf__Timestamp *timestamp_new(int64_t ns);
 
@@ -77,26 +72,10 @@ Csi__V1__VolumeUsage *usage_new(Csi__V1__VolumeUsage__Unit unit, uint64_t total,
 int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, bool read_only,
 			      const char *policy_name, int fallback);
 
-/* NOT_FOUND for a volume_id that names no volume (saying so when it is not even the shape of
- * one of ours). */
-int volume_not_found(char **ret_error, const char *id);
-
 /* The backend that serves a volume (backend_for_volume() over the driver's backends). context:
  * the request's volume_context where it has one, else NULL. */
 struct Driver;
 Backend *volume_backend(const struct Driver *d, const char *volume_id, const Strmap *context);
-
-/* Whether b is the driver's default backend (the pool). This layer still checks its volumes
- * against what the pool serves (capability_check(), volplug's StorageClass parameters in their
- * context) and still serves its attach, expand and modify itself; the other backends get the
- * CSI spec's checks here and judge the rest in their operations. */
-bool backend_is_default(const struct Driver *d, const Backend *b);
-
-/* A volume capability checked for the backend that serves the volume: capability_check() for
- * the default backend, capability_check_spec() for the others. */
-int volume_capability_check(const struct Driver *d, const Backend *b,
-			    const Csi__V1__VolumeCapability *cap, const char *field,
-			    char **ret_error);
 
 /* Calls a backend operation, or answers UNIMPLEMENTED naming it when the backend has none. */
 #define BACKEND_CALL(b, op, request, result, ret_error)                     \

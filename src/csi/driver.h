@@ -5,10 +5,8 @@
 #include <stdint.h>
 
 #include "rpc-call.h"
-#include "devnames.h"
 #include "inflight.h"
 #include "backend.h"
-#include "pool.h"
 
 typedef enum {
 	DRIVER_MODE_ALL,
@@ -24,23 +22,22 @@ typedef struct Driver {
 	const char *name;
 	const char *version;
 	const char *node_id;
-	const char *zone;
-	uint32_t max_volumes_per_node;
 	usec_t coalesce_window;
 	int fs_group_policy; /* OwnershipPolicy when a volume names none */
 
 	Backend **backends;	     /* the default first (backend.h); owned */
-	Pool *pool;		     /* the default pool backend's pool (borrowed) */
 	Inflight *inflight;	     /* keys of the calls being served */
-	DevNames *devnames;	     /* controller: device names per node, loaded from the pool */
 	struct Coalescer *coalescer; /* controller: expand + modify merging */
 	struct FlexRegistry *flex;   /* Flexvolume drivers (the prober's); NULL: Flexvolume off */
 } Driver;
 
-/* Sets up the driver's shared state for its mode, and repairs what earlier runs left on the
- * default pool (warning about each item). Blocks. */
+/* Sets up the driver's shared state for its mode. */
 int driver_init(Driver *d);
 void driver_done(Driver *d);
+
+/* A BackendReportFunc: warns once about each problem a backend found as it started (a damaged
+ * volume once per process, whoever finds it). */
+void driver_backend_report(const char *volume_id, const char *message, void *userdata);
 
 static inline bool driver_has_controller(const Driver *d)
 {

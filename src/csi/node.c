@@ -13,9 +13,6 @@
 #include "ownership.h"
 #include "parse-util.h"
 
-#define FSTYPE_KEY "csi.storage.k8s.io/fstype"
-#define DEFAULT_FSTYPE "ext4"
-
 static int volume_id_check(char **ret_error, const char *id)
 {
 	if (!id || !*id)
@@ -35,54 +32,12 @@ static bool capability_block(const Csi__V1__VolumeCapability *cap)
 	return cap->access_type_case == CSI__V1__VOLUME_CAPABILITY__ACCESS_TYPE_BLOCK;
 }
 
-/* The filesystem options carried in the volume context, for mkfs. */
-static int mkfs_options(char **ret_error, Csi__V1__NodeStageVolumeRequest__VolumeContextEntry **ctx,
-			size_t n, BlockfsMkfsOptions *o)
-{
-	_cleanup_free_ char *err = NULL;
-	_cleanup_free_ ParamKV *kv = pbmap_to_kv((void *const *)ctx, n);
-	VolumeParams p = {};
-
-	if (volume_params_load(kv, n, &p, &err) < 0)
-		return errorf(ret_error, -EINVAL, "volume_context: %s", err);
-	*o = (BlockfsMkfsOptions){
-		.block_size = p.block_size,
-		.inode_size = p.inode_size,
-		.bytes_per_inode = p.bytes_per_inode,
-		.number_of_inodes = p.number_of_inodes,
-		.ext4_bigalloc = p.ext4_bigalloc,
-		.ext4_cluster_size = p.ext4_cluster_size,
-	};
-	volume_params_done(&p);
-	return 0;
-}
-
-static const char *context_get(Csi__V1__NodeStageVolumeRequest__VolumeContextEntry **ctx, size_t n,
-			       const char *key)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(ctx[i]->key, key) == 0)
-			return ctx[i]->value;
-	return NULL;
-}
-
-/* The filesystem a mount capability asks for: its fs_type, else the StorageClass's. */
-static const char *stage_fstype(const Csi__V1__NodeStageVolumeRequest *r)
-{
-	const char *fstype =
-		r->volume_capability->mount ? r->volume_capability->mount->fs_type : NULL;
-	if (!fstype || !*fstype)
-		fstype = context_get(r->volume_context, r->n_volume_context, FSTYPE_KEY);
-	return fstype && *fstype ? fstype : DEFAULT_FSTYPE;
-}
-
 int node_stage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
 		      char **ret_error)
 {
 	const Csi__V1__NodeStageVolumeRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	_cleanup_(strmap_done) Strmap ctx = {}, publish_ctx = {}, secrets = {};
-	BlockfsMkfsOptions mkfs;
 	int e;
 
 	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
@@ -91,15 +46,9 @@ int node_stage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage *
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
 	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &ctx);
 	Backend *b = volume_backend(d, r->volume_id, &ctx);
-	e = volume_capability_check(d, b, r->volume_capability, "volume_capability", ret_error);
-	if (e < 0)
+	if ((e = capability_check(b, r->volume_capability, "volume_capability", ret_error)) < 0)
 		return e;
 	bool block = capability_block(r->volume_capability);
-	/* The pool's volumes carry volplug's StorageClass parameters in their context. */
-	bool params = !block && backend_is_default(d, b);
-	if (params &&
-	    (e = mkfs_options(ret_error, r->volume_context, r->n_volume_context, &mkfs)) < 0)
-		return e;
 	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;
 	pbmap_to_strmap((void *const *)r->publish_context, r->n_publish_context, &publish_ctx);
@@ -109,14 +58,11 @@ int node_stage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage *
 		.staging_path = r->staging_target_path,
 		.mount_flags = block ? NULL : r->volume_capability->mount->mount_flags,
 		.n_mount_flags = block ? 0 : r->volume_capability->mount->n_mount_flags,
-		.mkfs = params ? &mkfs : NULL,
 		.volume_context = &ctx,
 		.publish_context = &publish_ctx,
 		.secrets = &secrets,
 	};
 	backend_access_from(r->volume_capability, &s.access);
-	if (params)
-		s.access.fstype = stage_fstype(r);
 	if ((e = BACKEND_CALL(b, stage, &s, NULL, ret_error)) < 0)
 		return e;
 	log_info("volume %s staged at %s%s", r->volume_id, r->staging_target_path,
@@ -210,12 +156,8 @@ int node_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 		return errorf(ret_error, -EINVAL, "target_path: missing");
 	pbmap_to_strmap((void *const *)r->volume_context, r->n_volume_context, &ctx);
 	Backend *b = volume_backend(d, r->volume_id, &ctx);
-	e = volume_capability_check(d, b, r->volume_capability, "volume_capability", ret_error);
-	if (e < 0)
+	if ((e = capability_check(b, r->volume_capability, "volume_capability", ret_error)) < 0)
 		return e;
-	/* The pool's volumes are always staged; another backend's ephemeral ones never are. */
-	if (backend_is_default(d, b) && (!r->staging_target_path || !*r->staging_target_path))
-		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
 	bool block = capability_block(r->volume_capability);
 	if (!block && (e = publish_group(ret_error, r, &own.gid)) < 0)
 		return e;
@@ -305,6 +247,10 @@ int node_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage 
 	if (!r->volume_path || !*r->volume_path)
 		return errorf(ret_error, -EINVAL, "volume_path: missing");
 	if ((e = range_bounds(ret_error, r->capacity_range, &required, &limit)) < 0)
+		return e;
+	/* Optional here; when given it must be whole, as the backend reads it. */
+	if (r->volume_capability &&
+	    (e = capability_check_spec(r->volume_capability, "volume_capability", ret_error)) < 0)
 		return e;
 	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
 		return e;

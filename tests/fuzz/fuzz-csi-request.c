@@ -26,8 +26,11 @@ static void validate_create(const Csi__V1__CreateVolumeRequest *r)
 	VolumeParams p = {};
 
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
-		if (capability_check(r->volume_capabilities[i], "cap", &err) < 0)
+		BackendAccess a;
+		if (capability_check_spec(r->volume_capabilities[i], "cap", &err) < 0)
 			FUZZ_ASSERT(err != NULL);
+		else /* what every backend's check_access and operations read */
+			backend_access_from(r->volume_capabilities[i], &a);
 		free(err);
 		err = NULL;
 	}

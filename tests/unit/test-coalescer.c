@@ -10,6 +10,7 @@
 
 #define WINDOW (150 * USEC_PER_MSEC)
 #define MAX_APPLIES 8
+#define GiB (UINT64_C(1) << 30)
 
 /* What the backend saw: one record per apply() call. */
 typedef struct Applied {
@@ -30,7 +31,7 @@ static int apply_fail; /* negative errno to return, 0: succeed */
 static usec_t t0;
 
 static int backend_apply(void *userdata, const char *volume_id, const CoalescedChange *m,
-			 char **ret_error)
+			 CoalescedResult *ret, char **ret_error)
 {
 	(void)userdata;
 	usec_t start = now_usec(CLOCK_MONOTONIC);
@@ -65,6 +66,9 @@ static int backend_apply(void *userdata, const char *volume_id, const CoalescedC
 		*ret_error = xstrdup("pool: no space left for volume vol-1");
 		return apply_fail;
 	}
+	/* What a backend answers: the size after the change, and whether the node must act. */
+	*ret = (CoalescedResult){.size = m->new_size ?: GiB,
+				 .node_expansion_required = m->new_size > 0};
 	return 0;
 }
 
@@ -101,6 +105,7 @@ typedef struct Caller {
 	usec_t delay; /* after t0 */
 	pthread_t thread;
 	int r;
+	CoalescedResult result;
 	char *error;
 	usec_t returned; /* after t0 */
 } Caller;
@@ -118,7 +123,7 @@ static void *caller_run(void *arg)
 		.params = k->params,
 		.n_params = k->n_params,
 	};
-	k->r = coalescer_submit(k->c, &req, &k->error);
+	k->r = coalescer_submit(k->c, &req, &k->result, &k->error);
 	k->returned = now_usec(CLOCK_MONOTONIC) - t0;
 	return NULL;
 }
@@ -138,7 +143,6 @@ static void callers_done(Caller *callers, size_t n)
 }
 
 #define P(k, v) ((ParamKV){(char *)(k), (char *)(v)})
-#define GiB (UINT64_C(1) << 30)
 
 int main(void)
 {
@@ -168,6 +172,10 @@ int main(void)
 		   (unsigned long long)applied[0].start);
 		ok(k[0].returned >= applied[0].end && k[1].returned >= applied[0].end,
 		   "both callers returned after the change was applied");
+		ok(k[0].result.size == 2 * GiB && k[1].result.size == 2 * GiB &&
+			   k[0].result.node_expansion_required &&
+			   k[1].result.node_expansion_required,
+		   "both callers get the backend's answer to the merged change");
 		callers_done(k, 2);
 	}
 	{
@@ -368,14 +376,17 @@ int main(void)
 		ParamKV dup[] = {P("iops", "4000"), P("IOPS", "5000")};
 		_cleanup_free_ char *error = NULL;
 		CoalesceRequest req = {.volume_id = "vol-1", .params = dup, .n_params = 2};
-		is_int(coalescer_submit(c, &req, &error), -EINVAL,
+		is_int(coalescer_submit(c, &req, NULL, &error), -EINVAL,
 		       "one request with two values for a key: -EINVAL");
 		is_str(error, "IOPS: given twice with different values", "message for it");
 		is_int(n_applied, 0, "nothing applied");
 
 		CoalesceRequest empty = {.volume_id = "vol-1"};
 		usec_t before = now_usec(CLOCK_MONOTONIC);
-		is_int(coalescer_submit(c, &empty, NULL), 0, "a request without changes: success");
+		CoalescedResult untouched = {.size = 7};
+		is_int(coalescer_submit(c, &empty, &untouched, NULL), 0,
+		       "a request without changes: success");
+		is_int(untouched.size, 7, "no result without a change");
 		ok(now_usec(CLOCK_MONOTONIC) - before < WINDOW, "at once");
 		is_int(n_applied, 0, "without a backend change");
 	}

@@ -16,6 +16,7 @@
 #include "flex-drivers.h"
 #include "flex-records.h"
 #include "registry.h"
+#include "strv.h"
 #include "tap.h"
 
 #define VOLUMES_DIR "flex/volumes"
@@ -317,7 +318,13 @@ static void test_errors(void)
 	is_int(b->ops->change_volume(b, &mod, &changed, &err), -EINVAL, "modify: refused");
 	ok(contains(err, "mutable_parameters") && contains(err, "not supported"), "%s", err);
 	BackendDetach dt = {.volume_id = "v1", .node_id = "node-1"};
-	is_int(b->ops->detach(b, &dt, NULL, &err), 0, "detach with no record: done");
+	BackendDetached gone = {};
+	is_int(b->ops->detach(b, &dt, &gone, &err), 0, "detach with no record: done");
+	ok(!gone.nodes, "nothing was detached");
+	BackendVolume v = {};
+	is_int(b->ops->get_volume(b, &(BackendRef){.id = "v1"}, &v, &err), -ENOENT,
+	       "get without a ControllerPublish record: NOT_FOUND");
+	ok(contains(err, "volume_id") && contains(err, "v1"), "%s", err);
 
 	flex_records_done(&s);
 	strmap_done(&ctx);
@@ -364,18 +371,21 @@ static void test_controller(void)
 	is_int(b->ops->attach(b, &at, &att, &err), 0, "attach");
 	is_str(strmap_get(&att.publish_context, "devicePath"), "/dev/xvdf",
 	       "the device attach named, in the publish context");
+	ok(att.device && strcmp(att.device, "/dev/xvdf") == 0 && !att.existed,
+	   "and for the log: a new attachment as /dev/xvdf");
 	a1 = argv_of("record");
 	ok(contains(a1, "attach {") && contains(a1, "\"opt\":\"1\"") && contains(a1, "} node-1"),
 	   "attach <json> <node>: %s", a1);
 	ok(exists(VOLUMES_DIR "/08cf4407b570f203.json"), "the attachment is recorded");
 	ok(b->ops->claims(b, "vx", NULL), "and claims the volume for calls without a context");
-	strmap_done(&att.publish_context);
+	backend_attachment_done(&att);
 
 	is_int(b->ops->attach(b, &at, &att, &err), 0, "attach again");
 	a2 = argv_of("record");
 	ok(contains(a2, "isattached {"), "a retry asks isattached: %s", a2);
 	is_str(strmap_get(&att.publish_context, "devicePath"), "/dev/xvdf", "same device");
-	strmap_done(&att.publish_context);
+	ok(att.existed, "attached already: nothing new to log");
+	backend_attachment_done(&att);
 
 	put("record", ".stdout", NULL);
 	BackendChange ch = {.volume_id = "vx", .new_size = 2ULL << 30};
@@ -386,6 +396,15 @@ static void test_controller(void)
 	   "expandvolume <json> <dmp> <new> <old>: %s", a3);
 	ok(changed.size == 2ULL << 30 && changed.node_expansion_required,
 	   "the new size; the node grows the filesystem (requiresFSResize)");
+	BackendVolume v = {};
+	is_int(b->ops->get_volume(b, &(BackendRef){.id = "vx"}, &v, &err), 0, "get");
+	ok(v.size == 2ULL << 30 && strcmp(v.id, "vx") == 0, "its size as expanded: %llu",
+	   (unsigned long long)v.size);
+	ok(strv_length(v.published_nodes) == 1 && strcmp(v.published_nodes[0], "node-1") == 0,
+	   "published to node-1");
+	is_str(strmap_get(&v.context, "flexvolume.driver"), "test/record", "its driver");
+	is_str(strmap_get(&v.context, "opt"), "1", "its options");
+	backend_volume_done(&v);
 
 	put("record", ".stdout", "{\"status\":\"Failure\",\"message\":\"pool is full\"}");
 	ch.new_size = 3ULL << 30;
@@ -393,10 +412,31 @@ static void test_controller(void)
 	ok(contains(err, "pool is full") && contains(err, "vx"), "with its message: %s", err);
 	put("record", ".stdout", NULL);
 
+	BackendDeleted del = {};
+	BackendRef ref = {.id = "vx"};
+	is_int(b->ops->delete_volume(b, &ref, &del, &err), -ENOTEMPTY,
+	       "delete while attached: FAILED_PRECONDITION");
+	ok(contains(err, "node-1") && contains(err, "unpublish"), "%s", err);
+
 	BackendDetach dt = {.volume_id = "vx", .node_id = "node-1"};
-	is_int(b->ops->detach(b, &dt, NULL, &err), 0, "detach");
+	BackendDetached gone = {};
+	is_int(b->ops->detach(b, &dt, &gone, &err), 0, "detach");
 	a4 = argv_of("record");
 	is_str(a4, "detach vx node-1 ", "detach <volumeName> <node>");
+	ok(strv_length(gone.nodes) == 1 && strcmp(gone.nodes[0], "node-1") == 0 &&
+		   strcmp(gone.devices[0], "/dev/xvdf") == 0,
+	   "what was detached, for the log");
+	backend_detached_done(&gone);
+	is_int(b->ops->get_volume(b, &(BackendRef){.id = "vx"}, &v, &err), 0, "get after detach");
+	ok(!v.published_nodes, "published nowhere");
+	backend_volume_done(&v);
+	is_int(b->ops->delete_volume(b, &ref, &del, &err), 0, "delete");
+	ok(del.found && strcmp(del.name, "vx") == 0, "it had a record");
+	backend_deleted_done(&del);
+	ok(!exists(VOLUMES_DIR "/08cf4407b570f203.json"), "the record is gone");
+	ok(!b->ops->claims(b, "vx", NULL), "so the volume is no longer claimed");
+	is_int(b->ops->delete_volume(b, &ref, &del, &err), 0, "delete again: done");
+	ok(!del.found, "nothing was there");
 
 	strmap_done(&ctx);
 	b->ops->free(b);

@@ -31,10 +31,38 @@ static int ebs_probe(Backend *b, char **ret_error)
 	return 0;
 }
 
+/* EBS volumes are used by one node at a time, or by many at once as raw devices (io2
+ * Multi-Attach); the node makes the filesystems of the block-device node service. */
+static int check_access_op(Backend *b, const BackendAccessCheck *r, void *ret, char **ret_error)
+{
+	(void)b;
+	(void)ret;
+	if (r->access.multi_node &&
+	    (strcmp(r->access.mode, "MULTI_NODE_MULTI_WRITER") != 0 || !r->access.block))
+		return errorf(ret_error, -EINVAL,
+			      "%s.access_mode: %s is not supported by EBS volumes (several nodes "
+			      "only write raw block devices, with io2 Multi-Attach)",
+			      r->field, r->access.mode);
+	if (!r->access.block && !blocknode_fstype_supported(r->access.fstype ?: ""))
+		return errorf(
+			ret_error, -EINVAL,
+			"%s.mount.fs_type: '%s' is not supported (want ext2, ext3, ext4 or xfs)",
+			r->field, r->access.fstype);
+	return 0;
+}
+
 static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_error)
 {
+	BlockfsMkfsOptions mkfs = {};
+	BackendStage s = *r;
+
 	(void)ret;
-	return blocknode_stage(ebs_node_block(ebs_of(b)->node), r, ret_error);
+	if (!r->access.block) {
+		int e = blocknode_stage_defaults(r, &s.access.fstype, &mkfs, ret_error);
+		if (e < 0)
+			return e;
+	}
+	return blocknode_stage(ebs_node_block(ebs_of(b)->node), &s, &mkfs, ret_error);
 }
 
 static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret_error)
@@ -88,6 +116,7 @@ static void ebs_backend_free(Backend *b)
 static const BackendOps ebs_ops = {
 	.name = "ebs",
 	.probe = ebs_probe,
+	.check_access = check_access_op,
 	.stage = stage_op,
 	.unstage = unstage_op,
 	.publish = publish_op,

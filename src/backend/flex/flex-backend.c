@@ -5,6 +5,7 @@
  *   attach         attach <json> <node>           attachable drivers only;
  *                  isattached <json> <node>       to verify a retry
  *   detach         detach <volumeName> <node>
+ *   delete_volume  nothing to call: the controller record goes
  *   change_volume  expandvolume (a modification has no command: refused)
  *   stage          waitforattach <device> <json>, then
  *                  mountdevice <staging> <device> <json>   attachable drivers only
@@ -24,6 +25,7 @@
 #include "error-util.h"
 #include "flex-internal.h"
 #include "log.h"
+#include "strv.h"
 
 #define CONTEXT_PREFIX "flexvolume."
 #define CSI_PREFIX "csi.storage.k8s.io/"
@@ -164,11 +166,13 @@ int flex_backend_remove(FlexBackend *fb, FlexRecordKind k, const FlexRecord *rec
 
 /* ---- controller ---- */
 
-static void attachment_reply(const char *device, BackendAttachment *ret)
+static void attachment_reply(const char *device, bool existed, BackendAttachment *ret)
 {
-	*ret = (BackendAttachment){};
-	if (device && *device)
+	*ret = (BackendAttachment){.existed = existed};
+	if (device && *device) {
 		strmap_set(&ret->publish_context, FLEX_PUBLISH_CONTEXT_DEVICE, device);
+		ret->device = xstrdup(device);
+	}
 }
 
 static FlexAttachment *attachment_find(FlexRecord *rec, const char *node)
@@ -240,7 +244,7 @@ static int attach_op(Backend *b, const BackendAttach *r, BackendAttachment *ret,
 			return e;
 		log_debug("volume %s: Flexvolume driver %s does not attach", rec->volume_id,
 			  drv->name);
-		attachment_reply(NULL, ret);
+		attachment_reply(NULL, false, ret);
 		return 0;
 	}
 	flex_backend_spec(rec, &spec, &opts);
@@ -251,7 +255,7 @@ static int attach_op(Backend *b, const BackendAttach *r, BackendAttachment *ret,
 		if (e < 0)
 			return e;
 		if (e > 0) {
-			attachment_reply(a->device, ret);
+			attachment_reply(a->device, true, ret);
 			return 0;
 		}
 		log_debug("volume %s: driver %s says it is no longer attached to %s: attaching "
@@ -279,7 +283,7 @@ static int attach_op(Backend *b, const BackendAttach *r, BackendAttachment *ret,
 		return e;
 	log_debug("volume %s: attached to node %s by Flexvolume driver %s%s%s", rec->volume_id,
 		  r->node_id, drv->name, *a->device ? " as " : "", a->device);
-	attachment_reply(a->device, ret);
+	attachment_reply(a->device, false, ret);
 	return 0;
 }
 
@@ -293,14 +297,14 @@ static void attachment_remove(FlexRecord *rec, size_t i)
 	rec->n_attachments--;
 }
 
-static int detach_op(Backend *b, const BackendDetach *r, void *ret, char **ret_error)
+static int detach_op(Backend *b, const BackendDetach *r, BackendDetached *ret, char **ret_error)
 {
 	FlexBackend *fb = flex_of(b);
 	_cleanup_(flex_record_freep) FlexRecord *rec = NULL;
 	_cleanup_flex_driver_ FlexDriver *drv = NULL;
+	_cleanup_(backend_detached_done) BackendDetached gone = {};
 	int e;
 
-	(void)ret;
 	if ((e = flex_backend_load(fb, FLEX_RECORD_VOLUME, r->volume_id, NULL, &rec, ret_error)) <
 	    0)
 		return e;
@@ -319,10 +323,70 @@ static int detach_op(Backend *b, const BackendDetach *r, void *ret, char **ret_e
 			return e;
 		log_debug("volume %s: detached from node %s by Flexvolume driver %s",
 			  rec->volume_id, a->node, drv->name);
+		strv_append(&gone.nodes, TAKE_PTR(a->node));
+		strv_append(&gone.devices, TAKE_PTR(a->device) ?: xstrdup(""));
 		attachment_remove(rec, i);
 		if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
 			return e;
 	}
+	*ret = gone;
+	gone = (BackendDetached){};
+	return 0;
+}
+
+/* DeleteVolume: Flexvolume has no command for it (the driver's storage is its own business), so
+ * only the controller record goes, once nothing is attached. Success for a volume without one. */
+static int delete_volume_op(Backend *b, const BackendRef *r, BackendDeleted *ret, char **ret_error)
+{
+	FlexBackend *fb = flex_of(b);
+	_cleanup_(flex_record_freep) FlexRecord *rec = NULL;
+
+	int e = flex_backend_load(fb, FLEX_RECORD_VOLUME, r->id, NULL, &rec, ret_error);
+	if (e < 0)
+		return e;
+	if (!rec) {
+		*ret = (BackendDeleted){};
+		return 0;
+	}
+	if (rec->n_attachments > 0)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is still published to node %s: unpublish it first", r->id,
+			      rec->attachments[0].node);
+	if ((e = flex_backend_remove(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
+		return e;
+	*ret = (BackendDeleted){.found = true, .name = xstrdup(rec->volume_name)};
+	return 0;
+}
+
+/* The volume as its controller record has it (ControllerPublishVolume made it): its size as
+ * the last expansion set it (0: not known), the nodes it is attached to, its driver. */
+static int get_volume_op(Backend *b, const BackendRef *r, BackendVolume *ret, char **ret_error)
+{
+	FlexBackend *fb = flex_of(b);
+	_cleanup_(flex_record_freep) FlexRecord *rec = NULL;
+
+	int e = flex_backend_load(fb, FLEX_RECORD_VOLUME, r->id, NULL, &rec, ret_error);
+	if (e < 0)
+		return e;
+	if (!rec)
+		return errorf(ret_error, -ENOENT,
+			      "volume_id: volume %s: no ControllerPublishVolume recorded which "
+			      "Flexvolume driver serves it",
+			      r->id);
+	*ret = (BackendVolume){
+		.id = xstrdup(rec->volume_id),
+		.name = xstrdup(rec->volume_name),
+		.size = rec->size,
+		.source_kind = xstrdup(""),
+		.source_id = xstrdup(""),
+		.access_mode = xstrdup(""),
+		.condition = xasprintf("served by Flexvolume driver %s", rec->driver),
+	};
+	strmap_copy(&ret->context, &rec->options);
+	strmap_set(&ret->context, FLEX_CONTEXT_DRIVER, rec->driver);
+	for (size_t i = 0; i < rec->n_attachments; i++)
+		if (rec->attachments[i].done)
+			strv_append(&ret->published_nodes, xstrdup(rec->attachments[i].node));
 	return 0;
 }
 
@@ -399,6 +463,8 @@ static void flex_backend_free(Backend *b)
 static const BackendOps flex_ops = {
 	.name = "flex",
 	.claims = claims_op,
+	.delete_volume = delete_volume_op,
+	.get_volume = get_volume_op,
 	.attach = attach_op,
 	.detach = detach_op,
 	.change_volume = change_volume_op,

@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pool's snapshots and group snapshots as backend operations. A group is one pool snapshot
+ * per source volume plus a group record listing them. Member snapshots get names derived from
+ * the group's name and their volume, so a retried create (after a timeout or a crash) finds the
+ * members it already made. The members are taken one after the other: they are consistent per
+ * volume, not across volumes (docs/pool.md). A member is deleted with its group only. */
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "error-util.h"
+#include "pool-backend.h"
+#include "time-util.h"
+
+/* The snapshot parameter recording the group snapshot a snapshot belongs to. */
+#define GROUP_KEY "groupSnapshotId"
+
+static int64_t now_ns(void)
+{
+	return (int64_t)now_usec(CLOCK_REALTIME) * 1000;
+}
+
+static void snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret)
+{
+	*ret = (BackendSnapshot){
+		.id = xstrdup(s->id),
+		.name = xstrdup(s->name ?: ""),
+		.source_volume_id = xstrdup(s->source_volume_id),
+		.size = s->size,
+		.created_ns = s->created_ns,
+		.ready = true, /* a pool snapshot is whole once it exists */
+		.group_id = xstrdup(strmap_get(&s->params, GROUP_KEY) ?: ""),
+	};
+	strmap_copy(&ret->params, &s->params);
+	strmap_remove(&ret->params, GROUP_KEY);
+}
+
+int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, BackendSnapshot *ret,
+				 char **ret_error)
+{
+	Pool *pool = pool_of(b)->pool;
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *existing = NULL;
+	_cleanup_(pool_volume_freep) PoolVolume *source = NULL;
+	PoolSnapshot spec = {};
+	CopyMethod method;
+
+	pool_snapshot_id_for_name(r->name, spec.id);
+	if (pool_snapshot_load(pool, spec.id, &existing) == 0) {
+		snapshot_to_backend(existing, ret);
+		return -EEXIST;
+	}
+	if (pool_volume_load(pool, r->source_volume_id, &source) < 0)
+		return errorf(ret_error, -ENOENT, "source_volume_id: volume %s not found",
+			      r->source_volume_id);
+	spec.name = (char *)r->name;
+	spec.source_volume_id = (char *)r->source_volume_id;
+	spec.size = source->size;
+	spec.created_ns = now_ns();
+	if (r->params)
+		strmap_copy(&spec.params, r->params);
+	int e = pool_snapshot_create(pool, &spec, &method);
+	if (e == -EEXIST && pool_snapshot_load(pool, spec.id, &existing) == 0)
+		snapshot_to_backend(existing, ret); /* another process made it meanwhile */
+	else if (e < 0)
+		e = errorf(ret_error, e, "snapshot '%s' of volume %s failed: %s", r->name,
+			   r->source_volume_id, strerror(-e));
+	else {
+		snapshot_to_backend(&spec, ret);
+		ret->copy_method = copy_method_to_string(method);
+	}
+	strmap_done(&spec.params);
+	return e;
+}
+
+int pool_backend_delete_snapshot(Backend *b, const BackendRef *r, BackendDeleted *ret,
+				 char **ret_error)
+{
+	Pool *pool = pool_of(b)->pool;
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+
+	if (pool_snapshot_load(pool, r->id, &s) == 0 && strmap_get(&s->params, GROUP_KEY))
+		return errorf(ret_error, -ENOTEMPTY,
+			      "snapshot %s belongs to group snapshot %s: delete the group", r->id,
+			      strmap_get(&s->params, GROUP_KEY));
+	int e = pool_snapshot_delete(pool, r->id);
+	if (e < 0 && e != -ENOENT)
+		return errorf(ret_error, e, "deleting snapshot %s failed: %s", r->id, strerror(-e));
+	*ret = (BackendDeleted){.found = e == 0};
+	return 0;
+}
+
+int pool_backend_get_snapshot(Backend *b, const BackendRef *r, BackendSnapshot *ret,
+			      char **ret_error)
+{
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+
+	if (pool_snapshot_load(pool_of(b)->pool, r->id, &s) < 0)
+		return errorf(ret_error, -ENOENT, "snapshot_id: snapshot %s not found", r->id);
+	snapshot_to_backend(s, ret);
+	return 0;
+}
+
+/* The ids a list request looks at: one snapshot by id (absent, or not an id of ours, lists
+ * nothing), else all. */
+static int list_ids(Pool *pool, const BackendListRequest *r, char ***ret, size_t *ret_n,
+		    char **ret_error)
+{
+	char **ids = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!r->snapshot_id || !*r->snapshot_id) {
+		int e = pool_snapshot_list(pool, ret, ret_n);
+		if (e < 0)
+			return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
+		return 0;
+	}
+	if (pool_snapshot_id_valid(r->snapshot_id))
+		strv_push(&ids, &n, &cap, xstrdup(r->snapshot_id));
+	*ret = ids;
+	*ret_n = n;
+	return 0;
+}
+
+int pool_backend_list_snapshots(Backend *b, const BackendListRequest *r, BackendSnapshotList *ret,
+				char **ret_error)
+{
+	Pool *pool = pool_of(b)->pool;
+	_cleanup_strv_free_ char **ids = NULL;
+	BackendSnapshotList l = {};
+	size_t n;
+
+	int e = pool_page_token_check(r->starting_token, pool_snapshot_id_valid, "ListSnapshots",
+				      ret_error);
+	if (e < 0 || (e = list_ids(pool, r, &ids, &n, ret_error)) < 0)
+		return e;
+	size_t i = pool_page_start(ids, n, r->starting_token);
+	size_t max = r->max_entries ?: POOL_LIST_MAX_DEFAULT;
+	l.snapshots = xnew0(BackendSnapshot, MIN(max, n - i));
+	for (; i < n && l.n_snapshots < max; i++) {
+		_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+		if (pool_snapshot_load(pool, ids[i], &s) < 0)
+			continue;
+		if (r->source_volume_id && *r->source_volume_id &&
+		    strcmp(s->source_volume_id, r->source_volume_id) != 0)
+			continue;
+		snapshot_to_backend(s, &l.snapshots[l.n_snapshots++]);
+	}
+	if (i < n)
+		l.next_token = xstrdup(ids[i]);
+	*ret = l;
+	return 0;
+}
+
+/* Group snapshots */
+
+static void group_to_backend(Pool *pool, const PoolGroup *g, BackendGroup *ret)
+{
+	*ret = (BackendGroup){
+		.id = xstrdup(g->id),
+		.name = xstrdup(g->name ?: ""),
+		.created_ns = g->created_ns,
+		.ready = true,
+		.snapshots = xnew0(BackendSnapshot, g->n_snapshots),
+	};
+	for (size_t i = 0; i < g->n_snapshots; i++) {
+		_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+		if (pool_snapshot_load(pool, g->snapshot_ids[i], &s) < 0) {
+			ret->ready = false; /* a member is missing: damage, pool check says */
+			continue;
+		}
+		snapshot_to_backend(s, &ret->snapshots[ret->n_snapshots++]);
+	}
+}
+
+/* Makes (or finds, on a retry) the member snapshot of one volume. */
+static int group_snapshot_member(char **ret_error, Pool *pool, const BackendCreateGroup *r,
+				 const char *group_id, const char *volume_id,
+				 char ret_id[POOL_ID_MAX])
+{
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_free_ char *name = xasprintf("%s/%s", r->name, volume_id);
+	PoolSnapshot spec = {.name = name, .source_volume_id = (char *)volume_id};
+	CopyMethod method;
+
+	if (pool_volume_load(pool, volume_id, &v) < 0)
+		return errorf(ret_error, -ENOENT, "source_volume_ids: volume %s not found",
+			      volume_id);
+	pool_snapshot_id_for_name(name, spec.id);
+	if (r->params)
+		strmap_copy(&spec.params, r->params);
+	strmap_set(&spec.params, GROUP_KEY, group_id);
+	spec.size = v->size;
+	spec.created_ns = now_ns();
+	int e = pool_snapshot_create(pool, &spec, &method);
+	strmap_done(&spec.params);
+	if (e < 0 && e != -EEXIST)
+		return errorf(ret_error, e, "snapshot of volume %s failed: %s", volume_id,
+			      strerror(-e));
+	memcpy(ret_id, spec.id, POOL_ID_MAX);
+	return 0;
+}
+
+int pool_backend_create_group(Backend *b, const BackendCreateGroup *r, BackendGroup *ret,
+			      char **ret_error)
+{
+	Pool *pool = pool_of(b)->pool;
+	_cleanup_(pool_group_freep) PoolGroup *existing = NULL;
+	PoolGroup g = {.name = (char *)r->name, .created_ns = now_ns()};
+	int e = 0;
+
+	pool_group_id_for_name(r->name, g.id);
+	if (pool_group_load(pool, g.id, &existing) == 0) {
+		group_to_backend(pool, existing, ret);
+		return -EEXIST;
+	}
+	g.snapshot_ids = xnew0(char *, r->n_volume_ids + 1);
+	for (size_t i = 0; i < r->n_volume_ids; i++) {
+		char id[POOL_ID_MAX];
+		if ((e = group_snapshot_member(ret_error, pool, r, g.id, r->volume_ids[i], id)) < 0)
+			goto out;
+		g.snapshot_ids[g.n_snapshots++] = xstrdup(id);
+	}
+	e = pool_group_create(pool, &g);
+	if (e < 0 && e != -EEXIST) {
+		e = errorf(ret_error, e, "recording group snapshot '%s' failed: %s", r->name,
+			   strerror(-e));
+		goto out;
+	}
+	e = 0;
+	group_to_backend(pool, &g, ret);
+out:
+	strv_free(g.snapshot_ids);
+	return e;
+}
+
+/* Whether the request's snapshot_ids (if any) are exactly the group's: -EINVAL if not. */
+static int group_members_check(char **ret_error, const PoolGroup *g, const BackendGroupRequest *r)
+{
+	bool match = r->n_snapshot_ids == 0 || r->n_snapshot_ids == g->n_snapshots;
+
+	for (size_t i = 0; match && i < r->n_snapshot_ids; i++) {
+		bool found = false;
+		for (size_t k = 0; k < g->n_snapshots && !found; k++)
+			found = strcmp(r->snapshot_ids[i], g->snapshot_ids[k]) == 0;
+		match = found;
+	}
+	if (!match)
+		return errorf(ret_error, -EINVAL,
+			      "snapshot_ids: not the %zu snapshots of group snapshot %s",
+			      g->n_snapshots, g->id);
+	return 0;
+}
+
+int pool_backend_get_group(Backend *b, const BackendGroupRequest *r, BackendGroup *ret,
+			   char **ret_error)
+{
+	Pool *pool = pool_of(b)->pool;
+	_cleanup_(pool_group_freep) PoolGroup *g = NULL;
+	int e;
+
+	if (pool_group_load(pool, r->id, &g) < 0)
+		return errorf(ret_error, -ENOENT, "group snapshot %s not found", r->id);
+	if ((e = group_members_check(ret_error, g, r)) < 0)
+		return e;
+	group_to_backend(pool, g, ret);
+	return 0;
+}
+
+int pool_backend_delete_group(Backend *b, const BackendGroupRequest *r, BackendDeleted *ret,
+			      char **ret_error)
+{
+	Pool *pool = pool_of(b)->pool;
+	_cleanup_(pool_group_freep) PoolGroup *g = NULL;
+	int e;
+
+	if (pool_group_load(pool, r->id, &g) < 0) {
+		*ret = (BackendDeleted){}; /* gone already */
+		return 0;
+	}
+	if ((e = group_members_check(ret_error, g, r)) < 0)
+		return e;
+	for (size_t i = 0; i < g->n_snapshots; i++) {
+		e = pool_snapshot_delete(pool, g->snapshot_ids[i]);
+		if (e < 0 && e != -ENOENT)
+			return errorf(ret_error, e, "deleting snapshot %s of group %s failed: %s",
+				      g->snapshot_ids[i], g->id, strerror(-e));
+	}
+	e = pool_group_delete(pool, g->id);
+	if (e < 0 && e != -ENOENT)
+		return errorf(ret_error, e, "deleting group snapshot %s failed: %s", g->id,
+			      strerror(-e));
+	*ret = (BackendDeleted){
+		.found = true,
+		.name = xstrdup(g->name ?: ""),
+		.n_members = g->n_snapshots,
+	};
+	return 0;
+}

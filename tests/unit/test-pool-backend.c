@@ -1,0 +1,477 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pool backend's controller operations, and the checks of its node operations, called as
+ * the CSI layer calls them (backend.h's table): what each answers, and the message the user
+ * would read. Two backends opened on one
+ * pool stand for two processes (a controller and a node elsewhere). No loop devices: no root. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "scratch.h"
+#include "strv.h"
+#include "tap.h"
+
+#define MIB (1024ULL * 1024)
+
+static char *pool_dir; /* the pool of the test running */
+static char *reported; /* what the last backend started told report(), one line each */
+
+static void report(const char *volume_id, const char *message, void *userdata)
+{
+	char *prev = reported;
+
+	(void)userdata;
+	reported = xasprintf("%s%s%s%s\n", prev ?: "", volume_id ?: "", volume_id ? ": " : "",
+			     message);
+	free(prev);
+}
+
+/* Each test gets a pool directory of its own. */
+static void use_pool(const char *name)
+{
+	free(pool_dir);
+	pool_dir = scratch_mkdir(name);
+}
+
+/* A backend on the test's pool for node (a process serving the controller and that node). */
+static Backend *start(const char *node, uint32_t max_volumes)
+{
+	char *names[] = {(char *)"pool", NULL};
+	_cleanup_free_ char *error = NULL;
+	Backend **list = NULL;
+	BackendConfig config = {
+		.roles = BACKEND_ROLE_CONTROLLER | BACKEND_ROLE_NODE,
+		.node_id = node,
+		.max_volumes_per_node = max_volumes,
+		.zone = "z1",
+		.pool_path = pool_dir,
+		.pool_capacity = 64 * MIB,
+		.report = report,
+	};
+
+	free(reported);
+	reported = NULL;
+	if (backends_new(names, &config, &list, &error) < 0) {
+		printf("Bail out! cannot start a pool backend in %s: %s\n", pool_dir, error);
+		exit(1);
+	}
+	Backend *b = list[0];
+	free(list); /* the array only: each test frees its backend */
+	return b;
+}
+
+static char *error; /* the message of the last call that failed */
+
+#define CALL(b, op, request, result) \
+	(free(error), error = NULL, (b)->ops->op((b), (request), (result), &error))
+
+static int create(Backend *b, const char *name, uint64_t size, const char *source_kind,
+		  const char *source_id, BackendVolume *ret)
+{
+	VolumeParams params = {};
+	BackendCreateVolume c = {
+		.name = name,
+		.size = size,
+		.params = &params,
+		.source_kind = source_kind,
+		.source_id = source_id,
+		.access = {.fstype = "xfs", .mode = "SINGLE_NODE_WRITER"},
+	};
+
+	*ret = (BackendVolume){};
+	if (volume_params_parse(NULL, 0, size, &params, NULL) < 0)
+		return -EINVAL;
+	int e = CALL(b, create_volume, &c, ret);
+	volume_params_done(&params);
+	return e;
+}
+
+static void test_create(void)
+{
+	use_pool("create");
+	Backend *b = start("node-a", 0);
+	BackendVolume v, again, clone;
+	BackendTopology other = {};
+	VolumeParams params = {};
+
+	is_int(create(b, "vol-one", 4 * MIB, NULL, NULL, &v), 0, "create: a blank volume");
+	ok(strncmp(v.id, "vol-", 4) == 0 && v.size == 4 * MIB, "its id %s and size", v.id);
+	is_str(strmap_get(&v.context, "csi.storage.k8s.io/fstype"), "xfs",
+	       "the node gets the filesystem the capability asked for");
+	is_str(strmap_get(&v.topology, BACKEND_TOPOLOGY_ZONE), "z1", "reachable in the zone");
+	ok(!v.copy_method, "nothing was copied");
+	is_int(create(b, "vol-one", 8 * MIB, NULL, NULL, &again), -EEXIST,
+	       "the same name again: -EEXIST");
+	ok(again.id && strcmp(again.id, v.id) == 0 && again.size == 4 * MIB,
+	   "with the existing volume, for the caller to compare");
+	backend_volume_done(&again);
+	is_int(create(b, "too-big", 128 * MIB, NULL, NULL, &again), -ENOSPC, "beyond capacity");
+	is_str(error, "capacity_range: 134217728 bytes do not fit in the pool", "message");
+	is_int(create(b, "from-snap", 4 * MIB, "snapshot", "snap-0123456789abcdef", &again),
+	       -ENOENT, "from a snapshot that does not exist: -ENOENT");
+	is_str(error, "volume_content_source: snapshot 'snap-0123456789abcdef' not found",
+	       "message");
+	is_int(create(b, "clone", 4 * MIB, "volume", v.id, &clone), 0, "a clone");
+	ok(clone.copy_method && *clone.copy_method, "says how it copied: %s", clone.copy_method);
+
+	strmap_set(&other, BACKEND_TOPOLOGY_ZONE, "z2");
+	volume_params_parse(NULL, 0, MIB, &params, NULL);
+	BackendCreateVolume c = {
+		.name = "elsewhere",
+		.size = MIB,
+		.params = &params,
+		.access = {.fstype = "", .mode = "SINGLE_NODE_WRITER"},
+		.requisite = &other,
+		.n_requisite = 1,
+	};
+	is_int(CALL(b, create_volume, &c, &again), -ENOSPC, "a requisite zone it does not serve");
+	is_str(error,
+	       "accessibility_requirements: no requisite topology has "
+	       "topology.volplug.io/zone=z1, the only zone this pool serves",
+	       "message");
+	volume_params_done(&params);
+	strmap_done(&other);
+	backend_volume_done(&v);
+	backend_volume_done(&clone);
+	b->ops->free(b);
+}
+
+static int get(Backend *b, const char *id, BackendVolume *ret)
+{
+	*ret = (BackendVolume){};
+	return CALL(b, get_volume, &(BackendRef){.id = id}, ret);
+}
+
+static char *pool_file(const char *id, const char *file)
+{
+	return xasprintf("%s/volumes/%s/%s", pool_dir, id, file);
+}
+
+static void test_get_and_list(void)
+{
+	use_pool("list");
+	Backend *b = start("node-a", 0);
+	BackendVolume v, a;
+	BackendVolumeList l = {};
+	char *ids[3];
+
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "list-%d", i);
+		create(b, name, MIB, NULL, NULL, &v);
+		ids[i] = TAKE_PTR(v.id);
+		backend_volume_done(&v);
+	}
+	is_int(get(b, "vol-0123456789abcdef", &v), -ENOENT, "get: an unknown volume");
+	is_str(error, "volume_id: volume vol-0123456789abcdef not found", "message");
+	is_int(get(b, "x/..", &v), -ENOENT, "get: no volume id at all");
+	is_str(error, "volume_id: 'x/..' is not a volume ID of this pool", "message");
+	is_int(get(b, ids[0], &a), 0, "get: a volume");
+	ok(!a.abnormal && !a.damage && !a.published_nodes, "healthy, published nowhere: %s",
+	   a.condition);
+	backend_volume_done(&a);
+
+	_cleanup_free_ char *data = pool_file(ids[1], "data");
+	ok(truncate(data, 4096) == 0, "the data file of %s shrinks", ids[1]);
+	is_int(get(b, ids[1], &a), 0, "get: a volume whose data file shrank");
+	ok(a.abnormal && !a.damage && strstr(a.condition, "is 4096 bytes, 1048576 expected"),
+	   "is abnormal, saying why: %s", a.condition);
+	backend_volume_done(&a);
+	_cleanup_free_ char *meta = pool_file(ids[2], "meta.json");
+	FILE *f = fopen(meta, "we");
+	ok(f && fputs("{ not json", f) >= 0 && fclose(f) == 0, "the record of %s is damaged",
+	   ids[2]);
+	is_int(get(b, ids[2], &a), 0, "get: a volume whose record is damaged");
+	ok(a.abnormal && a.damage && strstr(a.condition, "it can only be deleted"),
+	   "is listed as damaged: %s", a.condition);
+	backend_volume_done(&a);
+
+	BackendListRequest q = {.max_entries = 2};
+	is_int(CALL(b, list_volumes, &q, &l), 0, "list: a page of 2");
+	ok(l.n_volumes == 2 && l.next_token, "two volumes, and a token for the rest");
+	q.starting_token = l.next_token;
+	BackendVolumeList rest = {};
+	is_int(CALL(b, list_volumes, &q, &rest), 0, "list: from the token");
+	ok(rest.n_volumes == 1 && !rest.next_token, "the last one, no token");
+	backend_volume_list_done(&rest);
+	q.starting_token = "bogus";
+	is_int(CALL(b, list_volumes, &q, &rest), -EALREADY, "list: a token it never gave");
+	is_str(error, "starting_token: 'bogus' is not a token ListVolumes gave", "message");
+	backend_volume_list_done(&l);
+
+	for (int i = 0; i < 3; i++)
+		free(ids[i]);
+	b->ops->free(b);
+}
+
+static int attach(Backend *b, const char *id, const char *node, bool read_only,
+		  BackendAttachment *ret)
+{
+	BackendAttach a = {
+		.volume_id = id,
+		.node_id = node,
+		.read_only = read_only,
+		.access = {.mode = "SINGLE_NODE_WRITER"},
+	};
+	*ret = (BackendAttachment){};
+	return CALL(b, attach, &a, ret);
+}
+
+static void test_attach(void)
+{
+	use_pool("attach");
+	Backend *b = start("node-a", 2), *other = start("node-b", 0);
+	BackendAttachment at;
+	BackendDetached gone = {};
+	BackendDeleted del = {};
+	BackendVolume v[3];
+
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "att-%d", i);
+		create(b, name, MIB, NULL, NULL, &v[i]);
+	}
+	is_int(attach(b, v[0].id, "node-x", false, &at), -ENOENT, "attach: to an unknown node");
+	is_str(error, "node node-x not found: no volplugd node serves this pool under that id",
+	       "message");
+	is_int(attach(b, v[0].id, "node-a", false, &at), 0, "attach: to node-a");
+	is_str(strmap_get(&at.publish_context, "devicePath"), "/dev/xvdba",
+	       "the first device name of the list");
+	ok(!at.existed, "a new attachment");
+	backend_attachment_done(&at);
+	is_int(attach(b, v[0].id, "node-a", false, &at), 0, "attach: again");
+	ok(at.existed && strcmp(at.device, "/dev/xvdba") == 0, "the same name, nothing done");
+	backend_attachment_done(&at);
+	is_int(attach(b, v[0].id, "node-a", true, &at), -EEXIST, "attach: read-only this time");
+	is_int(attach(other, v[0].id, "node-b", false, &at), -ENOTEMPTY,
+	       "attach: to node-b from another process, one node allowed");
+	ok(strstr(error, "is published to node node-a and its access mode SINGLE_NODE_WRITER "
+			 "allows one node only"),
+	   "message: %s", error);
+	is_int(attach(other, v[1].id, "node-a", false, &at), 0,
+	       "attach: a second volume to node-a from another process");
+	is_str(at.device, "/dev/xvdbb", "gets the next name: the other's claim counts");
+	backend_attachment_done(&at);
+	is_int(attach(b, v[2].id, "node-a", false, &at), -EMLINK, "attach: a third, limit 2");
+	is_str(error, "node node-a already has 2 volumes published, its limit", "message");
+
+	is_int(CALL(b, delete_volume, &(BackendRef){.id = v[0].id}, &del), -ENOTEMPTY,
+	       "delete: refused while attached");
+	ok(strstr(error, "is still published to node node-a: unpublish it first"), "message: %s",
+	   error);
+	BackendDetach d = {.volume_id = v[0].id};
+	is_int(CALL(b, detach, &d, &gone), 0, "detach: from every node");
+	ok(strv_length(gone.nodes) == 1 && strcmp(gone.nodes[0], "node-a") == 0 &&
+		   strcmp(gone.devices[0], "/dev/xvdba") == 0,
+	   "it was on node-a as /dev/xvdba");
+	backend_detached_done(&gone);
+	is_int(CALL(b, detach, &d, &gone), 0, "detach: again");
+	ok(!gone.nodes, "nothing left to detach");
+	is_int(CALL(b, delete_volume, &(BackendRef){.id = v[0].id}, &del), 0, "delete");
+	ok(del.found && strcmp(del.name, "att-0") == 0, "says what it deleted");
+	backend_deleted_done(&del);
+	is_int(CALL(b, delete_volume, &(BackendRef){.id = v[0].id}, &del), 0, "delete: again");
+	ok(!del.found, "nothing was there");
+	for (int i = 0; i < 3; i++)
+		backend_volume_done(&v[i]);
+	b->ops->free(b);
+	other->ops->free(other);
+}
+
+static void test_capacity_and_change(void)
+{
+	use_pool("change");
+	Backend *b = start("node-a", 0);
+	BackendCapacity c;
+	BackendChanged changed;
+	BackendVolume v, after;
+	BackendTopology z2 = {};
+
+	is_int(CALL(b, get_capacity, &(BackendCapacityRequest){}, &c), 0, "capacity");
+	uint64_t before = c.available;
+	ok(c.maximum_volume_size == before / MIB * MIB && c.minimum_volume_size == MIB,
+	   "maximum: what is left, minimum: 1 MiB");
+	strmap_set(&z2, BACKEND_TOPOLOGY_ZONE, "z2");
+	is_int(CALL(b, get_capacity, &(BackendCapacityRequest){.topology = &z2}, &c), 0,
+	       "capacity in another zone");
+	is_int(c.available, 0, "is none");
+	strmap_done(&z2);
+
+	create(b, "grow", 2 * MIB, NULL, NULL, &v);
+	ParamKV throughput[] = {{(char *)"throughput", (char *)"200"}};
+	BackendChange ch = {
+		.volume_id = v.id, .new_size = 3 * MIB, .params = throughput, .n_params = 1};
+	is_int(CALL(b, change_volume, &ch, &changed), 0, "change: grow and set the throughput");
+	is_int(changed.size, 3 * MIB, "the new size");
+	get(b, v.id, &after);
+	ok(after.size == 3 * MIB && after.params.throughput == 200,
+	   "recorded: %llu bytes, %u MiB/s", (unsigned long long)after.size,
+	   after.params.throughput);
+	backend_volume_done(&after);
+	CALL(b, get_capacity, &(BackendCapacityRequest){}, &c);
+	is_int(c.available, before - 3 * MIB, "the pool counts the volume's new size");
+	ch = (BackendChange){.volume_id = v.id, .new_size = 128 * MIB};
+	is_int(CALL(b, change_volume, &ch, &changed), -ENOSPC, "change: beyond capacity");
+	ch = (BackendChange){.volume_id = "vol-0123456789abcdef", .new_size = 4 * MIB};
+	is_int(CALL(b, change_volume, &ch, &changed), -ENOENT, "change: an unknown volume");
+	is_str(error, "volume vol-0123456789abcdef not found", "message");
+	backend_volume_done(&v);
+	b->ops->free(b);
+}
+
+static void test_snapshots(void)
+{
+	use_pool("snapshots");
+	Backend *b = start("node-a", 0);
+	BackendVolume v[2];
+	BackendSnapshot s, again;
+	BackendGroup g = {};
+	BackendDeleted del = {};
+	BackendSnapshotList l = {};
+
+	create(b, "snap-src-0", MIB, NULL, NULL, &v[0]);
+	create(b, "snap-src-1", MIB, NULL, NULL, &v[1]);
+	BackendCreateSnapshot cs = {.name = "snap", .source_volume_id = v[0].id};
+	is_int(CALL(b, create_snapshot, &cs, &s), 0, "snapshot: made");
+	ok(s.ready && strcmp(s.source_volume_id, v[0].id) == 0 && s.copy_method,
+	   "ready, of its volume, copied by %s", s.copy_method);
+	is_int(CALL(b, create_snapshot, &cs, &again), -EEXIST, "snapshot: the same name again");
+	is_str(again.id, s.id, "with the existing snapshot");
+	backend_snapshot_done(&again);
+	cs = (BackendCreateSnapshot){.name = "orphan", .source_volume_id = "vol-0123456789abcdef"};
+	is_int(CALL(b, create_snapshot, &cs, &again), -ENOENT, "snapshot: of no volume");
+	is_str(error, "source_volume_id: volume vol-0123456789abcdef not found", "message");
+
+	char *ids[] = {v[0].id, v[1].id};
+	BackendCreateGroup cg = {.name = "grp", .volume_ids = ids, .n_volume_ids = 2};
+	is_int(CALL(b, create_group, &cg, &g), 0, "group: made of two volumes");
+	ok(g.ready && g.n_snapshots == 2 && strcmp(g.snapshots[1].source_volume_id, v[1].id) == 0 &&
+		   strcmp(g.snapshots[0].group_id, g.id) == 0,
+	   "its members, in order, know their group");
+	is_int(CALL(b, delete_snapshot, &(BackendRef){.id = g.snapshots[0].id}, &del), -ENOTEMPTY,
+	       "delete: a member alone is refused");
+	ok(strstr(error, "delete the group"), "message: %s", error);
+
+	BackendListRequest q = {.source_volume_id = v[0].id};
+	is_int(CALL(b, list_snapshots, &q, &l), 0, "list snapshots of one volume");
+	is_int(l.n_snapshots, 2, "its own and the group's member");
+	backend_snapshot_list_done(&l);
+
+	char *wrong[] = {s.id};
+	BackendGroupRequest gq = {.id = g.id, .snapshot_ids = wrong, .n_snapshot_ids = 1};
+	BackendGroup got = {};
+	is_int(CALL(b, get_group, &gq, &got), -EINVAL, "get group: with ids not its members");
+	is_int(CALL(b, delete_group, &gq, &del), -EINVAL, "delete group: likewise");
+	gq = (BackendGroupRequest){.id = g.id};
+	is_int(CALL(b, delete_group, &gq, &del), 0, "delete group");
+	ok(del.found && del.n_members == 2, "with its 2 snapshots");
+	backend_deleted_done(&del);
+	is_int(CALL(b, get_group, &gq, &got), -ENOENT, "gone");
+	is_int(CALL(b, delete_snapshot, &(BackendRef){.id = s.id}, &del), 0, "delete snapshot");
+	ok(del.found, "it was there");
+	backend_group_done(&g);
+	backend_snapshot_done(&s);
+	backend_volume_done(&v[0]);
+	backend_volume_done(&v[1]);
+	b->ops->free(b);
+}
+
+/* What a start finds and repairs is told to the daemon, a damaged volume by its id. */
+static void test_report(void)
+{
+	use_pool("report");
+	Backend *b = start("node-a", 0);
+	BackendVolume v;
+
+	create(b, "broken", MIB, NULL, NULL, &v);
+	b->ops->free(b);
+	_cleanup_free_ char *meta = pool_file(v.id, "meta.json");
+	_cleanup_free_ char *junk = xasprintf("%s/tmp/new-junk", pool_dir);
+	ok(truncate(meta, 0) == 0 && mkdir(junk, 0755) == 0,
+	   "a volume's record emptied, a leftover in tmp/");
+	b = start("node-a", 0);
+	_cleanup_free_ char *want = xasprintf("%s: ", v.id);
+	ok(reported && strstr(reported, want), "the damaged volume, by its id: %s", reported);
+	ok(reported && strstr(reported, "tmp/new-junk"), "the leftover in tmp/");
+	backend_volume_done(&v);
+	b->ops->free(b);
+}
+
+/* What the pool judges that the CSI spec leaves open: the access modes and filesystems it
+ * serves, the filesystem options in a volume context, a staging path for every publish. Each
+ * is refused before anything is touched on the node (no root needed). */
+static void test_node_checks(void)
+{
+	use_pool("node-checks");
+	Backend *b = start("node-a", 0);
+	BackendAccessCheck q = {
+		.field = "volume_capabilities[1]",
+		.access = {.fstype = "", .mode = "SINGLE_NODE_WRITER"},
+	};
+	BackendVolume v;
+
+	is_int(CALL(b, check_access, &q, NULL), 0, "a single node writer, default filesystem");
+	q.access.fstype = "xfs";
+	is_int(CALL(b, check_access, &q, NULL), 0, "xfs");
+	q.access.fstype = "ntfs";
+	is_int(CALL(b, check_access, &q, NULL), -EINVAL, "ntfs: refused");
+	is_str(error,
+	       "volume_capabilities[1].mount.fs_type: 'ntfs' is not supported (want ext2, ext3, "
+	       "ext4 or xfs)",
+	       "the message names the field");
+	q.access.block = true;
+	is_int(CALL(b, check_access, &q, NULL), 0, "raw block: no filesystem to judge");
+	q.access.mode = "MULTI_NODE_MULTI_WRITER";
+	is_int(CALL(b, check_access, &q, NULL), -EINVAL, "many writers on many nodes: refused");
+	is_str(error,
+	       "volume_capabilities[1].access_mode: MULTI_NODE_MULTI_WRITER is not supported by "
+	       "pool volumes",
+	       "the message names the mode");
+
+	create(b, "checked", MIB, NULL, NULL, &v);
+	Strmap ctx = {};
+	strmap_set(&ctx, "blockSize", "lots");
+	_cleanup_free_ char *staging = xasprintf("%s/staging", pool_dir);
+	BackendStage st = {
+		.volume_id = v.id,
+		.staging_path = staging,
+		.access = {.fstype = "", .mode = "SINGLE_NODE_WRITER"},
+		.volume_context = &ctx,
+	};
+	is_int(CALL(b, stage, &st, NULL), -EINVAL, "stage: filesystem options that are not");
+	ok(error && strncmp(error, "volume_context: ", 16) == 0 && strstr(error, "blockSize"),
+	   "the message names the context key: %s", error);
+	struct stat sb;
+	ok(stat(staging, &sb) < 0, "nothing made at the staging path");
+	BackendPublish pub = {
+		.volume_id = v.id,
+		.target_path = staging,
+		.access = st.access,
+		.group = (gid_t)-1,
+	};
+	is_int(CALL(b, publish, &pub, NULL), -EINVAL, "publish without a staging path: refused");
+	is_str(error, "staging_target_path: missing", "the message names the field");
+	strmap_done(&ctx);
+	backend_volume_done(&v);
+	b->ops->free(b);
+}
+
+int main(void)
+{
+	scratch_init("pool-backend");
+	test_create();
+	test_get_and_list();
+	test_attach();
+	test_capacity_and_change();
+	test_snapshots();
+	test_report();
+	test_node_checks();
+	free(error);
+	free(reported);
+	free(pool_dir);
+	return tap_done();
+}
