@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "blocknode.h"
 #include "error-util.h"
 #include "log.h"
 #include "pool-backend.h"
@@ -33,9 +34,6 @@ static const char *const access_modes[] = {
 	"SINGLE_NODE_MULTI_WRITER", "MULTI_NODE_READER_ONLY",
 };
 
-/* The filesystems it makes; "" asks for the default. */
-static const char *const fs_types[] = {"", "ext2", "ext3", "ext4", "xfs"};
-
 static bool one_of(const char *s, const char *const *list, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -52,7 +50,7 @@ static int check_access_op(Backend *b, const BackendAccessCheck *r, void *ret, c
 		return errorf(ret_error, -EINVAL,
 			      "%s.access_mode: %s is not supported by pool volumes", r->field,
 			      r->access.mode);
-	if (!r->access.block && !one_of(r->access.fstype, fs_types, ELEMENTSOF(fs_types)))
+	if (!r->access.block && !blocknode_fstype_supported(r->access.fstype))
 		return errorf(
 			ret_error, -EINVAL,
 			"%s.mount.fs_type: '%s' is not supported (want ext2, ext3, ext4 or xfs)",
@@ -60,43 +58,17 @@ static int check_access_op(Backend *b, const BackendAccessCheck *r, void *ret, c
 	return 0;
 }
 
-/* The filesystem options the volume's StorageClass gave, carried in its context, for mkfs. */
-static int stage_mkfs_options(const Strmap *context, BlockfsMkfsOptions *ret, char **ret_error)
-{
-	_cleanup_free_ char *err = NULL;
-	VolumeParams p = {};
-
-	if (volume_params_load_strmap(context, &p, &err) < 0)
-		return errorf(ret_error, -EINVAL, "volume_context: %s", err);
-	*ret = (BlockfsMkfsOptions){
-		.block_size = p.block_size,
-		.inode_size = p.inode_size,
-		.bytes_per_inode = p.bytes_per_inode,
-		.number_of_inodes = p.number_of_inodes,
-		.ext4_bigalloc = p.ext4_bigalloc,
-		.ext4_cluster_size = p.ext4_cluster_size,
-	};
-	volume_params_done(&p);
-	return 0;
-}
-
 static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_error)
 {
-	static const Strmap no_context = {};
-	const Strmap *context = r->volume_context ?: &no_context;
 	BackendStage s = *r;
 	BlockfsMkfsOptions mkfs = {};
 
 	(void)ret;
 	if (!r->access.block) {
-		int e = stage_mkfs_options(context, &mkfs, ret_error);
+		/* The capability's filesystem, else the StorageClass's, else ext4. */
+		int e = blocknode_stage_defaults(r, &s.access.fstype, &mkfs, ret_error);
 		if (e < 0)
 			return e;
-		/* The capability's filesystem, else the StorageClass's, else ext4. */
-		if (!s.access.fstype || !*s.access.fstype)
-			s.access.fstype = strmap_get(context, POOL_CONTEXT_FSTYPE);
-		if (!s.access.fstype || !*s.access.fstype)
-			s.access.fstype = POOL_DEFAULT_FSTYPE;
 	}
 	return pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, &s, &mkfs, ret_error);
 }

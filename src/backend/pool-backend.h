@@ -8,11 +8,6 @@
 #include "devnames.h"
 #include "pool.h"
 
-/* The filesystem a volume's StorageClass asked for, in its volume context; and the one made
- * when neither it nor the capability names one. */
-#define POOL_CONTEXT_FSTYPE "csi.storage.k8s.io/fstype"
-#define POOL_DEFAULT_FSTYPE "ext4"
-
 typedef struct PoolBackend {
 	Backend base;
 	Pool *pool;

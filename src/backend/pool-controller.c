@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "blocknode.h"
 #include "error-util.h"
 #include "pool-backend.h"
 #include "time-util.h"
@@ -171,8 +172,9 @@ static void create_spec(const BackendCreateVolume *r, PoolVolume *v)
 	v->access_mode = (char *)r->access.mode;
 	volume_params_to_strmap(r->params, VOLUME_PARAMS_ALL, &v->params);
 	volume_params_to_strmap(r->params, VOLUME_PARAMS_NODE, &v->context);
-	if (r->access.fstype && *r->access.fstype && !strmap_get(&v->context, POOL_CONTEXT_FSTYPE))
-		strmap_set(&v->context, POOL_CONTEXT_FSTYPE, r->access.fstype);
+	if (r->access.fstype && *r->access.fstype &&
+	    !strmap_get(&v->context, BLOCKNODE_CONTEXT_FSTYPE))
+		strmap_set(&v->context, BLOCKNODE_CONTEXT_FSTYPE, r->access.fstype);
 }
 
 /* A volume of that name exists: -EEXIST with it, for the caller to compare. */
