@@ -281,6 +281,13 @@ static void test_create_source(void)
 	is_int(fake_calls(env->fake, FAKE_CREATE_VOLUME), 0, "the backend made none of them");
 	is_int(fake_calls(env->other, FAKE_GET_VOLUME), 0, "the other backend was not asked");
 
+	fake_fail(env->fake, FAKE_GET_SNAPSHOT, -EAGAIN, "snapshot records: busy, try again");
+	_cleanup_(call_done) Call busy = create(
+		env, "x", ",'volume_content_source':{'snapshot':{'snapshot_id':'fake-snap-9'}}");
+	is_status(busy, "UNAVAILABLE", "snapshot records: busy, try again",
+		  "a backend failure reading the source is passed on, not called NOT_FOUND");
+	fake_fail(env->fake, FAKE_GET_SNAPSHOT, 0, NULL);
+
 	fake_drop(env->fake, FAKE_GET_SNAPSHOT);
 	_cleanup_(call_done) Call unimplemented = create(
 		env, "x", ",'volume_content_source':{'snapshot':{'snapshot_id':'fake-snap-9'}}");
