@@ -295,9 +295,9 @@ static int create_compare(char **ret_error, const Csi__V1__CreateVolumeRequest *
 	if (strcmp(existing->source_kind, spec->source_kind ?: "") != 0 ||
 	    strcmp(existing->source_id, spec->source_id ?: "") != 0)
 		return errorf(ret_error, -EEXIST,
-			      "volume '%s' exists with another volume_content_source (%s %s)",
+			      "volume '%s' exists with another volume_content_source (%s%s%s)",
 			      r->name, *existing->source_kind ? existing->source_kind : "none",
-			      existing->source_id);
+			      *existing->source_kind ? " " : "", existing->source_id);
 	if (!volume_params_equal(&existing->params, &spec->params))
 		return errorf(ret_error, -EEXIST, "volume '%s' exists with other parameters",
 			      r->name);

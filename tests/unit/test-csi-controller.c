@@ -337,8 +337,8 @@ static void test_create_idempotent(void)
 		  "capacity_range",
 		  "a range the existing volume is outside of: ALREADY_EXISTS");
 	is_status(source, "ALREADY_EXISTS",
-		  "volume 'pvc-1' exists with another volume_content_source...",
-		  "another content source: ALREADY_EXISTS");
+		  "volume 'pvc-1' exists with another volume_content_source (none)",
+		  "another content source: ALREADY_EXISTS saying the volume has none");
 	is_status(params, "ALREADY_EXISTS", "volume 'pvc-1' exists with other parameters",
 		  "other parameters: ALREADY_EXISTS");
 
