@@ -1350,6 +1350,13 @@ BackendSnapshot *fake_add_snapshot(FakeBackend *f, const char *id, const char *n
 	return s;
 }
 
+void fake_lose_snapshot(FakeBackend *f, const char *id)
+{
+	pthread_mutex_lock(&f->lock);
+	snapshot_remove(f, id);
+	pthread_mutex_unlock(&f->lock);
+}
+
 FakeVolume *fake_volume(FakeBackend *f, const char *id)
 {
 	pthread_mutex_lock(&f->lock);

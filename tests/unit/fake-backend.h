@@ -154,6 +154,8 @@ FakeVolume *fake_add_volume(FakeBackend *f, const char *id, const char *name, ui
 /* Seeds a ready snapshot of source. */
 BackendSnapshot *fake_add_snapshot(FakeBackend *f, const char *id, const char *name,
 				   const char *source, uint64_t size);
+/* Removes a snapshot as no rule of the fake would (a group's member lost behind its back). */
+void fake_lose_snapshot(FakeBackend *f, const char *id);
 /* The volume of that id, or NULL. */
 FakeVolume *fake_volume(FakeBackend *f, const char *id);
 /* The node record (stage: staged) of a volume at path, or NULL. */
