@@ -1053,7 +1053,7 @@ static int publish_prepare(FakeBackend *f, const BackendPublish *r, char **ret_e
 
 	if (!r->prepare || !f->prepare_dir)
 		return 0;
-	fd = open(f->prepare_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	fd = open(f->prepare_dir, O_PATH | O_CLOEXEC);
 	if (fd < 0)
 		return errorf(ret_error, negative_errno(), "target_path: %s: %s", f->prepare_dir,
 			      strerror(errno));

@@ -99,7 +99,7 @@ typedef struct FakeBackend {
 	const char *zone;	    /* where its volumes are (BACKEND_TOPOLOGY_ZONE) */
 	char **nodes;		    /* the node ids attach knows (strv) */
 	BlockfsStats stats;	    /* node_stats of a mounted filesystem */
-	const char *prepare_dir;    /* publish calls r->prepare on it when set */
+	const char *prepare_dir;    /* publish calls r->prepare on it (a file: it fails) */
 	const char *prepare_policy; /* the policy publish hands to r->prepare */
 	size_t page_default;	    /* list entries per page when max_entries is 0 */
 
