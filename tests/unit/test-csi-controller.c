@@ -386,6 +386,14 @@ static void test_create_request_and_reply(void)
 	       "zone-b", "the preferred ones");
 	is_int(fake_calls(env->other, FAKE_CREATE_VOLUME), 0,
 	       "volumes are made by the default backend only");
+
+	_cleanup_(call_done) Call mount_first =
+		CALL(env, controller_create_volume, create_volume_request,
+		     "{'name':'pvc-u','volume_capabilities':[%s,%s]}", CAP_MNRO, CAP_BLOCK_MNRO);
+	is_ok(mount_first, "a mount capability, then a block one");
+	ok(strcmp(fake_last(env->fake, FAKE_CREATE_VOLUME, "access.block"), "true") == 0 &&
+		   strcmp(fake_last(env->fake, FAKE_CREATE_VOLUME, "access.fstype"), "ext4") == 0,
+	   "access: block whichever capability asks it, the filesystem of the mount one");
 }
 
 static void test_create_backend_errors(void)
@@ -1007,8 +1015,11 @@ static void test_expand(void)
 	is_int(fake_calls(env->fake, FAKE_CHANGE_VOLUME), 0, "nothing was changed");
 
 	_cleanup_(call_done) Call smaller = expand(env, "fake-vol-1", "{'required_bytes':1048576}");
+	_cleanup_(call_done) Call same = expand(env, "fake-vol-1", "{'required_bytes':2147483648}");
 	is_reply(smaller, "{'capacity_bytes':2147483648,'node_expansion_required':true}",
 		 "a size the volume has already: its size, and the node refreshes");
+	is_reply(same, "{'capacity_bytes':2147483648,'node_expansion_required':true}",
+		 "exactly its size: the same");
 	is_int(fake_calls(env->fake, FAKE_CHANGE_VOLUME), 0, "without a change");
 
 	_cleanup_(call_done) Call grow = expand(env, "fake-vol-1", "{'required_bytes':3221225473}");

@@ -119,6 +119,19 @@ static void test_create_in_flight(void)
 	is_ok(first.call, "the first call completes");
 	call_done(&first.call);
 
+	/* Names and ids are keyed apart: a name that is also an id blocks only its own kind. */
+	fake_hold(env->fake, FAKE_CREATE_SNAPSHOT);
+	BACKGROUND(&first, env, controller_create_snapshot, create_snapshot_request,
+		   "{'name':'fake-snap-2','source_volume_id':'fake-vol-1'}");
+	fake_wait_held(env->fake, FAKE_CREATE_SNAPSHOT);
+	_cleanup_(call_done) Call by_id =
+		CALL(env, controller_delete_snapshot, delete_snapshot_request,
+		     "{'snapshot_id':'fake-snap-2'}");
+	is_ok(by_id, "DeleteSnapshot of an id that is the name being created: served");
+	fake_release(env->fake, FAKE_CREATE_SNAPSHOT);
+	background_join(&first);
+	call_done(&first.call);
+
 	fake_hold(env->fake, FAKE_DELETE_SNAPSHOT);
 	BACKGROUND(&first, env, controller_delete_snapshot, delete_snapshot_request,
 		   "{'snapshot_id':'fake-snap-1'}");
