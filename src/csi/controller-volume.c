@@ -187,7 +187,7 @@ static int create_check_capabilities(char **ret_error, Backend *b,
 }
 
 /* The size of the content source (0 without one), from the default backend: NOT_FOUND naming
- * the field when it has no such source. */
+ * the field when it has no such source; any other failure as the backend said it. */
 static int create_check_source(char **ret_error, Driver *d, const Csi__V1__VolumeContentSource *src,
 			       CreateSpec *spec, uint64_t *ret_source_size)
 {
@@ -213,11 +213,11 @@ static int create_check_source(char **ret_error, Driver *d, const Csi__V1__Volum
 		*ret_source_size = v.size;
 		backend_volume_done(&v);
 	}
-	if (e == -EOPNOTSUPP)
-		return errorf(ret_error, e, "%s", err);
-	if (e < 0)
-		return errorf(ret_error, -ENOENT, "volume_content_source: %s '%s' not found",
+	if (e == -ENOENT)
+		return errorf(ret_error, e, "volume_content_source: %s '%s' not found",
 			      spec->source_kind, spec->source_id);
+	if (e < 0)
+		return errorf(ret_error, e, "%s", err);
 	return 0;
 }
 
@@ -295,9 +295,9 @@ static int create_compare(char **ret_error, const Csi__V1__CreateVolumeRequest *
 	if (strcmp(existing->source_kind, spec->source_kind ?: "") != 0 ||
 	    strcmp(existing->source_id, spec->source_id ?: "") != 0)
 		return errorf(ret_error, -EEXIST,
-			      "volume '%s' exists with another volume_content_source (%s %s)",
+			      "volume '%s' exists with another volume_content_source (%s%s%s)",
 			      r->name, *existing->source_kind ? existing->source_kind : "none",
-			      existing->source_id);
+			      *existing->source_kind ? " " : "", existing->source_id);
 	if (!volume_params_equal(&existing->params, &spec->params))
 		return errorf(ret_error, -EEXIST, "volume '%s' exists with other parameters",
 			      r->name);
