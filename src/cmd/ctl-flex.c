@@ -36,6 +36,9 @@ static const char flex_usage[] =
 	"\n"
 	"DRIVER is a driver name (vendor/name) found in DIR, or a path to an executable when it\n"
 	"starts with '/' or '.'. DIR defaults to " FLEX_DEFAULT_PLUGIN_DIR ".\n"
+	"The driver runs with volplugctl's environment, as the kubelet runs drivers with its own;\n"
+	"--env clean gives it only PATH and LC_ALL=C, --env NAME,... those and the names given\n"
+	"(volplugd's --flexvolume-env).\n"
 	"ARGS of call follow the command as Kubernetes passes them:\n"
 	"  init | getvolumename JSON | attach JSON NODE | isattached JSON NODE\n"
 	"  detach VOLUME_NAME NODE | waitforattach DEVICE JSON\n"
@@ -54,6 +57,7 @@ enum {
 	FOPT_NAME = 1u << 2,
 	FOPT_TIMEOUT = 1u << 3,
 	FOPT_OPTIONS = 1u << 4,
+	FOPT_ENV = 1u << 5,
 };
 
 typedef struct FlexArgs {
@@ -62,6 +66,7 @@ typedef struct FlexArgs {
 	size_t n_pos;
 	const char *dir, *vendor, *name, *options;
 	usec_t timeout; /* 0: the per-command defaults */
+	char **env;	/* --env (flex_env_parse()); NULL: volplugctl's own */
 } FlexArgs;
 
 static int flex_bad_usage(const char *sub, const char *fmt, ...) _printf_(2, 3);
@@ -78,6 +83,11 @@ static int flex_bad_usage(const char *sub, const char *fmt, ...)
 	return CTL_EXIT_USAGE;
 }
 
+static void flex_args_done(FlexArgs *a)
+{
+	strv_free(a->env);
+}
+
 /* Parses the flags after "flex SUB"; allowed: FOPT_* bits. Returns 0, -1 for --help (done),
  * or CTL_EXIT_USAGE. */
 static int flex_parse(int argc, char **argv, unsigned allowed, FlexArgs *a)
@@ -87,6 +97,7 @@ static int flex_parse(int argc, char **argv, unsigned allowed, FlexArgs *a)
 						{"name", required_argument, NULL, 'n'},
 						{"timeout", required_argument, NULL, 't'},
 						{"options", required_argument, NULL, 'O'},
+						{"env", required_argument, NULL, 'e'},
 						{"help", no_argument, NULL, 'h'},
 						{}};
 	int opt, idx = 0;
@@ -100,6 +111,7 @@ static int flex_parse(int argc, char **argv, unsigned allowed, FlexArgs *a)
 			       : opt == 'n' ? FOPT_NAME
 			       : opt == 't' ? FOPT_TIMEOUT
 			       : opt == 'O' ? FOPT_OPTIONS
+			       : opt == 'e' ? FOPT_ENV
 					    : 0;
 		if (opt == 'h') {
 			fputs(flex_usage, stdout);
@@ -131,6 +143,13 @@ static int flex_parse(int argc, char **argv, unsigned allowed, FlexArgs *a)
 		case 'O':
 			a->options = optarg;
 			break;
+		case 'e': {
+			_cleanup_free_ char *why = NULL;
+			strv_free(TAKE_PTR(a->env));
+			if (flex_env_parse(optarg, &a->env, &why) < 0)
+				return flex_bad_usage(a->sub, "--env %s", why);
+			break;
+		}
 		}
 	}
 	a->pos = argv + optind;
@@ -249,10 +268,10 @@ static int driver_locate(const FlexArgs *a, const char *driver, char **ret_exe, 
 	return 0;
 }
 
-/* --timeout for every command, else Kubernetes' deadlines. */
+/* --timeout for every command, else Kubernetes' deadlines; --env. */
 static FlexCallConfig call_config(const FlexArgs *a)
 {
-	FlexCallConfig cfg = {};
+	FlexCallConfig cfg = {.env = a->env};
 
 	for (size_t i = 0; a->timeout && i < _FLEX_COMMAND_MAX; i++)
 		cfg.timeout[i] = a->timeout;
@@ -669,10 +688,10 @@ int ctl_flex(Ctl *ctl, int argc, char **argv)
 		{"list", 0},
 		{"install", FOPT_DIR | FOPT_VENDOR | FOPT_NAME},
 		{"remove", FOPT_DIR | FOPT_VENDOR | FOPT_NAME},
-		{"call", FOPT_DIR | FOPT_TIMEOUT},
-		{"test", FOPT_DIR | FOPT_TIMEOUT | FOPT_OPTIONS},
+		{"call", FOPT_DIR | FOPT_TIMEOUT | FOPT_ENV},
+		{"test", FOPT_DIR | FOPT_TIMEOUT | FOPT_OPTIONS | FOPT_ENV},
 	};
-	FlexArgs a = {};
+	_cleanup_(flex_args_done) FlexArgs a = {};
 
 	if (argc < 2) {
 		fputs(flex_usage, stderr);

@@ -27,6 +27,7 @@ typedef struct DaemonConfig {
 	int fs_group_policy; /* OwnershipPolicy */
 	/* "": Flexvolume off */
 	usec_t flexvolume_timeout[_FLEX_COMMAND_MAX]; /* 0: the command's default */
+	char **flexvolume_env; /* a strv (flex_env_parse()); NULL: volplugd's own */
 	enum {
 		DAEMON_RUN,
 		DAEMON_HELP,

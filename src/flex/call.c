@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -10,6 +11,7 @@
 #include "alloc.h"
 #include "base64.h"
 #include "call.h"
+#include "error-util.h"
 #include "exec.h"
 #include "json-writer.h"
 #include "log.h"
@@ -82,6 +84,66 @@ void flex_reply_done(FlexReply *r)
 	free(r->device);
 	free(r->volume_name);
 	*r = (FlexReply){};
+}
+
+/* ---- environment ---- */
+
+extern char **environ;
+
+static bool env_name_valid(const char *s, size_t n)
+{
+	if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+			return false;
+	return true;
+}
+
+/* Sets name (n bytes of it) in *env to its value in this process's environment, if any. */
+static void env_keep(char ***env, const char *name, size_t n)
+{
+	const char *value = NULL;
+
+	for (char **e = environ; e && *e && !value; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			value = *e;
+	if (!value)
+		return;
+	for (char **e = *env; e && *e; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+			free(*e);
+			*e = xstrdup(value);
+			return;
+		}
+	strv_append(env, xstrdup(value));
+}
+
+int flex_env_parse(const char *value, char ***ret_env, char **ret_error)
+{
+	_cleanup_strv_free_ char **env = NULL;
+
+	if (strcmp(value, "inherit") == 0) {
+		*ret_env = NULL;
+		return 0;
+	}
+	for (size_t i = 0; exec_default_env[i]; i++)
+		strv_append(&env, xstrdup(exec_default_env[i]));
+	if (strcmp(value, "clean") != 0)
+		for (const char *p = value;; p++) {
+			size_t n = strcspn(p, ",");
+			if (!env_name_valid(p, n))
+				return errorf(ret_error, -EINVAL,
+					      "'%s': want inherit, clean or a comma-separated "
+					      "list of variable names ('%.*s' is none)",
+					      value, (int)n, p);
+			env_keep(&env, p, n);
+			p += n;
+			if (!*p)
+				break;
+		}
+	*ret_env = TAKE_PTR(env);
+	return 0;
 }
 
 /* ---- options JSON ---- */
@@ -704,6 +766,7 @@ int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, Fle
 		.timeout = flex_call_timeout(cfg, cmd),
 		.kill_grace = cfg ? cfg->kill_grace : 0,
 		.output_cap = cfg ? cfg->output_cap : 0,
+		.envp = (const char *const *)(cfg && cfg->env ? cfg->env : environ),
 	};
 	r = exec_run(&o, &run.res);
 	if (r < 0) {

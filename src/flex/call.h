@@ -31,12 +31,20 @@ const char *flex_command_to_string(FlexCommand c);
 /* The command named s (exact, lower case), or -EINVAL. */
 int flex_command_from_string(const char *s);
 
-/* Deadlines and limits of driver calls. Zero fields take the defaults. */
+/* Deadlines, limits and environment of driver calls. Zero fields take the defaults. */
 typedef struct FlexCallConfig {
 	usec_t timeout[_FLEX_COMMAND_MAX]; /* USEC_INFINITY: none */
 	usec_t kill_grace;		   /* SIGTERM -> SIGKILL; 0: 10 s like Kubernetes */
 	size_t output_cap;		   /* bytes kept per stream; 0: 64 KiB */
+	char *const *env; /* the drivers' environment; NULL: this process's, as the kubelet */
 } FlexCallConfig;
+
+/* The environment drivers run with, from a --flexvolume-env value: "inherit" (*ret_env NULL:
+ * this process's whole environment, as the kubelet passes its own), "clean" (exec's: a fixed
+ * PATH and LC_ALL=C), or a comma-separated list of variable names, each passed on from this
+ * process's environment when set, over the clean one. Returns 0 and *ret_env (a strv), or
+ * -EINVAL with *ret_error naming what is wrong. */
+int flex_env_parse(const char *value, char ***ret_env, char **ret_error);
 
 /* The deadline for cmd: cfg's value, else the default (waitforattach 10 min like Kubernetes,
  * mountdevice/expandvolume/expandfs 5 min (mkfs, resize), init 30 s, others 2 min). cfg may

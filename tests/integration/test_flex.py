@@ -17,7 +17,8 @@ import time
 
 import grpc
 
-from harness import SOURCE_ROOT, Skip, in_background, is_root, process, processes, run, to_dict, wait_for
+from harness import (SOURCE_ROOT, VOLPLUGCTL, Skip, in_background, is_root, process, processes, run,
+                     to_dict, wait_for)
 
 EXAMPLES = os.path.join(SOURCE_ROOT, "examples", "flexvolume")
 TEST_DRIVERS = os.path.join(SOURCE_ROOT, "tests", "flex-drivers")
@@ -133,9 +134,9 @@ def wait_driver(d, name, state="loaded", attach=None, timeout=10):
     raise AssertionError("driver %s never reached %s (attach=%s): %s" % (name, state, attach, last))
 
 
-def flex_daemon(ctx, *extra, mode="all"):
+def flex_daemon(ctx, *extra, mode="all", env=None, name="d"):
     plugin_dir = os.path.join(ctx.tmp, "plugins")
-    d = ctx.daemon(mode=mode, args=["--flexvolume-dir", plugin_dir] + list(extra))
+    d = ctx.daemon(mode=mode, args=["--flexvolume-dir", plugin_dir] + list(extra), env=env, name=name)
     d.plugin_dir = plugin_dir
     os.makedirs(os.path.join(ctx.tmp, "pods"), exist_ok=True)  # where the CO puts targets
     return d
@@ -640,6 +641,69 @@ def test_expansion_calls(ctx):
     assert last_argv() == ["detach", "vx", "node-1"], last_argv()
 
 
+# --- the kubelet's behaviour, point by point (drivers written as real ones are) -----------------
+
+
+def read_call_log(path):
+    """The calls a driver appended to path, one argument a line, each ended by "--": a list of
+    argument lists (an empty argument is an empty string)."""
+    calls, cur = [], []
+    with open(path) as f:
+        for line in f.read().split("\n")[:-1]:
+            if line == "--":
+                calls.append(cur)
+                cur = []
+            else:
+                cur.append(line)
+    return calls
+
+
+def calls_of(log, command):
+    return [c for c in read_call_log(log) if c and c[0] == command]
+
+
+def json_files(top):
+    return sorted(os.path.relpath(os.path.join(dp, f), top)
+                  for dp, _, fs in os.walk(top) for f in fs if f.endswith(".json"))
+
+
+def pool_check(d):
+    p = subprocess.run([VOLPLUGCTL, "pool", "check", d.pool], capture_output=True, text=True)
+    return p.returncode, p.stdout
+
+
+def test_drivers_get_volplugds_environment(ctx):
+    """The kubelet runs drivers with its own environment; so does volplugd, unless
+    --flexvolume-env narrows it to a clean one or a list of names."""
+    need_root()
+    log = os.path.join(ctx.tmp, "envconf.log")
+    env = {"ENVCONF_LOG": log, "https_proxy": "http://proxy.test:3128"}
+    name = "volplug.test/envconf"
+    target = os.path.join(ctx.tmp, "pods", "env", "vol")
+    try:
+        for flag, proxy in ((None, "http://proxy.test:3128"), ("ENVCONF_LOG", "")):
+            d = flex_daemon(ctx, *(["--flexvolume-env", flag] if flag else []), env=env,
+                            name="env")
+            install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "envconf"))
+            wait_driver(d, name)
+            publish_ephemeral(d, "ve", target, name)
+            assert mount_at(target)["source"] == "envconf", mount_at(target)
+            d.call("NodeUnpublishVolume", volume_id="ve", target_path=target)
+            with open(log) as f:
+                lines = f.read().splitlines()
+            assert lines[-2:] == ["mount proxy=" + proxy, "unmount proxy=" + proxy], (flag, lines)
+            d.stop()
+        d = flex_daemon(ctx, "--flexvolume-env", "clean", env=env, name="clean")
+        wait_driver(d, name)
+        e = d.expect_error(grpc.StatusCode.INTERNAL, "NodePublishVolume", volume_id="ve",
+                           target_path=target, volume_capability=cap(),
+                           volume_context={"flexvolume.driver": name,
+                                           "csi.storage.k8s.io/ephemeral": "true"})
+        assert "ENVCONF_LOG is not set" in e.details(), e.details()
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
 def test_flexvolume_off_and_unusable_dir(ctx):
     d = ctx.daemon(args=["--flexvolume-dir", ""], name="off")
     d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "ListFlexDrivers", match="off")
@@ -659,4 +723,5 @@ if __name__ == "__main__":
          test_hanging_driver_meets_its_deadline, test_what_a_crashed_daemon_left_is_killed_at_restart,
          test_garbage_answers_give_an_excerpt,
          test_secrets_never_reach_the_log, test_not_supported_fallbacks, test_fs_group_and_read_only,
-         test_expansion_calls, test_flexvolume_off_and_unusable_dir])
+         test_expansion_calls, test_drivers_get_volplugds_environment,
+         test_flexvolume_off_and_unusable_dir])

@@ -15,6 +15,7 @@
 #include "flex-drivers.h"
 #include "log.h"
 #include "registry.h"
+#include "strv.h"
 #include "tap.h"
 
 /* The recorded argv, joined with '|'. */
@@ -797,6 +798,53 @@ static void test_registry(void)
 	flex_driver_unref(d);
 }
 
+/* Drivers run with this process's environment, as the kubelet runs them with its own; a clean
+ * one or an allow-list on request. */
+static void test_environment(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "envconf");
+	_cleanup_free_ char *log = xasprintf("%s/envconf.log", tmpdir);
+	_cleanup_free_ char *error = NULL;
+	char **env = NULL;
+
+	is_int(flex_env_parse("inherit", &env, &error), 0, "inherit");
+	ok(!env, "no list: this process's environment");
+	is_int(flex_env_parse("clean", &env, &error), 0, "clean");
+	ok(strv_length(env) == 2 && strncmp(env[0], "PATH=/", 6) == 0 &&
+		   strcmp(env[1], "LC_ALL=C") == 0,
+	   "PATH and LC_ALL=C");
+	strv_free(env);
+	is_int(flex_env_parse("x y", &env, &error), -EINVAL, "a name that is none");
+	ok(contains(error, "'x y'") && contains(error, "inherit, clean"), "%s", error);
+	is_int(flex_env_parse("A,", &env, &error), -EINVAL, "an empty name");
+
+	setenv("ENVCONF_LOG", log, 1);
+	setenv("https_proxy", "http://proxy.test:3128", 1);
+	FlexReply rep;
+	is_int(flex_call("test/envconf", exe, NULL, FLEX_UNMOUNTDEVICE,
+			 &(FlexCallArgs){.device_mount_path = "/m"}, &rep, &error),
+	       -EOPNOTSUPP, "inherited: the driver found its settings");
+	ok(count_lines(tmpdir, "envconf.log", "unmountdevice proxy=http://proxy.test:3128") == 1,
+	   "and its proxy");
+	is_int(flex_env_parse("ENVCONF_LOG,NOT_SET_ANYWHERE", &env, &error), 0, "an allow-list");
+	ok(strv_length(env) == 3 && contains(env[2], "ENVCONF_LOG="), "PATH, LC_ALL, ENVCONF_LOG");
+	FlexCallConfig cfg = {.env = env};
+	is_int(flex_call("test/envconf", exe, &cfg, FLEX_UNMOUNTDEVICE,
+			 &(FlexCallArgs){.device_mount_path = "/m"}, &rep, &error),
+	       -EOPNOTSUPP, "allowed: found");
+	ok(count_lines(tmpdir, "envconf.log", "unmountdevice proxy=") == 1, "not the proxy");
+	strv_free(env);
+	is_int(flex_env_parse("clean", &env, &error), 0, "clean");
+	cfg.env = env;
+	is_int(flex_call("test/envconf", exe, &cfg, FLEX_UNMOUNTDEVICE,
+			 &(FlexCallArgs){.device_mount_path = "/m"}, &rep, &error),
+	       -EIO, "clean: the driver misses its settings");
+	ok(contains(error, "ENVCONF_LOG is not set"), "%s", error);
+	strv_free(env);
+	unsetenv("ENVCONF_LOG");
+	unsetenv("https_proxy");
+}
+
 int main(void)
 {
 	drivers_init("flex-call");
@@ -811,6 +859,7 @@ int main(void)
 	test_verdicts();
 	test_not_supported_memory();
 	test_secrets();
+	test_environment();
 	test_examples();
 
 	drivers_done();
