@@ -15,6 +15,7 @@
 #include "exec.h"
 #include "json-writer.h"
 #include "log.h"
+#include "redact.h"
 #include "strbuf.h"
 #include "strmap.h"
 #include "strv.h"
@@ -562,36 +563,15 @@ static char **secrets_collect(const FlexCallArgs *a, FlexCommand cmd)
 
 	if (cmd != FLEX_MOUNT || !a || !a->pod)
 		return NULL;
-	for (size_t i = 0; i < a->pod->n_secrets; i++) {
-		const char *value = a->pod->secrets[i].value ?: "";
-		if (!*value)
-			continue;
-		strv_push(&v, &n, &cap, secret_base64(value));
-		strv_push(&v, &n, &cap, xstrdup(value));
-	}
-	return v;
+	for (size_t i = 0; i < a->pod->n_secrets; i++)
+		flex_secret_forms(a->pod->secrets[i].value, &forms);
+	return forms;
 }
 
-/* A copy of driver-written text with every secret value cut out. */
-static char *scrub(const char *text, size_t len, char *const *secrets)
+/* A copy of a string the driver wrote with every secret cut out; NULL for NULL. */
+static char *scrub(const char *text, char *const *secrets)
 {
-	StrBuf b = {};
-
-	strbuf_add(&b, text ? text : "", text ? len : 0);
-	for (size_t k = 0; secrets && secrets[k]; k++) {
-		size_t sl = strlen(secrets[k]);
-		StrBuf o = {};
-		const char *p = b.s, *hit;
-		while ((hit = strstr(p, secrets[k]))) {
-			strbuf_add(&o, p, (size_t)(hit - p));
-			strbuf_adds(&o, REDACTED);
-			p = hit + sl;
-		}
-		strbuf_adds(&o, p);
-		free(b.s);
-		b = o;
-	}
-	return b.s;
+	return text ? flex_redact(text, strlen(text), false, secrets) : NULL;
 }
 
 /* The tail of a stream, whitespace folded, at most max bytes. */
@@ -620,8 +600,8 @@ static void excerpt_add(StrBuf *b, const char *label, const char *text, size_t m
 
 static char *output_excerpt(const ExecResult *res, char *const *s)
 {
-	_cleanup_free_ char *out = scrub(res->out, res->out_len, s);
-	_cleanup_free_ char *err = scrub(res->err, res->err_len, s);
+	_cleanup_free_ char *out = flex_redact(res->out, res->out_len, res->out_truncated, s);
+	_cleanup_free_ char *err = flex_redact(res->err, res->err_len, res->err_truncated, s);
 	StrBuf b = {};
 
 	excerpt_add(&b, "stdout", out, EXCERPT_MAX);
@@ -707,11 +687,8 @@ static char *problem_message(const char *driver, const char *cmd_name, const Fle
 
 	_cleanup_free_ char *ex = output_excerpt(&run->res, secrets);
 	/* What the driver wrote goes into logs: secrets cut out of all of it. */
-	_cleanup_free_ char *st =
-		rep->status_text ? scrub(rep->status_text, strlen(rep->status_text), secrets)
-				 : NULL;
-	_cleanup_free_ char *key =
-		run->type_error ? scrub(run->type_error, strlen(run->type_error), secrets) : NULL;
+	_cleanup_free_ char *st = scrub(rep->status_text, secrets);
+	_cleanup_free_ char *key = scrub(run->type_error, secrets);
 	const char *how = how_it_ended(&run->res), *text = rep->message ?: ex;
 
 	switch (run->verdict) {
@@ -784,7 +761,7 @@ int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, Fle
 	_cleanup_strv_free_ char **secrets = secrets_collect(args, cmd);
 	if (run.reply.message) {
 		/* The caller may log it: a driver echoing its options must not leak through. */
-		char *m = scrub(run.reply.message, strlen(run.reply.message), secrets);
+		char *m = scrub(run.reply.message, secrets);
 		free(run.reply.message);
 		run.reply.message = m;
 	}

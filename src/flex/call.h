@@ -153,7 +153,7 @@ typedef struct FlexRun {
 	char **argv; /* exe, command, args: NULL-terminated */
 	FlexVerdict verdict;
 	int exec_error;	  /* CANNOT_RUN: exec_run()'s error, res is empty; else 0 */
-	ExecResult res;	  /* how it ended and its raw output */
+	ExecResult res;	  /* how it ended and its raw output (secrets and all) */
 	bool parsed;	  /* reply holds the answer: every verdict from NO_STATUS on, and SUCCESS */
 	FlexReply reply;  /* its message with secrets removed */
 	char *type_error; /* BAD_TYPE: which key, e.g. "\"attached\" is a string, not a bool" */

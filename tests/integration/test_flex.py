@@ -522,6 +522,39 @@ def test_secrets_never_reach_the_log(ctx):
     assert secret not in logs and encoded not in logs, "a secret reached the log"
 
 
+def test_secrets_in_any_form_never_reach_the_log(ctx):
+    """A driver printing a secret back raw, as a JSON string (its quotes and backslashes
+    escaped), in hex and in base64: every form is cut out of the gRPC error and the log; and a
+    secret cut in two by the 64 KiB capture limit is never half-shown."""
+    need_root()
+    d = flex_daemon(ctx)
+    name = "volplug.test/leaky"
+    install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "leaky"))
+    wait_driver(d, name)
+    secret = 'pa"ss\\w0rd<&>'
+    forms = [secret, json.dumps(secret)[1:-1], secret.encode().hex(),
+             base64.b64encode(secret.encode()).decode()]
+    e = d.expect_error(grpc.StatusCode.INTERNAL, "NodePublishVolume", volume_id="vl",
+                       target_path=os.path.join(ctx.tmp, "pods", "l"), volume_capability=cap(),
+                       volume_context={"flexvolume.driver": name}, secrets={"password": secret})
+    msg = e.details()
+    for label in ("raw", "json", "hex", "b64"):
+        assert label + " " in msg, "each line is shown: %s" % msg
+    assert msg.count("(redacted)") == 4, "each form, cut out: %s" % msg
+    for f in forms:
+        assert f not in msg and f not in d.logs(), (f, msg)
+
+    for cut in (1, 6, len(secret) - 1):
+        e = d.expect_error(grpc.StatusCode.INTERNAL, "NodePublishVolume", volume_id="vl",
+                           target_path=os.path.join(ctx.tmp, "pods", "l"), volume_capability=cap(),
+                           volume_context={"flexvolume.driver": name, "filler": str(65536 - cut)},
+                           secrets={"password": secret})
+        msg = e.details()
+        assert "xxx(redacted)\"" in msg, "the head of the secret where the capture ended: %s" % msg
+        assert secret[:cut] not in msg.split("xxx")[-1], msg
+    assert secret[:6] not in d.logs()
+
+
 def test_not_supported_fallbacks(ctx):
     need_root()
     d = flex_daemon(ctx)
@@ -722,6 +755,7 @@ if __name__ == "__main__":
          test_upgrade_between_attachable_and_not_while_mounted, test_broken_and_removed_drivers,
          test_hanging_driver_meets_its_deadline, test_what_a_crashed_daemon_left_is_killed_at_restart,
          test_garbage_answers_give_an_excerpt,
-         test_secrets_never_reach_the_log, test_not_supported_fallbacks, test_fs_group_and_read_only,
+         test_secrets_never_reach_the_log, test_secrets_in_any_form_never_reach_the_log,
+         test_not_supported_fallbacks, test_fs_group_and_read_only,
          test_expansion_calls, test_drivers_get_volplugds_environment,
          test_flexvolume_off_and_unusable_dir])

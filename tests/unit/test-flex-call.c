@@ -14,6 +14,7 @@
 #include "fileio.h"
 #include "flex-drivers.h"
 #include "log.h"
+#include "redact.h"
 #include "registry.h"
 #include "strv.h"
 #include "tap.h"
@@ -798,6 +799,60 @@ static void test_registry(void)
 	flex_driver_unref(d);
 }
 
+/* Every form a driver may print a secret in, and nothing else, is cut out; a form the capture
+ * limit cut in two is cut out too. */
+static void test_redaction(void)
+{
+	_cleanup_strv_free_ char **forms = NULL;
+	const char *secret = "p\"\\/<é>?~\n";
+
+	flex_secret_forms(secret, &forms);
+	flex_secret_forms("", &forms);
+	const char *want[] = {
+		"p\"\\/<é>?~\n",		  /* raw */
+		"cCJcLzzDqT4/fgo=",		  /* base64, as the driver got it */
+		"cCJcLzzDqT4/fgo",		  /* unpadded */
+		"cCJcLzzDqT4_fgo=",		  /* URL alphabet */
+		"cCJcLzzDqT4_fgo",		  /* URL, unpadded */
+		"cCJcLzzDqT4\\/fgo=",		  /* base64 in JSON with \/ */
+		"p\\\"\\\\/<é>?~\\n",		  /* JSON: jq, Python, jansson */
+		"p\\\"\\\\/\\u003cé\\u003e?~\\n", /* JSON: Go */
+		"p\\\"\\\\/<\\u00e9>?~\\n",	  /* JSON: Python's ensure_ascii */
+		"p\\\"\\\\\\/<é>?~\\n",		  /* JSON with \/ */
+		"p\\\"\\\\/<\\u00E9>?~\\n",	  /* JSON, upper-case hex */
+		"p\\\\\\\"\\\\\\\\/<é>?~\\\\n",	  /* JSON in JSON */
+		"70225c2f3cc3a93e3f7e0a",	  /* hex */
+		"70225C2F3CC3A93E3F7E0A",	  /* HEX */
+		"cCJcLzzDqT4/fgo\\u003d",	  /* never: no encoder escapes = */
+	};
+	for (size_t i = 0; i < ELEMENTSOF(want); i++) {
+		bool found = false, expected = i + 1 < ELEMENTSOF(want);
+		for (size_t k = 0; forms && forms[k]; k++)
+			found = found || strcmp(forms[k], want[i]) == 0;
+		ok(found == expected, "form %zu %s: %s", i, expected ? "made" : "not made",
+		   want[i]);
+	}
+	is_int(strv_length(forms), ELEMENTSOF(want) - 1, "each form once, none for \"\"");
+
+	_cleanup_free_ char *text =
+		xasprintf("a %s b %s c %s d", forms[0], forms[1], "70225c2f3cc3a93e3f7e0a");
+	_cleanup_free_ char *red = flex_redact(text, strlen(text), false, forms);
+	is_str(red, "a (redacted) b (redacted) c (redacted) d", "each form cut out");
+	_cleanup_strv_free_ char **abc = NULL;
+	strv_append(&abc, xstrdup("abc"));
+	strv_append(&abc, xstrdup("cab"));
+	_cleanup_free_ char *merged = flex_redact("xabcabcy", 8, false, abc);
+	is_str(merged, "x(redacted)y", "overlapping forms cut out as one");
+	_cleanup_free_ char *tail = flex_redact("out: ab", 7, true, abc);
+	is_str(tail, "out: (redacted)", "truncated: the head of a form at the end goes too");
+	_cleanup_free_ char *whole = flex_redact("out: ab", 7, false, abc);
+	is_str(whole, "out: ab", "not truncated: it was no secret");
+	_cleanup_free_ char *nul = flex_redact("a\0abc", 5, false, abc);
+	ok(memcmp(nul, "a\0(redacted)", 13) == 0, "NUL bytes do not end the search");
+	_cleanup_free_ char *none = flex_redact(NULL, 0, true, NULL);
+	is_str(none, "", "nothing: \"\"");
+}
+
 /* Drivers run with this process's environment, as the kubelet runs them with its own; a clean
  * one or an allow-list on request. */
 static void test_environment(void)
@@ -859,6 +914,7 @@ int main(void)
 	test_verdicts();
 	test_not_supported_memory();
 	test_secrets();
+	test_redaction();
 	test_environment();
 	test_examples();
 
