@@ -743,8 +743,22 @@ static void test_locate(void)
 	free(TAKE_PTR(name));
 	is_int(flex_driver_locate("/nonexistent", "./test~record/record", &exe, &name, &error), 0,
 	       "a path starting with '.'");
-	is_str(exe, rec, "resolved");
+	is_str(exe, rec, "made absolute");
 	is_str(name, "record", "named by its file");
+	free(TAKE_PTR(exe));
+	free(TAKE_PTR(name));
+	/* One program installed under several names, telling them apart by argv[0]. */
+	ok(mkdir("test~alias", 0755) == 0 && symlink(rec, "test~alias/alias") == 0, "a symlink");
+	_cleanup_free_ char *alias = xasprintf("%s/test~alias/alias", tmpdir);
+	is_int(flex_driver_locate("./", "test/alias", &exe, &name, &error), 0,
+	       "a symlinked driver");
+	is_str(exe, alias, "run by its own path, as the kubelet runs it");
+	free(TAKE_PTR(exe));
+	free(TAKE_PTR(name));
+	is_int(flex_driver_locate("/nonexistent", "test~alias/alias", &exe, &name, &error), 0,
+	       "by a relative path");
+	is_str(exe, alias, "its own path");
+	is_str(name, "alias", "and its own name");
 	free(TAKE_PTR(exe));
 	free(TAKE_PTR(name));
 	ok(chdir(cwd) == 0, "back");
