@@ -16,6 +16,7 @@
 #include "ctl.h"
 #include "install.h"
 #include "parse-util.h"
+#include "path-util.h"
 #include "prober.h"
 #include "strv.h"
 
@@ -27,12 +28,13 @@ static const char flex_usage[] =
 	"                                copy SRC to DIR/V~N/N atomically (never half a driver)\n"
 	"  remove [--vendor V] --name N [--dir DIR]\n"
 	"                                remove DIR/V~N in one rename\n"
-	"  call DRIVER COMMAND ARGS... [--dir DIR] [--timeout T]\n"
+	"  call DRIVER COMMAND ARGS... [--dir DIR] [--timeout T] [--env E]\n"
 	"                                run the driver as Kubernetes does; print its answer\n"
 	"                                and its raw output; exits 1 unless it succeeded\n"
-	"  test DRIVER [--dir DIR] [--options JSON] [--timeout T]\n"
+	"  test DRIVER [--dir DIR] [--options JSON] [--timeout T] [--env E]\n"
 	"                                run the driver through the lifecycle Kubernetes would\n"
-	"                                and report every protocol violation; exits 1 when any\n"
+	"                                and report what fails there (violations: exit 1) and\n"
+	"                                what it accepts but is likely a bug (warnings)\n"
 	"\n"
 	"DRIVER is a driver name (vendor/name) found in DIR, or a path to an executable when it\n"
 	"starts with '/' or '.'. DIR defaults to " FLEX_DEFAULT_PLUGIN_DIR ".\n"
@@ -49,7 +51,8 @@ static const char flex_usage[] =
 	"pvOrVolumeName keys Kubernetes always sends are added when missing.\n"
 	"test uses the options given with --options, mounts in a temporary directory and\n"
 	"needs root for everything after init and getvolumename. A step that answers Failure\n"
-	"counts as a violation too: the test gives valid inputs.\n";
+	"counts as a violation too: the test gives valid inputs. call and test make the\n"
+	"directory of mount and mountdevice first (mode 0750), as the kubelet does.\n";
 
 enum {
 	FOPT_DIR = 1u << 0,
@@ -534,6 +537,20 @@ static int call_args(const FlexArgs *a, FlexCommand cmd, char **v, FlexCallArgs 
 	return r;
 }
 
+/* What the kubelet does before mountdevice and mount: the directory is made, with its
+ * parents, mode 0750. */
+static int prepare_for_mount(FlexCommand cmd, const FlexCallArgs *args)
+{
+	const char *dir = cmd == FLEX_MOUNT	    ? args->pod_volume_dir
+			  : cmd == FLEX_MOUNTDEVICE ? args->device_mount_path
+						    : NULL;
+	int r = dir ? mkdir_p(dir, 0750) : 0;
+	if (r < 0)
+		return ctl_error(CTL_EXIT_FAILED, "flex call: cannot create %s: %s", dir,
+				 strerror(-r));
+	return 0;
+}
+
 static int flex_call_cmd(Ctl *ctl, const FlexArgs *a)
 {
 	_cleanup_free_ char *exe = NULL, *name = NULL;
@@ -567,6 +584,11 @@ static int flex_call_cmd(Ctl *ctl, const FlexArgs *a)
 		json_decref(opts_json);
 		return r;
 	}
+	r = prepare_for_mount(c, &args);
+	if (r != 0) {
+		json_decref(opts_json);
+		return r;
+	}
 	r = flex_run(name, exe, &cfg, c, &args, &run);
 	json_decref(opts_json);
 	if (r < 0)
@@ -589,20 +611,23 @@ static void test_step_begin(const char *label, _unused_ void *userdata)
 	fflush(stdout);
 }
 
-/* "ok[: notes]" after the label, or one line per violation, then the notes. */
+/* "ok[: notes]" after the label, or one line per violation and warning, then the notes. */
 static void test_step_end(const FlexConformanceStep *step, _unused_ void *userdata)
 {
 	const char *indent = "                       ";
+	bool first = true;
 
-	if (!step->violations) {
+	if (!step->violations && !step->warnings) {
 		fputs("ok", stdout);
 		for (size_t i = 0; step->notes && step->notes[i]; i++)
 			printf("%s%s", i == 0 ? ": " : "; ", step->notes[i]);
 		fputc('\n', stdout);
 		return;
 	}
-	for (size_t i = 0; step->violations[i]; i++)
-		printf("%sVIOLATION: %s\n", i == 0 ? "" : indent, step->violations[i]);
+	for (size_t i = 0; step->violations && step->violations[i]; i++, first = false)
+		printf("%sVIOLATION: %s\n", first ? "" : indent, step->violations[i]);
+	for (size_t i = 0; step->warnings && step->warnings[i]; i++, first = false)
+		printf("%sWARNING: %s\n", first ? "" : indent, step->warnings[i]);
 	for (size_t i = 0; step->notes && step->notes[i]; i++)
 		printf("%s%s\n", indent, step->notes[i]);
 }
@@ -615,8 +640,9 @@ static void print_conformance_json(const Ctl *ctl, const char *name, const char 
 	for (size_t i = 0; i < c->n_steps; i++) {
 		const FlexConformanceStep *s = &c->steps[i];
 		json_array_append_new(steps,
-				      json_pack("{s:s, s:o, s:o, s:b}", "step", s->label,
-						"violations", strings_json(s->violations), "notes",
+				      json_pack("{s:s, s:o, s:o, s:o, s:b}", "step", s->label,
+						"violations", strings_json(s->violations),
+						"warnings", strings_json(s->warnings), "notes",
 						strings_json(s->notes), "ok", !s->violations));
 	}
 	json_object_set_new(o, "driver", json_string(name));
@@ -624,6 +650,7 @@ static void print_conformance_json(const Ctl *ctl, const char *name, const char 
 	json_object_set_new(o, "steps", steps);
 	json_object_set_new(o, "checks", json_integer(c->checks));
 	json_object_set_new(o, "violations", json_integer(c->violations));
+	json_object_set_new(o, "warnings", json_integer(c->warnings));
 	ctl_print(ctl, o);
 	json_decref(o);
 }
@@ -672,7 +699,8 @@ static int flex_test_cmd(Ctl *ctl, const FlexArgs *a)
 			printf("%-22s %s\n", "cleanup", c.cleanups[i]);
 		if (!c.loaded)
 			printf("%-22s the driver would not be loaded: stopped\n", "");
-		printf("%u checks, %u violations\n", c.checks, c.violations);
+		printf("%u checks, %u violations, %u warnings\n", c.checks, c.violations,
+		       c.warnings);
 	}
 	r = c.violations ? CTL_EXIT_FAILED : 0;
 	flex_conformance_done(&c);

@@ -552,14 +552,44 @@ int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t er
 	return reply_parse(out, out_len, err, err_len, ret, NULL);
 }
 
+static bool blank(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (!strchr(" \t\r\n", s[i]) || !s[i])
+			return false;
+	return true;
+}
+
+/* One JSON object and white space, as Go's json.Unmarshal takes it (invalid UTF-8 read as
+ * U+FFFD). */
+static bool one_object(const char *buf, size_t len)
+{
+	size_t n;
+	_cleanup_free_ char *fixed = utf8_replace_invalid(buf, len, &n);
+	json_t *o = fixed ? whole_object(fixed, n) : whole_object(buf, len);
+	bool ok = o != NULL;
+	json_decref(o);
+	return ok;
+}
+
+bool flex_run_kubelet_parses(const FlexRun *run)
+{
+	const ExecResult *res = &run->res;
+
+	if (run->verdict == FLEX_VERDICT_CANNOT_RUN || res->timed_out)
+		return false;
+	if (blank(res->err, res->err_len))
+		return one_object(res->out, res->out_len);
+	return blank(res->out, res->out_len) && one_object(res->err, res->err_len);
+}
+
 /* ---- the call ---- */
 
-/* A strv of each secret as the driver got it (base64) and as the user gave it; NULL when
- * there is none. */
+/* A strv of every form of every secret a driver may print back (redact.h); NULL when there is
+ * none. */
 static char **secrets_collect(const FlexCallArgs *a, FlexCommand cmd)
 {
-	char **v = NULL;
-	size_t n = 0, cap = 0;
+	char **forms = NULL;
 
 	if (cmd != FLEX_MOUNT || !a || !a->pod)
 		return NULL;

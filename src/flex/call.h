@@ -168,6 +168,12 @@ int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, Fle
 	     const FlexCallArgs *args, FlexRun *ret);
 void flex_run_done(FlexRun *run);
 
+/* Whether Kubernetes would find this run's answer: it reads stdout and stderr together as one
+ * JSON document, so one stream must hold exactly one JSON object and the other nothing but
+ * white space (volplug reads stdout alone first and copes with more). False for a run that
+ * could not start or timed out. */
+bool flex_run_kubelet_parses(const FlexRun *run);
+
 /* What flex_call() returns for a verdict: 0 for SUCCESS, else a negative errno (see there). */
 int flex_verdict_to_errno(const FlexRun *run);
 

@@ -914,6 +914,36 @@ static void test_environment(void)
 	unsetenv("https_proxy");
 }
 
+/* Whether Kubernetes, reading stdout and stderr as one, finds the answer volplug found. */
+static void test_kubelet_parses(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "record");
+	const struct {
+		const char *out, *err;
+		bool kubelet;
+	} table[] = {
+		{"{\"status\":\"Success\"}\n", NULL, true},
+		{"  {\"status\":\"Success\"}  \n", " \n", true},
+		{NULL, "{\"status\":\"Not supported\"}", true},
+		{"{\"status\":\"Success\"}", "debug: mounted\n", false},
+		{"mounting...\n{\"status\":\"Success\"}", NULL, false},
+		{"{\"status\":\"Success\"}\n{\"status\":\"Success\"}", NULL, false},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+		FlexRun run;
+		put("record", ".stdout", table[i].out ?: "");
+		put("record", ".stderr", table[i].err);
+		is_int(flex_run("test/record", exe, NULL, FLEX_INIT, NULL, &run), 0, "run %zu", i);
+		ok(run.parsed, "volplug finds the answer");
+		ok(flex_run_kubelet_parses(&run) == table[i].kubelet, "Kubernetes %s",
+		   table[i].kubelet ? "finds it too" : "does not");
+		flex_run_done(&run);
+	}
+	put("record", ".stdout", NULL);
+	put("record", ".stderr", NULL);
+}
+
 int main(void)
 {
 	drivers_init("flex-call");
@@ -930,6 +960,7 @@ int main(void)
 	test_secrets();
 	test_redaction();
 	test_environment();
+	test_kubelet_parses();
 	test_examples();
 
 	drivers_done();
