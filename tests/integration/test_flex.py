@@ -737,6 +737,230 @@ def test_drivers_get_volplugds_environment(ctx):
         cleanup_machine(ctx.tmp)
 
 
+def test_node_expand_without_expandfs_asks_the_device(ctx):
+    """Without expandfs the kubelet asks the device for its filesystem (blkid): a "device"
+    that holds none (a tmpfs mounted under a device name) is nothing to grow, and succeeds; an
+    ext4 on a grown loop device is grown."""
+    need_root()
+    d = flex_daemon(ctx)
+    ram = "volplug.test/ramdisk"
+    try:
+        install(d.plugin_dir, ram, src=os.path.join(TEST_DRIVERS, "ramdisk"))
+        install(d.plugin_dir, LOOP, src=os.path.join(EXAMPLES, "loop"))
+        wait_driver(d, ram)
+        wait_driver(d, LOOP)
+        v = AttachedVolume(ctx, d, "pv-ram", {"flexvolume.driver": ram})
+        v.publish_controller()
+        assert v.device == "ramdisk-pv-ram", v.device
+        v.stage()
+        assert mount_at(v.staging)["fstype"] == "tmpfs", mount_at(v.staging)
+        t = v.publish(1)
+        r = d.call("NodeExpandVolume", volume_id=v.id, volume_path=t, staging_target_path=v.staging,
+                   capacity_range={"required_bytes": 1 << 30})
+        assert r.capacity_bytes == 1 << 30, r
+        v.unpublish(1)
+        v.unstage()
+        v.unpublish_controller()
+
+        # xfs: it grows online without CAP_SYS_RESOURCE, which ext4 needs and sandboxes lack.
+        w = AttachedVolume(ctx, d, "pv-grow", loop_context(ctx, size="320M"), fs="xfs")
+        w.publish_controller()
+        w.stage()
+        t = w.publish(1)
+        before = os.statvfs(t)
+        image = os.path.join(ctx.tmp, "images", "pv-grow.img")
+        os.truncate(image, 520 << 20)
+        subprocess.run(["losetup", "-c", w.device], check=True)
+        d.call("NodeExpandVolume", volume_id=w.id, volume_path=t, staging_target_path=w.staging,
+               capacity_range={"required_bytes": 520 << 20})
+        after = os.statvfs(t)
+        grown = (after.f_blocks - before.f_blocks) * after.f_frsize
+        assert 190 << 20 <= grown <= 200 << 20, (before, after)
+        w.unpublish(1)
+        w.unstage()
+        w.unpublish_controller()
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_expand_arguments_reach_a_dollar_star_driver_in_place(ctx):
+    """expandvolume <json> <device mount path> <new> <old>: never an empty argument (a driver
+    dispatching with $* would see the others shift), the kubelet's device mount path, the old
+    size as the last expansion left it (0 before the first: CSI gives none), kept across a
+    detach; expandfs gets the pod's volume path and the node's old size."""
+    need_root()
+    d = flex_daemon(ctx)
+    name = "volplug.test/dollarstar"
+    folder = install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "dollarstar"))
+    log = os.path.join(folder, ".calls")
+    wait_driver(d, name)
+    dmp = "/var/lib/kubelet/plugins/kubernetes.io/flexvolume/volplug.test/dollarstar/mounts/pv-star"
+    try:
+        v = AttachedVolume(ctx, d, "pv-star", {"flexvolume.driver": name})
+        v.publish_controller()
+
+        def expand(size):
+            return d.call("ControllerExpandVolume", volume_id=v.id,
+                          capacity_range={"required_bytes": size})
+
+        expand(2 << 30)
+        assert calls_of(log, "expandvolume")[-1][2:] == [dmp, str(2 << 30), "0"], read_call_log(log)
+        v.stage()
+        t = v.publish(1)
+        expand(3 << 30)
+        assert calls_of(log, "expandvolume")[-1][2:] == [dmp, str(3 << 30), str(2 << 30)]
+        d.call("NodeExpandVolume", volume_id=v.id, volume_path=t, staging_target_path=v.staging,
+               capacity_range={"required_bytes": 3 << 30})
+        assert calls_of(log, "expandfs")[-1][2:] == ["/dev/null", t, str(3 << 30), str(2 << 30)], \
+            read_call_log(log)
+        v.unpublish(1)
+        v.unstage()
+        v.unpublish_controller()
+        v.publish_controller()
+        expand(4 << 30)
+        assert calls_of(log, "expandvolume")[-1][2:] == [dmp, str(4 << 30), str(3 << 30)], \
+            "the old size outlives a detach"
+        assert all(a != "" for c in read_call_log(log) for a in c), read_call_log(log)
+        v.unpublish_controller()
+        d.call("DeleteVolume", volume_id=v.id)
+        assert json_files(os.path.join(d.pool, "flex")) == [], "DeleteVolume took the size record"
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_volume_name_as_the_kubelet_gives_it(ctx):
+    """pvOrVolumeName and detach's <volumeName>: flexvolume.volumeName, else the PV name in the
+    context, else an ephemeral volume's name in the kubelet's target path, else the volume id.
+    The loop driver names its image after it and finds it again at detach."""
+    need_root()
+    d = flex_daemon(ctx)
+    try:
+        log, text = recording(ctx.tmp, "loop", os.path.join(EXAMPLES, "loop"))
+        install(d.plugin_dir, LOOP, text=text)
+        wait_driver(d, LOOP)
+        v = AttachedVolume(ctx, d, "csi-4f2a", loop_context(ctx, **{"csi.storage.k8s.io/pv/name": "pv-data"}))
+        v.publish_controller()
+        assert os.path.exists(os.path.join(ctx.tmp, "images", "pv-data.img")), os.listdir(
+            os.path.join(ctx.tmp, "images"))
+        v.unpublish_controller()
+        assert "detach\npv-data\nnode-1\n" in read_calls(log), read_calls(log)
+        assert loops_under(ctx.tmp) == {}, "detach found the volume by its name"
+
+        w = AttachedVolume(ctx, d, "csi-77b0", loop_context(
+            ctx, **{"csi.storage.k8s.io/pv/name": "pv-data", "flexvolume.volumeName": "chosen"}))
+        w.publish_controller()
+        w.unpublish_controller()
+        assert "detach\nchosen\nnode-1\n" in read_calls(log), "flexvolume.volumeName wins"
+
+        tlog, ttext = recording(ctx.tmp, "tmpfs", os.path.join(EXAMPLES, "tmpfs"))
+        install(d.plugin_dir, TMPFS, text=ttext)
+        wait_driver(d, TMPFS)
+        target = os.path.join(ctx.tmp, "pods", "uid-9", "volumes", "kubernetes.io~csi", "scratch", "mount")
+        publish_ephemeral(d, "csi-eph-9", target, TMPFS)
+        opts = json.loads([a for a in read_calls(tlog).splitlines() if a.startswith("{")][-1])
+        assert opts["kubernetes.io/pvOrVolumeName"] == "scratch", opts
+        d.call("NodeUnpublishVolume", volume_id="csi-eph-9", target_path=target)
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_getvolumename_goes_first_as_with_the_kubelet(ctx):
+    """The kubelet calls getvolumename before attach (and a failure stops it): a driver that
+    checks its options there, and registers the volume for attach, works; a bad volume is
+    refused with the driver's message before attach runs."""
+    need_root()
+    d = flex_daemon(ctx)
+    name = "volplug.test/namedvol"
+    folder = install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "namedvol"))
+    wait_driver(d, name)
+    try:
+        bad = AttachedVolume(ctx, d, "pv-nopool", {"flexvolume.driver": name})
+        d.expect_error(grpc.StatusCode.INTERNAL, "ControllerPublishVolume", volume_id=bad.id,
+                       node_id="node-1", volume_capability=cap(), volume_context=bad.context,
+                       match="getvolumename: no pool in the options")
+        assert not os.path.exists(os.path.join(folder, ".names"))
+        v = AttachedVolume(ctx, d, "pv-named", {"flexvolume.driver": name, "pool": "fast"})
+        v.publish_controller()
+        with open(os.path.join(folder, ".names")) as f:
+            assert "fast-pv-named" in f.read().split()
+        v.stage()
+        v.unstage()
+        v.unpublish_controller()
+        assert json_files(os.path.join(d.pool, "flex")) == []
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_waitforattach_device_as_the_kubelet_passes_it(ctx):
+    """waitforattach gets the device attach named, "" when none; mountdevice gets the device
+    waitforattach named, "" when it named none (volplug no longer puts attach's back)."""
+    need_root()
+    d = flex_daemon(ctx)
+    name = "volplug.test/nodevice"
+    folder = install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "nodevice"))
+    log = os.path.join(folder, ".calls")
+    wait_driver(d, name)
+    try:
+        for vid, device in (("pv-dev", "/dev/zero"), ("pv-nodev", "")):
+            ctx_ = {"flexvolume.driver": name}
+            if device:
+                ctx_["device"] = device
+            v = AttachedVolume(ctx, d, vid, ctx_)
+            v.publish_controller()
+            assert (v.device or "") == device, v.device
+            v.stage()
+            w = calls_of(log, "waitforattach")[-1]
+            m = calls_of(log, "mountdevice")[-1]
+            assert w[1] == device and json.loads(w[2])["kubernetes.io/pvOrVolumeName"] == vid, w
+            assert m[1:3] == [v.staging, ""], m
+            assert mount_at(v.staging)["source"] == "nodevice"
+            v.unstage()
+            v.unpublish_controller()
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_a_full_lifecycle_leaves_no_record(ctx):
+    """Records go with the last detach, unpublish and unstage: after attachable, non-attachable
+    and ephemeral volumes came and went, none is left and pool check finds nothing; one left by
+    a daemon killed before its unpublish finished is reported."""
+    need_root()
+    d = flex_daemon(ctx)
+    try:
+        install(d.plugin_dir, LOOP, src=os.path.join(EXAMPLES, "loop"))
+        install(d.plugin_dir, TMPFS, src=os.path.join(EXAMPLES, "tmpfs"))
+        wait_driver(d, LOOP)
+        wait_driver(d, TMPFS)
+        for v in (AttachedVolume(ctx, d, "pv-a", loop_context(ctx)),
+                  AttachedVolume(ctx, d, "pv-b", {"flexvolume.driver": TMPFS})):
+            v.publish_controller()
+            v.stage()
+            v.publish(1)
+            v.publish(2)
+            assert json_files(os.path.join(d.pool, "flex")), "recorded while in use"
+            v.unpublish(1)
+            v.unpublish(2)
+            v.unstage()
+            v.unpublish_controller()
+        t = os.path.join(ctx.tmp, "pods", "eph")
+        publish_ephemeral(d, "csi-eph", t, TMPFS)
+        d.call("NodeUnpublishVolume", volume_id="csi-eph", target_path=t)
+        assert json_files(os.path.join(d.pool, "flex")) == [], json_files(os.path.join(d.pool, "flex"))
+        assert pool_check(d) == (0, "0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems\n")
+
+        # Published, then the daemon dies and the mount goes without it (a reboot, the kubelet
+        # cleaning up): the record is left, and pool check says so.
+        publish_ephemeral(d, "csi-orphan", t, TMPFS)
+        d.kill9()
+        subprocess.run(["umount", t], check=True)
+        os.rmdir(t)
+        rc, out = pool_check(d)
+        assert rc == 1 and "volume csi-orphan: %s is gone: left behind" % t in out, out
+        assert out.endswith("0 volumes, 0 snapshots, 1 Flexvolume records, 1 problems\n"), out
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
 def test_flexvolume_off_and_unusable_dir(ctx):
     d = ctx.daemon(args=["--flexvolume-dir", ""], name="off")
     d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "ListFlexDrivers", match="off")
@@ -758,4 +982,8 @@ if __name__ == "__main__":
          test_secrets_never_reach_the_log, test_secrets_in_any_form_never_reach_the_log,
          test_not_supported_fallbacks, test_fs_group_and_read_only,
          test_expansion_calls, test_drivers_get_volplugds_environment,
+         test_node_expand_without_expandfs_asks_the_device,
+         test_expand_arguments_reach_a_dollar_star_driver_in_place,
+         test_volume_name_as_the_kubelet_gives_it, test_getvolumename_goes_first_as_with_the_kubelet,
+         test_waitforattach_device_as_the_kubelet_passes_it, test_a_full_lifecycle_leaves_no_record,
          test_flexvolume_off_and_unusable_dir])
