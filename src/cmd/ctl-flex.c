@@ -16,6 +16,7 @@
 #include "ctl.h"
 #include "install.h"
 #include "parse-util.h"
+#include "path-util.h"
 #include "prober.h"
 #include "strv.h"
 
@@ -27,15 +28,19 @@ static const char flex_usage[] =
 	"                                copy SRC to DIR/V~N/N atomically (never half a driver)\n"
 	"  remove [--vendor V] --name N [--dir DIR]\n"
 	"                                remove DIR/V~N in one rename\n"
-	"  call DRIVER COMMAND ARGS... [--dir DIR] [--timeout T]\n"
+	"  call DRIVER COMMAND ARGS... [--dir DIR] [--timeout T] [--env E]\n"
 	"                                run the driver as Kubernetes does; print its answer\n"
 	"                                and its raw output; exits 1 unless it succeeded\n"
-	"  test DRIVER [--dir DIR] [--options JSON] [--timeout T]\n"
+	"  test DRIVER [--dir DIR] [--options JSON] [--timeout T] [--env E]\n"
 	"                                run the driver through the lifecycle Kubernetes would\n"
-	"                                and report every protocol violation; exits 1 when any\n"
+	"                                and report what fails there (violations: exit 1) and\n"
+	"                                what it accepts but is likely a bug (warnings)\n"
 	"\n"
 	"DRIVER is a driver name (vendor/name) found in DIR, or a path to an executable when it\n"
 	"starts with '/' or '.'. DIR defaults to " FLEX_DEFAULT_PLUGIN_DIR ".\n"
+	"The driver runs with volplugctl's environment, as the kubelet runs drivers with its own;\n"
+	"--env clean gives it only PATH and LC_ALL=C, --env NAME,... those and the names given\n"
+	"(volplugd's --flexvolume-env).\n"
 	"ARGS of call follow the command as Kubernetes passes them:\n"
 	"  init | getvolumename JSON | attach JSON NODE | isattached JSON NODE\n"
 	"  detach VOLUME_NAME NODE | waitforattach DEVICE JSON\n"
@@ -46,7 +51,8 @@ static const char flex_usage[] =
 	"pvOrVolumeName keys Kubernetes always sends are added when missing.\n"
 	"test uses the options given with --options, mounts in a temporary directory and\n"
 	"needs root for everything after init and getvolumename. A step that answers Failure\n"
-	"counts as a violation too: the test gives valid inputs.\n";
+	"counts as a violation too: the test gives valid inputs. call and test make the\n"
+	"directory of mount and mountdevice first (mode 0750), as the kubelet does.\n";
 
 enum {
 	FOPT_DIR = 1u << 0,
@@ -54,6 +60,7 @@ enum {
 	FOPT_NAME = 1u << 2,
 	FOPT_TIMEOUT = 1u << 3,
 	FOPT_OPTIONS = 1u << 4,
+	FOPT_ENV = 1u << 5,
 };
 
 typedef struct FlexArgs {
@@ -62,6 +69,7 @@ typedef struct FlexArgs {
 	size_t n_pos;
 	const char *dir, *vendor, *name, *options;
 	usec_t timeout; /* 0: the per-command defaults */
+	char **env;	/* --env (flex_env_parse()); NULL: volplugctl's own */
 } FlexArgs;
 
 static int flex_bad_usage(const char *sub, const char *fmt, ...) _printf_(2, 3);
@@ -78,6 +86,11 @@ static int flex_bad_usage(const char *sub, const char *fmt, ...)
 	return CTL_EXIT_USAGE;
 }
 
+static void flex_args_done(FlexArgs *a)
+{
+	strv_free(a->env);
+}
+
 /* Parses the flags after "flex SUB"; allowed: FOPT_* bits. Returns 0, -1 for --help (done),
  * or CTL_EXIT_USAGE. */
 static int flex_parse(int argc, char **argv, unsigned allowed, FlexArgs *a)
@@ -87,6 +100,7 @@ static int flex_parse(int argc, char **argv, unsigned allowed, FlexArgs *a)
 						{"name", required_argument, NULL, 'n'},
 						{"timeout", required_argument, NULL, 't'},
 						{"options", required_argument, NULL, 'O'},
+						{"env", required_argument, NULL, 'e'},
 						{"help", no_argument, NULL, 'h'},
 						{}};
 	int opt, idx = 0;
@@ -100,6 +114,7 @@ static int flex_parse(int argc, char **argv, unsigned allowed, FlexArgs *a)
 			       : opt == 'n' ? FOPT_NAME
 			       : opt == 't' ? FOPT_TIMEOUT
 			       : opt == 'O' ? FOPT_OPTIONS
+			       : opt == 'e' ? FOPT_ENV
 					    : 0;
 		if (opt == 'h') {
 			fputs(flex_usage, stdout);
@@ -131,6 +146,13 @@ static int flex_parse(int argc, char **argv, unsigned allowed, FlexArgs *a)
 		case 'O':
 			a->options = optarg;
 			break;
+		case 'e': {
+			_cleanup_free_ char *why = NULL;
+			strv_free(TAKE_PTR(a->env));
+			if (flex_env_parse(optarg, &a->env, &why) < 0)
+				return flex_bad_usage(a->sub, "--env %s", why);
+			break;
+		}
 		}
 	}
 	a->pos = argv + optind;
@@ -249,10 +271,10 @@ static int driver_locate(const FlexArgs *a, const char *driver, char **ret_exe, 
 	return 0;
 }
 
-/* --timeout for every command, else Kubernetes' deadlines. */
+/* --timeout for every command, else Kubernetes' deadlines; --env. */
 static FlexCallConfig call_config(const FlexArgs *a)
 {
-	FlexCallConfig cfg = {};
+	FlexCallConfig cfg = {.env = a->env};
 
 	for (size_t i = 0; a->timeout && i < _FLEX_COMMAND_MAX; i++)
 		cfg.timeout[i] = a->timeout;
@@ -515,6 +537,20 @@ static int call_args(const FlexArgs *a, FlexCommand cmd, char **v, FlexCallArgs 
 	return r;
 }
 
+/* What the kubelet does before mountdevice and mount: the directory is made, with its
+ * parents, mode 0750. */
+static int prepare_for_mount(FlexCommand cmd, const FlexCallArgs *args)
+{
+	const char *dir = cmd == FLEX_MOUNT	    ? args->pod_volume_dir
+			  : cmd == FLEX_MOUNTDEVICE ? args->device_mount_path
+						    : NULL;
+	int r = dir ? mkdir_p(dir, 0750) : 0;
+	if (r < 0)
+		return ctl_error(CTL_EXIT_FAILED, "flex call: cannot create %s: %s", dir,
+				 strerror(-r));
+	return 0;
+}
+
 static int flex_call_cmd(Ctl *ctl, const FlexArgs *a)
 {
 	_cleanup_free_ char *exe = NULL, *name = NULL;
@@ -548,6 +584,11 @@ static int flex_call_cmd(Ctl *ctl, const FlexArgs *a)
 		json_decref(opts_json);
 		return r;
 	}
+	r = prepare_for_mount(c, &args);
+	if (r != 0) {
+		json_decref(opts_json);
+		return r;
+	}
 	r = flex_run(name, exe, &cfg, c, &args, &run);
 	json_decref(opts_json);
 	if (r < 0)
@@ -570,20 +611,23 @@ static void test_step_begin(const char *label, _unused_ void *userdata)
 	fflush(stdout);
 }
 
-/* "ok[: notes]" after the label, or one line per violation, then the notes. */
+/* "ok[: notes]" after the label, or one line per violation and warning, then the notes. */
 static void test_step_end(const FlexConformanceStep *step, _unused_ void *userdata)
 {
 	const char *indent = "                       ";
+	bool first = true;
 
-	if (!step->violations) {
+	if (!step->violations && !step->warnings) {
 		fputs("ok", stdout);
 		for (size_t i = 0; step->notes && step->notes[i]; i++)
 			printf("%s%s", i == 0 ? ": " : "; ", step->notes[i]);
 		fputc('\n', stdout);
 		return;
 	}
-	for (size_t i = 0; step->violations[i]; i++)
-		printf("%sVIOLATION: %s\n", i == 0 ? "" : indent, step->violations[i]);
+	for (size_t i = 0; step->violations && step->violations[i]; i++, first = false)
+		printf("%sVIOLATION: %s\n", first ? "" : indent, step->violations[i]);
+	for (size_t i = 0; step->warnings && step->warnings[i]; i++, first = false)
+		printf("%sWARNING: %s\n", first ? "" : indent, step->warnings[i]);
 	for (size_t i = 0; step->notes && step->notes[i]; i++)
 		printf("%s%s\n", indent, step->notes[i]);
 }
@@ -596,8 +640,9 @@ static void print_conformance_json(const Ctl *ctl, const char *name, const char 
 	for (size_t i = 0; i < c->n_steps; i++) {
 		const FlexConformanceStep *s = &c->steps[i];
 		json_array_append_new(steps,
-				      json_pack("{s:s, s:o, s:o, s:b}", "step", s->label,
-						"violations", strings_json(s->violations), "notes",
+				      json_pack("{s:s, s:o, s:o, s:o, s:b}", "step", s->label,
+						"violations", strings_json(s->violations),
+						"warnings", strings_json(s->warnings), "notes",
 						strings_json(s->notes), "ok", !s->violations));
 	}
 	json_object_set_new(o, "driver", json_string(name));
@@ -605,6 +650,7 @@ static void print_conformance_json(const Ctl *ctl, const char *name, const char 
 	json_object_set_new(o, "steps", steps);
 	json_object_set_new(o, "checks", json_integer(c->checks));
 	json_object_set_new(o, "violations", json_integer(c->violations));
+	json_object_set_new(o, "warnings", json_integer(c->warnings));
 	ctl_print(ctl, o);
 	json_decref(o);
 }
@@ -653,7 +699,8 @@ static int flex_test_cmd(Ctl *ctl, const FlexArgs *a)
 			printf("%-22s %s\n", "cleanup", c.cleanups[i]);
 		if (!c.loaded)
 			printf("%-22s the driver would not be loaded: stopped\n", "");
-		printf("%u checks, %u violations\n", c.checks, c.violations);
+		printf("%u checks, %u violations, %u warnings\n", c.checks, c.violations,
+		       c.warnings);
 	}
 	r = c.violations ? CTL_EXIT_FAILED : 0;
 	flex_conformance_done(&c);
@@ -669,10 +716,10 @@ int ctl_flex(Ctl *ctl, int argc, char **argv)
 		{"list", 0},
 		{"install", FOPT_DIR | FOPT_VENDOR | FOPT_NAME},
 		{"remove", FOPT_DIR | FOPT_VENDOR | FOPT_NAME},
-		{"call", FOPT_DIR | FOPT_TIMEOUT},
-		{"test", FOPT_DIR | FOPT_TIMEOUT | FOPT_OPTIONS},
+		{"call", FOPT_DIR | FOPT_TIMEOUT | FOPT_ENV},
+		{"test", FOPT_DIR | FOPT_TIMEOUT | FOPT_OPTIONS | FOPT_ENV},
 	};
-	FlexArgs a = {};
+	_cleanup_(flex_args_done) FlexArgs a = {};
 
 	if (argc < 2) {
 		fputs(flex_usage, stderr);

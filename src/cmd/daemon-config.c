@@ -8,6 +8,7 @@
 #include "daemon-config.h"
 #include "ownership.h"
 #include "parse-util.h"
+#include "strv.h"
 
 const char daemon_usage[] =
 	"Usage: volplugd [all|controller|node] [OPTIONS]\n"
@@ -29,6 +30,10 @@ const char daemon_usage[] =
 	"                                  \"\": no Flexvolume drivers)\n"
 	"  --flexvolume-timeout [CMD=]TIME deadline of Flexvolume driver calls: of every\n"
 	"                                  command, or of one (mount=30s); repeatable\n"
+	"  --flexvolume-env inherit|clean|NAME,...\n"
+	"                                  Flexvolume drivers' environment: volplugd's own\n"
+	"                                  (default, as the kubelet), only PATH and LC_ALL=C,\n"
+	"                                  or those plus the variables named\n"
 	"  --workers N                     handler threads (default 8)\n"
 	"  --shutdown-grace TIME           how long in-flight calls may finish on SIGTERM (30s)\n"
 	"  --fs-group-change-policy P      volume ownership when a volume names none: Always or\n"
@@ -63,6 +68,7 @@ enum {
 	OPT_COALESCE,
 	OPT_FLEX_DIR,
 	OPT_FLEX_TIMEOUT,
+	OPT_FLEX_ENV,
 	OPT_WORKERS,
 	OPT_GRACE,
 	OPT_FS_GROUP_POLICY,
@@ -87,6 +93,7 @@ static const struct option options[] = {
 	{"modify-coalesce-window", required_argument, NULL, OPT_COALESCE},
 	{"flexvolume-dir", required_argument, NULL, OPT_FLEX_DIR},
 	{"flexvolume-timeout", required_argument, NULL, OPT_FLEX_TIMEOUT},
+	{"flexvolume-env", required_argument, NULL, OPT_FLEX_ENV},
 	{"workers", required_argument, NULL, OPT_WORKERS},
 	{"shutdown-grace", required_argument, NULL, OPT_GRACE},
 	{"fs-group-change-policy", required_argument, NULL, OPT_FS_GROUP_POLICY},
@@ -265,6 +272,18 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 	case OPT_FLEX_TIMEOUT:
 		r = flex_timeout_apply(c, arg, ret_error);
 		break;
+	case OPT_FLEX_ENV: {
+		_cleanup_free_ char *why = NULL;
+		char **env;
+		r = flex_env_parse(arg, &env, &why);
+		if (r < 0) {
+			*ret_error = xasprintf("--flexvolume-env %s", why);
+			return r;
+		}
+		strv_free(c->flexvolume_env);
+		c->flexvolume_env = env;
+		break;
+	}
 	case OPT_WORKERS:
 		r = parse_uint32(arg, &u32);
 		if (r == 0 && (u32 == 0 || u32 > 1024))
@@ -372,5 +391,6 @@ void daemon_config_done(DaemonConfig *c)
 	free(c->state_dir);
 	free(c->instance_type);
 	free(c->device_dir);
+	strv_free(c->flexvolume_env);
 	*c = (DaemonConfig){};
 }

@@ -33,6 +33,7 @@ typedef struct DaemonConfig {
 	usec_t device_wait;  /* EBS: how long NodeStageVolume waits for the device */
 	/* "": Flexvolume off */
 	usec_t flexvolume_timeout[_FLEX_COMMAND_MAX]; /* 0: the command's default */
+	char **flexvolume_env; /* a strv (flex_env_parse()); NULL: volplugd's own */
 	enum {
 		DAEMON_RUN,
 		DAEMON_HELP,

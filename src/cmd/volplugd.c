@@ -90,6 +90,7 @@ static void flex_watch(const DaemonConfig *cfg, Flex *f)
 	}
 	for (size_t i = 0; i < _FLEX_COMMAND_MAX; i++)
 		f->call.timeout[i] = cfg->flexvolume_timeout[i];
+	f->call.env = cfg->flexvolume_env;
 	FlexProberConfig pc = {
 		.dir = cfg->flexvolume_dir,
 		.call = f->call,

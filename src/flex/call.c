@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -10,9 +11,11 @@
 #include "alloc.h"
 #include "base64.h"
 #include "call.h"
+#include "error-util.h"
 #include "exec.h"
 #include "json-writer.h"
 #include "log.h"
+#include "redact.h"
 #include "strbuf.h"
 #include "strmap.h"
 #include "strv.h"
@@ -82,6 +85,66 @@ void flex_reply_done(FlexReply *r)
 	free(r->device);
 	free(r->volume_name);
 	*r = (FlexReply){};
+}
+
+/* ---- environment ---- */
+
+extern char **environ;
+
+static bool env_name_valid(const char *s, size_t n)
+{
+	if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+			return false;
+	return true;
+}
+
+/* Sets name (n bytes of it) in *env to its value in this process's environment, if any. */
+static void env_keep(char ***env, const char *name, size_t n)
+{
+	const char *value = NULL;
+
+	for (char **e = environ; e && *e && !value; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			value = *e;
+	if (!value)
+		return;
+	for (char **e = *env; e && *e; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+			free(*e);
+			*e = xstrdup(value);
+			return;
+		}
+	strv_append(env, xstrdup(value));
+}
+
+int flex_env_parse(const char *value, char ***ret_env, char **ret_error)
+{
+	_cleanup_strv_free_ char **env = NULL;
+
+	if (strcmp(value, "inherit") == 0) {
+		*ret_env = NULL;
+		return 0;
+	}
+	for (size_t i = 0; exec_default_env[i]; i++)
+		strv_append(&env, xstrdup(exec_default_env[i]));
+	if (strcmp(value, "clean") != 0)
+		for (const char *p = value;; p++) {
+			size_t n = strcspn(p, ",");
+			if (!env_name_valid(p, n))
+				return errorf(ret_error, -EINVAL,
+					      "'%s': want inherit, clean or a comma-separated "
+					      "list of variable names ('%.*s' is none)",
+					      value, (int)n, p);
+			env_keep(&env, p, n);
+			p += n;
+			if (!*p)
+				break;
+		}
+	*ret_env = TAKE_PTR(env);
+	return 0;
 }
 
 /* ---- options JSON ---- */
@@ -489,47 +552,56 @@ int flex_reply_parse(const char *out, size_t out_len, const char *err, size_t er
 	return reply_parse(out, out_len, err, err_len, ret, NULL);
 }
 
+static bool blank(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (!strchr(" \t\r\n", s[i]) || !s[i])
+			return false;
+	return true;
+}
+
+/* One JSON object and white space, as Go's json.Unmarshal takes it (invalid UTF-8 read as
+ * U+FFFD). */
+static bool one_object(const char *buf, size_t len)
+{
+	size_t n;
+	_cleanup_free_ char *fixed = utf8_replace_invalid(buf, len, &n);
+	json_t *o = fixed ? whole_object(fixed, n) : whole_object(buf, len);
+	bool ok = o != NULL;
+	json_decref(o);
+	return ok;
+}
+
+bool flex_run_kubelet_parses(const FlexRun *run)
+{
+	const ExecResult *res = &run->res;
+
+	if (run->verdict == FLEX_VERDICT_CANNOT_RUN || res->timed_out)
+		return false;
+	if (blank(res->err, res->err_len))
+		return one_object(res->out, res->out_len);
+	return blank(res->out, res->out_len) && one_object(res->err, res->err_len);
+}
+
 /* ---- the call ---- */
 
-/* A strv of each secret as the driver got it (base64) and as the user gave it; NULL when
- * there is none. */
+/* A strv of every form of every secret a driver may print back (redact.h); NULL when there is
+ * none. */
 static char **secrets_collect(const FlexCallArgs *a, FlexCommand cmd)
 {
-	char **v = NULL;
-	size_t n = 0, cap = 0;
+	char **forms = NULL;
 
 	if (cmd != FLEX_MOUNT || !a || !a->pod)
 		return NULL;
-	for (size_t i = 0; i < a->pod->n_secrets; i++) {
-		const char *value = a->pod->secrets[i].value ?: "";
-		if (!*value)
-			continue;
-		strv_push(&v, &n, &cap, secret_base64(value));
-		strv_push(&v, &n, &cap, xstrdup(value));
-	}
-	return v;
+	for (size_t i = 0; i < a->pod->n_secrets; i++)
+		flex_secret_forms(a->pod->secrets[i].value, &forms);
+	return forms;
 }
 
-/* A copy of driver-written text with every secret value cut out. */
-static char *scrub(const char *text, size_t len, char *const *secrets)
+/* A copy of a string the driver wrote with every secret cut out; NULL for NULL. */
+static char *scrub(const char *text, char *const *secrets)
 {
-	StrBuf b = {};
-
-	strbuf_add(&b, text ? text : "", text ? len : 0);
-	for (size_t k = 0; secrets && secrets[k]; k++) {
-		size_t sl = strlen(secrets[k]);
-		StrBuf o = {};
-		const char *p = b.s, *hit;
-		while ((hit = strstr(p, secrets[k]))) {
-			strbuf_add(&o, p, (size_t)(hit - p));
-			strbuf_adds(&o, REDACTED);
-			p = hit + sl;
-		}
-		strbuf_adds(&o, p);
-		free(b.s);
-		b = o;
-	}
-	return b.s;
+	return text ? flex_redact(text, strlen(text), false, secrets) : NULL;
 }
 
 /* The tail of a stream, whitespace folded, at most max bytes. */
@@ -558,8 +630,8 @@ static void excerpt_add(StrBuf *b, const char *label, const char *text, size_t m
 
 static char *output_excerpt(const ExecResult *res, char *const *s)
 {
-	_cleanup_free_ char *out = scrub(res->out, res->out_len, s);
-	_cleanup_free_ char *err = scrub(res->err, res->err_len, s);
+	_cleanup_free_ char *out = flex_redact(res->out, res->out_len, res->out_truncated, s);
+	_cleanup_free_ char *err = flex_redact(res->err, res->err_len, res->err_truncated, s);
 	StrBuf b = {};
 
 	excerpt_add(&b, "stdout", out, EXCERPT_MAX);
@@ -645,11 +717,8 @@ static char *problem_message(const char *driver, const char *cmd_name, const Fle
 
 	_cleanup_free_ char *ex = output_excerpt(&run->res, secrets);
 	/* What the driver wrote goes into logs: secrets cut out of all of it. */
-	_cleanup_free_ char *st =
-		rep->status_text ? scrub(rep->status_text, strlen(rep->status_text), secrets)
-				 : NULL;
-	_cleanup_free_ char *key =
-		run->type_error ? scrub(run->type_error, strlen(run->type_error), secrets) : NULL;
+	_cleanup_free_ char *st = scrub(rep->status_text, secrets);
+	_cleanup_free_ char *key = scrub(run->type_error, secrets);
 	const char *how = how_it_ended(&run->res), *text = rep->message ?: ex;
 
 	switch (run->verdict) {
@@ -704,6 +773,7 @@ int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, Fle
 		.timeout = flex_call_timeout(cfg, cmd),
 		.kill_grace = cfg ? cfg->kill_grace : 0,
 		.output_cap = cfg ? cfg->output_cap : 0,
+		.envp = (const char *const *)(cfg && cfg->env ? cfg->env : environ),
 	};
 	r = exec_run(&o, &run.res);
 	if (r < 0) {
@@ -721,7 +791,7 @@ int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, Fle
 	_cleanup_strv_free_ char **secrets = secrets_collect(args, cmd);
 	if (run.reply.message) {
 		/* The caller may log it: a driver echoing its options must not leak through. */
-		char *m = scrub(run.reply.message, strlen(run.reply.message), secrets);
+		char *m = scrub(run.reply.message, secrets);
 		free(run.reply.message);
 		run.reply.message = m;
 	}

@@ -31,12 +31,20 @@ const char *flex_command_to_string(FlexCommand c);
 /* The command named s (exact, lower case), or -EINVAL. */
 int flex_command_from_string(const char *s);
 
-/* Deadlines and limits of driver calls. Zero fields take the defaults. */
+/* Deadlines, limits and environment of driver calls. Zero fields take the defaults. */
 typedef struct FlexCallConfig {
 	usec_t timeout[_FLEX_COMMAND_MAX]; /* USEC_INFINITY: none */
 	usec_t kill_grace;		   /* SIGTERM -> SIGKILL; 0: 10 s like Kubernetes */
 	size_t output_cap;		   /* bytes kept per stream; 0: 64 KiB */
+	char *const *env; /* the drivers' environment; NULL: this process's, as the kubelet */
 } FlexCallConfig;
+
+/* The environment drivers run with, from a --flexvolume-env value: "inherit" (*ret_env NULL:
+ * this process's whole environment, as the kubelet passes its own), "clean" (exec's: a fixed
+ * PATH and LC_ALL=C), or a comma-separated list of variable names, each passed on from this
+ * process's environment when set, over the clean one. Returns 0 and *ret_env (a strv), or
+ * -EINVAL with *ret_error naming what is wrong. */
+int flex_env_parse(const char *value, char ***ret_env, char **ret_error);
 
 /* The deadline for cmd: cfg's value, else the default (waitforattach 10 min like Kubernetes,
  * mountdevice/expandvolume/expandfs 5 min (mkfs, resize), init 30 s, others 2 min). cfg may
@@ -145,7 +153,7 @@ typedef struct FlexRun {
 	char **argv; /* exe, command, args: NULL-terminated */
 	FlexVerdict verdict;
 	int exec_error;	  /* CANNOT_RUN: exec_run()'s error, res is empty; else 0 */
-	ExecResult res;	  /* how it ended and its raw output */
+	ExecResult res;	  /* how it ended and its raw output (secrets and all) */
 	bool parsed;	  /* reply holds the answer: every verdict from NO_STATUS on, and SUCCESS */
 	FlexReply reply;  /* its message with secrets removed */
 	char *type_error; /* BAD_TYPE: which key, e.g. "\"attached\" is a string, not a bool" */
@@ -159,6 +167,12 @@ typedef struct FlexRun {
 int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
 	     const FlexCallArgs *args, FlexRun *ret);
 void flex_run_done(FlexRun *run);
+
+/* Whether Kubernetes would find this run's answer: it reads stdout and stderr together as one
+ * JSON document, so one stream must hold exactly one JSON object and the other nothing but
+ * white space (volplug reads stdout alone first and copes with more). False for a run that
+ * could not start or timed out. */
+bool flex_run_kubelet_parses(const FlexRun *run);
 
 /* What flex_call() returns for a verdict: 0 for SUCCESS, else a negative errno (see there). */
 int flex_verdict_to_errno(const FlexRun *run);

@@ -68,6 +68,20 @@ static void check(Tester *t, bool ok, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Something Kubernetes accepts but the driver likely did not mean: counted, not a violation. */
+static void warn(Tester *t, const char *fmt, ...) _printf_(2, 3);
+
+static void warn(Tester *t, const char *fmt, ...)
+{
+	FlexConformanceStep *step = current(t);
+	va_list ap;
+
+	t->res->warnings++;
+	va_start(ap, fmt);
+	strv_append(&step->warnings, vformat(fmt, ap));
+	va_end(ap);
+}
+
 static void note(Tester *t, const char *fmt, ...) _printf_(2, 3);
 
 static void note(Tester *t, const char *fmt, ...)
@@ -82,11 +96,13 @@ static void note(Tester *t, const char *fmt, ...)
 
 /* Runs one command and checks what every answer owes the protocol, in the order of the
  * verdicts: in time, one JSON object with keys of the right types, a known status, exit status
- * 0 with Success. A Failure counts too: the check passes valid inputs. Fills *run
- * (flex_run_done() it); returns the status, or -1 when there is no usable answer. The step
- * stays open for command-specific checks. */
+ * 0 with Success, and an output Kubernetes can read (stdout and stderr together). A Failure is
+ * a violation too (the check passes valid inputs), or a warning saying if_failure when
+ * Kubernetes would only fail later. Fills *run (flex_run_done() it); returns the status, or -1
+ * when there is no answer Kubernetes could use. The step stays open for command-specific
+ * checks. */
 static int run_step(Tester *t, const char *label, FlexCommand cmd, const FlexCallArgs *args,
-		    FlexRun *run)
+		    const char *if_failure, FlexRun *run)
 {
 	step_begin(t, label);
 	if (flex_run(t->driver, t->exe, t->cfg->call, cmd, args, run) < 0) {
@@ -119,7 +135,22 @@ static int run_step(Tester *t, const char *label, FlexCommand cmd, const FlexCal
 	if (v == FLEX_VERDICT_SUCCESS || v == FLEX_VERDICT_BAD_EXIT)
 		check(t, v != FLEX_VERDICT_BAD_EXIT, "answered \"Success\" but ended with %s",
 		      exec_describe(&run->res));
-	if (v == FLEX_VERDICT_FAILURE)
+	if (v == FLEX_VERDICT_BAD_EXIT)
+		return -1; /* Kubernetes fails the call on the exit status */
+	if ((v == FLEX_VERDICT_SUCCESS || v == FLEX_VERDICT_NOT_SUPPORTED) &&
+	    !flex_run_kubelet_parses(run)) {
+		check(t, false,
+		      "the answer is not all the driver printed: Kubernetes reads stdout and "
+		      "stderr together as one JSON object and fails the call (volplugd copes); "
+		      "output: %s",
+		      exec_excerpt(&run->res, 160));
+		return -1;
+	} else if (v == FLEX_VERDICT_SUCCESS || v == FLEX_VERDICT_NOT_SUPPORTED)
+		check(t, true, "Kubernetes reads it");
+	if (v == FLEX_VERDICT_FAILURE && if_failure)
+		warn(t, "answered Failure (%s): %s; %s", exec_describe(&run->res),
+		     rep->message ?: "no message", if_failure);
+	else if (v == FLEX_VERDICT_FAILURE)
 		check(t, false, "answered Failure (%s): %s", exec_describe(&run->res),
 		      rep->message ?: "no message");
 	return (int)rep->status;
@@ -130,7 +161,7 @@ static int simple_step(Tester *t, const char *label, FlexCommand cmd, const Flex
 		       const char *if_not_supported)
 {
 	FlexRun run;
-	int s = run_step(t, label, cmd, args, &run);
+	int s = run_step(t, label, cmd, args, NULL, &run);
 	if (s == FLEX_STATUS_NOT_SUPPORTED)
 		note(t, "Not supported: %s", if_not_supported);
 	step_end(t);
@@ -138,26 +169,91 @@ static int simple_step(Tester *t, const char *label, FlexCommand cmd, const Flex
 	return s;
 }
 
-static void check_mounted(Tester *t, const char *cmd, const char *path, bool want)
+/* getvolumename: Kubernetes calls it before every attach, detach, mountdevice and
+ * expandvolume, and a Failure stops them; it ignores the name a Success gives. Only
+ * expandvolume needs it for a driver that is not attachable. */
+static void getvolumename_step(Tester *t, const FlexVolumeSpec *spec, bool attachable)
 {
-	int m = is_mount_point(path);
-	if (want)
-		check(t, m > 0, "%s answered Success but nothing is mounted at %s", cmd, path);
-	else
-		check(t, m <= 0, "%s answered Success but %s is still mounted", cmd, path);
+	FlexRun run;
+	int s = run_step(t, "getvolumename", FLEX_GETVOLUMENAME, &(FlexCallArgs){.spec = spec},
+			 attachable ? NULL
+				    : "Kubernetes calls getvolumename of a driver that is not "
+				      "attachable only before expandvolume: its volumes could not "
+				      "be expanded",
+			 &run);
+	if (s == FLEX_STATUS_NOT_SUPPORTED)
+		note(t, "Not supported: Kubernetes uses the volume's name");
+	else if (s == FLEX_STATUS_SUCCESS && run.reply.volume_name &&
+		 strcmp(run.reply.volume_name, spec->pv_or_volume_name) != 0)
+		note(t, "volumeName \"%s\": Kubernetes ignores it and uses \"%s\"",
+		     run.reply.volume_name, spec->pv_or_volume_name);
+	step_end(t);
+	flex_run_done(&run);
 }
 
-/* mountdevice and mount must leave path mounted, unmount and unmountdevice must not. Not
- * supported is fine when the host has a fallback (if_not_supported says which), a violation
- * when it has none (NULL). Returns the status. */
+/* The kubelet before mountdevice and mount: Mount only once; else make the directory (and
+ * its parents), mode 0750. Returns 1 when path is mounted already (the call is skipped). */
+static int prepare_for_mount(Tester *t, const char *path)
+{
+	if (is_mount_point(path) > 0)
+		return 1;
+	int r = mkdir_p(path, 0750);
+	if (r < 0)
+		strv_append(&t->res->cleanups,
+			    xasprintf("could not create %s: %s", path, strerror(-r)));
+	return 0;
+}
+
+/* The kubelet after unmount and unmountdevice answered (or after its own fallback): the
+ * directory is removed, and that fails when something is still mounted there or the driver
+ * left files in it. */
+static void remove_after_unmount(Tester *t, const char *cmd, const char *path)
+{
+	int m = is_mount_point(path);
+	check(t, m <= 0,
+	      "%s answered Success but %s is still mounted: Kubernetes fails to remove the "
+	      "directory",
+	      cmd, path);
+	if (m > 0)
+		return;
+	if (rmdir(path) < 0 && errno != ENOENT)
+		check(t, false,
+		      "%s answered Success but Kubernetes cannot remove %s afterwards: %s", cmd,
+		      path, strerror(errno));
+	else
+		check(t, true, "removable");
+}
+
+/* mountdevice and mount (with the kubelet's directory made first) should leave path mounted;
+ * unmount and unmountdevice must leave it removable. Not supported is fine when the host has a
+ * fallback (if_not_supported says which), a violation when it has none (NULL). Returns the
+ * status. */
 static int mount_step(Tester *t, FlexCommand cmd, const FlexCallArgs *args, const char *path,
 		      const char *if_not_supported)
 {
 	FlexRun run;
 	const char *label = flex_command_to_string(cmd);
-	int s = run_step(t, label, cmd, args, &run);
-	if (s == FLEX_STATUS_SUCCESS)
-		check_mounted(t, label, path, cmd == FLEX_MOUNTDEVICE || cmd == FLEX_MOUNT);
+	bool mounting = cmd == FLEX_MOUNTDEVICE || cmd == FLEX_MOUNT;
+
+	if (mounting && prepare_for_mount(t, path) > 0) {
+		step_begin(t, label);
+		note(t, "%s is mounted already: Kubernetes does not call %s", path, label);
+		step_end(t);
+		return FLEX_STATUS_SUCCESS;
+	}
+	if (cmd == FLEX_UNMOUNTDEVICE && is_mount_point(path) <= 0) {
+		step_begin(t, label);
+		note(t, "nothing is mounted at %s: Kubernetes does not call %s", path, label);
+		remove_after_unmount(t, label, path);
+		step_end(t);
+		return FLEX_STATUS_SUCCESS;
+	}
+	int s = run_step(t, label, cmd, args, NULL, &run);
+	if (s == FLEX_STATUS_SUCCESS && mounting && is_mount_point(path) <= 0)
+		warn(t, "%s answered Success but nothing is mounted at %s: Kubernetes accepts it",
+		     label, path);
+	else if (s == FLEX_STATUS_SUCCESS && !mounting)
+		remove_after_unmount(t, label, path);
 	else if (s == FLEX_STATUS_NOT_SUPPORTED && if_not_supported)
 		note(t, "Not supported: %s", if_not_supported);
 	else if (s == FLEX_STATUS_NOT_SUPPORTED)
@@ -170,39 +266,45 @@ static int mount_step(Tester *t, FlexCommand cmd, const FlexCallArgs *args, cons
 	return s;
 }
 
-/* isattached, right after attach (want true) or detach (want false). */
+/* isattached, right after attach (want true) or detach (want false). Kubernetes reads an
+ * absent "attached" as false, and never fails the call over the value. */
 static void isattached_step(Tester *t, const char *label, const FlexCallArgs *args, bool want)
 {
 	FlexRun run;
-	int s = run_step(t, label, FLEX_ISATTACHED, args, &run);
-	if (s == FLEX_STATUS_SUCCESS) {
-		check(t, run.reply.has_attached, "no \"attached\" bool in a Success answer");
-		if (run.reply.has_attached)
-			check(t, run.reply.attached == want, "\"attached\" is %s %s",
-			      run.reply.attached ? "true" : "false",
-			      want ? "right after a successful attach"
-				   : "after a successful detach");
-	} else if (s == FLEX_STATUS_NOT_SUPPORTED)
+	int s = run_step(t, label, FLEX_ISATTACHED, args, NULL, &run);
+	if (s == FLEX_STATUS_SUCCESS && run.reply.attached != want)
+		warn(t, "\"attached\" is %s%s %s: %s", run.reply.attached ? "true" : "false",
+		     run.reply.has_attached ? "" : " (absent)",
+		     want ? "right after a successful attach" : "after a successful detach",
+		     want ? "Kubernetes would take the volume as detached and attach it again"
+			  : "Kubernetes never asks after a detach");
+	else if (s == FLEX_STATUS_NOT_SUPPORTED)
 		note(t, "Not supported: Kubernetes assumes attached");
 	step_end(t);
 	flex_run_done(&run);
 }
 
-/* attach or waitforattach: Success must name the device. Returns it (or NULL). */
+/* attach or waitforattach: Success should name the device; Kubernetes passes an empty one on.
+ * Returns the device ("" when none) or NULL when the command did not succeed. */
 static char *device_step(Tester *t, FlexCommand cmd, const FlexCallArgs *args, int *ret_status)
 {
 	FlexRun run;
+	const char *label = flex_command_to_string(cmd);
 	char *device = NULL;
-	*ret_status = run_step(t, flex_command_to_string(cmd), cmd, args, &run);
+
+	*ret_status = run_step(t, label, cmd, args, NULL, &run);
 	if (*ret_status == FLEX_STATUS_SUCCESS) {
-		check(t, run.reply.device && *run.reply.device,
-		      "no \"device\" in a Success answer");
-		if (run.reply.device && *run.reply.device) {
-			device = xstrdup(run.reply.device);
+		device = xstrdup(run.reply.device ?: "");
+		if (*device)
 			note(t, "device %s", device);
-		}
+		else
+			warn(t,
+			     "no \"device\" in a Success answer: Kubernetes passes an empty device "
+			     "to %s",
+			     cmd == FLEX_ATTACH ? "waitforattach" : "mountdevice");
 	} else if (*ret_status == FLEX_STATUS_NOT_SUPPORTED)
-		note(t, "Not supported: the host goes on without a device");
+		note(t, "Not supported: the host goes on %s",
+		     cmd == FLEX_ATTACH ? "without a device" : "with attach's device");
 	step_end(t);
 	flex_run_done(&run);
 	return device;
@@ -216,6 +318,23 @@ static void cleanup_dir(Tester *t, const char *path)
 		strv_append(&t->res->cleanups,
 			    xasprintf("unmounted %s, which the driver left mounted", path));
 	(void)rmdir(path);
+}
+
+/* expandvolume (<device mount path>, as the controller computes it) and, when the driver asks
+ * for it, expandfs (the device and the pod's volume directory, as the kubelet's online
+ * expansion passes them). */
+static void expand_steps(Tester *t, bool requires_fs_resize, FlexCallArgs *args, const char *devmnt,
+			 const char *vol_dir)
+{
+	args->new_size = 2ULL << 30;
+	args->old_size = 1ULL << 30;
+	args->device_mount_path = devmnt;
+	simple_step(t, "expandvolume", FLEX_EXPANDVOLUME, args,
+		    "Kubernetes takes the volume as grown");
+	args->device_mount_path = vol_dir;
+	if (requires_fs_resize)
+		simple_step(t, "expandfs", FLEX_EXPANDFS, args,
+			    "Kubernetes grows the file system it finds on the device, if any");
 }
 
 /* The steps of an attachable driver: attach ... detach. */
@@ -233,10 +352,13 @@ static void attachable(Tester *t, const FlexVolumeSpec *spec, bool requires_fs_r
 		args->device = device ?: "";
 		_cleanup_free_ char *dev2 = device_step(t, FLEX_WAITFORATTACH, args, &s);
 		if (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED) {
-			args->device = dev2 ?: device ?: "";
+			/* Kubernetes: the device waitforattach named, even none. */
+			args->device = s == FLEX_STATUS_SUCCESS ? dev2 : device ?: "";
 			args->device_mount_path = devmnt;
 			s = mount_step(t, FLEX_MOUNTDEVICE, args, devmnt,
-				       "the host formats a blank device and mounts it");
+				       *args->device ? "the host formats a blank device and "
+						       "mounts it"
+						     : "no device: Kubernetes does nothing");
 			staged = true;
 			if (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED) {
 				args->pod_volume_dir = vol_dir;
@@ -247,19 +369,12 @@ static void attachable(Tester *t, const FlexVolumeSpec *spec, bool requires_fs_r
 				mounted = true;
 			}
 		}
-		if (mounted && (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED)) {
-			args->new_size = 2ULL << 30;
-			args->old_size = 1ULL << 30;
-			simple_step(t, "expandvolume", FLEX_EXPANDVOLUME, args,
-				    "Kubernetes takes the volume as grown");
-			if (requires_fs_resize)
-				simple_step(t, "expandfs", FLEX_EXPANDFS, args,
-					    "Kubernetes takes the file system as grown");
-		}
-		args->device = device ?: "";
+		if (mounted && (s == FLEX_STATUS_SUCCESS || s == FLEX_STATUS_NOT_SUPPORTED))
+			expand_steps(t, requires_fs_resize, args, devmnt, vol_dir);
 		if (mounted)
 			mount_step(t, FLEX_UNMOUNT, args, vol_dir,
 				   "the host unmounts the directory");
+		args->device_mount_path = devmnt;
 		if (staged)
 			mount_step(t, FLEX_UNMOUNTDEVICE, args, devmnt,
 				   "the host unmounts the device mount path");
@@ -280,15 +395,8 @@ static void not_attachable(Tester *t, bool requires_fs_resize, FlexCallArgs *arg
 	int s = mount_step(t, FLEX_MOUNT, args, vol_dir, NULL);
 	args->pod = NULL;
 	if (s == FLEX_STATUS_SUCCESS) {
-		args->device = "";
-		args->device_mount_path = devmnt;
-		args->new_size = 2ULL << 30;
-		args->old_size = 1ULL << 30;
-		simple_step(t, "expandvolume", FLEX_EXPANDVOLUME, args,
-			    "Kubernetes takes the volume as grown");
-		if (requires_fs_resize)
-			simple_step(t, "expandfs", FLEX_EXPANDFS, args,
-				    "Kubernetes takes the file system as grown");
+		args->device = ""; /* no attach: no device */
+		expand_steps(t, requires_fs_resize, args, devmnt, vol_dir);
 	}
 	mount_step(t, FLEX_UNMOUNT, args, vol_dir, "the host unmounts the directory");
 }
@@ -314,10 +422,6 @@ static void lifecycle(Tester *t, const FlexCapabilities *caps, const FlexVolumeS
 	FlexCallArgs args = {.spec = spec, .node_name = node};
 
 	(void)gethostname(node, sizeof(node) - 1);
-	/* The kubelet makes the parents; the driver the directory itself. */
-	(void)mkdir_p(pod_dir, 0750);
-	(void)mkdir_p(dev_dir, 0750);
-
 	if (caps->attach)
 		attachable(t, spec, caps->requires_fs_resize, &args, &pod, vol_dir, devmnt);
 	else
@@ -343,7 +447,7 @@ static char *capabilities_text(const FlexCapabilities *c)
 static int init_step(Tester *t, FlexCapabilities *ret_caps)
 {
 	FlexRun run;
-	int s = run_step(t, "init", FLEX_INIT, NULL, &run);
+	int s = run_step(t, "init", FLEX_INIT, NULL, NULL, &run);
 
 	*ret_caps = s >= 0 ? run.reply.capabilities : FLEX_CAPABILITIES_DEFAULT;
 	if (s == FLEX_STATUS_NOT_SUPPORTED)
@@ -394,8 +498,7 @@ int flex_conformance_run(const FlexConformanceConfig *cfg, FlexConformance *ret,
 
 	res.loaded = init_step(&t, &caps) == FLEX_STATUS_SUCCESS;
 	if (res.loaded) {
-		simple_step(&t, "getvolumename", FLEX_GETVOLUMENAME, &(FlexCallArgs){.spec = &spec},
-			    "Kubernetes uses the volume's name");
+		getvolumename_step(&t, &spec, caps.attach);
 		res.root_skipped = geteuid() != 0;
 		if (!res.root_skipped)
 			r = with_mounts(&t, &caps, &spec, ret_error);
@@ -413,6 +516,7 @@ void flex_conformance_done(FlexConformance *c)
 	for (size_t i = 0; i < c->n_steps; i++) {
 		free(c->steps[i].label);
 		strv_free(c->steps[i].violations);
+		strv_free(c->steps[i].warnings);
 		strv_free(c->steps[i].notes);
 	}
 	free(c->steps);

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The conformance check of a Flexvolume driver: the lifecycle Kubernetes would put it through
- * (init, getvolumename, then attach ... detach or mount ... unmount), each answer judged by the
- * rules of the protocol and each mount checked in the mount table. The results are plain data,
- * steps with their violations and notes; showing them is the caller's business. */
+ * (init, getvolumename, then attach ... detach or mount ... unmount), each answer judged as
+ * Kubernetes judges it: a violation is what makes the call fail there (or hang: volplug has
+ * deadlines), a warning what Kubernetes accepts though it is probably not what the driver
+ * meant (a mount that mounted nothing). The kubelet's side is done as it does it: directories
+ * are made before mountdevice and mount, removed after unmount and unmountdevice. The results
+ * are plain data, steps with their violations, warnings and notes; showing them is the caller's
+ * business. */
 #pragma once
 
 #include <stdbool.h>
@@ -13,7 +17,8 @@
 
 typedef struct FlexConformanceStep {
 	char *label;	   /* the command, or "isattached (detached)" */
-	char **violations; /* a strv (NULL: none): the rules this step broke */
+	char **violations; /* a strv (NULL: none): what makes Kubernetes fail this step */
+	char **warnings;   /* a strv: what Kubernetes accepts, but is likely a bug */
 	char **notes;	   /* a strv: what the host does about an answer, what the driver said */
 } FlexConformanceStep;
 
@@ -34,6 +39,7 @@ typedef struct FlexConformance {
 	size_t n_steps;
 	char **cleanups; /* a strv: what the driver left that the check had to undo, or could not */
 	unsigned checks, violations; /* rules evaluated, rules broken */
+	unsigned warnings;	     /* warnings given */
 	bool loaded;		     /* init answered Success: Kubernetes would load the driver */
 	bool root_skipped;	     /* not root: only init and getvolumename ran */
 } FlexConformance;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,15 +219,53 @@ int flex_remove(const char *plugin_dir, const char *vendor, const char *name, ch
 	return 0;
 }
 
+char *flex_path_absolute(const char *path)
+{
+	char cwd[PATH_MAX];
+	char *abs;
+
+	while (path[0] == '.' && path[1] == '/')
+		path += 2 + strspn(path + 2, "/");
+	if (path[0] == '/')
+		abs = xstrdup(path);
+	else if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	else
+		abs = *path && strcmp(path, ".") != 0
+			      ? xasprintf("%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, path)
+			      : xstrdup(cwd);
+	size_t n = strlen(abs);
+	while (n > 1 && abs[n - 1] == '/')
+		abs[--n] = 0;
+	return abs;
+}
+
+/* The executable at path, absolute (its symlinks kept), when it can be run. */
+static int exe_at(const char *driver, const char *path, char **ret_exe, char **ret_error)
+{
+	if (access(path, X_OK) < 0) {
+		int r = negative_errno();
+		return set_error(
+			ret_error, r,
+			driver ? xasprintf("driver \"%s\": %s: %s", driver, path, strerror(-r))
+			       : xasprintf("%s: %s", path, strerror(-r)));
+	}
+	char *abs = flex_path_absolute(path);
+	if (!abs) {
+		int r = negative_errno();
+		return set_error(ret_error, r,
+				 xasprintf("%s: the working directory: %s", path, strerror(-r)));
+	}
+	*ret_exe = abs;
+	return 0;
+}
+
 static int locate_path(const char *path, char **ret_exe, char **ret_name, char **ret_error)
 {
-	char *exe = realpath(path, NULL);
-	if (!exe) {
-		int r = negative_errno();
-		return set_error(ret_error, r, xasprintf("%s: %s", path, strerror(-r)));
-	}
-	*ret_name = xstrdup(strrchr(exe, '/') + 1);
-	*ret_exe = exe;
+	int r = exe_at(NULL, path, ret_exe, ret_error);
+	if (r < 0)
+		return r;
+	*ret_name = xstrdup(strrchr(*ret_exe, '/') + 1);
 	return 0;
 }
 
@@ -246,21 +285,11 @@ int flex_driver_locate(const char *plugin_dir, const char *driver, char **ret_ex
 	if (flex_driver_folder_parse(folder, &name, &exe_name, &error) < 0)
 		return set_error(ret_error, -EINVAL, TAKE_PTR(error));
 	exe = xasprintf("%s/%s/%s", plugin_dir, folder, exe_name);
-	if (access(exe, X_OK) < 0) {
-		int r = negative_errno();
-		return is_file ? locate_path(driver, ret_exe, ret_name, ret_error)
-			       : set_error(ret_error, r,
-					   xasprintf("driver \"%s\": %s: %s", driver, exe,
-						     strerror(-r)));
-	}
-	/* Only an absolute path can be run (plugin_dir may be relative). */
-	char *abs = realpath(exe, NULL);
-	if (!abs) {
-		int r = negative_errno();
-		return set_error(ret_error, r,
-				 xasprintf("driver \"%s\": %s: %s", driver, exe, strerror(-r)));
-	}
-	*ret_exe = abs;
+	if (access(exe, X_OK) < 0 && is_file)
+		return locate_path(driver, ret_exe, ret_name, ret_error);
+	int r = exe_at(driver, exe, ret_exe, ret_error);
+	if (r < 0)
+		return r;
 	*ret_name = TAKE_PTR(name);
 	return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "hash-util.h"
+#include "install.h"
 #include "log.h"
 #include "prober.h"
 #include "watch.h"
@@ -478,24 +479,6 @@ static void *prober_thread(void *arg)
 	return NULL;
 }
 
-static char *absolute_dir(const char *dir)
-{
-	char *abs;
-
-	if (dir[0] == '/')
-		abs = xstrdup(dir);
-	else {
-		char cwd[PATH_MAX];
-		if (!getcwd(cwd, sizeof(cwd)))
-			return NULL;
-		abs = xasprintf("%s/%s", cwd, dir);
-	}
-	size_t n = strlen(abs);
-	while (n > 1 && abs[n - 1] == '/')
-		abs[--n] = 0;
-	return abs;
-}
-
 int flex_prober_new(const FlexProberConfig *cfg, FlexRegistry *registry, FlexProber **ret)
 {
 	_cleanup_(flex_prober_freep) FlexProber *p = xnew0(FlexProber, 1);
@@ -509,7 +492,7 @@ int flex_prober_new(const FlexProberConfig *cfg, FlexRegistry *registry, FlexPro
 	pthread_condattr_destroy(&ca);
 
 	p->cfg = *cfg;
-	p->dir = absolute_dir(cfg->dir ?: FLEX_DEFAULT_PLUGIN_DIR);
+	p->dir = flex_path_absolute(cfg->dir ?: FLEX_DEFAULT_PLUGIN_DIR);
 	if (!p->dir)
 		return negative_errno();
 	p->cfg.dir = p->dir;

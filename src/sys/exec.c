@@ -23,7 +23,7 @@
 /* After the program exits, how long its leftover children may hold our pipes open. */
 #define DRAIN_AFTER_EXIT (500 * USEC_PER_MSEC)
 
-static const char *const default_env[] = {
+const char *const exec_default_env[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 
 typedef struct Stream {
@@ -132,7 +132,7 @@ static int spawn_child(const ExecOptions *o, int out_w, int err_w, pid_t *ret_pi
 	SpawnArgs a = {
 		.path = o->argv[0],
 		.argv = (char *const *)o->argv,
-		.envp = (char *const *)(o->envp ? o->envp : default_env),
+		.envp = (char *const *)(o->envp ? o->envp : exec_default_env),
 		.out_w = out_w,
 		.err_w = err_w,
 		.parent = getpid(),

@@ -13,7 +13,7 @@
 
 typedef struct ExecOptions {
 	const char *const *argv; /* argv[0]: an absolute path */
-	const char *const *envp; /* NULL: PATH only */
+	const char *const *envp; /* NULL: exec_default_env */
 	usec_t timeout;		 /* 0 or USEC_INFINITY: none */
 	usec_t kill_grace;	 /* SIGTERM -> SIGKILL; 0: 10 s */
 	size_t output_cap;	 /* bytes kept per stream; 0: 64 KiB */
@@ -28,6 +28,9 @@ typedef struct ExecResult {
 	bool out_truncated, err_truncated;
 	usec_t elapsed;
 } ExecResult;
+
+/* The clean environment programs get by default: a fixed PATH and LC_ALL=C. */
+extern const char *const exec_default_env[];
 
 /* Runs a program to completion (or its deadline) and fills *ret. Returns 0 whenever the
  * program was started, whatever its exit, -ENOENT/-EACCES/-ENOEXEC when it could not be, or

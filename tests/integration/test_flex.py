@@ -17,7 +17,8 @@ import time
 
 import grpc
 
-from harness import SOURCE_ROOT, Skip, in_background, is_root, process, processes, run, to_dict, wait_for
+from harness import (SOURCE_ROOT, VOLPLUGCTL, Skip, in_background, is_root, process, processes, run,
+                     to_dict, wait_for)
 
 EXAMPLES = os.path.join(SOURCE_ROOT, "examples", "flexvolume")
 TEST_DRIVERS = os.path.join(SOURCE_ROOT, "tests", "flex-drivers")
@@ -133,9 +134,9 @@ def wait_driver(d, name, state="loaded", attach=None, timeout=10):
     raise AssertionError("driver %s never reached %s (attach=%s): %s" % (name, state, attach, last))
 
 
-def flex_daemon(ctx, *extra, mode="all"):
+def flex_daemon(ctx, *extra, mode="all", env=None, name="d"):
     plugin_dir = os.path.join(ctx.tmp, "plugins")
-    d = ctx.daemon(mode=mode, args=["--flexvolume-dir", plugin_dir] + list(extra))
+    d = ctx.daemon(mode=mode, args=["--flexvolume-dir", plugin_dir] + list(extra), env=env, name=name)
     d.plugin_dir = plugin_dir
     os.makedirs(os.path.join(ctx.tmp, "pods"), exist_ok=True)  # where the CO puts targets
     return d
@@ -521,6 +522,39 @@ def test_secrets_never_reach_the_log(ctx):
     assert secret not in logs and encoded not in logs, "a secret reached the log"
 
 
+def test_secrets_in_any_form_never_reach_the_log(ctx):
+    """A driver printing a secret back raw, as a JSON string (its quotes and backslashes
+    escaped), in hex and in base64: every form is cut out of the gRPC error and the log; and a
+    secret cut in two by the 64 KiB capture limit is never half-shown."""
+    need_root()
+    d = flex_daemon(ctx)
+    name = "volplug.test/leaky"
+    install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "leaky"))
+    wait_driver(d, name)
+    secret = 'pa"ss\\w0rd<&>'
+    forms = [secret, json.dumps(secret)[1:-1], secret.encode().hex(),
+             base64.b64encode(secret.encode()).decode()]
+    e = d.expect_error(grpc.StatusCode.INTERNAL, "NodePublishVolume", volume_id="vl",
+                       target_path=os.path.join(ctx.tmp, "pods", "l"), volume_capability=cap(),
+                       volume_context={"flexvolume.driver": name}, secrets={"password": secret})
+    msg = e.details()
+    for label in ("raw", "json", "hex", "b64"):
+        assert label + " " in msg, "each line is shown: %s" % msg
+    assert msg.count("(redacted)") == 4, "each form, cut out: %s" % msg
+    for f in forms:
+        assert f not in msg and f not in d.logs(), (f, msg)
+
+    for cut in (1, 6, len(secret) - 1):
+        e = d.expect_error(grpc.StatusCode.INTERNAL, "NodePublishVolume", volume_id="vl",
+                           target_path=os.path.join(ctx.tmp, "pods", "l"), volume_capability=cap(),
+                           volume_context={"flexvolume.driver": name, "filler": str(65536 - cut)},
+                           secrets={"password": secret})
+        msg = e.details()
+        assert "xxx(redacted)\"" in msg, "the head of the secret where the capture ended: %s" % msg
+        assert secret[:cut] not in msg.split("xxx")[-1], msg
+    assert secret[:6] not in d.logs()
+
+
 def test_not_supported_fallbacks(ctx):
     need_root()
     d = flex_daemon(ctx)
@@ -640,6 +674,293 @@ def test_expansion_calls(ctx):
     assert last_argv() == ["detach", "vx", "node-1"], last_argv()
 
 
+# --- the kubelet's behaviour, point by point (drivers written as real ones are) -----------------
+
+
+def read_call_log(path):
+    """The calls a driver appended to path, one argument a line, each ended by "--": a list of
+    argument lists (an empty argument is an empty string)."""
+    calls, cur = [], []
+    with open(path) as f:
+        for line in f.read().split("\n")[:-1]:
+            if line == "--":
+                calls.append(cur)
+                cur = []
+            else:
+                cur.append(line)
+    return calls
+
+
+def calls_of(log, command):
+    return [c for c in read_call_log(log) if c and c[0] == command]
+
+
+def json_files(top):
+    return sorted(os.path.relpath(os.path.join(dp, f), top)
+                  for dp, _, fs in os.walk(top) for f in fs if f.endswith(".json"))
+
+
+def pool_check(d):
+    p = subprocess.run([VOLPLUGCTL, "pool", "check", d.pool], capture_output=True, text=True)
+    return p.returncode, p.stdout
+
+
+def test_drivers_get_volplugds_environment(ctx):
+    """The kubelet runs drivers with its own environment; so does volplugd, unless
+    --flexvolume-env narrows it to a clean one or a list of names."""
+    need_root()
+    log = os.path.join(ctx.tmp, "envconf.log")
+    env = {"ENVCONF_LOG": log, "https_proxy": "http://proxy.test:3128"}
+    name = "volplug.test/envconf"
+    target = os.path.join(ctx.tmp, "pods", "env", "vol")
+    try:
+        for flag, proxy in ((None, "http://proxy.test:3128"), ("ENVCONF_LOG", "")):
+            d = flex_daemon(ctx, *(["--flexvolume-env", flag] if flag else []), env=env,
+                            name="env")
+            install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "envconf"))
+            wait_driver(d, name)
+            publish_ephemeral(d, "ve", target, name)
+            assert mount_at(target)["source"] == "envconf", mount_at(target)
+            d.call("NodeUnpublishVolume", volume_id="ve", target_path=target)
+            with open(log) as f:
+                lines = f.read().splitlines()
+            assert lines[-2:] == ["mount proxy=" + proxy, "unmount proxy=" + proxy], (flag, lines)
+            d.stop()
+        d = flex_daemon(ctx, "--flexvolume-env", "clean", env=env, name="clean")
+        wait_driver(d, name)
+        e = d.expect_error(grpc.StatusCode.INTERNAL, "NodePublishVolume", volume_id="ve",
+                           target_path=target, volume_capability=cap(),
+                           volume_context={"flexvolume.driver": name,
+                                           "csi.storage.k8s.io/ephemeral": "true"})
+        assert "ENVCONF_LOG is not set" in e.details(), e.details()
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_node_expand_without_expandfs_asks_the_device(ctx):
+    """Without expandfs the kubelet asks the device for its filesystem (blkid): a "device"
+    that holds none (a tmpfs mounted under a device name) is nothing to grow, and succeeds; an
+    ext4 on a grown loop device is grown."""
+    need_root()
+    d = flex_daemon(ctx)
+    ram = "volplug.test/ramdisk"
+    try:
+        install(d.plugin_dir, ram, src=os.path.join(TEST_DRIVERS, "ramdisk"))
+        install(d.plugin_dir, LOOP, src=os.path.join(EXAMPLES, "loop"))
+        wait_driver(d, ram)
+        wait_driver(d, LOOP)
+        v = AttachedVolume(ctx, d, "pv-ram", {"flexvolume.driver": ram})
+        v.publish_controller()
+        assert v.device == "ramdisk-pv-ram", v.device
+        v.stage()
+        assert mount_at(v.staging)["fstype"] == "tmpfs", mount_at(v.staging)
+        t = v.publish(1)
+        r = d.call("NodeExpandVolume", volume_id=v.id, volume_path=t, staging_target_path=v.staging,
+                   capacity_range={"required_bytes": 1 << 30})
+        assert r.capacity_bytes == 1 << 30, r
+        v.unpublish(1)
+        v.unstage()
+        v.unpublish_controller()
+
+        # xfs: it grows online without CAP_SYS_RESOURCE, which ext4 needs and sandboxes lack.
+        w = AttachedVolume(ctx, d, "pv-grow", loop_context(ctx, size="320M"), fs="xfs")
+        w.publish_controller()
+        w.stage()
+        t = w.publish(1)
+        before = os.statvfs(t)
+        image = os.path.join(ctx.tmp, "images", "pv-grow.img")
+        os.truncate(image, 520 << 20)
+        subprocess.run(["losetup", "-c", w.device], check=True)
+        d.call("NodeExpandVolume", volume_id=w.id, volume_path=t, staging_target_path=w.staging,
+               capacity_range={"required_bytes": 520 << 20})
+        after = os.statvfs(t)
+        grown = (after.f_blocks - before.f_blocks) * after.f_frsize
+        assert 190 << 20 <= grown <= 200 << 20, (before, after)
+        w.unpublish(1)
+        w.unstage()
+        w.unpublish_controller()
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_expand_arguments_reach_a_dollar_star_driver_in_place(ctx):
+    """expandvolume <json> <device mount path> <new> <old>: never an empty argument (a driver
+    dispatching with $* would see the others shift), the kubelet's device mount path, the old
+    size as the last expansion left it (0 before the first: CSI gives none), kept across a
+    detach; expandfs gets the pod's volume path and the node's old size."""
+    need_root()
+    d = flex_daemon(ctx)
+    name = "volplug.test/dollarstar"
+    folder = install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "dollarstar"))
+    log = os.path.join(folder, ".calls")
+    wait_driver(d, name)
+    dmp = "/var/lib/kubelet/plugins/kubernetes.io/flexvolume/volplug.test/dollarstar/mounts/pv-star"
+    try:
+        v = AttachedVolume(ctx, d, "pv-star", {"flexvolume.driver": name})
+        v.publish_controller()
+
+        def expand(size):
+            return d.call("ControllerExpandVolume", volume_id=v.id,
+                          capacity_range={"required_bytes": size})
+
+        expand(2 << 30)
+        assert calls_of(log, "expandvolume")[-1][2:] == [dmp, str(2 << 30), "0"], read_call_log(log)
+        v.stage()
+        t = v.publish(1)
+        expand(3 << 30)
+        assert calls_of(log, "expandvolume")[-1][2:] == [dmp, str(3 << 30), str(2 << 30)]
+        d.call("NodeExpandVolume", volume_id=v.id, volume_path=t, staging_target_path=v.staging,
+               capacity_range={"required_bytes": 3 << 30})
+        assert calls_of(log, "expandfs")[-1][2:] == ["/dev/null", t, str(3 << 30), str(2 << 30)], \
+            read_call_log(log)
+        v.unpublish(1)
+        v.unstage()
+        v.unpublish_controller()
+        v.publish_controller()
+        expand(4 << 30)
+        assert calls_of(log, "expandvolume")[-1][2:] == [dmp, str(4 << 30), str(3 << 30)], \
+            "the old size outlives a detach"
+        assert all(a != "" for c in read_call_log(log) for a in c), read_call_log(log)
+        v.unpublish_controller()
+        d.call("DeleteVolume", volume_id=v.id)
+        assert json_files(os.path.join(d.pool, "flex")) == [], "DeleteVolume took the size record"
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_volume_name_as_the_kubelet_gives_it(ctx):
+    """pvOrVolumeName and detach's <volumeName>: flexvolume.volumeName, else the PV name in the
+    context, else an ephemeral volume's name in the kubelet's target path, else the volume id.
+    The loop driver names its image after it and finds it again at detach."""
+    need_root()
+    d = flex_daemon(ctx)
+    try:
+        log, text = recording(ctx.tmp, "loop", os.path.join(EXAMPLES, "loop"))
+        install(d.plugin_dir, LOOP, text=text)
+        wait_driver(d, LOOP)
+        v = AttachedVolume(ctx, d, "csi-4f2a", loop_context(ctx, **{"csi.storage.k8s.io/pv/name": "pv-data"}))
+        v.publish_controller()
+        assert os.path.exists(os.path.join(ctx.tmp, "images", "pv-data.img")), os.listdir(
+            os.path.join(ctx.tmp, "images"))
+        v.unpublish_controller()
+        assert "detach\npv-data\nnode-1\n" in read_calls(log), read_calls(log)
+        assert loops_under(ctx.tmp) == {}, "detach found the volume by its name"
+
+        w = AttachedVolume(ctx, d, "csi-77b0", loop_context(
+            ctx, **{"csi.storage.k8s.io/pv/name": "pv-data", "flexvolume.volumeName": "chosen"}))
+        w.publish_controller()
+        w.unpublish_controller()
+        assert "detach\nchosen\nnode-1\n" in read_calls(log), "flexvolume.volumeName wins"
+
+        tlog, ttext = recording(ctx.tmp, "tmpfs", os.path.join(EXAMPLES, "tmpfs"))
+        install(d.plugin_dir, TMPFS, text=ttext)
+        wait_driver(d, TMPFS)
+        target = os.path.join(ctx.tmp, "pods", "uid-9", "volumes", "kubernetes.io~csi", "scratch", "mount")
+        publish_ephemeral(d, "csi-eph-9", target, TMPFS)
+        opts = json.loads([a for a in read_calls(tlog).splitlines() if a.startswith("{")][-1])
+        assert opts["kubernetes.io/pvOrVolumeName"] == "scratch", opts
+        d.call("NodeUnpublishVolume", volume_id="csi-eph-9", target_path=target)
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_getvolumename_goes_first_as_with_the_kubelet(ctx):
+    """The kubelet calls getvolumename before attach (and a failure stops it): a driver that
+    checks its options there, and registers the volume for attach, works; a bad volume is
+    refused with the driver's message before attach runs."""
+    need_root()
+    d = flex_daemon(ctx)
+    name = "volplug.test/namedvol"
+    folder = install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "namedvol"))
+    wait_driver(d, name)
+    try:
+        bad = AttachedVolume(ctx, d, "pv-nopool", {"flexvolume.driver": name})
+        d.expect_error(grpc.StatusCode.INTERNAL, "ControllerPublishVolume", volume_id=bad.id,
+                       node_id="node-1", volume_capability=cap(), volume_context=bad.context,
+                       match="getvolumename: no pool in the options")
+        assert not os.path.exists(os.path.join(folder, ".names"))
+        v = AttachedVolume(ctx, d, "pv-named", {"flexvolume.driver": name, "pool": "fast"})
+        v.publish_controller()
+        with open(os.path.join(folder, ".names")) as f:
+            assert "fast-pv-named" in f.read().split()
+        v.stage()
+        v.unstage()
+        v.unpublish_controller()
+        assert json_files(os.path.join(d.pool, "flex")) == []
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_waitforattach_device_as_the_kubelet_passes_it(ctx):
+    """waitforattach gets the device attach named, "" when none; mountdevice gets the device
+    waitforattach named, "" when it named none (volplug no longer puts attach's back)."""
+    need_root()
+    d = flex_daemon(ctx)
+    name = "volplug.test/nodevice"
+    folder = install(d.plugin_dir, name, src=os.path.join(TEST_DRIVERS, "nodevice"))
+    log = os.path.join(folder, ".calls")
+    wait_driver(d, name)
+    try:
+        for vid, device in (("pv-dev", "/dev/zero"), ("pv-nodev", "")):
+            ctx_ = {"flexvolume.driver": name}
+            if device:
+                ctx_["device"] = device
+            v = AttachedVolume(ctx, d, vid, ctx_)
+            v.publish_controller()
+            assert (v.device or "") == device, v.device
+            v.stage()
+            w = calls_of(log, "waitforattach")[-1]
+            m = calls_of(log, "mountdevice")[-1]
+            assert w[1] == device and json.loads(w[2])["kubernetes.io/pvOrVolumeName"] == vid, w
+            assert m[1:3] == [v.staging, ""], m
+            assert mount_at(v.staging)["source"] == "nodevice"
+            v.unstage()
+            v.unpublish_controller()
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_a_full_lifecycle_leaves_no_record(ctx):
+    """Records go with the last detach, unpublish and unstage: after attachable, non-attachable
+    and ephemeral volumes came and went, none is left and pool check finds nothing; one left by
+    a daemon killed before its unpublish finished is reported."""
+    need_root()
+    d = flex_daemon(ctx)
+    try:
+        install(d.plugin_dir, LOOP, src=os.path.join(EXAMPLES, "loop"))
+        install(d.plugin_dir, TMPFS, src=os.path.join(EXAMPLES, "tmpfs"))
+        wait_driver(d, LOOP)
+        wait_driver(d, TMPFS)
+        for v in (AttachedVolume(ctx, d, "pv-a", loop_context(ctx)),
+                  AttachedVolume(ctx, d, "pv-b", {"flexvolume.driver": TMPFS})):
+            v.publish_controller()
+            v.stage()
+            v.publish(1)
+            v.publish(2)
+            assert json_files(os.path.join(d.pool, "flex")), "recorded while in use"
+            v.unpublish(1)
+            v.unpublish(2)
+            v.unstage()
+            v.unpublish_controller()
+        t = os.path.join(ctx.tmp, "pods", "eph")
+        publish_ephemeral(d, "csi-eph", t, TMPFS)
+        d.call("NodeUnpublishVolume", volume_id="csi-eph", target_path=t)
+        assert json_files(os.path.join(d.pool, "flex")) == [], json_files(os.path.join(d.pool, "flex"))
+        assert pool_check(d) == (0, "0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems\n")
+
+        # Published, then the daemon dies and the mount goes without it (a reboot, the kubelet
+        # cleaning up): the record is left, and pool check says so.
+        publish_ephemeral(d, "csi-orphan", t, TMPFS)
+        d.kill9()
+        subprocess.run(["umount", t], check=True)
+        os.rmdir(t)
+        rc, out = pool_check(d)
+        assert rc == 1 and "volume csi-orphan: %s is gone: left behind" % t in out, out
+        assert out.endswith("0 volumes, 0 snapshots, 1 Flexvolume records, 1 problems\n"), out
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
 def test_flexvolume_off_and_unusable_dir(ctx):
     d = ctx.daemon(args=["--flexvolume-dir", ""], name="off")
     d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "ListFlexDrivers", match="off")
@@ -658,5 +979,11 @@ if __name__ == "__main__":
          test_upgrade_between_attachable_and_not_while_mounted, test_broken_and_removed_drivers,
          test_hanging_driver_meets_its_deadline, test_what_a_crashed_daemon_left_is_killed_at_restart,
          test_garbage_answers_give_an_excerpt,
-         test_secrets_never_reach_the_log, test_not_supported_fallbacks, test_fs_group_and_read_only,
-         test_expansion_calls, test_flexvolume_off_and_unusable_dir])
+         test_secrets_never_reach_the_log, test_secrets_in_any_form_never_reach_the_log,
+         test_not_supported_fallbacks, test_fs_group_and_read_only,
+         test_expansion_calls, test_drivers_get_volplugds_environment,
+         test_node_expand_without_expandfs_asks_the_device,
+         test_expand_arguments_reach_a_dollar_star_driver_in_place,
+         test_volume_name_as_the_kubelet_gives_it, test_getvolumename_goes_first_as_with_the_kubelet,
+         test_waitforattach_device_as_the_kubelet_passes_it, test_a_full_lifecycle_leaves_no_record,
+         test_flexvolume_off_and_unusable_dir])

@@ -21,13 +21,13 @@ BROKEN = os.path.join(SOURCE_ROOT, "tests", "flex-drivers")
 FAST = ["--modify-coalesce-window", "10ms"]
 
 
-def ctl(*args, check=None, timeout=60, tmpdir=None):
+def ctl(*args, check=None, timeout=60, tmpdir=None, cwd=None, env=None):
     """volplugctl without a daemon. check: the exit status wanted (None: any)."""
-    env = dict(os.environ)
+    env = dict(os.environ, **(env or {}))
     if tmpdir:
         env["TMPDIR"] = tmpdir
-    p = subprocess.run([VOLPLUGCTL] + list(args), capture_output=True, text=True, timeout=timeout,
-                       env=env)
+    p = subprocess.run([os.path.abspath(VOLPLUGCTL)] + list(args), capture_output=True, text=True,
+                       timeout=timeout, env=env, cwd=cwd)
     if check is not None:
         assert p.returncode == check, "volplugctl %s: exit %d, want %d\nstdout: %s\nstderr: %s" % (
             " ".join(args), p.returncode, check, p.stdout, p.stderr)
@@ -411,7 +411,8 @@ def test_flex_test_passes_the_examples(ctx):
     install(plugins, os.path.join(EXAMPLES, "tmpfs"), "volplug.example", "tmpfs")
     install(plugins, os.path.join(EXAMPLES, "loop"), "volplug.example", "loop")
     p, summary = flex_test("volplug.example/tmpfs", "--dir", plugins, check=0)
-    assert summary.endswith(" checks, 0 violations") and "VIOLATION" not in p.stdout, p.stdout
+    assert summary.endswith(" checks, 0 violations, 0 warnings") and "VIOLATION" not in p.stdout, \
+        p.stdout
     for step in ("init", "mount", "unmount"):
         assert any(l.startswith(step + " ") and " ok" in l for l in p.stdout.splitlines()), p.stdout
     assert "attach" not in [l.split()[0] for l in p.stdout.splitlines()], p.stdout
@@ -422,7 +423,8 @@ def test_flex_test_passes_the_examples(ctx):
     opts = json.dumps({"dir": images, "size": "64M"})
     p, summary = flex_test("volplug.example/loop", "--dir", plugins, "--options", opts, check=0,
                            tmpdir=work)
-    assert summary.endswith(" checks, 0 violations") and "VIOLATION" not in p.stdout, p.stdout
+    assert summary.endswith(" checks, 0 violations, 0 warnings") and "VIOLATION" not in p.stdout, \
+        p.stdout
     steps = [l.split()[0] for l in p.stdout.splitlines()[:-1] if not l.startswith(" ")]
     assert steps == ["init", "getvolumename", "attach", "isattached", "waitforattach",
                      "mountdevice", "mount", "expandvolume", "expandfs", "unmount",
@@ -448,18 +450,19 @@ def test_flex_test_reports_violations(ctx):
     # Garbage, a non-zero exit with Success and a hang: each reported, exit 1.
     p, summary = flex_test(broken(ctx, "garbage"), check=1)
     assert "init                   VIOLATION: the output is not a JSON object" in p.stdout, p.stdout
-    assert summary.endswith(" 1 violations"), summary
+    assert summary.endswith(" 1 violations, 0 warnings"), summary
     start = time.monotonic()
     p, summary = flex_test(broken(ctx, "hang"), "--timeout", "1s", check=1)
     assert time.monotonic() - start < 15, "the deadline was not kept"
     assert "VIOLATION: no answer within the deadline" in p.stdout, p.stdout
-    assert summary == "1 checks, 1 violations", summary
+    assert summary == "1 checks, 1 violations, 0 warnings", summary
     p, summary = flex_test(broken(ctx, "initfail"), check=1)
     assert "VIOLATION: answered Failure (exit status 1): kernel module initfail-fs is not loaded" \
         in p.stdout, p.stdout
     p, summary = flex_test(broken(ctx, "badexit"), check=1)
     assert 'init                   VIOLATION: answered "Success" but ended with exit status 3' \
         in p.stdout, p.stdout
+    assert "the driver would not be loaded: stopped" in p.stdout, "Kubernetes fails its init"
 
     # Wrongly typed capabilities stop the test at init (Kubernetes would not load it).
     rec = os.path.dirname(broken(ctx, "record"))
@@ -475,23 +478,30 @@ def test_flex_test_reports_violations(ctx):
     if not is_root():
         return
     # "Success" to everything, nothing else: attachable by default, so no device, no attached
-    # bool, and mounts that never happen.
+    # bool, and mounts that never happen. Kubernetes accepts all of it: warnings, exit 0.
     os.unlink(os.path.join(rec, ".stdout"))
     out = json.loads(ctl("-o", "json", "flex", "test", os.path.join(rec, "record"),
-                         check=1).stdout)
-    found = {s["step"]: s["violations"] for s in out["steps"]}
-    assert found["attach"] == ['no "device" in a Success answer'], found
-    assert found["isattached"] == ['no "attached" bool in a Success answer'], found
-    assert found["waitforattach"] == ['no "device" in a Success answer'], found
+                         check=0).stdout)
+    found = {s["step"]: s["warnings"] for s in out["steps"]}
+    assert found["attach"] == ['no "device" in a Success answer: Kubernetes passes an empty '
+                               'device to waitforattach'], found
+    assert found["isattached"] == ['"attached" is false (absent) right after a successful attach: '
+                                   'Kubernetes would take the volume as detached and attach it '
+                                   'again'], found
+    assert found["waitforattach"] == ['no "device" in a Success answer: Kubernetes passes an '
+                                      'empty device to mountdevice'], found
     assert found["mountdevice"][0].startswith("mountdevice answered Success but nothing is mounted"), found
     assert found["mount"][0].startswith("mount answered Success but nothing is mounted"), found
-    assert found["isattached (detached)"] == ['no "attached" bool in a Success answer'], found
-    assert out["violations"] == sum(len(v) for v in found.values()) == 6, found
+    assert found["isattached (detached)"] == [], found
+    assert out["violations"] == 0 and out["warnings"] == sum(len(w) for w in found.values()) == 5, out
+    p, summary = flex_test(os.path.join(rec, "record"), check=0)
+    assert "mount                  WARNING: mount answered Success but nothing is mounted" in p.stdout, p.stdout
+    assert summary.endswith(" checks, 0 violations, 5 warnings"), summary
 
     # Not supported on mount from a driver that is not attachable: it cannot work at all.
     p, summary = flex_test(broken(ctx, "notsupported"), check=1)
     assert "mount                  VIOLATION: mount answered Not supported" in p.stdout, p.stdout
-    assert summary.endswith(" 1 violations"), summary
+    assert summary.endswith(" 1 violations, 0 warnings"), summary
 
     # An unmount that answers Success but leaves the mount: caught, and cleaned up after.
     sticky = os.path.join(ctx.tmp, "sticky")
@@ -510,10 +520,59 @@ def test_flex_test_reports_violations(ctx):
     p, summary = flex_test(sticky, check=1, tmpdir=work)
     assert "unmount                VIOLATION: unmount answered Success but" in p.stdout, p.stdout
     assert "is still mounted" in p.stdout and "cleanup" in p.stdout, p.stdout
-    assert summary.endswith(" 1 violations"), summary
+    assert summary.endswith(" 1 violations, 0 warnings"), summary
     with open("/proc/self/mountinfo") as f:
         assert work not in f.read()
     assert os.listdir(work) == [], os.listdir(work)
+
+
+def test_flex_tools_as_the_readme_shows_them(ctx):
+    """The README's commands typed in a directory of one's own (a relative --dir); the mount
+    directories made first, as the kubelet makes them; the driver's environment, volplugctl's
+    own unless --env says otherwise."""
+    need_root()
+    work = os.path.join(ctx.tmp, "readme")
+    os.mkdir(work)
+    ctl("flex", "install", os.path.join(EXAMPLES, "tmpfs"), "--vendor", "example", "--name", "tmpfs",
+        "--dir", "./flexvolume", check=0, cwd=work)
+    p = ctl("flex", "test", "example/tmpfs", "--dir", "./flexvolume", check=0, cwd=work, timeout=120)
+    assert p.stdout.splitlines()[-1].endswith(" checks, 0 violations, 0 warnings"), p.stdout
+    p = ctl("flex", "call", "example/tmpfs", "init", "--dir", "./flexvolume", check=0, cwd=work)
+    assert p.stdout.startswith("command: %s/flexvolume/example~tmpfs/tmpfs init\n" % work), p.stdout
+
+    # A driver that mounts where it is told, the directory being the kubelet's business.
+    bare = os.path.join(ctx.tmp, "bare")
+    with open(bare, "w") as f:
+        f.write("#!/bin/sh\n"
+                "case \"$1\" in\n"
+                "init) echo '{\"status\":\"Success\",\"capabilities\":{\"attach\":false}}' ;;\n"
+                "mount) mount -t tmpfs bare \"$2\" && echo '{\"status\":\"Success\"}' ;;\n"
+                "unmount) umount \"$2\" && echo '{\"status\":\"Success\"}' ;;\n"
+                "*) echo '{\"status\":\"Not supported\"}' ;;\n"
+                "esac\n")
+    os.chmod(bare, 0o755)
+    p, summary = flex_test(bare, check=0)
+    assert summary.endswith(" 0 violations, 0 warnings"), p.stdout
+    target = os.path.join(ctx.tmp, "pod", "volumes", "v")
+    ctl("flex", "call", bare, "mount", target, "{}", check=0)
+    assert mount_at(target)[0] == "tmpfs", mount_at(target)
+    assert stat.S_IMODE(os.stat(os.path.dirname(target)).st_mode) == 0o750
+    ctl("flex", "call", bare, "unmount", target, check=0)
+
+    env = {"ENVCONF_LOG": os.path.join(ctx.tmp, "envconf.log")}
+    envconf = broken(ctx, "envconf")
+    out = json.loads(ctl("-o", "json", "flex", "call", envconf, "unmountdevice", "/m", check=1,
+                         env=env).stdout)
+    assert out["reply"]["status"] == "Not supported", out
+    for flag in ("clean", "HOME,PATH"):
+        out = json.loads(ctl("-o", "json", "flex", "call", envconf, "unmountdevice", "/m",
+                             "--env", flag, check=1, env=env).stdout)
+        assert out["reply"]["message"] == "ENVCONF_LOG is not set: nowhere to log", out
+    out = json.loads(ctl("-o", "json", "flex", "call", envconf, "unmountdevice", "/m",
+                         "--env", "ENVCONF_LOG", check=1, env=env).stdout)
+    assert out["reply"]["status"] == "Not supported", out
+    p = ctl("flex", "call", envconf, "init", "--env", "a b", check=2)
+    assert "--env 'a b': want inherit, clean or a comma-separated list" in p.stderr, p.stderr
 
 
 def test_flex_list(ctx):
@@ -687,6 +746,7 @@ if __name__ == "__main__":
          test_snapshots_and_groups_through_the_cli, test_list_pages_and_all,
          test_capacity_and_capabilities, test_errors_show_code_and_message,
          test_bad_usage_exits_2_before_any_call, test_flex_install_and_remove, test_flex_call,
-         test_flex_test_passes_the_examples, test_flex_test_reports_violations, test_flex_list,
+         test_flex_test_passes_the_examples, test_flex_test_reports_violations,
+         test_flex_tools_as_the_readme_shows_them, test_flex_list,
          test_pool_check_reports_and_repairs_strays, test_daemon_repairs_strays_at_start,
          test_pool_check_usage])

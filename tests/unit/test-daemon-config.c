@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "daemon-config.h"
 #include "ownership.h"
@@ -60,6 +62,19 @@ int main(void)
 	is_str(c.flexvolume_dir, "/usr/libexec/kubernetes/kubelet-plugins/volume/exec",
 	       "default plugin dir");
 	is_int(c.flexvolume_timeout[FLEX_MOUNT], 0, "no deadline set: the command's default");
+	ok(!c.flexvolume_env, "drivers get volplugd's environment, as the kubelet's");
+	daemon_config_done(&c);
+	is_int(parse(ARGV("--flexvolume-env", "clean"), &c, &error), 0, "--flexvolume-env clean");
+	ok(c.flexvolume_env && strcmp(c.flexvolume_env[1], "LC_ALL=C") == 0 && !c.flexvolume_env[2],
+	   "PATH and LC_ALL=C only");
+	daemon_config_done(&c);
+	setenv("VOLPLUG_TEST_PROXY", "http://p:3128", 1);
+	is_int(parse(ARGV("--flexvolume-env", "clean", "--flexvolume-env", "VOLPLUG_TEST_PROXY"),
+		     &c, &error),
+	       0, "--flexvolume-env NAME: the last one counts");
+	ok(c.flexvolume_env && c.flexvolume_env[2] &&
+		   strcmp(c.flexvolume_env[2], "VOLPLUG_TEST_PROXY=http://p:3128") == 0,
+	   "the variable named, from volplugd's environment");
 	daemon_config_done(&c);
 
 	is_int(parse(ARGV("node", "--backend", "ebs", "--state-dir", "/var/lib/x",
@@ -110,6 +125,9 @@ int main(void)
 		{ARGV("--pool-capacity", "lots"), "--pool-capacity 'lots': invalid value"},
 		{ARGV("--fs-group-change-policy", "Sometimes"),
 		 "--fs-group-change-policy 'Sometimes': invalid value"},
+		{ARGV("--flexvolume-env", "HOME PATH"),
+		 "--flexvolume-env 'HOME PATH': want inherit, clean or a comma-separated list of "
+		 "variable names ('HOME PATH' is none)"},
 
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

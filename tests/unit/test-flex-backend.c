@@ -88,25 +88,37 @@ static FlexRecord *sample(const char *id)
 
 static void test_format(void)
 {
-	_cleanup_(flex_record_freep) FlexRecord *rec = sample("vx"), *back = NULL;
-	rec->attachments = xnew0(FlexAttachment, 1);
-	rec->attachments[0] = (FlexAttachment){xstrdup("node-1"), xstrdup("/dev/loop3"), true};
-	rec->n_attachments = 1;
+	_cleanup_(flex_record_freep) FlexRecord *rec = sample("vx"), *back = NULL, *old = NULL;
+	rec->attachments = xnew0(FlexAttachment, 2);
+	rec->attachments[0] =
+		(FlexAttachment){xstrdup("node-1"), xstrdup("/dev/loop3"), true, true};
+	rec->attachments[1] = (FlexAttachment){xstrdup("node-2"), xstrdup(""), true, false};
+	rec->n_attachments = 2;
 	rec->size = 1 << 30;
 
 	_cleanup_free_ char *json = flex_record_to_json(rec);
 	is_str(json,
-	       "{\"attachments\":[{\"device\":\"/dev/loop3\",\"done\":true,\"node\":\"node-1\"}],"
+	       "{\"attachments\":[{\"attach\":true,\"device\":\"/dev/loop3\",\"done\":true,"
+	       "\"node\":\"node-1\"},{\"attach\":false,\"device\":\"\",\"done\":true,"
+	       "\"node\":\"node-2\"}],"
 	       "\"device\":\"\",\"device_mounted\":false,\"driver\":\"example/loop\","
 	       "\"fs_type\":\"ext4\",\"options\":{\"size\":\"64M\"},\"path\":\"\","
 	       "\"read_only\":false,\"size\":1073741824,\"staging_path\":\"\","
 	       "\"volume_id\":\"vx\",\"volume_name\":\"vx\"}",
-	       "a record's JSON is the format earlier versions wrote");
+	       "a record's JSON: compact, sorted keys");
 	is_int(flex_record_from_json(json, strlen(json), &back), 0, "and reads back");
-	ok(back && back->n_attachments == 1 && back->attachments[0].done &&
+	ok(back && back->n_attachments == 2 && back->attachments[0].done &&
+		   back->attachments[0].attach && !back->attachments[1].attach &&
 		   strcmp(back->attachments[0].device, "/dev/loop3") == 0 &&
 		   strcmp(strmap_get(&back->options, "size"), "64M") == 0 && back->size == 1 << 30,
 	   "with its attachments, options and size");
+	static const char earlier[] =
+		"{\"attachments\":[{\"device\":\"/dev/loop3\",\"done\":true,\"node\":\"node-1\"}],"
+		"\"driver\":\"example/loop\",\"volume_id\":\"vx\",\"volume_name\":\"vx\"}";
+	is_int(flex_record_from_json(earlier, strlen(earlier), &old), 0,
+	       "a record an earlier version wrote");
+	ok(old && old->n_attachments == 1 && old->attachments[0].attach,
+	   "its attachments were made by attachable drivers: a detach is owed");
 	is_int(flex_record_from_json("[1]", 3, &back), -EBADMSG, "not an object: -EBADMSG");
 
 	flex_record_set(&rec->driver, "bad\xff");
@@ -204,12 +216,35 @@ static void test_check(void)
 
 	flex_records_init(&s, dir, "node-1");
 	_cleanup_(flex_record_freep) FlexRecord *rec = sample("vx");
+	rec->attachments = xnew0(FlexAttachment, 1);
+	rec->attachments[0] = (FlexAttachment){xstrdup("node-1"), xstrdup(""), true, true};
+	rec->n_attachments = 1;
 	(void)flex_record_save(&s, FLEX_RECORD_VOLUME, rec);
-	flex_record_set(&rec->path, "/staging/vx");
+	flex_record_set(&rec->path, pool); /* a staging path that exists */
 	(void)flex_record_save(&s, FLEX_RECORD_STAGED, rec);
+	_cleanup_(flex_record_freep) FlexRecord *grown = sample("vg");
+	grown->size = 1 << 30;
+	(void)flex_record_save(&s, FLEX_RECORD_VOLUME, grown);
 	is_int(flex_records_check(dir, &rep), 0, "check: clean records");
-	ok(rep.records == 2 && rep.problems == 0, "2 records, no problem: %s", rep.text);
+	ok(rep.records == 3 && rep.problems == 0,
+	   "3 records, no problem (one attached nowhere keeps the size an expansion set): %s",
+	   rep.text);
 	flex_records_report_done(&rep);
+
+	/* What was undone but whose record stayed: reported as left behind. */
+	_cleanup_(flex_record_freep) FlexRecord *idle = sample("vi");
+	(void)flex_record_save(&s, FLEX_RECORD_VOLUME, idle);
+	flex_record_set(&idle->path, "/nonexistent/staging/vi");
+	(void)flex_record_save(&s, FLEX_RECORD_STAGED, idle);
+	is_int(flex_records_check(dir, &rep), 0, "check: leftovers");
+	ok(contains(rep.text, "volume vi: attached nowhere, no size to keep: left behind"),
+	   "a controller record that owes nothing: %s", rep.text);
+	ok(contains(rep.text, "volume vi: /nonexistent/staging/vi is gone: left behind"),
+	   "a node record whose path is gone");
+	is_int(rep.problems, 2, "2 problems");
+	flex_records_report_done(&rep);
+	(void)flex_record_remove(&s, FLEX_RECORD_STAGED, idle);
+	(void)flex_record_remove(&s, FLEX_RECORD_VOLUME, idle);
 
 	_cleanup_(flex_record_freep) FlexRecord *bad = sample("vz");
 	flex_record_set(&bad->driver, "no driver");
@@ -237,7 +272,7 @@ static void test_check(void)
 	ok(contains(rep.text, "flex/nodes/bad node: not a node's folder"), "a stray node folder");
 	ok(contains(rep.text, "flex/stray: not part of the records"), "a stray file");
 	is_int(rep.problems, 8, "8 problems: %s", rep.text);
-	is_int(rep.records, 3, "3 records read (2 good, 1 bad)");
+	is_int(rep.records, 4, "4 records read (3 good, 1 bad)");
 	flex_records_report_done(&rep);
 	flex_records_done(&s);
 	remove_records();
@@ -380,11 +415,20 @@ static void test_controller(void)
 	ok(b->ops->claims(b, "vx", NULL), "and claims the volume for calls without a context");
 	backend_attachment_done(&att);
 
+	put("record", ".stdout",
+	    "{\"status\":\"Success\",\"device\":\"/dev/xvdf\",\"attached\":true}");
 	is_int(b->ops->attach(b, &at, &att, &err), 0, "attach again");
 	a2 = argv_of("record");
 	ok(contains(a2, "isattached {"), "a retry asks isattached: %s", a2);
 	is_str(strmap_get(&att.publish_context, "devicePath"), "/dev/xvdf", "same device");
 	ok(att.existed, "attached already: nothing new to log");
+	backend_attachment_done(&att);
+	put("record", ".stdout", "{\"status\":\"Success\",\"device\":\"/dev/xvdg\"}");
+	is_int(b->ops->attach(b, &at, &att, &err), 0, "attach once more");
+	_cleanup_free_ char *a5 = argv_of("record");
+	ok(contains(a5, "attach {") && !contains(a5, "isattached"),
+	   "isattached without \"attached\" is false, as Kubernetes reads it: attached again");
+	is_str(strmap_get(&att.publish_context, "devicePath"), "/dev/xvdg", "the new device");
 	backend_attachment_done(&att);
 
 	put("record", ".stdout", NULL);
@@ -392,8 +436,10 @@ static void test_controller(void)
 	BackendChanged changed = {};
 	is_int(b->ops->change_volume(b, &ch, &changed, &err), 0, "expand");
 	a3 = argv_of("record");
-	ok(contains(a3, "expandvolume {") && contains(a3, " 2147483648 0"),
-	   "expandvolume <json> <dmp> <new> <old>: %s", a3);
+	ok(contains(a3, "expandvolume {") &&
+		   contains(a3, "} /var/lib/kubelet/plugins/kubernetes.io/flexvolume/test/record/"
+				"mounts/vx 2147483648 0 "),
+	   "expandvolume <json> <the kubelet's device mount path> <new> <old: unknown>: %s", a3);
 	ok(changed.size == 2ULL << 30 && changed.node_expansion_required,
 	   "the new size; the node grows the filesystem (requiresFSResize)");
 	BackendVolume v = {};
@@ -424,11 +470,12 @@ static void test_controller(void)
 	a4 = argv_of("record");
 	is_str(a4, "detach vx node-1 ", "detach <volumeName> <node>");
 	ok(strv_length(gone.nodes) == 1 && strcmp(gone.nodes[0], "node-1") == 0 &&
-		   strcmp(gone.devices[0], "/dev/xvdf") == 0,
+		   strcmp(gone.devices[0], "/dev/xvdg") == 0,
 	   "what was detached, for the log");
 	backend_detached_done(&gone);
 	is_int(b->ops->get_volume(b, &(BackendRef){.id = "vx"}, &v, &err), 0, "get after detach");
-	ok(!v.published_nodes, "published nowhere");
+	ok(!v.published_nodes && v.size == 2ULL << 30,
+	   "published nowhere: the record stays for the size an expansion set");
 	backend_volume_done(&v);
 	is_int(b->ops->delete_volume(b, &ref, &del, &err), 0, "delete");
 	ok(del.found && strcmp(del.name, "vx") == 0, "it had a record");
@@ -437,6 +484,89 @@ static void test_controller(void)
 	ok(!b->ops->claims(b, "vx", NULL), "so the volume is no longer claimed");
 	is_int(b->ops->delete_volume(b, &ref, &del, &err), 0, "delete again: done");
 	ok(!del.found, "nothing was there");
+
+	strmap_done(&ctx);
+	b->ops->free(b);
+	flex_registry_free(reg);
+	remove_records();
+}
+
+static bool has_record(const char *id)
+{
+	_cleanup_free_ char *dir = flex_records_dir(pool);
+	FlexRecords s;
+	FlexRecord *rec = NULL;
+
+	flex_records_init(&s, dir, "node-1");
+	int r = flex_record_load(&s, FLEX_RECORD_VOLUME, id, NULL, &rec);
+	flex_record_free(rec);
+	flex_records_done(&s);
+	return r == 0;
+}
+
+/* ControllerPublish and ControllerUnpublish leave no record behind, for drivers that attach and
+ * for those that do not (nothing is called for these); getvolumename goes before attach and
+ * detach, as Kubernetes calls it, and its failure stops them. */
+static void test_controller_records(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "record");
+	_cleanup_free_ char *argv_file = xasprintf("%s/test~record/.argv", tmpdir);
+	FlexRegistry *reg = flex_registry_new();
+	FlexCapabilities caps = FLEX_CAPABILITIES_DEFAULT, plain = FLEX_CAPABILITIES_DEFAULT;
+	plain.attach = false;
+	flex_registry_publish(reg, flex_driver_new("test/record", "test~record", exe,
+						   FLEX_DRIVER_LOADED, &caps, NULL));
+	flex_registry_publish(reg, flex_driver_new("test/plain", "test~record", exe,
+						   FLEX_DRIVER_LOADED, &plain, NULL));
+	Backend *b = flex_new(reg);
+	_cleanup_free_ char *err = NULL;
+	Strmap ctx = {};
+	BackendAttachment att = {};
+	BackendDetached gone = {};
+	BackendVolume v = {};
+
+	strmap_set(&ctx, "flexvolume.driver", "test/plain");
+	BackendAttach at = {
+		.volume_id = "vp",
+		.node_id = "node-1",
+		.access = {.fstype = "ext4", .mode = "SINGLE_NODE_WRITER"},
+		.volume_context = &ctx,
+	};
+	BackendDetach dt = {.volume_id = "vp", .node_id = "node-1"};
+	unlink(argv_file);
+	is_int(b->ops->attach(b, &at, &att, &err), 0, "attach, a driver that does not attach");
+	ok(access(argv_file, F_OK) < 0 && !att.publish_context.n, "nothing called, no device");
+	backend_attachment_done(&att);
+	is_int(b->ops->get_volume(b, &(BackendRef){.id = "vp"}, &v, &err), 0, "get");
+	ok(strv_length(v.published_nodes) == 1, "published to node-1: recorded");
+	backend_volume_done(&v);
+	is_int(b->ops->detach(b, &dt, &gone, &err), 0, "detach");
+	ok(access(argv_file, F_OK) < 0, "nothing called");
+	ok(strv_length(gone.nodes) == 1, "detached from node-1");
+	backend_detached_done(&gone);
+	ok(!has_record("vp"), "no record left");
+
+	strmap_set(&ctx, "flexvolume.driver", "test/record");
+	put("record", ".stdout",
+	    "{\"status\":\"Failure\",\"message\":\"no pool named in the options\"}");
+	is_int(b->ops->attach(b, &at, &att, &err), -EIO, "getvolumename fails: attach fails");
+	_cleanup_free_ char *a1 = argv_of("record");
+	ok(contains(a1, "getvolumename {") && contains(err, "no pool named"),
+	   "attach never ran: %s; %s", a1, err);
+	ok(!has_record("vp"), "nothing recorded");
+
+	put("record", ".stdout", "{\"status\":\"Success\",\"device\":\"/dev/xvdh\"}");
+	is_int(b->ops->attach(b, &at, &att, &err), 0, "attach");
+	backend_attachment_done(&att);
+	put("record", ".stdout", "{\"status\":\"Failure\",\"message\":\"no pool named\"}");
+	is_int(b->ops->detach(b, &dt, &gone, &err), -EIO, "getvolumename fails: detach fails");
+	ok(has_record("vp"), "the attachment stays recorded: a detach is owed");
+	put("record", ".stdout", NULL);
+	is_int(b->ops->detach(b, &dt, &gone, &err), 0, "detach");
+	_cleanup_free_ char *a2 = argv_of("record");
+	is_str(a2, "detach vp node-1 ", "detach <volumeName> <node>");
+	backend_detached_done(&gone);
+	ok(!has_record("vp"), "no record left after the last detach");
 
 	strmap_done(&ctx);
 	b->ops->free(b);
@@ -458,6 +588,7 @@ int main(void)
 	test_check();
 	test_errors();
 	test_controller();
+	test_controller_records();
 	free(pool);
 	drivers_done();
 	return tap_done();

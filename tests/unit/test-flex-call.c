@@ -14,7 +14,9 @@
 #include "fileio.h"
 #include "flex-drivers.h"
 #include "log.h"
+#include "redact.h"
 #include "registry.h"
+#include "strv.h"
 #include "tap.h"
 
 /* The recorded argv, joined with '|'. */
@@ -741,8 +743,22 @@ static void test_locate(void)
 	free(TAKE_PTR(name));
 	is_int(flex_driver_locate("/nonexistent", "./test~record/record", &exe, &name, &error), 0,
 	       "a path starting with '.'");
-	is_str(exe, rec, "resolved");
+	is_str(exe, rec, "made absolute");
 	is_str(name, "record", "named by its file");
+	free(TAKE_PTR(exe));
+	free(TAKE_PTR(name));
+	/* One program installed under several names, telling them apart by argv[0]. */
+	ok(mkdir("test~alias", 0755) == 0 && symlink(rec, "test~alias/alias") == 0, "a symlink");
+	_cleanup_free_ char *alias = xasprintf("%s/test~alias/alias", tmpdir);
+	is_int(flex_driver_locate("./", "test/alias", &exe, &name, &error), 0,
+	       "a symlinked driver");
+	is_str(exe, alias, "run by its own path, as the kubelet runs it");
+	free(TAKE_PTR(exe));
+	free(TAKE_PTR(name));
+	is_int(flex_driver_locate("/nonexistent", "test~alias/alias", &exe, &name, &error), 0,
+	       "by a relative path");
+	is_str(exe, alias, "its own path");
+	is_str(name, "alias", "and its own name");
 	free(TAKE_PTR(exe));
 	free(TAKE_PTR(name));
 	ok(chdir(cwd) == 0, "back");
@@ -797,6 +813,137 @@ static void test_registry(void)
 	flex_driver_unref(d);
 }
 
+/* Every form a driver may print a secret in, and nothing else, is cut out; a form the capture
+ * limit cut in two is cut out too. */
+static void test_redaction(void)
+{
+	_cleanup_strv_free_ char **forms = NULL;
+	const char *secret = "p\"\\/<é>?~\n";
+
+	flex_secret_forms(secret, &forms);
+	flex_secret_forms("", &forms);
+	const char *want[] = {
+		"p\"\\/<é>?~\n",		  /* raw */
+		"cCJcLzzDqT4/fgo=",		  /* base64, as the driver got it */
+		"cCJcLzzDqT4/fgo",		  /* unpadded */
+		"cCJcLzzDqT4_fgo=",		  /* URL alphabet */
+		"cCJcLzzDqT4_fgo",		  /* URL, unpadded */
+		"cCJcLzzDqT4\\/fgo=",		  /* base64 in JSON with \/ */
+		"p\\\"\\\\/<é>?~\\n",		  /* JSON: jq, Python, jansson */
+		"p\\\"\\\\/\\u003cé\\u003e?~\\n", /* JSON: Go */
+		"p\\\"\\\\/<\\u00e9>?~\\n",	  /* JSON: Python's ensure_ascii */
+		"p\\\"\\\\\\/<é>?~\\n",		  /* JSON with \/ */
+		"p\\\"\\\\/<\\u00E9>?~\\n",	  /* JSON, upper-case hex */
+		"p\\\\\\\"\\\\\\\\/<é>?~\\\\n",	  /* JSON in JSON */
+		"70225c2f3cc3a93e3f7e0a",	  /* hex */
+		"70225C2F3CC3A93E3F7E0A",	  /* HEX */
+		"cCJcLzzDqT4/fgo\\u003d",	  /* never: no encoder escapes = */
+	};
+	for (size_t i = 0; i < ELEMENTSOF(want); i++) {
+		bool found = false, expected = i + 1 < ELEMENTSOF(want);
+		for (size_t k = 0; forms && forms[k]; k++)
+			found = found || strcmp(forms[k], want[i]) == 0;
+		ok(found == expected, "form %zu %s: %s", i, expected ? "made" : "not made",
+		   want[i]);
+	}
+	is_int(strv_length(forms), ELEMENTSOF(want) - 1, "each form once, none for \"\"");
+
+	_cleanup_free_ char *text =
+		xasprintf("a %s b %s c %s d", forms[0], forms[1], "70225c2f3cc3a93e3f7e0a");
+	_cleanup_free_ char *red = flex_redact(text, strlen(text), false, forms);
+	is_str(red, "a (redacted) b (redacted) c (redacted) d", "each form cut out");
+	_cleanup_strv_free_ char **abc = NULL;
+	strv_append(&abc, xstrdup("abc"));
+	strv_append(&abc, xstrdup("cab"));
+	_cleanup_free_ char *merged = flex_redact("xabcabcy", 8, false, abc);
+	is_str(merged, "x(redacted)y", "overlapping forms cut out as one");
+	_cleanup_free_ char *tail = flex_redact("out: ab", 7, true, abc);
+	is_str(tail, "out: (redacted)", "truncated: the head of a form at the end goes too");
+	_cleanup_free_ char *whole = flex_redact("out: ab", 7, false, abc);
+	is_str(whole, "out: ab", "not truncated: it was no secret");
+	_cleanup_free_ char *nul = flex_redact("a\0abc", 5, false, abc);
+	ok(memcmp(nul, "a\0(redacted)", 13) == 0, "NUL bytes do not end the search");
+	_cleanup_free_ char *none = flex_redact(NULL, 0, true, NULL);
+	is_str(none, "", "nothing: \"\"");
+}
+
+/* Drivers run with this process's environment, as the kubelet runs them with its own; a clean
+ * one or an allow-list on request. */
+static void test_environment(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "envconf");
+	_cleanup_free_ char *log = xasprintf("%s/envconf.log", tmpdir);
+	_cleanup_free_ char *error = NULL;
+	char **env = NULL;
+
+	is_int(flex_env_parse("inherit", &env, &error), 0, "inherit");
+	ok(!env, "no list: this process's environment");
+	is_int(flex_env_parse("clean", &env, &error), 0, "clean");
+	ok(strv_length(env) == 2 && strncmp(env[0], "PATH=/", 6) == 0 &&
+		   strcmp(env[1], "LC_ALL=C") == 0,
+	   "PATH and LC_ALL=C");
+	strv_free(env);
+	is_int(flex_env_parse("x y", &env, &error), -EINVAL, "a name that is none");
+	ok(contains(error, "'x y'") && contains(error, "inherit, clean"), "%s", error);
+	is_int(flex_env_parse("A,", &env, &error), -EINVAL, "an empty name");
+
+	setenv("ENVCONF_LOG", log, 1);
+	setenv("https_proxy", "http://proxy.test:3128", 1);
+	FlexReply rep;
+	is_int(flex_call("test/envconf", exe, NULL, FLEX_UNMOUNTDEVICE,
+			 &(FlexCallArgs){.device_mount_path = "/m"}, &rep, &error),
+	       -EOPNOTSUPP, "inherited: the driver found its settings");
+	ok(count_lines(tmpdir, "envconf.log", "unmountdevice proxy=http://proxy.test:3128") == 1,
+	   "and its proxy");
+	is_int(flex_env_parse("ENVCONF_LOG,NOT_SET_ANYWHERE", &env, &error), 0, "an allow-list");
+	ok(strv_length(env) == 3 && contains(env[2], "ENVCONF_LOG="), "PATH, LC_ALL, ENVCONF_LOG");
+	FlexCallConfig cfg = {.env = env};
+	is_int(flex_call("test/envconf", exe, &cfg, FLEX_UNMOUNTDEVICE,
+			 &(FlexCallArgs){.device_mount_path = "/m"}, &rep, &error),
+	       -EOPNOTSUPP, "allowed: found");
+	ok(count_lines(tmpdir, "envconf.log", "unmountdevice proxy=") == 1, "not the proxy");
+	strv_free(env);
+	is_int(flex_env_parse("clean", &env, &error), 0, "clean");
+	cfg.env = env;
+	is_int(flex_call("test/envconf", exe, &cfg, FLEX_UNMOUNTDEVICE,
+			 &(FlexCallArgs){.device_mount_path = "/m"}, &rep, &error),
+	       -EIO, "clean: the driver misses its settings");
+	ok(contains(error, "ENVCONF_LOG is not set"), "%s", error);
+	strv_free(env);
+	unsetenv("ENVCONF_LOG");
+	unsetenv("https_proxy");
+}
+
+/* Whether Kubernetes, reading stdout and stderr as one, finds the answer volplug found. */
+static void test_kubelet_parses(void)
+{
+	_cleanup_free_ char *exe = install("tests/flex-drivers", "record");
+	const struct {
+		const char *out, *err;
+		bool kubelet;
+	} table[] = {
+		{"{\"status\":\"Success\"}\n", NULL, true},
+		{"  {\"status\":\"Success\"}  \n", " \n", true},
+		{NULL, "{\"status\":\"Not supported\"}", true},
+		{"{\"status\":\"Success\"}", "debug: mounted\n", false},
+		{"mounting...\n{\"status\":\"Success\"}", NULL, false},
+		{"{\"status\":\"Success\"}\n{\"status\":\"Success\"}", NULL, false},
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+		FlexRun run;
+		put("record", ".stdout", table[i].out ?: "");
+		put("record", ".stderr", table[i].err);
+		is_int(flex_run("test/record", exe, NULL, FLEX_INIT, NULL, &run), 0, "run %zu", i);
+		ok(run.parsed, "volplug finds the answer");
+		ok(flex_run_kubelet_parses(&run) == table[i].kubelet, "Kubernetes %s",
+		   table[i].kubelet ? "finds it too" : "does not");
+		flex_run_done(&run);
+	}
+	put("record", ".stdout", NULL);
+	put("record", ".stderr", NULL);
+}
+
 int main(void)
 {
 	drivers_init("flex-call");
@@ -811,6 +958,9 @@ int main(void)
 	test_verdicts();
 	test_not_supported_memory();
 	test_secrets();
+	test_redaction();
+	test_environment();
+	test_kubelet_parses();
 	test_examples();
 
 	drivers_done();

@@ -64,6 +64,28 @@ int flex_backend_run(FlexBackend *fb, FlexDriver *drv, const FlexRecord *rec, Fl
 	return 0;
 }
 
+int flex_backend_volume_name(FlexBackend *fb, FlexDriver *drv, const FlexRecord *rec,
+			     char **ret_error)
+{
+	_cleanup_free_ FlexOption *opts = NULL;
+	FlexVolumeSpec spec;
+	FlexReply rep;
+
+	flex_backend_spec(rec, &spec, &opts);
+	FlexCallArgs args = {.spec = &spec};
+	int r = flex_backend_run(fb, drv, rec, FLEX_GETVOLUMENAME, &args, &rep, ret_error);
+	if (r == -EOPNOTSUPP)
+		return 0;
+	if (r < 0)
+		return r;
+	if (rep.volume_name && strcmp(rep.volume_name, rec->volume_name) != 0)
+		log_debug("volume %s: driver %s getvolumename answered \"%s\": ignored, as "
+			  "Kubernetes does; the volume's name is \"%s\"",
+			  rec->volume_id, drv->name, rep.volume_name, rec->volume_name);
+	flex_reply_done(&rep);
+	return 0;
+}
+
 int flex_backend_not_supported(const FlexRecord *rec, const FlexDriver *drv, FlexCommand cmd,
 			       const char *why, char **ret_error)
 {
@@ -103,8 +125,45 @@ int flex_backend_check_access(const BackendAccess *access, char **ret_error)
 	return 0;
 }
 
+/* The pod volume's name in the kubelet's target path of an ephemeral inline volume,
+ * .../volumes/kubernetes.io~csi/<name>/mount; NULL when the path is not of that shape. */
+static char *ephemeral_name(const char *target_path)
+{
+	static const char suffix[] = "/mount", plugin[] = "/kubernetes.io~csi/";
+	size_t n = target_path ? strlen(target_path) : 0;
+
+	if (n <= strlen(suffix) || strcmp(target_path + n - strlen(suffix), suffix) != 0)
+		return NULL;
+	n -= strlen(suffix);
+	size_t start = n;
+	while (start > 0 && target_path[start - 1] != '/')
+		start--;
+	if (start == n || start < strlen(plugin) ||
+	    strncmp(target_path + start - strlen(plugin), plugin, strlen(plugin)) != 0)
+		return NULL;
+	return xstrndup(target_path + start, n - start);
+}
+
+/* The name Kubernetes gives a volume (spec.Name(): the PV's, or the pod volume's for an
+ * inline one), as far as CSI tells it: flexvolume.volumeName, else the PV name in the
+ * context, else an ephemeral volume's name in its target path, else the volume id. */
+static char *volume_name(const char *volume_id, const Strmap *context, const char *target_path)
+{
+	const char *keys[] = {FLEX_CONTEXT_VOLUME_NAME, FLEX_CONTEXT_PV_NAME};
+	const char *ephemeral = strmap_get(context, FLEX_CONTEXT_EPHEMERAL);
+
+	for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+		const char *v = strmap_get(context, keys[i]);
+		if (v && *v)
+			return xstrdup(v);
+	}
+	char *name =
+		ephemeral && strcmp(ephemeral, "true") == 0 ? ephemeral_name(target_path) : NULL;
+	return name ?: xstrdup(volume_id);
+}
+
 int flex_backend_record(const char *volume_id, const Strmap *context, const char *fs_type,
-			bool read_only, FlexRecord **ret, char **ret_error)
+			bool read_only, const char *target_path, FlexRecord **ret, char **ret_error)
 {
 	_cleanup_free_ char *err = NULL;
 	const char *driver = context ? strmap_get(context, FLEX_CONTEXT_DRIVER) : NULL;
@@ -116,9 +175,8 @@ int flex_backend_record(const char *volume_id, const Strmap *context, const char
 	flex_record_set(&rec->driver, driver);
 	flex_record_set(&rec->fs_type, fs_type);
 	rec->read_only = read_only;
-	const char *name = strmap_get(context, FLEX_CONTEXT_VOLUME_NAME);
-	if (name && *name)
-		flex_record_set(&rec->volume_name, name);
+	free(rec->volume_name);
+	rec->volume_name = volume_name(volume_id, context, target_path);
 	for (size_t i = 0; i < context->n; i++)
 		if (!startswith(context->keys[i], CSI_PREFIX) &&
 		    !startswith(context->keys[i], CONTEXT_PREFIX))
@@ -193,7 +251,7 @@ static int attachment_verify(FlexBackend *fb, FlexDriver *drv, const FlexRecord 
 		return 1; /* Kubernetes assumes attached */
 	if (r < 0)
 		return r;
-	bool attached = !rep.has_attached || rep.attached;
+	bool attached = rep.attached; /* absent: false, as Go reads it */
 	flex_reply_done(&rep);
 	return attached;
 }
@@ -208,7 +266,7 @@ static int attach_record(FlexBackend *fb, const BackendAttach *r, FlexRecord **r
 	if ((e = flex_backend_check_access(&r->access, ret_error)) < 0)
 		return e;
 	e = flex_backend_record(r->volume_id, r->volume_context, r->access.fstype,
-				r->read_only || r->access.read_only, &rec, ret_error);
+				r->read_only || r->access.read_only, NULL, &rec, ret_error);
 	if (e < 0)
 		return e;
 	if ((e = flex_backend_load(fb, FLEX_RECORD_VOLUME, r->volume_id, NULL, &old, ret_error)) <
@@ -221,6 +279,33 @@ static int attach_record(FlexBackend *fb, const BackendAttach *r, FlexRecord **r
 		rec->size = old->size;
 	}
 	*ret = TAKE_PTR(rec);
+	return 0;
+}
+
+static FlexAttachment *attachment_add(FlexRecord *rec, const char *node, bool attach)
+{
+	rec->attachments =
+		xrealloc(rec->attachments, (rec->n_attachments + 1) * sizeof(FlexAttachment));
+	FlexAttachment *a = &rec->attachments[rec->n_attachments++];
+	*a = (FlexAttachment){.node = xstrdup(node), .device = xstrdup(""), .attach = attach};
+	return a;
+}
+
+/* A driver that does not attach: Kubernetes calls nothing. The attachment is recorded all the
+ * same, so that expansion finds the driver while the volume is published. */
+static int attach_nothing(FlexBackend *fb, FlexRecord *rec, const FlexDriver *drv, const char *node,
+			  BackendAttachment *ret, char **ret_error)
+{
+	bool existed = attachment_find(rec, node) != NULL;
+	int e;
+
+	if (!existed) {
+		attachment_add(rec, node, false)->done = true;
+		if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
+			return e;
+	}
+	log_debug("volume %s: Flexvolume driver %s does not attach", rec->volume_id, drv->name);
+	attachment_reply(NULL, existed, ret);
 	return 0;
 }
 
@@ -238,19 +323,14 @@ static int attach_op(Backend *b, const BackendAttach *r, BackendAttachment *ret,
 		return e;
 	if ((e = flex_backend_driver(fb, rec, &drv, ret_error)) < 0)
 		return e;
-	if (!drv->capabilities.attach) {
-		/* Nothing to attach; the record still lets expansion find the driver. */
-		if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
-			return e;
-		log_debug("volume %s: Flexvolume driver %s does not attach", rec->volume_id,
-			  drv->name);
-		attachment_reply(NULL, false, ret);
-		return 0;
-	}
+	if (!drv->capabilities.attach)
+		return attach_nothing(fb, rec, drv, r->node_id, ret, ret_error);
+	if ((e = flex_backend_volume_name(fb, drv, rec, ret_error)) < 0)
+		return e;
 	flex_backend_spec(rec, &spec, &opts);
 	FlexCallArgs args = {.spec = &spec, .node_name = r->node_id};
 	FlexAttachment *a = attachment_find(rec, r->node_id);
-	if (a && a->done) {
+	if (a && a->done && a->attach) {
 		e = attachment_verify(fb, drv, rec, &args, ret_error);
 		if (e < 0)
 			return e;
@@ -262,13 +342,10 @@ static int attach_op(Backend *b, const BackendAttach *r, BackendAttachment *ret,
 			  "again",
 			  rec->volume_id, drv->name, r->node_id);
 	}
-	if (!a) {
-		rec->attachments = xrealloc(rec->attachments,
-					    (rec->n_attachments + 1) * sizeof(FlexAttachment));
-		a = &rec->attachments[rec->n_attachments++];
-		*a = (FlexAttachment){.node = xstrdup(r->node_id), .device = xstrdup("")};
-	}
+	if (!a)
+		a = attachment_add(rec, r->node_id, true);
 	a->done = false;
+	a->attach = true;
 	/* Written first: a detach is owed from the moment attach may have run. */
 	if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
 		return e;
@@ -297,6 +374,39 @@ static void attachment_remove(FlexRecord *rec, size_t i)
 	rec->n_attachments--;
 }
 
+/* One attachment undone: detach <volumeName> <node> when the driver attached it. */
+static int detach_one(FlexBackend *fb, FlexRecord *rec, const FlexAttachment *a, FlexDriver **drv,
+		      char **ret_error)
+{
+	int e;
+
+	if (!a->attach)
+		return 0; /* a driver that does not attach: nothing to call */
+	if (!*drv) {
+		if ((e = flex_backend_driver(fb, rec, drv, ret_error)) < 0)
+			return e;
+		if ((*drv)->capabilities.attach &&
+		    (e = flex_backend_volume_name(fb, *drv, rec, ret_error)) < 0)
+			return e;
+	}
+	FlexCallArgs args = {.volume_name = rec->volume_name, .node_name = a->node};
+	e = flex_backend_run(fb, *drv, rec, FLEX_DETACH, &args, NULL, ret_error);
+	if (e < 0 && e != -EOPNOTSUPP) /* Not supported: success, like Kubernetes */
+		return e;
+	log_debug("volume %s: detached from node %s by Flexvolume driver %s", rec->volume_id,
+		  a->node, (*drv)->name);
+	return 0;
+}
+
+/* After the last detach the record goes, unless it holds the size an expansion set (the old
+ * size of the next expandvolume: CSI gives none), which stays until DeleteVolume. */
+static int detach_record(FlexBackend *fb, const FlexRecord *rec, char **ret_error)
+{
+	if (rec->n_attachments > 0 || rec->size > 0)
+		return flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error);
+	return flex_backend_remove(fb, FLEX_RECORD_VOLUME, rec, ret_error);
+}
+
 static int detach_op(Backend *b, const BackendDetach *r, BackendDetached *ret, char **ret_error)
 {
 	FlexBackend *fb = flex_of(b);
@@ -315,20 +425,18 @@ static int detach_op(Backend *b, const BackendDetach *r, BackendDetached *ret, c
 			i++;
 			continue;
 		}
-		if (!drv && (e = flex_backend_driver(fb, rec, &drv, ret_error)) < 0)
+		if ((e = detach_one(fb, rec, a, &drv, ret_error)) < 0)
 			return e;
-		FlexCallArgs args = {.volume_name = rec->volume_name, .node_name = a->node};
-		e = flex_backend_run(fb, drv, rec, FLEX_DETACH, &args, NULL, ret_error);
-		if (e < 0 && e != -EOPNOTSUPP) /* Not supported: success, like Kubernetes */
-			return e;
-		log_debug("volume %s: detached from node %s by Flexvolume driver %s",
-			  rec->volume_id, a->node, drv->name);
 		strv_append(&gone.nodes, TAKE_PTR(a->node));
 		strv_append(&gone.devices, TAKE_PTR(a->device) ?: xstrdup(""));
 		attachment_remove(rec, i);
-		if ((e = flex_backend_save(fb, FLEX_RECORD_VOLUME, rec, ret_error)) < 0)
+		if ((e = detach_record(fb, rec, ret_error)) < 0)
 			return e;
 	}
+	/* A record owing nothing (from an earlier version) goes too. */
+	if (rec && !gone.nodes && rec->n_attachments == 0 && rec->size == 0 &&
+	    (e = detach_record(fb, rec, ret_error)) < 0)
+		return e;
 	*ret = gone;
 	gone = (BackendDetached){};
 	return 0;
@@ -418,11 +526,18 @@ static int change_volume_op(Backend *b, const BackendChange *r, BackendChanged *
 			      r->volume_id);
 	if ((e = flex_backend_driver(fb, rec, &drv, ret_error)) < 0)
 		return e;
+	/* Kubernetes computes the device mount path from the volume's name. */
+	if ((e = flex_backend_volume_name(fb, drv, rec, ret_error)) < 0)
+		return e;
 	flex_backend_spec(rec, &spec, &opts);
-	/* The device mount path lives on the node: the controller has none to give. */
+	/* The kubelet's device mount path (where CSI stages the volume is known on its node
+	 * only); the old size as the last expansion left it, 0 before the first (CSI tells no
+	 * size of a volume it did not create). */
+	_cleanup_free_ char *dmp = xasprintf(FLEX_KUBELET_DEVICE_MOUNTS "/%s/mounts/%s",
+					     rec->driver, rec->volume_name);
 	FlexCallArgs args = {
 		.spec = &spec,
-		.device_mount_path = "",
+		.device_mount_path = dmp,
 		.new_size = r->new_size,
 		.old_size = rec->size,
 	};

@@ -186,12 +186,16 @@ static int stage_attached(FlexBackend *fb, FlexDriver *drv, FlexRecord *rec, con
 	FlexReply rep;
 	int e;
 
+	/* Kubernetes computes the device mount path from the volume's name first. */
+	if ((e = flex_backend_volume_name(fb, drv, rec, ret_error)) < 0)
+		return e;
 	flex_backend_spec(rec, &spec, &opts);
 	FlexCallArgs args = {.spec = &spec, .device = device};
 	e = flex_backend_run(fb, drv, rec, FLEX_WAITFORATTACH, &args, &rep, ret_error);
-	if (e < 0 && e != -EOPNOTSUPP) /* Not supported: the device as attach named it */
+	if (e < 0 && e != -EOPNOTSUPP)
 		return e;
-	flex_record_set(&rec->device, e == 0 && rep.device && *rep.device ? rep.device : device);
+	/* As Kubernetes: the device waitforattach names, even none; Not supported: attach's. */
+	flex_record_set(&rec->device, e == 0 ? rep.device : device);
 	if (e == 0)
 		flex_reply_done(&rep);
 	if ((e = flex_backend_save(fb, FLEX_RECORD_STAGED, rec, ret_error)) < 0)
@@ -206,6 +210,17 @@ static int stage_attached(FlexBackend *fb, FlexDriver *drv, FlexRecord *rec, con
 	return e;
 }
 
+/* The size of the volume as the controller's record has it (0: unknown), when the controller
+ * shares this pool: the old size of the node's first expandfs. */
+static uint64_t known_size(FlexBackend *fb, const char *volume_id)
+{
+	_cleanup_(flex_record_freep) FlexRecord *vol = NULL;
+
+	if (flex_record_load(&fb->records, FLEX_RECORD_VOLUME, volume_id, NULL, &vol) < 0)
+		return 0;
+	return vol->size;
+}
+
 /* The record of this stage: the request's, keeping the size an earlier one learnt. */
 static int stage_record(FlexBackend *fb, const BackendStage *r, FlexRecord **ret_rec,
 			FlexRecord **ret_old, char **ret_error)
@@ -218,15 +233,14 @@ static int stage_record(FlexBackend *fb, const BackendStage *r, FlexRecord **ret
 	if ((e = flex_backend_check_access(&r->access, ret_error)) < 0)
 		return e;
 	e = flex_backend_record(r->volume_id, r->volume_context, r->access.fstype,
-				r->access.read_only, &rec, ret_error);
+				r->access.read_only, NULL, &rec, ret_error);
 	if (e < 0)
 		return e;
 	flex_record_set(&rec->path, r->staging_path);
 	if ((e = flex_backend_load(fb, FLEX_RECORD_STAGED, r->volume_id, NULL, &old, ret_error)) <
 	    0)
 		return e;
-	if (old)
-		rec->size = old->size;
+	rec->size = old ? old->size : known_size(fb, r->volume_id);
 	*ret_rec = TAKE_PTR(rec);
 	*ret_old = TAKE_PTR(old);
 	return 0;
@@ -401,7 +415,8 @@ static void publish_ownership(const FlexRecord *rec, const FlexDriver *drv, cons
 }
 
 /* The record of this publish, from the request. */
-static int publish_record(const BackendPublish *r, FlexRecord **ret, char **ret_error)
+static int publish_record(FlexBackend *fb, const BackendPublish *r, FlexRecord **ret,
+			  char **ret_error)
 {
 	int e;
 
@@ -414,11 +429,13 @@ static int publish_record(const BackendPublish *r, FlexRecord **ret, char **ret_
 	if ((e = flex_backend_check_access(&r->access, ret_error)) < 0)
 		return e;
 	e = flex_backend_record(r->volume_id, r->volume_context, r->access.fstype,
-				r->read_only || r->access.read_only, ret, ret_error);
+				r->read_only || r->access.read_only, r->target_path, ret,
+				ret_error);
 	if (e < 0)
 		return e;
 	flex_record_set(&(*ret)->path, r->target_path);
 	flex_record_set(&(*ret)->staging_path, r->staging_path);
+	(*ret)->size = known_size(fb, r->volume_id);
 	return 0;
 }
 
@@ -442,12 +459,15 @@ int flex_publish(Backend *b, const BackendPublish *r, void *ret, char **ret_erro
 	int e;
 
 	(void)ret;
-	if ((e = publish_record(r, &rec, ret_error)) < 0)
+	if ((e = publish_record(fb, r, &rec, ret_error)) < 0)
 		return e;
 	if ((e = flex_backend_driver(fb, rec, &drv, ret_error)) < 0)
 		return e;
 	if (mounted(rec->path))
 		return publish_again(fb, rec, ret_error);
+	/* The kubelet names a pod's volume by it when the driver attaches. */
+	if (drv->capabilities.attach && (e = flex_backend_volume_name(fb, drv, rec, ret_error)) < 0)
+		return e;
 	if ((e = flex_backend_save(fb, FLEX_RECORD_PUBLISHED, rec, ret_error)) < 0)
 		return e;
 	e = make_place("target_path", rec->path, ret_error);
@@ -536,38 +556,37 @@ static int node_record(FlexBackend *fb, const char *volume_id, const char *field
 	return 0;
 }
 
-/* Kubernetes' fallback for expandfs: grow the filesystem on the device, when there is one. */
+static bool growable(const char *fstype)
+{
+	static const char *const types[] = {"ext2", "ext3", "ext4", "xfs"};
+
+	for (size_t i = 0; i < ELEMENTSOF(types); i++)
+		if (strcmp(fstype, types[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Kubernetes' fallback for expandfs (mount-utils' Resize): the filesystem is asked of the
+ * device itself; no device, or nothing on it that blkid knows, is nothing to grow (mkfs used
+ * the whole device). ext3, ext4 and xfs are grown (ext2 too: resize2fs takes it), anything
+ * else is an error. */
 static int expandfs_fallback(const FlexRecord *rec, const char *dev, const char *mount_path,
 			     char **ret_error)
 {
-	_cleanup_free_ char *err = NULL;
-	MountInfo mi = {};
+	_cleanup_free_ char *found = NULL, *err = NULL;
 
-	if (!*dev || mount_find(mount_path, &mi) < 0)
-		return 0; /* no block device of ours: nothing to grow */
-	int e = blockfs_resize(dev, mount_path, mi.fstype, &err);
-	mount_info_done(&mi);
+	/* blkid exits 2 ("nothing identified") for a path that cannot be opened too. */
+	if (!*dev || blockfs_probe(dev, &found) < 0 || !*found)
+		return 0;
+	if (!growable(found)) /* FAILED_PRECONDITION, as for a device holding another type */
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s: driver \"%s\" has no expandfs and volplug cannot grow "
+			      "%s on %s mounted at %s",
+			      rec->volume_id, rec->driver, found, dev, mount_path);
+	int e = blockfs_resize(dev, mount_path, found, &err);
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: growing the filesystem failed: %s",
 			      rec->volume_id, err ?: strerror(-e));
-	return 0;
-}
-
-/* expandfs's device mount path: the staging path recorded, else the request's (checked). */
-static int expandfs_path(const BackendNodeExpand *r, FlexRecordKind kind, const FlexRecord *rec,
-			 const char **ret, char **ret_error)
-{
-	bool staged = r->staging_path && *r->staging_path;
-	const char *path = staged ? r->staging_path : r->volume_path;
-	int e;
-
-	if (kind == FLEX_RECORD_STAGED) {
-		*ret = rec->path;
-		return 0;
-	}
-	if ((e = path_check(staged ? "staging_target_path" : "volume_path", path, ret_error)) < 0)
-		return e;
-	*ret = path;
 	return 0;
 }
 
@@ -590,8 +609,10 @@ int flex_node_expand(Backend *b, const BackendNodeExpand *r, BackendNodeExpanded
 	if ((e = flex_backend_driver(fb, rec, &drv, ret_error)) < 0)
 		return e;
 	if (drv->capabilities.requires_fs_resize) {
-		if ((e = expandfs_path(r, kind, rec, &dmp, ret_error)) < 0)
+		/* The kubelet's online expansion passes the pod's volume path. */
+		if ((e = path_check("volume_path", r->volume_path, ret_error)) < 0)
 			return e;
+		dmp = r->volume_path;
 		flex_backend_spec(rec, &spec, &opts);
 		FlexCallArgs args = {
 			.spec = &spec,

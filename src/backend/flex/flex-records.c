@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The Flexvolume backend's records (flex-records.h): their JSON, their files, and their check. */
 #include <ctype.h>
+#include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -78,6 +79,7 @@ static json_t *attachments_to_json(const FlexRecord *rec, bool *bad)
 		json_object_set_new(a, "node", json_str(rec->attachments[i].node, bad));
 		json_object_set_new(a, "device", json_str(rec->attachments[i].device, bad));
 		json_object_set_new(a, "done", json_boolean(rec->attachments[i].done));
+		json_object_set_new(a, "attach", json_boolean(rec->attachments[i].attach));
 		json_array_append_new(atts, a);
 	}
 	return atts;
@@ -125,6 +127,8 @@ static void attachments_from_json(json_t *atts, FlexRecord *rec)
 		a->node = xstrdup(json_get_str(v, "node"));
 		a->device = xstrdup(json_get_str(v, "device"));
 		a->done = json_is_true(json_object_get(v, "done"));
+		/* Records from before this key held attachable drivers' attachments only. */
+		a->attach = !json_is_false(json_object_get(v, "attach"));
 	}
 }
 
@@ -390,6 +394,24 @@ static bool record_name_valid(const char *name)
 	return n == 16 && strcmp(name + n, ".json") == 0;
 }
 
+/* A record that owes nothing: the controller's with no attachment and no size to keep, a
+ * node's whose path is gone (what it did was undone, its removal was not). */
+static void check_leftover(Checker *c, const char *where, FlexRecordKind k, const FlexRecord *rec,
+			   const char *name)
+{
+	struct stat st;
+
+	if (k == FLEX_RECORD_VOLUME && rec->n_attachments == 0 && rec->size == 0)
+		problem(c,
+			"%s/%s: volume %s: attached nowhere, no size to keep: left behind "
+			"(safe to remove)",
+			where, name, rec->volume_id);
+	else if (k != FLEX_RECORD_VOLUME && *rec->path == '/' && lstat(rec->path, &st) < 0 &&
+		 errno == ENOENT)
+		problem(c, "%s/%s: volume %s: %s is gone: left behind (safe to remove)", where,
+			name, rec->volume_id, rec->path);
+}
+
 /* What a record says of itself against the file it is in. */
 static void check_record(Checker *c, const char *where, FlexRecordKind k, const FlexRecord *rec,
 			 const char *name)
@@ -416,6 +438,7 @@ static void check_record(Checker *c, const char *where, FlexRecordKind k, const 
 		if (!*rec->attachments[i].node)
 			problem(c, "%s/%s: volume %s: an attachment names no node", where, name,
 				rec->volume_id);
+	check_leftover(c, where, k, rec, name);
 	c->report->records++;
 }
 

@@ -31,7 +31,8 @@ typedef enum FlexRecordKind {
 
 typedef struct FlexAttachment {
 	char *node, *device;
-	bool done; /* attach answered; false: started, outcome unknown */
+	bool done;   /* attach answered; false: started, outcome unknown */
+	bool attach; /* made by an attachable driver: detach is owed (else nothing to call) */
 } FlexAttachment;
 
 /* A volume as its driver sees it, and what was done with it. Strings are never NULL. */
@@ -43,10 +44,10 @@ typedef struct FlexRecord {
 	char *volume_name; /* kubernetes.io/pvOrVolumeName; detach's <volumeName> */
 	Strmap options; /* the user's: volume_context minus csi.storage.k8s.io/ and flexvolume. */
 	char *path;	/* staged: the staging path; published: the target path */
-	char *staging_path;	     /* published: the staging path it came with ("" none) */
-	char *device;		     /* staged: the device waitforattach named ("" none) */
-	bool device_mounted;	     /* staged: mountdevice ran (the driver was attachable) */
-	uint64_t size;		     /* bytes after the last expansion; 0 unknown */
+	char *staging_path;  /* published: the staging path it came with ("" none) */
+	char *device;	     /* staged: the device waitforattach named ("" none) */
+	bool device_mounted; /* staged: mountdevice ran (the driver was attachable) */
+	uint64_t size; /* bytes: as the last expansion left it, else flexvolume.size; 0 unknown */
 	FlexAttachment *attachments; /* volume */
 	size_t n_attachments;
 } FlexRecord;
