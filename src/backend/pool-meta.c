@@ -49,6 +49,19 @@ static int get_u64(json_t *o, const char *key, uint64_t *ret)
 	return 0;
 }
 
+/* The node part of an object's ID: only written when it has one (pool-ids.c). */
+static void node_to_json(json_t *o, const char *node)
+{
+	if (node && *node)
+		json_object_set_new(o, "node", json_string(node));
+}
+
+static char *node_from_json(json_t *o)
+{
+	const char *node = get_string(o, "node");
+	return node && *node ? xstrdup(node) : NULL;
+}
+
 static char *dump(json_t *o, size_t *ret_len)
 {
 	char *s = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS);
@@ -73,6 +86,7 @@ char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len)
 	json_object_set_new(o, "source_kind", json_string(v->source_kind ?: ""));
 	json_object_set_new(o, "source_id", json_string(v->source_id ?: ""));
 	json_object_set_new(o, "access_mode", json_string(v->access_mode ?: ""));
+	node_to_json(o, v->node);
 	for (size_t i = 0; i < v->n_attachments; i++) {
 		json_t *a = json_object();
 		json_object_set_new(a, "node", json_string(v->attachments[i].node));
@@ -122,6 +136,7 @@ static int volume_fields(json_t *o, PoolVolume *v)
 	v->source_kind = xstrdup(get_string(o, "source_kind") ?: "");
 	v->source_id = xstrdup(get_string(o, "source_id") ?: "");
 	v->access_mode = xstrdup(get_string(o, "access_mode") ?: "");
+	v->node = node_from_json(o);
 	if (strmap_from_json(json_object_get(o, "params"), &v->params) < 0 ||
 	    strmap_from_json(json_object_get(o, "context"), &v->context) < 0)
 		return -EBADMSG;
@@ -157,6 +172,7 @@ char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len)
 	json_object_set_new(o, "size", json_integer((json_int_t)s->size));
 	json_object_set_new(o, "created_ns", json_integer(s->created_ns));
 	json_object_set_new(o, "params", strmap_to_json(&s->params));
+	node_to_json(o, s->node);
 	return dump(o, ret_len);
 }
 
@@ -175,6 +191,7 @@ static int snapshot_fields(json_t *o, PoolSnapshot *s)
 	s->name = xstrdup(name);
 	s->source_volume_id = xstrdup(src);
 	s->created_ns = json_integer_value(created);
+	s->node = node_from_json(o);
 	if (get_u64(o, "size", &s->size) < 0)
 		return -EBADMSG;
 	return strmap_from_json(json_object_get(o, "params"), &s->params);
@@ -209,6 +226,7 @@ char *pool_group_to_json(const PoolGroup *g, size_t *ret_len)
 	for (size_t i = 0; i < g->n_snapshots; i++)
 		json_array_append_new(ids, json_string(g->snapshot_ids[i]));
 	json_object_set_new(o, "snapshot_ids", ids);
+	node_to_json(o, g->node);
 	return dump(o, ret_len);
 }
 
@@ -229,6 +247,7 @@ static int group_fields(json_t *o, PoolGroup *g)
 	strcpy(g->id, id);
 	g->name = xstrdup(name);
 	g->created_ns = json_integer_value(created);
+	g->node = node_from_json(o);
 	g->snapshot_ids = xnew0(char *, json_array_size(ids) + 1);
 	json_array_foreach (ids, i, v) {
 		if (!json_is_string(v))
