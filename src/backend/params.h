@@ -93,8 +93,9 @@ int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, Volume
 			char **ret_error);
 
 /* GetCapacity: checks the keys and values of a StorageClass's parameters as CreateVolume would
- * (without the rules that depend on a size) and gives the sizes they allow: the range of the
- * type they name, in bytes, or 0 and 0 (no bound) when they name none. Returns 0 or -EINVAL. */
+ * (without the rules that depend on a size) and gives the sizes in bytes they allow: those that
+ * count (in whole GiB, rounded up) within the range of the type they name, or 0 and 0 (no
+ * bound) when they name none. Returns 0 or -EINVAL. */
 int volume_params_size_range(const ParamKV *kv, size_t n, uint64_t *ret_min, uint64_t *ret_max,
 			     char **ret_error);
 

@@ -129,7 +129,7 @@ static int attach_volume_locked(char **ret_error, PoolBackend *pb, const char *l
 		if (v->attachments[i].readonly != r->read_only)
 			return errorf(ret_error, -EEXIST,
 				      "volume %s is already published to node %s with readonly=%s",
-				      v->id, r->node_id,
+				      r->volume_id, r->node_id,
 				      v->attachments[i].readonly ? "true" : "false");
 		attachment_result(v->attachments[i].device, true, ret);
 		return 0;
@@ -138,7 +138,7 @@ static int attach_volume_locked(char **ret_error, PoolBackend *pb, const char *l
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s is published to node %s and its access mode %s allows "
 			      "one node only",
-			      v->id, v->attachments[0].node, r->access.mode);
+			      r->volume_id, v->attachments[0].node, r->access.mode);
 	if ((e = attach_new(ret_error, pb, v, node, r->read_only, &device)) < 0)
 		return e;
 	attachment_result(device, false, ret);

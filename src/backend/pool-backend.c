@@ -10,6 +10,7 @@
 #include "log.h"
 #include "pool-backend.h"
 #include "pool-node.h"
+#include "strbuf.h"
 
 static int fail(char **ret_error, int err, char *message)
 {
@@ -80,11 +81,43 @@ static int stage_mkfs_options(const Strmap *context, BlockfsMkfsOptions *ret, ch
 	return 0;
 }
 
-/* The node service acts on this node's volumes only: another node's ID is NOT_FOUND before
- * anything on this machine is looked at (pool-ids.c). */
-static int node_volume(Backend *b, const char *id, char local[POOL_ID_MAX], char **ret_error)
+/* The node service names a volume by its local ID: its messages name it as the request did
+ * (id), node part and all. Returns e. */
+static int node_message(int e, const char *local, const char *id, char **ret_error)
 {
-	return pool_backend_id_find(pool_of(b), POOL_ID_VOLUME, "volume_id", id, local, ret_error);
+	size_t n = strlen(local);
+	StrBuf b = {};
+
+	if (e >= 0 || !*ret_error || strcmp(local, id) == 0)
+		return e;
+	for (const char *m = *ret_error, *hit; *m; m = hit + n) {
+		hit = strstr(m, local);
+		if (!hit) {
+			strbuf_adds(&b, m);
+			break;
+		}
+		strbuf_add(&b, m, (size_t)(hit - m));
+		strbuf_adds(&b, hit[n] == '.' ? local : id);
+	}
+	free(*ret_error);
+	*ret_error = strbuf_steal(&b);
+	return e;
+}
+
+/* The node service acts on this node's volumes only: another node's ID is NOT_FOUND before
+ * anything on this machine is looked at (pool-ids.c). *ret_id: the local ID, or id itself when
+ * it is no ID of the pool at all (the node service answers for that as it always has: an
+ * unpublish of a path with nothing of ours on it succeeds). */
+static int node_volume(Backend *b, const char *id, char local[POOL_ID_MAX], const char **ret_id,
+		       char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+
+	int e = pool_backend_id_local(pool_of(b), POOL_ID_VOLUME, "volume_id", id, local, &err);
+	if (e == -EXDEV)
+		return errorf(ret_error, -ENOENT, "%s", err);
+	*ret_id = e == 0 ? local : id;
+	return 0;
 }
 
 static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_error)
@@ -96,10 +129,9 @@ static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_err
 	char local[POOL_ID_MAX];
 
 	(void)ret;
-	int e = node_volume(b, r->volume_id, local, ret_error);
+	int e = node_volume(b, r->volume_id, local, &s.volume_id, ret_error);
 	if (e < 0)
 		return e;
-	s.volume_id = local;
 	if (!r->access.block) {
 		e = stage_mkfs_options(context, &mkfs, ret_error);
 		if (e < 0)
@@ -110,18 +142,21 @@ static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_err
 		if (!s.access.fstype || !*s.access.fstype)
 			s.access.fstype = POOL_DEFAULT_FSTYPE;
 	}
-	return pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, &s, &mkfs, ret_error);
+	e = pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, &s, &mkfs, ret_error);
+	return node_message(e, s.volume_id, r->volume_id, ret_error);
 }
 
 static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret_error)
 {
 	char local[POOL_ID_MAX];
+	const char *id;
 
 	(void)ret;
-	int e = node_volume(b, r->volume_id, local, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
-	return pool_node_unstage(pool_of(b)->pool, local, r->staging_path, ret_error);
+	e = pool_node_unstage(pool_of(b)->pool, id, r->staging_path, ret_error);
+	return node_message(e, id, r->volume_id, ret_error);
 }
 
 static int publish_op(Backend *b, const BackendPublish *r, void *ret, char **ret_error)
@@ -130,25 +165,27 @@ static int publish_op(Backend *b, const BackendPublish *r, void *ret, char **ret
 	char local[POOL_ID_MAX];
 
 	(void)ret;
-	int e = node_volume(b, r->volume_id, local, ret_error);
+	int e = node_volume(b, r->volume_id, local, &p.volume_id, ret_error);
 	if (e < 0)
 		return e;
 	/* A pool volume is always staged first: its target binds the staging mount. */
 	if (!r->staging_path || !*r->staging_path)
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
-	p.volume_id = local;
-	return pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, &p, ret_error);
+	e = pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, &p, ret_error);
+	return node_message(e, p.volume_id, r->volume_id, ret_error);
 }
 
 static int unpublish_op(Backend *b, const BackendUnpublish *r, void *ret, char **ret_error)
 {
 	char local[POOL_ID_MAX];
+	const char *id;
 
 	(void)ret;
-	int e = node_volume(b, r->volume_id, local, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
-	return pool_node_unpublish(pool_of(b)->pool, local, r->target_path, ret_error);
+	e = pool_node_unpublish(pool_of(b)->pool, id, r->target_path, ret_error);
+	return node_message(e, id, r->volume_id, ret_error);
 }
 
 /* Without a controller that expands (a driver on every node), the node grows the volume
@@ -168,25 +205,31 @@ static int node_expand_op(Backend *b, const BackendNodeExpand *r, BackendNodeExp
 			  char **ret_error)
 {
 	char local[POOL_ID_MAX];
+	const char *id;
 
-	int e = node_volume(b, r->volume_id, local, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
 	if (r->grow && r->required && (e = node_grow(b, r, ret_error)) < 0)
 		return e;
-	return pool_node_expand(pool_of(b)->pool, local, r->volume_path, r->required, r->limit,
-				&ret->size, ret_error);
+	e = pool_node_expand(pool_of(b)->pool, id, r->volume_path, r->required, r->limit,
+			     &ret->size, ret_error);
+	return node_message(e, id, r->volume_id, ret_error);
 }
 
 static int node_stats_op(Backend *b, const BackendStatsRequest *r, BackendStats *ret,
 			 char **ret_error)
 {
 	char local[POOL_ID_MAX];
+	const char *id;
 
-	int e = node_volume(b, r->volume_id, local, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
-	return pool_node_stats(pool_of(b)->pool, local, r->volume_path, ret, ret_error);
+	e = pool_node_stats(pool_of(b)->pool, id, r->volume_path, ret, ret_error);
+	if (e >= 0 && ret->condition)
+		(void)node_message(-1, id, r->volume_id, &ret->condition);
+	return node_message(e, id, r->volume_id, ret_error);
 }
 
 static int node_info_op(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error)

@@ -144,12 +144,13 @@ int pool_backend_get_capacity(Backend *b, const BackendCapacityRequest *r, Backe
 	largest = available / MIB * MIB;
 	if (r->max_size)
 		largest = MIN(largest, r->max_size);
-	if (largest < r->min_size)
+	uint64_t smallest = MAX(MIB, (r->min_size + MIB - 1) / MIB * MIB); /* whole MiB */
+	if (largest < smallest)
 		largest = 0; /* the class's smallest volume does not fit */
 	*ret = (BackendCapacity){
 		.available = available,
 		.maximum_volume_size = largest,
-		.minimum_volume_size = MAX(MIB, r->min_size),
+		.minimum_volume_size = smallest,
 	};
 	return 0;
 }
@@ -274,6 +275,19 @@ static int create_source(PoolBackend *pb, const BackendCreateVolume *r, char ret
 	return 0;
 }
 
+/* A size beyond what the pool has left: the message says on which node, and how much is
+ * left there (what GetCapacity of its segment answers). */
+static int create_no_room(PoolBackend *pb, uint64_t size, char **ret_error)
+{
+	uint64_t total, available;
+
+	pool_capacity(pb->pool, &total, &available);
+	return errorf(
+		ret_error, -ENOSPC,
+		"capacity_range: %llu bytes do not fit in the pool of node %s (%llu bytes left)",
+		(unsigned long long)size, pb->node_id, (unsigned long long)available);
+}
+
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error)
 {
@@ -292,8 +306,7 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	if (e == -EEXIST)
 		e = create_existing(pb, r, spec.id, ret, ret_error);
 	else if (e == -ENOSPC)
-		e = errorf(ret_error, e, "capacity_range: %llu bytes do not fit in the pool",
-			   (unsigned long long)r->size);
+		e = create_no_room(pb, r->size, ret_error);
 	else if (e == -ENOENT)
 		e = errorf(ret_error, e, "volume_content_source: %s '%s' not found",
 			   spec.source_kind, spec.source_id);
@@ -409,7 +422,8 @@ static int change_locked(Pool *pool, const char *local, const BackendChange *r, 
 	}
 	e = size > v->size ? pool_volume_grow(pool, v, size) : pool_volume_save(pool, v);
 	if (e == -ENOSPC)
-		return errorf(ret_error, e, "volume %s: %llu bytes do not fit in the pool",
+		return errorf(ret_error, e,
+			      "volume %s: %llu bytes do not fit in the pool of its node",
 			      r->volume_id, (unsigned long long)size);
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: saving the change failed: %s", r->volume_id,

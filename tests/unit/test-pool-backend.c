@@ -120,7 +120,8 @@ static void test_create(void)
 	   "with the existing volume, for the caller to compare");
 	backend_volume_done(&again);
 	is_int(create(b, "too-big", 128 * MIB, NULL, NULL, &again), -ENOSPC, "beyond capacity");
-	is_str(error, "capacity_range: 134217728 bytes do not fit in the pool", "message");
+	ok(strstr(error, "capacity_range: 134217728 bytes do not fit in the pool of node node-a ("),
+	   "message names the field and the node: %s", error);
 	is_int(create(b, "from-snap", 4 * MIB, "snapshot", "snap-0123456789abcdef", &again),
 	       -ENOENT, "from a snapshot that does not exist: -ENOENT");
 	is_str(error, "volume_content_source: snapshot 'snap-0123456789abcdef' not found",
@@ -667,9 +668,9 @@ static void test_topology(void)
 	CALL(b, get_capacity, &(BackendCapacityRequest){.max_size = 16 * MIB}, &cap);
 	ok(cap.available == 61 * MIB && cap.maximum_volume_size == 16 * MIB,
 	   "a class whose largest volume is 16 MiB: that is the largest");
-	CALL(b, get_capacity, &(BackendCapacityRequest){.min_size = 125 * 1024 * MIB}, &cap);
-	ok(cap.maximum_volume_size == 0 && cap.minimum_volume_size == 125 * 1024 * MIB,
-	   "a class of 125 GiB volumes at least: none fits");
+	CALL(b, get_capacity, &(BackendCapacityRequest){.min_size = 124 * 1024 * MIB + 1}, &cap);
+	ok(cap.maximum_volume_size == 0 && cap.minimum_volume_size == (124 * 1024 + 1) * MIB,
+	   "a class of volumes above 124 GiB: none fits, the smallest in whole MiB");
 
 	volume_params_done(&params);
 	strmap_done(&labels);
