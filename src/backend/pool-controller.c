@@ -172,10 +172,13 @@ static ssize_t topology_first_fit(PoolBackend *pb, const BackendTopology *t, siz
 		BackendTopologyFit f = backend_topology_fit(&pb->segment, &t[i], &key);
 		if (f == BACKEND_TOPOLOGY_FITS)
 			return (ssize_t)i;
-		if (f == BACKEND_TOPOLOGY_UNKNOWN_KEY && unknown < 0)
-			unknown = (ssize_t)i, unknown_key = key;
-		else if (f == BACKEND_TOPOLOGY_ELSEWHERE && elsewhere < 0)
-			elsewhere = (ssize_t)i, elsewhere_key = key;
+		if (f == BACKEND_TOPOLOGY_UNKNOWN_KEY && unknown < 0) {
+			unknown = (ssize_t)i;
+			unknown_key = key;
+		} else if (f == BACKEND_TOPOLOGY_ELSEWHERE && elsewhere < 0) {
+			elsewhere = (ssize_t)i;
+			elsewhere_key = key;
+		}
 	}
 	if (unknown >= 0) {
 		*ret_err = errorf(ret_error, -EINVAL,
@@ -201,13 +204,14 @@ static ssize_t topology_first_fit(PoolBackend *pb, const BackendTopology *t, siz
  * any (the spec lets the plugin choose), and a volume is never made for another node. */
 static int create_check_topology(PoolBackend *pb, const BackendCreateVolume *r, char **ret_error)
 {
-	_cleanup_free_ char *ignored = NULL;
+	_cleanup_free_ char *preferred_error = NULL;
 	int e = 0;
 
-	if (topology_first_fit(pb, r->preferred, r->n_preferred, "preferred", &e, &ignored) >= 0)
+	if (topology_first_fit(pb, r->preferred, r->n_preferred, "preferred", &e,
+			       &preferred_error) >= 0)
 		return 0;
-	if (e == -EINVAL)
-		return errorf(ret_error, e, "%s", ignored);
+	if (e == -EINVAL) /* an unknown key; another node's segment is only not preferred */
+		return errorf(ret_error, e, "%s", preferred_error);
 	if (r->n_requisite == 0)
 		return 0;
 	if (topology_first_fit(pb, r->requisite, r->n_requisite, "requisite", &e, ret_error) >= 0)
