@@ -27,7 +27,8 @@ done
 
 ctl() { "$VOLPLUGCTL" --endpoint "unix://$BENCH_TMP/$1.sock" "${@:2}"; }
 
-# fill NAME COUNT: brings the pool to COUNT volumes of 1 GiB through CreateVolume, 16 clients.
+# fill NAME COUNT: brings the pool to COUNT volumes of $VOLUME_SIZE through CreateVolume, 16
+# clients.
 # shellcheck disable=SC2034 # read and written through ${!var} in fill
 FILLED_volplug=0 FILLED_hostpath=0
 fill() {
@@ -35,7 +36,8 @@ fill() {
 	local have=${!var}
 	if [ "$want" -gt "$have" ]; then
 		timeout "$POPULATE_TIMEOUT" "$VOLPLUGCTL" --endpoint "unix://$BENCH_TMP/$name.sock" \
-			bench --sequence populate --clients 16 --count $((want - have)) --warmup 0 \
+			bench --sequence populate --param "size=$VOLUME_SIZE" --clients 16 \
+			--count $((want - have)) --warmup 0 \
 			--label "$name" >"$BENCH_TMP/fill.out" || true
 		awk 'NR == 2 {printf "  filled %s: %s volumes in %.1f s\n", $1, $4, $4 / ($6 ? $6 : 1)}' \
 			"$BENCH_TMP/fill.out" >&2
@@ -49,8 +51,10 @@ fill() {
 	[ "$have" = "$want" ] || echo "bench/controller.sh: $name pool has $have volumes, not $want" >&2
 }
 
-# Sparse 1 GiB volumes: 10,000 of them provision 10 TiB that no disk has.
-vp=$(start_volplugd volplug --pool-capacity 64T)
+# A pool provisions no more than its disk has free, so the volumes are small: 10,000 of 1 MiB.
+# A sparse create costs the same at any size (an ftruncate).
+VOLUME_SIZE=${VOLUME_SIZE:-1Mi}
+vp=$(start_volplugd volplug)
 BENCH_PIDS+=("$vp")
 hp=
 if [ -n "$HOSTPATHPLUGIN" ]; then
@@ -61,7 +65,7 @@ fi
 # The disk is shared with whatever else the machine does, and fsync latency follows it: each
 # row is measured ROUNDS times, the drivers taking turns, and the round with the median
 # CreateVolume throughput is shown.
-echo "CreateVolume + DeleteVolume (1 GiB, SINGLE_NODE_WRITER mount), $DURATION per row, median of"
+echo "CreateVolume + DeleteVolume ($VOLUME_SIZE, SINGLE_NODE_WRITER mount), $DURATION per row, median of"
 echo "$ROUNDS rounds; target = driver/volumes already in the pool"
 for n in $POOLS; do
 	for d in volplug ${hp:+hostpath}; do fill "$d" "$n"; done
@@ -69,7 +73,7 @@ for n in $POOLS; do
 		for d in volplug ${hp:+hostpath}; do
 			label=volplugd/$n pid=$vp
 			[ "$d" = volplug ] || label=hostpath/$n pid=$hp
-			ctl "$d" bench --sequence create-delete --clients "$CLIENTS" \
+			ctl "$d" bench --sequence create-delete --param "size=$VOLUME_SIZE" --clients "$CLIENTS" \
 				--duration "$DURATION" --warmup 20 --pid "$pid" --label "$label" \
 				>"$BENCH_TMP/row.out" ||
 				echo "bench/controller.sh: $label: calls failed (errors column)" >&2
@@ -130,8 +134,8 @@ for fs in xfs ext4; do
 	id=$(ctl "$name" -o json call CreateVolume '{"name": "snapshot-source",
 		"capacity_range": {"required_bytes": 1073741824},
 		"volume_capabilities": [{"access_mode": {"mode": "SINGLE_NODE_WRITER"}, "mount": {}}]}' |
-		sed -n 's/.*"volume_id": "\(vol-[0-9a-f]*\)".*/\1/p')
-	data=$BENCH_TMP/$name-pool/volumes/$id/data
+		sed -n 's/.*"volume_id": "\(vol-[^"]*\)".*/\1/p')
+	data=$BENCH_TMP/$name-pool/volumes/${id%%.*}/data # the ID up to its node: the directory
 	for i in $(seq 0 99); do
 		dd if=/dev/urandom of="$data" bs=1M count=1 seek=$((i * 10)) conv=notrunc status=none
 	done

@@ -55,18 +55,29 @@ Backend *backend_default(Backend **backends)
 	return backends[0];
 }
 
-bool backend_topology_has_zone(const BackendTopology *t, const char *zone)
+BackendTopologyFit backend_topology_fit(const BackendTopology *ours, const BackendTopology *t,
+					const char **ret_key)
 {
-	bool named = false;
+	const char *unknown = NULL;
 
-	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->keys[i], BACKEND_TOPOLOGY_ZONE) == 0 ||
-		    strcmp(t->keys[i], "topology.kubernetes.io/zone") == 0) {
-			if (strcmp(t->values[i], zone) != 0)
-				return false;
-			named = true;
+	for (size_t i = 0; i < t->n; i++) {
+		const char *want = strmap_get(ours, t->keys[i]);
+		if (!want && strcmp(t->keys[i], BACKEND_TOPOLOGY_K8S_ZONE) == 0)
+			want = strmap_get(ours, BACKEND_TOPOLOGY_ZONE);
+		if (!want) {
+			unknown = unknown ?: t->keys[i];
+			continue;
 		}
-	return named;
+		if (strcmp(want, t->values[i]) != 0) {
+			*ret_key = t->keys[i];
+			return BACKEND_TOPOLOGY_ELSEWHERE;
+		}
+	}
+	if (unknown) {
+		*ret_key = unknown;
+		return BACKEND_TOPOLOGY_UNKNOWN_KEY;
+	}
+	return BACKEND_TOPOLOGY_FITS;
 }
 
 Backend *backend_for_volume(Backend **backends, const char *volume_id, const Strmap *volume_context)

@@ -45,10 +45,14 @@ struct Backend {
 
 /* ---- objects ---- */
 
-/* A topology segment: {"topology.volplug.io/zone": "z1", ...}. */
+/* A topology segment: {"topology.volplug.io/node": "n1", "topology.volplug.io/zone": "z1", ...}. */
 typedef Strmap BackendTopology;
 
+/* The node a volume lives on, the zone (kept for volumes made before the node key), and the
+ * well-known zone key taken as the same zone when a segment has no label of that name. */
+#define BACKEND_TOPOLOGY_NODE "topology.volplug.io/node"
 #define BACKEND_TOPOLOGY_ZONE "topology.volplug.io/zone"
+#define BACKEND_TOPOLOGY_K8S_ZONE "topology.kubernetes.io/zone"
 
 typedef struct BackendVolume {
 	char *id;
@@ -170,7 +174,9 @@ void backend_snapshot_list_done(BackendSnapshotList *l);
 
 typedef struct BackendCapacityRequest {
 	const BackendTopology *topology; /* NULL: anywhere */
-	const VolumeParams *params;	 /* NULL: the defaults */
+	/* The sizes the StorageClass parameters allow (the range of the type they name); 0: no
+	 * bound. */
+	uint64_t min_size, max_size;
 } BackendCapacityRequest;
 
 typedef struct BackendCapacity {
@@ -296,6 +302,9 @@ typedef struct BackendNodeExpand {
 	const char *staging_path;    /* may be NULL */
 	uint64_t required, limit;    /* 0: none */
 	const BackendAccess *access; /* NULL: not given */
+	/* No controller expands volumes (a driver on every node): the node grows the volume
+	 * itself to required first, with the capacity check ControllerExpandVolume makes. */
+	bool grow;
 } BackendNodeExpand;
 
 typedef struct BackendNodeExpanded {
@@ -429,6 +438,7 @@ typedef struct BackendConfig {
 	const char *node_id;
 	uint32_t max_volumes_per_node;
 	const char *zone;
+	const Strmap *topology_labels; /* the operator's own segment keys; NULL: none */
 	const char *pool_path;
 	uint64_t pool_capacity;	   /* 0: what the filesystem has */
 	struct FlexRegistry *flex; /* Flexvolume drivers; NULL: Flexvolume off */
@@ -464,6 +474,15 @@ Backend *backend_for_volume(Backend **backends, const char *volume_id,
 /* The default backend: where volumes and snapshots are created. */
 Backend *backend_default(Backend **backends);
 
-/* Whether a topology segment names zone (BACKEND_TOPOLOGY_ZONE or topology.kubernetes.io/zone;
- * every one it has must be zone). */
-bool backend_topology_has_zone(const BackendTopology *t, const char *zone);
+/* How a requested topology segment t stands to a node's own segment ours. */
+typedef enum BackendTopologyFit {
+	BACKEND_TOPOLOGY_FITS,	      /* every key of t has ours' value: the node is in t */
+	BACKEND_TOPOLOGY_ELSEWHERE,   /* a key of ours has another value in t */
+	BACKEND_TOPOLOGY_UNKNOWN_KEY, /* t names a key ours does not have */
+} BackendTopologyFit;
+
+/* Compares t with ours, key by key (BACKEND_TOPOLOGY_K8S_ZONE stands for BACKEND_TOPOLOGY_ZONE
+ * when ours has no key of its own by that name); a segment without keys fits everywhere.
+ * *ret_key: the key that decided, when it does not fit (borrowed from t). */
+BackendTopologyFit backend_topology_fit(const BackendTopology *ours, const BackendTopology *t,
+					const char **ret_key);

@@ -603,6 +603,22 @@ static int resolve_throughput(const TypeInfo *t, bool given, uint32_t v, const c
 	return 0;
 }
 
+int volume_params_size_range(const ParamKV *kv, size_t n, uint64_t *ret_min, uint64_t *ret_max,
+			     char **ret_error)
+{
+	Parsed x;
+
+	int r = parse_keys(MODE_CREATE, kv, n, &x, ret_error);
+	if (r < 0)
+		return r;
+	/* Sizes are checked against a type only when the parameters name one, in whole GiB
+	 * rounded up: the smallest size is a byte more than one GiB short of the type's. */
+	*ret_min = x.spelled[K_TYPE] ? (x.type->min_gib - 1) * GIB + 1 : 0;
+	*ret_max = x.spelled[K_TYPE] ? x.type->max_gib * GIB : 0;
+	parsed_done(&x);
+	return 0;
+}
+
 int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, VolumeParams *ret,
 			char **ret_error)
 {

@@ -92,6 +92,13 @@ typedef struct VolumeParams {
 int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, VolumeParams *ret,
 			char **ret_error);
 
+/* GetCapacity: checks the keys and values of a StorageClass's parameters as CreateVolume would
+ * (without the rules that depend on a size) and gives the sizes in bytes they allow: those that
+ * count (in whole GiB, rounded up) within the range of the type they name, or 0 and 0 (no
+ * bound) when they name none. Returns 0 or -EINVAL. */
+int volume_params_size_range(const ParamKV *kv, size_t n, uint64_t *ret_min, uint64_t *ret_max,
+			     char **ret_error);
+
 /* Reads back what volume_params_to_kv(VOLUME_PARAMS_ALL) wrote (pool metadata): the same keys
  * and value syntax, without size rules or capping. Returns 0 and fills *ret, or -EINVAL. */
 int volume_params_load(const ParamKV *kv, size_t n, VolumeParams *ret, char **ret_error);

@@ -23,6 +23,11 @@ const char daemon_usage[] =
 	"  --pool DIR                      pool directory (default /var/lib/volplug/pool)\n"
 	"  --pool-capacity SIZE            capacity of the pool, e.g. 100G (default: free space)\n"
 	"  --zone ZONE                     topology zone (default local)\n"
+	"  --topology-label KEY=VALUE      one more key of this node's topology segment, beside\n"
+	"                                  topology.volplug.io/node and .../zone; repeatable\n"
+	"  --distributed                   every node runs its own controller (a driver per\n"
+	"                                  node): no ControllerPublish, expand or modify to\n"
+	"                                  route; NodeExpandVolume grows the volume itself\n"
 	"  --max-volumes-per-node N        attach limit reported and enforced (default 32)\n"
 	"  --modify-coalesce-window TIME   merge expand/modify within this window (default 2s)\n"
 	"  --flexvolume-dir DIR            Flexvolume plugin directory (default\n"
@@ -64,6 +69,8 @@ enum {
 	OPT_POOL,
 	OPT_POOL_CAPACITY,
 	OPT_ZONE,
+	OPT_TOPOLOGY_LABEL,
+	OPT_DISTRIBUTED,
 	OPT_MAX_VOLUMES,
 	OPT_COALESCE,
 	OPT_FLEX_DIR,
@@ -89,6 +96,8 @@ static const struct option options[] = {
 	{"pool", required_argument, NULL, OPT_POOL},
 	{"pool-capacity", required_argument, NULL, OPT_POOL_CAPACITY},
 	{"zone", required_argument, NULL, OPT_ZONE},
+	{"topology-label", required_argument, NULL, OPT_TOPOLOGY_LABEL},
+	{"distributed", no_argument, NULL, OPT_DISTRIBUTED},
 	{"max-volumes-per-node", required_argument, NULL, OPT_MAX_VOLUMES},
 	{"modify-coalesce-window", required_argument, NULL, OPT_COALESCE},
 	{"flexvolume-dir", required_argument, NULL, OPT_FLEX_DIR},
@@ -141,21 +150,56 @@ static void config_defaults(DaemonConfig *c)
 	set_string(&c->state_dir, "/var/lib/volplug");
 }
 
-/* CSI driver names: at most 63 characters, alphanumerics, '-', '.', starting and ending
- * with an alphanumeric. */
-static bool driver_name_valid(const char *s)
+/* n characters of alphanumerics and of extra (the punctuation allowed), starting and ending
+ * with an alphanumeric: a DNS subdomain ("-."), a label name or value ("-._"). */
+static bool name_valid(const char *s, size_t n, const char *extra)
 {
-	size_t n = strlen(s);
-	if (n == 0 || n > 63)
+	if (n == 0)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char ch = s[i];
 		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
 			     (ch >= '0' && ch <= '9');
-		if (!alnum && ((ch != '-' && ch != '.') || i == 0 || i == n - 1))
+		if (!alnum && (!strchr(extra, ch) || i == 0 || i == n - 1))
 			return false;
 	}
 	return true;
+}
+
+/* CSI driver names: at most 63 characters, a DNS subdomain. */
+static bool driver_name_valid(const char *s)
+{
+	return strlen(s) <= 63 && name_valid(s, strlen(s), "-.");
+}
+
+/* KEY=VALUE of --topology-label: the kubelet makes a node label of it, so both must be valid
+ * label syntax ([PREFIX/]NAME, PREFIX a DNS subdomain, NAME and VALUE at most 63 characters,
+ * VALUE possibly empty); the node and zone keys are the other flags'. */
+static int topology_label_apply(DaemonConfig *c, const char *arg, char **ret_error)
+{
+	const char *eq = strchr(arg, '=');
+	_cleanup_free_ char *key = eq ? xstrndup(arg, eq - arg) : NULL;
+	const char *slash = key ? strrchr(key, '/') : NULL;
+	const char *name = slash ? slash + 1 : key;
+	const char *value = eq ? eq + 1 : "";
+
+	if (!key || strlen(name) > 63 || !name_valid(name, strlen(name), "-._") ||
+	    (slash && (slash - key > 253 || !name_valid(key, (size_t)(slash - key), "-."))) ||
+	    strlen(value) > 63 || (*value && !name_valid(value, strlen(value), "-._"))) {
+		*ret_error = xasprintf("--topology-label '%s': want KEY=VALUE in Kubernetes label "
+				       "syntax ([prefix/]name, a value of at most 63 characters)",
+				       arg);
+		return -EINVAL;
+	}
+	if (strcmp(key, "topology.volplug.io/node") == 0 ||
+	    strcmp(key, "topology.volplug.io/zone") == 0) {
+		*ret_error = xasprintf("--topology-label '%s': %s comes from --%s", arg, key,
+				       strcmp(key, "topology.volplug.io/node") == 0 ? "node-id"
+										    : "zone");
+		return -EINVAL;
+	}
+	strmap_set(&c->topology_labels, key, value);
+	return 0;
 }
 
 /* "TIME" sets every command's deadline, "COMMAND=TIME" one command's. */
@@ -224,6 +268,12 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 			r = -EINVAL;
 		set_string(&c->zone, arg);
 		c->zone_set = true;
+		break;
+	case OPT_TOPOLOGY_LABEL:
+		r = topology_label_apply(c, arg, ret_error);
+		break;
+	case OPT_DISTRIBUTED:
+		c->distributed = true;
 		break;
 	case OPT_MAX_VOLUMES:
 		r = parse_uint32(arg, &c->max_volumes_per_node);
@@ -386,6 +436,7 @@ void daemon_config_done(DaemonConfig *c)
 	free(c->driver_name);
 	free(c->pool);
 	free(c->zone);
+	strmap_done(&c->topology_labels);
 	free(c->flexvolume_dir);
 	free(c->backend);
 	free(c->state_dir);

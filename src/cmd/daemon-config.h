@@ -6,6 +6,7 @@
 
 #include "call.h"
 #include "driver.h"
+#include "strmap.h"
 #include "time-util.h"
 
 typedef struct DaemonConfig {
@@ -20,6 +21,8 @@ typedef struct DaemonConfig {
 	char *pool;
 	uint64_t pool_capacity;
 	char *zone;
+	Strmap topology_labels; /* --topology-label KEY=VALUE */
+	bool distributed;
 	uint32_t max_volumes_per_node;
 	unsigned workers;
 	int verbosity;

@@ -187,6 +187,7 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		.node_id = cfg->node_id,
 		.max_volumes_per_node = cfg->max_volumes_per_node,
 		.zone = cfg->zone,
+		.topology_labels = &cfg->topology_labels,
 		.pool_path = cfg->pool,
 		.pool_capacity = cfg->pool_capacity,
 		.flex = flex->registry,
@@ -240,6 +241,7 @@ static int run(const DaemonConfig *cfg)
 		.node_id = cfg->node_id,
 		.coalesce_window = cfg->modify_coalesce_window,
 		.fs_group_policy = cfg->fs_group_policy,
+		.distributed = cfg->distributed,
 	};
 	RpcServer *server = NULL;
 	Flex flex = {};

@@ -186,8 +186,8 @@ static int create_check_capabilities(char **ret_error, Backend *b,
 	return 0;
 }
 
-/* The size of the content source (0 without one), from the default backend: NOT_FOUND naming
- * the field when it has no such source; any other failure as the backend said it. */
+/* The size of the content source (0 without one, or when the default backend does not find it:
+ * its create_volume then says why); any other failure as the backend said it. */
 static int create_check_source(char **ret_error, Driver *d, const Csi__V1__VolumeContentSource *src,
 			       CreateSpec *spec, uint64_t *ret_source_size)
 {
@@ -213,10 +213,10 @@ static int create_check_source(char **ret_error, Driver *d, const Csi__V1__Volum
 		*ret_source_size = v.size;
 		backend_volume_done(&v);
 	}
-	if (e == -ENOENT)
-		return errorf(ret_error, e, "volume_content_source: %s '%s' not found",
-			      spec->source_kind, spec->source_id);
-	if (e < 0)
+	/* Missing, damaged, or another node's: the backend's create_volume answers, knowing
+	 * which. Any other failure (UNIMPLEMENTED, a backend that cannot read its records) as the
+	 * backend said it. */
+	if (e < 0 && e != -ENOENT)
 		return errorf(ret_error, e, "%s", err);
 	return 0;
 }
@@ -264,23 +264,6 @@ static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolume
 					   spec->fs_type, &err) < 0)
 		return errorf(ret_error, -EINVAL, "parameters: %s", err);
 	return 0;
-}
-
-/* Topologies of a request as the backends take them (free with topologies_free()). */
-static BackendTopology *topologies_from(Csi__V1__Topology *const *t, size_t n)
-{
-	BackendTopology *m = xnew0(BackendTopology, n);
-
-	for (size_t i = 0; i < n; i++)
-		pbmap_to_strmap((void *const *)t[i]->segments, t[i]->n_segments, &m[i]);
-	return m;
-}
-
-static void topologies_free(BackendTopology *m, size_t n)
-{
-	for (size_t i = 0; m && i < n; i++)
-		strmap_done(&m[i]);
-	free(m);
 }
 
 /* A volume of that name exists: the same request gets it back, another one ALREADY_EXISTS. */
@@ -547,6 +530,8 @@ int controller_get_capacity(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 	const Csi__V1__GetCapacityRequest *r = (const void *)req;
 	Backend *b = backend_default(d->backends);
 	BackendCapacityRequest q = {};
+	_cleanup_free_ ParamKV *kv = NULL;
+	_cleanup_free_ char *err = NULL;
 	BackendCapacity c;
 	Strmap topology = {};
 	int e;
@@ -557,9 +542,12 @@ int controller_get_capacity(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 		if ((e = capability_check(b, r->volume_capabilities[i], field, ret_error)) < 0)
 			return e;
 	}
+	/* The StorageClass's parameters: well formed, and the sizes they allow. */
+	kv = pbmap_to_kv((void *const *)r->parameters, r->n_parameters);
+	if (volume_params_size_range(kv, r->n_parameters, &q.min_size, &q.max_size, &err) < 0)
+		return errorf(ret_error, -EINVAL, "parameters: %s", err);
 	if (r->accessible_topology) {
-		pbmap_to_strmap((void *const *)r->accessible_topology->segments,
-				r->accessible_topology->n_segments, &topology);
+		topology_to_strmap(r->accessible_topology, &topology);
 		q.topology = &topology;
 	}
 	e = BACKEND_CALL(b, get_capacity, &q, &c, ret_error);
@@ -575,8 +563,19 @@ int controller_get_capacity(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 	return 0;
 }
 
-int controller_get_capabilities(_unused_ Driver *d, const ProtobufCMessage *req,
-				ProtobufCMessage **ret, _unused_ char **ret_error)
+/* What a controller of one node's volumes cannot serve when every node runs its own: Kubernetes
+ * sends publishes, expansions and modifications to one controller, not to the volume's node. */
+static bool distributed_lacks(Csi__V1__ControllerServiceCapability__RPC__Type t)
+{
+	return t == CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_UNPUBLISH_VOLUME ||
+	       t == CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__PUBLISH_READONLY ||
+	       t == CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__LIST_VOLUMES_PUBLISHED_NODES ||
+	       t == CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__EXPAND_VOLUME ||
+	       t == CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__MODIFY_VOLUME;
+}
+
+int controller_get_capabilities(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+				_unused_ char **ret_error)
 {
 	static const Csi__V1__ControllerServiceCapability__RPC__Type types[] = {
 		CSI__V1__CONTROLLER_SERVICE_CAPABILITY__RPC__TYPE__CREATE_DELETE_VOLUME,
@@ -600,6 +599,8 @@ int controller_get_capabilities(_unused_ Driver *d, const ProtobufCMessage *req,
 	csi__v1__controller_get_capabilities_response__init(resp);
 	resp->capabilities = xnew0(Csi__V1__ControllerServiceCapability *, ELEMENTSOF(types));
 	for (size_t i = 0; i < ELEMENTSOF(types); i++) {
+		if (d->distributed && distributed_lacks(types[i]))
+			continue;
 		Csi__V1__ControllerServiceCapability *c =
 			xnew0(Csi__V1__ControllerServiceCapability, 1);
 		csi__v1__controller_service_capability__init(c);
@@ -607,9 +608,8 @@ int controller_get_capabilities(_unused_ Driver *d, const ProtobufCMessage *req,
 		c->rpc = xnew0(Csi__V1__ControllerServiceCapability__RPC, 1);
 		csi__v1__controller_service_capability__rpc__init(c->rpc);
 		c->rpc->type = types[i];
-		resp->capabilities[i] = c;
+		resp->capabilities[resp->n_capabilities++] = c;
 	}
-	resp->n_capabilities = ELEMENTSOF(types);
 	*ret = &resp->base;
 	return 0;
 }

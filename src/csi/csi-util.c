@@ -220,3 +220,24 @@ Csi__V1__Topology *topology_from_strmap(const Strmap *m)
 					&t->n_segments);
 	return t;
 }
+
+void topology_to_strmap(const Csi__V1__Topology *t, Strmap *ret)
+{
+	pbmap_to_strmap((void *const *)t->segments, t->n_segments, ret);
+}
+
+BackendTopology *topologies_from(Csi__V1__Topology *const *t, size_t n)
+{
+	BackendTopology *m = xnew0(BackendTopology, n);
+
+	for (size_t i = 0; i < n; i++)
+		topology_to_strmap(t[i], &m[i]);
+	return m;
+}
+
+void topologies_free(BackendTopology *m, size_t n)
+{
+	for (size_t i = 0; m && i < n; i++)
+		strmap_done(&m[i]);
+	free(m);
+}

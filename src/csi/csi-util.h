@@ -83,5 +83,14 @@ Backend *volume_backend(const struct Driver *d, const char *volume_id, const Str
 		      : backend_unimplemented((b), #op, (ret_error)))
 int backend_unimplemented(const Backend *b, const char *op, char **ret_error);
 
+/* CSI topologies and the backends' (BackendTopology, a Strmap of segments). */
+
 /* A heap Topology with the segments of m. */
 Csi__V1__Topology *topology_from_strmap(const Strmap *m);
+
+/* Adds the segments of t to *ret. */
+void topology_to_strmap(const Csi__V1__Topology *t, Strmap *ret);
+
+/* An array of n segments, one per topology (free with topologies_free()). */
+BackendTopology *topologies_from(Csi__V1__Topology *const *t, size_t n);
+void topologies_free(BackendTopology *m, size_t n);

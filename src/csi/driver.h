@@ -24,6 +24,10 @@ typedef struct Driver {
 	const char *node_id;
 	usec_t coalesce_window;
 	int fs_group_policy; /* OwnershipPolicy when a volume names none */
+	/* Every node runs its own controller (--distributed): Kubernetes cannot route a publish,
+	 * an expand or a modify to a volume's node, so none is advertised, and NodeExpandVolume
+	 * grows the volume. */
+	bool distributed;
 
 	Backend **backends;	     /* the default first (backend.h); owned */
 	Inflight *inflight;	     /* keys of the calls being served */

@@ -260,6 +260,7 @@ int node_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage 
 		.staging_path = r->staging_target_path,
 		.required = required,
 		.limit = limit,
+		.grow = d->distributed,
 	};
 	BackendAccess access;
 	if (r->volume_capability) {

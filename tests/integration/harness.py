@@ -340,6 +340,12 @@ def in_background(fn, *args, **kw):
     return t, result
 
 
+def local_id(object_id):
+    """The name of a pool object's directory: its ID without the node part ("vol-<16 hex>"
+    of "vol-<16 hex>.node-1"; IDs carry their node)."""
+    return object_id.split(".", 1)[0]
+
+
 def to_dict(msg):
     return json_format.MessageToDict(msg, preserving_proto_field_name=True)
 

@@ -7,7 +7,7 @@ mount, no loop device, no directory."""
 import os
 import subprocess
 
-from harness import Skip, is_root, run
+from harness import Skip, is_root, local_id, run
 
 MiB = 1 << 20
 
@@ -99,7 +99,7 @@ def test_snapshot_sequence(ctx):
         "name": "source", "capacity_range": {"required_bytes": 16 * MiB},
         "volume_capabilities": [{"access_mode": {"mode": "SINGLE_NODE_WRITER"}, "mount": {}}],
     }).volume.volume_id
-    with open(os.path.join(d.pool, "volumes", vol, "data"), "r+b") as f:
+    with open(os.path.join(d.pool, "volumes", local_id(vol), "data"), "r+b") as f:
         f.seek(4 * MiB)
         f.write(b"x" * MiB)
     p = d.ctl("bench", "--sequence", "snapshot", "--param", "source=" + vol, "--count", "4",

@@ -14,7 +14,7 @@ import time
 
 import grpc
 
-from harness import VOLPLUGCTL, Skip, in_background, is_root, run, to_dict, wait_for
+from harness import VOLPLUGCTL, Skip, in_background, is_root, local_id, run, to_dict, wait_for
 
 import csi_pb2  # noqa: E402  (found through the path harness sets)
 
@@ -63,12 +63,18 @@ def listdir(pool, sub):
         return []
 
 
+def on_disk(pool, sub, node="node-1"):
+    """The objects in a pool's volumes/, snapshots/ or groups/, by the IDs the driver gives
+    them: the directory's name (the local ID), '.', and the pool's node."""
+    return ["%s.%s" % (name, node) for name in listdir(pool, sub)]
+
+
 def data_path(pool, volume_id, kind="volumes"):
-    return os.path.join(pool, kind, volume_id, "data")
+    return os.path.join(pool, kind, local_id(volume_id), "data")
 
 
 def meta(pool, volume_id, kind="volumes"):
-    with open(os.path.join(pool, kind, volume_id, "meta.json")) as f:
+    with open(os.path.join(pool, kind, local_id(volume_id), "meta.json")) as f:
         return json.load(f)
 
 
@@ -133,11 +139,13 @@ def snap_key(e):
 def test_create_delete_lifecycle(ctx):
     d = ctx.daemon()
     v = create(d, "pvc-life")
-    assert v.volume_id.startswith("vol-") and len(v.volume_id) == 20, v.volume_id
+    assert v.volume_id.startswith("vol-") and v.volume_id.endswith(".node-1"), v.volume_id
+    assert len(local_id(v.volume_id)) == 20, "vol- and 16 hex, then the node: %s" % v.volume_id
     assert v.capacity_bytes == GIB, "default size is 1 GiB"
-    assert to_dict(v)["accessible_topology"] == [{"segments": {"topology.volplug.io/zone": "local"}}]
-    assert listdir(d.pool, "volumes") == [v.volume_id]
-    assert sorted(os.listdir(os.path.join(d.pool, "volumes", v.volume_id))) == ["data", "meta.json"]
+    assert to_dict(v)["accessible_topology"] == [{"segments": {"topology.volplug.io/node": "node-1",
+                                                               "topology.volplug.io/zone": "local"}}]
+    assert on_disk(d.pool, "volumes") == [v.volume_id]
+    assert sorted(os.listdir(os.path.join(d.pool, "volumes", local_id(v.volume_id)))) == ["data", "meta.json"]
     st = os.stat(data_path(d.pool, v.volume_id))
     assert st.st_size == GIB and st.st_blocks * 512 < MIB, "a sparse file of the volume's size"
     m = meta(d.pool, v.volume_id)
@@ -149,7 +157,7 @@ def test_create_delete_lifecycle(ctx):
     assert_pool_clean(d.pool, volumes=1)
 
     d.call("DeleteVolume", volume_id=v.volume_id)
-    assert listdir(d.pool, "volumes") == [] and listdir(d.pool, "tmp") == []
+    assert on_disk(d.pool, "volumes") == [] and listdir(d.pool, "tmp") == []
     d.call("DeleteVolume", volume_id=v.volume_id)  # gone already: success
     d.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=v.volume_id, match=v.volume_id)
     d.expect_error(INVALID, "DeleteVolume", volume_id="", match="volume_id")
@@ -178,7 +186,7 @@ def test_create_is_idempotent_other_arguments_already_exist(ctx):
         e = d.expect_error(EXISTS, "CreateVolume", other, match="'pvc-idem'")
         assert {"capacity": "capacity_range", "parameters": "parameters",
                 "source": "volume_content_source"}[what] in e.details(), (what, e.details())
-    assert listdir(d.pool, "volumes") == sorted([first.volume.volume_id, src.volume_id])
+    assert on_disk(d.pool, "volumes") == sorted([first.volume.volume_id, src.volume_id])
     assert meta(d.pool, first.volume.volume_id)["params"]["iops"] == "4000"
     assert_pool_clean(d.pool, volumes=2)
 
@@ -201,7 +209,7 @@ def test_bad_names_ids_and_parameters(ctx):
                                             "mount": {"fs_type": "ntfs"}}),
                    match="fs_type")
     # Nothing was made, not even in tmp/.
-    assert listdir(d.pool, "volumes") == [] and listdir(d.pool, "tmp") == []
+    assert on_disk(d.pool, "volumes") == [] and listdir(d.pool, "tmp") == []
 
     # A name of 128 bytes is fine; IDs that could escape the pool never reach a path.
     assert create(d, "z" * 128).volume_id.startswith("vol-")
@@ -241,7 +249,7 @@ def test_capacity_range(ctx):
                    match="capacity_range")
     d.expect_error(INVALID, "CreateVolume", create_req("pvc-bad", capacity_range={"required_bytes": -1}),
                    match="capacity_range")
-    assert "pvc-bad" not in json.dumps([meta(d.pool, i)["name"] for i in listdir(d.pool, "volumes")])
+    assert "pvc-bad" not in json.dumps([meta(d.pool, i)["name"] for i in on_disk(d.pool, "volumes")])
     assert_pool_clean(d.pool, volumes=5)
 
 
@@ -249,14 +257,15 @@ def test_topology(ctx):
     d = ctx.daemon(args=["--zone", "zone-a"])
     here = {"segments": {"topology.volplug.io/zone": "zone-a"}}
     there = {"segments": {"topology.volplug.io/zone": "zone-b"}}
+    node = {"segments": {"topology.volplug.io/node": "node-1", "topology.volplug.io/zone": "zone-a"}}
     e = d.expect_error(EXHAUSTED, "CreateVolume",
                        create_req("pvc-there", accessibility_requirements={"requisite": [there],
                                                                            "preferred": [there]}),
                        match="accessibility_requirements")
     assert "zone-a" in e.details(), e.details()
-    assert listdir(d.pool, "volumes") == []
+    assert on_disk(d.pool, "volumes") == []
     v = create(d, "pvc-both", accessibility_requirements={"requisite": [there, here], "preferred": [there]})
-    assert to_dict(v)["accessible_topology"] == [here]
+    assert to_dict(v)["accessible_topology"] == [node], "exactly where it is: this node"
     k8s = {"segments": {"topology.kubernetes.io/zone": "zone-a"}}
     assert create(d, "pvc-k8s", accessibility_requirements={"requisite": [k8s]}).volume_id
     assert capacity(d, accessible_topology=there)[0] == 0, "no capacity in a zone not served"
@@ -270,7 +279,7 @@ def test_pool_capacity(ctx):
     assert capacity(d) == (GIB, GIB, MIB)
     e = d.expect_error(EXHAUSTED, "CreateVolume", create_req("pvc-b", 2 * GIB), match="capacity_range")
     assert "do not fit" in e.details(), e.details()
-    assert listdir(d.pool, "volumes") == [a.volume_id] and listdir(d.pool, "tmp") == []
+    assert on_disk(d.pool, "volumes") == [a.volume_id] and listdir(d.pool, "tmp") == []
     d.expect_error(EXHAUSTED, "CreateSnapshot", name="snap-a", source_volume_id=a.volume_id)
     assert capacity(d) == (GIB, GIB, MIB), "a failed create reserves nothing"
 
@@ -303,11 +312,11 @@ def test_64_concurrent_creates_of_one_name(ctx):
         return ok[0]["volume"]["volume_id"], len(ok)
 
     one, n_ok = storm("pvc-storm", [d])
-    assert listdir(d.pool, "volumes") == [one], listdir(d.pool, "volumes")
+    assert on_disk(d.pool, "volumes") == [one], on_disk(d.pool, "volumes")
     # The same from two processes on one pool: their in-flight tables are separate, the
     # pool's no-replace rename decides.
     two, n_ok2 = storm("pvc-storm-2", [d, other])
-    assert listdir(d.pool, "volumes") == sorted([one, two]), listdir(d.pool, "volumes")
+    assert on_disk(d.pool, "volumes") == sorted([one, two]), on_disk(d.pool, "volumes")
     assert d.logs().count("created volume %s" % one) == 1
     assert (d.logs() + other.logs()).count("created volume %s" % two) == 1
     assert_pool_clean(d.pool, volumes=2)
@@ -328,7 +337,7 @@ def test_second_call_in_flight_is_aborted_at_once(ctx):
     assert "value" in first, first
     assert time.monotonic() - start >= 2.0
     vid = first["value"].volume.volume_id
-    assert listdir(d.pool, "volumes") == [vid]
+    assert on_disk(d.pool, "volumes") == [vid]
     assert d.call("CreateVolume", create_req("pvc-slow", 8 * MIB)).volume.volume_id == vid
 
     # The same for a snapshot name.
@@ -339,7 +348,7 @@ def test_second_call_in_flight_is_aborted_at_once(ctx):
     assert time.monotonic() - t0 < 0.5
     t.join(10)
     assert "value" in first, first
-    assert listdir(d.pool, "snapshots") == [first["value"].snapshot.snapshot_id]
+    assert on_disk(d.pool, "snapshots") == [first["value"].snapshot.snapshot_id]
     assert_pool_clean(d.pool, volumes=1)
 
 
@@ -366,7 +375,7 @@ def test_client_deadline_then_retry_finds_the_volume(ctx):
         time.sleep(0.1)
     assert time.monotonic() - start >= 2.0, "the retry returned the work the first call finished"
     assert reply.volume.capacity_bytes == 16 * MIB
-    assert listdir(d.pool, "volumes") == [reply.volume.volume_id]
+    assert on_disk(d.pool, "volumes") == [reply.volume.volume_id]
     assert d.logs().count("created volume %s" % reply.volume.volume_id) == 1
     assert_pool_clean(d.pool, volumes=1)
 
@@ -434,10 +443,10 @@ def test_kill9_during_create(ctx):
     d, again = crash_then_recover(
         ctx, "pool-create-before-commit=crash",
         lambda d: expect_crash(d, "CreateVolume", **create_req("pvc-crash", 32 * MIB)), "new-vol-")
-    assert listdir(d.pool, "volumes") == [], "a half-made volume is never visible"
+    assert on_disk(d.pool, "volumes") == [], "a half-made volume is never visible"
     assert list(again.call("ListVolumes").entries) == []
     v = create(again, "pvc-crash", 32 * MIB)
-    assert listdir(d.pool, "volumes") == [v.volume_id]
+    assert on_disk(d.pool, "volumes") == [v.volume_id]
     assert_pool_clean(d.pool, volumes=1)
 
 
@@ -452,10 +461,10 @@ def test_kill9_during_snapshot(ctx):
 
     d, again = crash_then_recover(ctx, "pool-snapshot-before-commit=crash", crash, "new-snap-")
     vid = holder["vid"]
-    assert listdir(d.pool, "snapshots") == []
+    assert on_disk(d.pool, "snapshots") == []
     assert list(again.call("ListSnapshots").entries) == []
     s = again.call("CreateSnapshot", name="snap-crash", source_volume_id=vid).snapshot
-    assert s.ready_to_use and listdir(d.pool, "snapshots") == [s.snapshot_id]
+    assert s.ready_to_use and on_disk(d.pool, "snapshots") == [s.snapshot_id]
     assert read_all(data_path(d.pool, s.snapshot_id, "snapshots"))[4096:4103] == b"keep me"
     assert_pool_clean(d.pool, volumes=1)
 
@@ -468,7 +477,7 @@ def test_kill9_during_delete(ctx):
         expect_crash(d, "DeleteVolume", volume_id=holder["vid"])
 
     d, again = crash_then_recover(ctx, "pool-delete-after-rename=crash", crash, "del-vol-")
-    assert listdir(d.pool, "volumes") == [], "a half-removed volume is gone"
+    assert on_disk(d.pool, "volumes") == [], "a half-removed volume is gone"
     again.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=holder["vid"])
     again.call("DeleteVolume", volume_id=holder["vid"])
     assert create(again, "pvc-del", 16 * MIB).volume_id == holder["vid"], "the name is free again"
@@ -505,7 +514,7 @@ def test_publish_device_names_and_idempotency(ctx):
 
     e = d.expect_error(PRECONDITION, "DeleteVolume", volume_id=b, match=b)
     assert "node-1" in e.details(), e.details()
-    assert b in listdir(d.pool, "volumes")
+    assert b in on_disk(d.pool, "volumes")
 
     for _ in range(2):  # unpublish is idempotent
         d.call("ControllerUnpublishVolume", volume_id=a, node_id="node-1")
@@ -514,27 +523,35 @@ def test_publish_device_names_and_idempotency(ctx):
     assert publish(d, c) == {"devicePath": "/dev/xvdba"}, "a freed name is used again, first first"
     d.call("ControllerUnpublishVolume", volume_id=b, node_id="node-1")
     d.call("DeleteVolume", volume_id=b)
-    assert b not in listdir(d.pool, "volumes")
+    assert b not in on_disk(d.pool, "volumes")
 
 
-def test_publish_access_modes_across_nodes(ctx):
+def test_publish_only_to_the_volumes_node(ctx):
+    """A pool serves one node: a process of another node refuses to open it, and a volume is
+    published to its own node only (its data is there), whatever its access mode."""
     d = ctx.daemon()
-    ctx.daemon(mode="node", pool=d.pool, node_id="node-2", name="node2")
+    other = ctx.daemon(mode="node", pool=d.pool, node_id="node-2", name="node2", start=False)
+    try:
+        other.start()
+        raise AssertionError("a node-2 process opened node-1's pool")
+    except AssertionError as e:
+        assert "volplugd exited with 2" in str(e), e
+    assert "pool %s serves node node-1" % d.pool in other.logs(), other.logs()
     single = create(d, "pvc-single", MIB, cap=BLOCK).volume_id
+    e = d.expect_error(NOT_FOUND, "ControllerPublishVolume", volume_id=single, node_id="node-2",
+                       volume_capability=BLOCK, match="node_id")
+    assert "%s is on node node-1 and cannot be published to node node-2" % single in e.details()
+    assert meta(d.pool, single)["attachments"] == [], "nothing recorded"
     publish(d, single, "node-1", BLOCK)
-    e = d.expect_error(PRECONDITION, "ControllerPublishVolume", volume_id=single, node_id="node-2",
-                       volume_capability=BLOCK, match=single)
-    assert "node-1" in e.details() and "SINGLE_NODE_WRITER" in e.details(), e.details()
     assert [x["node"] for x in meta(d.pool, single)["attachments"]] == ["node-1"]
-    # Once detached from node-1 it may go to node-2.
-    d.call("ControllerUnpublishVolume", volume_id=single, node_id="node-1")
-    assert publish(d, single, "node-2", BLOCK) == {"devicePath": "/dev/xvdba"}, "names are per node"
 
     shared = create(d, "pvc-shared", MIB, cap=MNRO).volume_id
     publish(d, shared, "node-1", MNRO, readonly=True)
-    publish(d, shared, "node-2", MNRO, readonly=True)
+    publish(d, shared, "node-1", MNRO, readonly=True)
+    d.expect_error(NOT_FOUND, "ControllerPublishVolume", volume_id=shared, node_id="node-2",
+                   volume_capability=MNRO, readonly=True, match="node-2")
     status = d.call("ControllerGetVolume", volume_id=shared).status
-    assert sorted(status.published_node_ids) == ["node-1", "node-2"], status
+    assert list(status.published_node_ids) == ["node-1"], status
     # Unpublish without a node detaches it everywhere.
     d.call("ControllerUnpublishVolume", volume_id=shared)
     assert meta(d.pool, shared)["attachments"] == []
@@ -607,7 +624,7 @@ def test_two_processes_delete_never_races_publish(ctx):
     assert load["errors"] == [] and load["cycles"] > 0, load
     assert both == 0, "%d of %d rounds: the delete and the publish both succeeded" % (both, rounds)
     assert deleted > 0, "the delete never won: the race was not run"
-    assert listdir(a.pool, "volumes") == []
+    assert on_disk(a.pool, "volumes") == []
     assert json.load(open(os.path.join(a.pool, "nodes", "node-1.devices")))["devices"] == {}
     assert_pool_clean(a.pool, volumes=0)
     return "%d rounds: %d deleted first, %d published first, %d both; %d other life cycles" % (
@@ -628,7 +645,7 @@ def race_rounds(a, b, rounds):
             both += 1
         elif cd == OK:
             assert cp == NOT_FOUND and vid in rp, (cp, rp)
-            assert vid not in listdir(a.pool, "volumes")
+            assert vid not in on_disk(a.pool, "volumes")
             deleted += 1
         else:
             assert cd == PRECONDITION and "published to node node-1" in rd, (cd, rd)
@@ -653,8 +670,8 @@ def test_two_processes_share_the_capacity(ctx):
     assert total <= 100 * MIB, "%d MiB created with 100 MiB of capacity" % (total // MIB)
     assert len(made) == 10, (len(made), refused)
     assert all(code == EXHAUSTED and "do not fit" in msg for code, msg in refused), refused
-    on_disk = sum(os.stat(data_path(a.pool, v)).st_size for v in listdir(a.pool, "volumes"))
-    assert on_disk == total
+    held = sum(os.stat(data_path(a.pool, v)).st_size for v in on_disk(a.pool, "volumes"))
+    assert held == total
     assert capacity(a)[0] == 0 and capacity(b)[0] == 0, (capacity(a), capacity(b))
 
     a.call("DeleteVolume", volume_id=made[0].volume_id)
@@ -684,7 +701,7 @@ def test_two_processes_share_device_names_and_the_limit(ctx):
     b.call("ControllerUnpublishVolume", volume_id=v[0], node_id="node-1")
     assert publish(a, v[2]) == {"devicePath": "/dev/xvdba"}, "A sees B's unpublish: under the limit"
     index = json.load(open(os.path.join(a.pool, "nodes", "node-1.devices")))
-    assert index["devices"] == {"/dev/xvdba": v[2], "/dev/xvdbb": v[1]}, index
+    assert index["devices"] == {"/dev/xvdba": local_id(v[2]), "/dev/xvdbb": local_id(v[1])}, index
 
     # Publishes racing through both processes get different names.
     a.call("ControllerUnpublishVolume", volume_id=v[1])
@@ -703,26 +720,26 @@ def test_kill9_during_expand_at_the_meta_rename(ctx):
     expect_crash(d, "ControllerExpandVolume", volume_id=vid,
                  capacity_range={"required_bytes": 32 * MIB})
     assert d.proc.wait(10) == -9, "killed by its failpoint"
-    assert sorted(os.listdir(os.path.join(d.pool, "volumes", vid))) == ["data", "meta.json"], \
+    assert sorted(os.listdir(os.path.join(d.pool, "volumes", local_id(vid)))) == ["data", "meta.json"], \
         "no temporary left beside meta.json"
     tmp = listdir(d.pool, "tmp")
     assert len(tmp) == 1 and tmp[0].startswith(".meta.json.tmp-"), tmp
     rc, out = pool_check(d.pool)
     assert rc == 1 and "tmp/%s: left by an interrupted operation" % tmp[0] in out, out
-    assert "volumes/%s: data file is %d bytes, metadata says %d" % (vid, 32 * MIB, 16 * MIB) in out
+    assert "volumes/%s: data file is %d bytes, metadata says %d" % (local_id(vid), 32 * MIB, 16 * MIB) in out
 
     again = ctx.daemon(pool=d.pool, name="restarted", args=["--modify-coalesce-window", "10ms"])
     assert_pool_clean(d.pool, volumes=1)
     assert meta(d.pool, vid)["size"] == 32 * MIB, "the size the expand made is recorded"
     warned = [l for l in again.logs().splitlines() if "warning" in l and d.pool in l]
     assert any("tmp/%s" % tmp[0] in l and "removed" in l for l in warned), warned
-    assert any(vid in l and "recorded %d bytes" % (32 * MIB) in l for l in warned), warned
+    assert any(local_id(vid) in l and "recorded %d bytes" % (32 * MIB) in l for l in warned), warned
     r = again.call("ControllerExpandVolume", volume_id=vid, capacity_range={"required_bytes": 32 * MIB})
     assert r.capacity_bytes == 32 * MIB, "the retry finds the expand done"
 
 
 def damage(pool, vid, text=b"{ not json"):
-    with open(os.path.join(pool, "volumes", vid, "meta.json"), "wb") as f:
+    with open(os.path.join(pool, "volumes", local_id(vid), "meta.json"), "wb") as f:
         f.write(text)
 
 
@@ -747,7 +764,7 @@ def test_damaged_volume_is_listed_counted_and_deletable(ctx):
     assert len(warned) == 1 and "warning" in warned[0], warned
 
     d.call("DeleteVolume", volume_id=bad)
-    assert listdir(d.pool, "volumes") == [good] and listdir(d.pool, "tmp") == []
+    assert on_disk(d.pool, "volumes") == [good] and listdir(d.pool, "tmp") == []
     assert publish(d, good) == {"devicePath": "/dev/xvdba"}, "the name it held is free again"
     assert capacity(d)[0] == GIB - 8 * MIB
     assert "deleted volume %s, whose metadata was damaged" % bad in d.logs()
@@ -781,11 +798,11 @@ def test_damaged_volume_with_a_loop_device_is_not_deleted(ctx):
         damage(d.pool, vid)
         e = d.expect_error(PRECONDITION, "DeleteVolume", volume_id=vid, match=dev)
         assert vid in e.details() and "unstage" in e.details(), e.details()
-        assert vid in listdir(d.pool, "volumes")
+        assert vid in on_disk(d.pool, "volumes")
     finally:
         d.call("NodeUnstageVolume", volume_id=vid, staging_target_path=staging)
     d.call("DeleteVolume", volume_id=vid)
-    assert listdir(d.pool, "volumes") == []
+    assert on_disk(d.pool, "volumes") == []
     assert_pool_clean(d.pool, volumes=0)
 
 
@@ -809,7 +826,7 @@ def test_snapshot_restore_and_clone(ctx):
     original = read_all(vpath)
     s = d.call("CreateSnapshot", name="snap-data", source_volume_id=v).snapshot
     assert s.ready_to_use and s.size_bytes == 16 * MIB and s.source_volume_id == v, s
-    assert s.snapshot_id.startswith("snap-") and listdir(d.pool, "snapshots") == [s.snapshot_id]
+    assert s.snapshot_id.startswith("snap-") and on_disk(d.pool, "snapshots") == [s.snapshot_id]
     assert read_all(data_path(d.pool, s.snapshot_id, "snapshots")) == original
     assert "created snapshot %s" % s.snapshot_id in d.logs()
     assert "by reflink" in d.logs() or "by sparse copy" in d.logs(), "the log says how it copied"
@@ -866,7 +883,7 @@ def test_snapshot_names_and_listing(ctx):
                    match="vol-0000000000000000")
     d.expect_error(INVALID, "CreateSnapshot", name="snap-x", source_volume_id=v1, parameters={"iops": "1"},
                    match="'iops'")
-    assert listdir(d.pool, "snapshots") == [s.snapshot.snapshot_id]
+    assert on_disk(d.pool, "snapshots") == [s.snapshot.snapshot_id]
 
     def snap(name, vid):
         return d.call("CreateSnapshot", name=name, source_volume_id=vid).snapshot.snapshot_id
@@ -890,7 +907,7 @@ def test_snapshot_names_and_listing(ctx):
 
     d.call("DeleteSnapshot", snapshot_id=every[0])
     d.call("DeleteSnapshot", snapshot_id=every[0])  # gone already: success
-    assert every[0] not in listdir(d.pool, "snapshots")
+    assert every[0] not in on_disk(d.pool, "snapshots")
     assert list_all(d, "ListSnapshots", 4, snap_key)[0] == every[1:]
     assert_pool_clean(d.pool, volumes=2)
 
@@ -909,8 +926,8 @@ def test_group_snapshots(ctx):
     assert all(s.group_snapshot_id == g.group_snapshot_id for s in g.snapshots)
     assert read_all(data_path(d.pool, members[v1], "snapshots"))[100:103] == b"one"
     assert read_all(data_path(d.pool, members[v2], "snapshots"))[200:203] == b"two"
-    assert listdir(d.pool, "groups") == [g.group_snapshot_id]
-    assert sorted(listdir(d.pool, "snapshots")) == sorted(members.values())
+    assert on_disk(d.pool, "groups") == [g.group_snapshot_id]
+    assert sorted(on_disk(d.pool, "snapshots")) == sorted(members.values())
 
     again = d.call("CreateVolumeGroupSnapshot", name="group-a", source_volume_ids=[v1, v2]).group_snapshot
     assert again.group_snapshot_id == g.group_snapshot_id
@@ -926,13 +943,13 @@ def test_group_snapshots(ctx):
 
     e = d.expect_error(PRECONDITION, "DeleteSnapshot", snapshot_id=members[v1], match=members[v1])
     assert g.group_snapshot_id in e.details(), e.details()
-    assert members[v1] in listdir(d.pool, "snapshots")
+    assert members[v1] in on_disk(d.pool, "snapshots")
     d.expect_error(INVALID, "DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id,
                    snapshot_ids=[members[v1]], match="snapshot_ids")
 
     d.call("DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id,
            snapshot_ids=list(members.values()))
-    assert listdir(d.pool, "groups") == [] and listdir(d.pool, "snapshots") == []
+    assert on_disk(d.pool, "groups") == [] and on_disk(d.pool, "snapshots") == []
     d.expect_error(NOT_FOUND, "GetVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id,
                    match=g.group_snapshot_id)
     d.call("DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id)
@@ -1061,7 +1078,7 @@ def test_validate_get_volume_and_capabilities(ctx):
     listed = d.call("ListVolumes").entries[0].status.volume_condition
     assert listed.abnormal, listed
     rc, out = pool_check(d.pool)
-    assert rc == 1 and "volumes/%s: data file is 4096 bytes" % v in out, out
+    assert rc == 1 and "volumes/%s: data file is 4096 bytes" % local_id(v) in out, out
     os.unlink(data_path(d.pool, v))
     cond = d.call("ControllerGetVolume", volume_id=v).status.volume_condition
     assert cond.abnormal and "missing" in cond.message, cond
@@ -1081,7 +1098,7 @@ if __name__ == "__main__":
          test_64_concurrent_creates_of_one_name, test_second_call_in_flight_is_aborted_at_once,
          test_client_deadline_then_retry_finds_the_volume, test_list_volumes_pagination,
          test_kill9_during_create, test_kill9_during_snapshot, test_kill9_during_delete,
-         test_publish_device_names_and_idempotency, test_publish_access_modes_across_nodes,
+         test_publish_device_names_and_idempotency, test_publish_only_to_the_volumes_node,
          test_attach_limit, test_device_names_survive_a_restart, test_snapshot_restore_and_clone,
          test_snapshot_names_and_listing, test_group_snapshots, test_expand_and_modify_are_coalesced,
          test_conflicting_changes_fail_alone, test_validate_get_volume_and_capabilities,

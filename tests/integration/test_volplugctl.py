@@ -12,7 +12,7 @@ import stat
 import subprocess
 import time
 
-from harness import SOURCE_ROOT, VOLPLUGCTL, Skip, is_root, run
+from harness import SOURCE_ROOT, VOLPLUGCTL, Skip, is_root, local_id, run
 
 MiB = 1 << 20
 EXAMPLES = os.path.join(SOURCE_ROOT, "examples", "flexvolume")
@@ -206,7 +206,8 @@ def test_capacity_and_capabilities(ctx):
             "MODIFY_VOLUME"} <= set(ctrl), ctrl
     info = d.ctl_json("node", "info")
     assert info["node_id"] == "node-1", info
-    assert info["accessible_topology"]["segments"] == {"topology.volplug.io/zone": "local"}, info
+    assert info["accessible_topology"]["segments"] == {"topology.volplug.io/node": "node-1",
+                                                       "topology.volplug.io/zone": "local"}, info
     node = [c["rpc"]["type"] for c in d.ctl_json("node", "capabilities")["capabilities"]]
     assert "STAGE_UNSTAGE_VOLUME" in node and "GET_VOLUME_STATS" in node, node
 
@@ -659,12 +660,12 @@ def staged_then_deleted(ctx, d, staging):
                                   "capacity_range": {"required_bytes": 8 * MiB}}).volume.volume_id
     os.makedirs(staging, exist_ok=True)
     d.call("NodeStageVolume", volume_id=vid, staging_target_path=staging, volume_capability=BLOCK)
-    dev = run_tool("losetup", "-j", os.path.join(d.pool, "volumes", vid, "data")).split(":")[0]
+    dev = run_tool("losetup", "-j", os.path.join(d.pool, "volumes", local_id(vid), "data")).split(":")[0]
     detach_later(ctx, dev)
     p = ctl("--endpoint", "unix://" + d.socket, "volume", "delete", vid, check=1)
     assert "FAILED_PRECONDITION" in p.stderr and "unstage it first" in p.stderr, p.stderr
-    trash = os.path.join(d.pool, "tmp", "del-%s.0000beef" % vid)
-    os.rename(os.path.join(d.pool, "volumes", vid), trash)
+    trash = os.path.join(d.pool, "tmp", "del-%s.0000beef" % local_id(vid))
+    os.rename(os.path.join(d.pool, "volumes", local_id(vid)), trash)
     shutil.rmtree(trash)
     assert loop_backing(dev).endswith("/data (deleted)"), loop_backing(dev)
     return vid, dev
@@ -677,18 +678,18 @@ def test_pool_check_reports_and_repairs_strays(ctx):
     vid, deleted_dev = staged_then_deleted(ctx, d, os.path.join(ctx.tmp, "staging"))
     mounted_dev, mnt = stray_loop(ctx, pool, mounted=True)
     keep = d.call("CreateVolume", {"name": "pvc-keep", "volume_capabilities": [BLOCK]}).volume.volume_id
-    temp = os.path.join(pool, "volumes", keep, TEMP)
+    temp = os.path.join(pool, "volumes", local_id(keep), TEMP)
     open(temp, "w").close()
 
     # Without --repair: reported, nothing changed.
     out = ctl("pool", "check", pool, check=1).stdout.splitlines()
     assert out[-1] == "1 volumes, 0 snapshots, 0 Flexvolume records, 3 problems", out
     deleted_line = [l for l in out if l.startswith(deleted_dev + ": ")]
-    assert len(deleted_line) == 1 and "tmp/del-%s." % vid in deleted_line[0], out
+    assert len(deleted_line) == 1 and "tmp/del-%s." % local_id(vid) in deleted_line[0], out
     assert deleted_line[0].endswith("/data (deleted), which no record uses"), out
     assert "%s: mounted at %s, over stray.img, which no record of the pool uses (not unmounted)" % (
         mounted_dev, mnt) in out, out
-    assert "volumes/%s/%s: a temporary file left by an interrupted write" % (keep, TEMP) in out, out
+    assert "volumes/%s/%s: a temporary file left by an interrupted write" % (local_id(keep), TEMP) in out, out
     assert loop_backing(deleted_dev) and os.path.exists(temp)
 
     # --repair, while the daemon serves the pool: the mount is only reported.
@@ -696,7 +697,7 @@ def test_pool_check_reports_and_repairs_strays(ctx):
     problems = {p["object"]: p for p in report["problems"]}
     assert report["repaired"] == 2 and len(problems) == 3, report
     assert problems[deleted_dev]["repaired"] == "detached", report
-    assert problems["volumes/%s/%s" % (keep, TEMP)]["repaired"] == "removed", report
+    assert problems["volumes/%s/%s" % (local_id(keep), TEMP)]["repaired"] == "removed", report
     assert "repaired" not in problems[mounted_dev] and mnt in problems[mounted_dev]["problem"], report
     assert loop_backing(deleted_dev) is None and not os.path.exists(temp)
     assert mount_at(mnt) is not None and loop_backing(mounted_dev), "never unmounted"
@@ -721,7 +722,7 @@ def test_daemon_repairs_strays_at_start(ctx):
     d = ctx.daemon(pool=d.pool, name="restarted")
     warned = [l for l in d.logs().splitlines() if " warning " in l and "pool %s: " % d.pool in l]
     assert len(warned) == 3, warned
-    assert any(deleted_dev in l and "tmp/del-%s." % vid in l and ": detached (" in l
+    assert any(deleted_dev in l and "tmp/del-%s." % local_id(vid) in l and ": detached (" in l
                for l in warned), warned
     assert any(stray_dev in l and "stray.img" in l and ": detached (" in l for l in warned)
     assert any("nodes/.node-1.json.tmp-00000000000000ff" in l and ": removed (" in l

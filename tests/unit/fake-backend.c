@@ -605,16 +605,20 @@ FAKE_OP(list_volumes, LIST_VOLUMES, BackendListRequest, BackendVolumeList)
 static void get_capacity_record(const BackendCapacityRequest *r, Strmap *rec)
 {
 	rec_map(rec, "topology", r->topology);
-	rec_params(rec, r->params);
+	rec_u64(rec, "min_size", r->min_size);
+	rec_u64(rec, "max_size", r->max_size);
 }
 
 static int get_capacity_locked(FakeBackend *f, const BackendCapacityRequest *r,
 			       BackendCapacity *ret, char **ret_error)
 {
+	_cleanup_(strmap_done) BackendTopology ours = {};
 	uint64_t available = f->capacity - used_bytes(f);
+	const char *key;
 
 	(void)ret_error;
-	if (r->topology && !backend_topology_has_zone(r->topology, f->zone))
+	strmap_set(&ours, BACKEND_TOPOLOGY_ZONE, f->zone);
+	if (r->topology && backend_topology_fit(&ours, r->topology, &key) != BACKEND_TOPOLOGY_FITS)
 		available = 0;
 	*ret = (BackendCapacity){
 		.available = available,

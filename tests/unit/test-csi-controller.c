@@ -245,6 +245,7 @@ static void test_create_source(void)
 	       "the backend is told it is a clone");
 
 	fake_forget_calls(env->fake);
+	size_t n_volumes = env->fake->n_volumes;
 	_cleanup_(call_done) Call small =
 		create(env, "small",
 		       ",'capacity_range':{'required_bytes':1073741824},"
@@ -278,8 +279,23 @@ static void test_create_source(void)
 		  "a damaged source volume counts as absent");
 	is_status(theirs, "NOT_FOUND", "volume_content_source: volume 'other-vol-1' not found",
 		  "sources are the default backend's: another backend's volume is not one");
-	is_int(fake_calls(env->fake, FAKE_CREATE_VOLUME), 0, "the backend made none of them");
+	is_int(env->fake->n_volumes, n_volumes, "the backend made none of them");
+	is_int(fake_calls(env->fake, FAKE_CREATE_VOLUME), 4,
+	       "a source the backend does not find is its create_volume's to refuse, not the "
+	       "sizes'");
 	is_int(fake_calls(env->other, FAKE_GET_VOLUME), 0, "the other backend was not asked");
+
+	/* A backend's create_volume knows a source of another node from a missing one. */
+	fake_fail(env->fake, FAKE_CREATE_VOLUME, -ENOSPC,
+		  "volume_content_source.snapshot.snapshot_id: snapshot fake-snap-1.n2 is on node "
+		  "n2, not on this node (n1)");
+	_cleanup_(call_done) Call elsewhere = create(
+		env, "x", ",'volume_content_source':{'snapshot':{'snapshot_id':'fake-snap-1.n2'}}");
+	is_status(elsewhere, "RESOURCE_EXHAUSTED",
+		  "volume_content_source.snapshot.snapshot_id: snapshot fake-snap-1.n2 is on node "
+		  "n2, not on this node (n1)",
+		  "a source the backend's get_snapshot did not find: create_volume's answer");
+	fake_fail(env->fake, FAKE_CREATE_VOLUME, 0, NULL);
 
 	fake_fail(env->fake, FAKE_GET_SNAPSHOT, -EAGAIN, "snapshot records: busy, try again");
 	_cleanup_(call_done) Call busy = create(

@@ -98,6 +98,19 @@ int main(void)
 	ok(!c.zone_set && !c.node_id_set && !c.max_volumes_set, "nothing given");
 	daemon_config_done(&c);
 
+	is_int(parse(ARGV("--topology-label", "topology.kubernetes.io/region=eu-1",
+			  "--topology-label", "rack=", "--distributed"),
+		     &c, &error),
+	       0, "topology labels and --distributed parse");
+	is_str(strmap_get(&c.topology_labels, "topology.kubernetes.io/region"), "eu-1",
+	       "a prefixed key");
+	is_str(strmap_get(&c.topology_labels, "rack"), "", "an empty value");
+	ok(c.distributed, "distributed");
+	daemon_config_done(&c);
+	is_int(parse(ARGV("--pool", "/tmp/p"), &c, &error), 0, "topology defaults");
+	ok(c.topology_labels.n == 0 && !c.distributed, "no labels, not distributed");
+	daemon_config_done(&c);
+
 	const struct {
 		char **argv;
 		const char *error;
@@ -107,6 +120,25 @@ int main(void)
 		{ARGV("--device-dir", "rel"), "--device-dir 'rel': invalid value"},
 		{ARGV("--instance-type", "large"), "--instance-type 'large': invalid value"},
 		{ARGV("--device-wait", "soon"), "--device-wait 'soon': invalid value"},
+		{ARGV("--topology-label", "rack"), "--topology-label 'rack': want KEY=VALUE in "
+						   "Kubernetes label syntax ([prefix/]name, "
+						   "a value of at most 63 characters)"},
+		{ARGV("--topology-label", "-rack=1"),
+		 "--topology-label '-rack=1': want KEY=VALUE in Kubernetes label syntax "
+		 "([prefix/]name, a value of at most 63 characters)"},
+		{ARGV("--topology-label", "a_b/rack=1"),
+		 "--topology-label 'a_b/rack=1': want KEY=VALUE in Kubernetes label syntax "
+		 "([prefix/]name, a value of at most 63 characters)"},
+		{ARGV("--topology-label", "rack=a b"),
+		 "--topology-label 'rack=a b': want KEY=VALUE in Kubernetes label syntax "
+		 "([prefix/]name, a value of at most 63 characters)"},
+		{ARGV("--topology-label", "topology.volplug.io/node=n2"),
+		 "--topology-label 'topology.volplug.io/node=n2': topology.volplug.io/node comes "
+		 "from --node-id"},
+		{ARGV("--topology-label", "topology.volplug.io/zone=z"),
+		 "--topology-label 'topology.volplug.io/zone=z': topology.volplug.io/zone comes "
+		 "from "
+		 "--zone"},
 		{ARGV("--flexvolume-timeout", "mnt=5s"),
 		 "--flexvolume-timeout 'mnt=5s': unknown command 'mnt'"},
 		{ARGV("--flexvolume-timeout", "0"), "--flexvolume-timeout '0': invalid value"},

@@ -2,7 +2,9 @@
 /* The pool backend's controller operations, and the checks of its node operations, called as
  * the CSI layer calls them (backend.h's table): what each answers, and the message the user
  * would read. Two backends opened on one
- * pool stand for two processes (a controller and a node elsewhere). No loop devices: no root. */
+ * pool stand for two processes of its node (a controller and a node plugin); two pools, for two
+ * nodes of a cluster. No loop devices: no root. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,7 +40,7 @@ static void use_pool(const char *name)
 }
 
 /* A backend on the test's pool for node (a process serving the controller and that node). */
-static Backend *start(const char *node, uint32_t max_volumes)
+static Backend *start_with(const char *node, uint32_t max_volumes, const Strmap *labels)
 {
 	char *names[] = {(char *)"pool", NULL};
 	_cleanup_free_ char *error = NULL;
@@ -48,6 +50,7 @@ static Backend *start(const char *node, uint32_t max_volumes)
 		.node_id = node,
 		.max_volumes_per_node = max_volumes,
 		.zone = "z1",
+		.topology_labels = labels,
 		.pool_path = pool_dir,
 		.pool_capacity = 64 * MIB,
 		.report = report,
@@ -62,6 +65,11 @@ static Backend *start(const char *node, uint32_t max_volumes)
 	Backend *b = list[0];
 	free(list); /* the array only: each test frees its backend */
 	return b;
+}
+
+static Backend *start(const char *node, uint32_t max_volumes)
+{
+	return start_with(node, max_volumes, NULL);
 }
 
 static char *error; /* the message of the last call that failed */
@@ -102,7 +110,9 @@ static void test_create(void)
 	ok(strncmp(v.id, "vol-", 4) == 0 && v.size == 4 * MIB, "its id %s and size", v.id);
 	is_str(strmap_get(&v.context, "csi.storage.k8s.io/fstype"), "xfs",
 	       "the node gets the filesystem the capability asked for");
-	is_str(strmap_get(&v.topology, BACKEND_TOPOLOGY_ZONE), "z1", "reachable in the zone");
+	is_str(strmap_get(&v.topology, BACKEND_TOPOLOGY_NODE), "node-a", "reachable on its node");
+	is_str(strmap_get(&v.topology, BACKEND_TOPOLOGY_ZONE), "z1", "in its zone");
+	is_str(v.id + strlen(v.id) - 7, ".node-a", "its id carries its node: %s", v.id);
 	ok(!v.copy_method, "nothing was copied");
 	is_int(create(b, "vol-one", 8 * MIB, NULL, NULL, &again), -EEXIST,
 	       "the same name again: -EEXIST");
@@ -110,7 +120,8 @@ static void test_create(void)
 	   "with the existing volume, for the caller to compare");
 	backend_volume_done(&again);
 	is_int(create(b, "too-big", 128 * MIB, NULL, NULL, &again), -ENOSPC, "beyond capacity");
-	is_str(error, "capacity_range: 134217728 bytes do not fit in the pool", "message");
+	ok(strstr(error, "capacity_range: 134217728 bytes do not fit in the pool of node node-a ("),
+	   "message names the field and the node: %s", error);
 	is_int(create(b, "from-snap", 4 * MIB, "snapshot", "snap-0123456789abcdef", &again),
 	       -ENOENT, "from a snapshot that does not exist: -ENOENT");
 	is_str(error, "volume_content_source: snapshot 'snap-0123456789abcdef' not found",
@@ -130,8 +141,8 @@ static void test_create(void)
 	};
 	is_int(CALL(b, create_volume, &c, &again), -ENOSPC, "a requisite zone it does not serve");
 	is_str(error,
-	       "accessibility_requirements: no requisite topology has "
-	       "topology.volplug.io/zone=z1, the only zone this pool serves",
+	       "accessibility_requirements.requisite[0]: topology.volplug.io/zone=z2 is not this "
+	       "node: this pool serves node node-a only (topology.volplug.io/zone=z1)",
 	       "message");
 	volume_params_done(&params);
 	strmap_done(&other);
@@ -146,9 +157,10 @@ static int get(Backend *b, const char *id, BackendVolume *ret)
 	return CALL(b, get_volume, &(BackendRef){.id = id}, ret);
 }
 
+/* A file of volume id in the pool: its directory is its local ID, the ID up to its node. */
 static char *pool_file(const char *id, const char *file)
 {
-	return xasprintf("%s/volumes/%s/%s", pool_dir, id, file);
+	return xasprintf("%s/volumes/%.*s/%s", pool_dir, (int)strcspn(id, "."), id, file);
 }
 
 static void test_get_and_list(void)
@@ -224,7 +236,7 @@ static int attach(Backend *b, const char *id, const char *node, bool read_only,
 static void test_attach(void)
 {
 	use_pool("attach");
-	Backend *b = start("node-a", 2), *other = start("node-b", 0);
+	Backend *b = start("node-a", 2), *other = start("node-a", 2);
 	BackendAttachment at;
 	BackendDetached gone = {};
 	BackendDeleted del = {};
@@ -235,9 +247,11 @@ static void test_attach(void)
 		snprintf(name, sizeof(name), "att-%d", i);
 		create(b, name, MIB, NULL, NULL, &v[i]);
 	}
-	is_int(attach(b, v[0].id, "node-x", false, &at), -ENOENT, "attach: to an unknown node");
-	is_str(error, "node node-x not found: no volplugd node serves this pool under that id",
-	       "message");
+	is_int(attach(b, v[0].id, "node-x", false, &at), -ENOENT, "attach: to another node");
+	_cleanup_free_ char *want = xasprintf(
+		"node_id: volume %s is on node node-a and cannot be published to node node-x",
+		v[0].id);
+	is_str(error, want, "message: its data is on node-a only");
 	is_int(attach(b, v[0].id, "node-a", false, &at), 0, "attach: to node-a");
 	is_str(strmap_get(&at.publish_context, "devicePath"), "/dev/xvdba",
 	       "the first device name of the list");
@@ -247,11 +261,6 @@ static void test_attach(void)
 	ok(at.existed && strcmp(at.device, "/dev/xvdba") == 0, "the same name, nothing done");
 	backend_attachment_done(&at);
 	is_int(attach(b, v[0].id, "node-a", true, &at), -EEXIST, "attach: read-only this time");
-	is_int(attach(other, v[0].id, "node-b", false, &at), -ENOTEMPTY,
-	       "attach: to node-b from another process, one node allowed");
-	ok(strstr(error, "is published to node node-a and its access mode SINGLE_NODE_WRITER "
-			 "allows one node only"),
-	   "message: %s", error);
 	is_int(attach(other, v[1].id, "node-a", false, &at), 0,
 	       "attach: a second volume to node-a from another process");
 	is_str(at.device, "/dev/xvdbb", "gets the next name: the other's claim counts");
@@ -460,6 +469,218 @@ static void test_node_checks(void)
 	b->ops->free(b);
 }
 
+/* Two nodes, each with its own pool: an ID says whose object it is, and an ID of the other node
+ * is NOT_FOUND (naming both nodes) before anything of this pool is looked at, even where this
+ * pool has an object of the same name, hence of the same local ID. */
+static void test_ids_carry_their_node(void)
+{
+	use_pool("ids-b");
+	Backend *b = start("node-b", 0);
+	use_pool("ids-a");
+	Backend *a = start("node-a", 0);
+	BackendVolume va, vb, got;
+	BackendSnapshot sb, sa;
+	BackendDeleted del;
+
+	create(a, "same-name", MIB, NULL, NULL, &va);
+	create(b, "same-name", MIB, NULL, NULL, &vb);
+	ok(strcmp(va.id, vb.id) != 0 && strncmp(va.id, vb.id, strcspn(va.id, ".")) == 0,
+	   "one name, two nodes: %s and %s, the same local ID", va.id, vb.id);
+
+	_cleanup_free_ char *want = xasprintf(
+		"volume_id: volume %s is on node node-b, not on this node (node-a)", vb.id);
+	is_int(get(a, vb.id, &got), -ENOENT, "get: node-b's volume on node-a");
+	is_str(error, want, "message names both nodes");
+	is_int(CALL(a, delete_volume, &(BackendRef){.id = vb.id}, &del), -ENOENT,
+	       "delete: node-b's volume on node-a is NOT_FOUND, not gone");
+	is_str(error, want, "message names both nodes");
+	is_int(get(a, va.id, &got), 0, "node-a's own volume of that name is untouched");
+	backend_volume_done(&got);
+	BackendChange ch = {.volume_id = vb.id, .new_size = 2 * MIB};
+	BackendChanged changed;
+	is_int(CALL(a, change_volume, &ch, &changed), -ENOENT, "change: node-b's volume");
+	_cleanup_free_ char *staging = xasprintf("%s/staging", pool_dir);
+	BackendStage st = {
+		.volume_id = vb.id,
+		.staging_path = staging,
+		.access = {.block = true, .mode = "SINGLE_NODE_WRITER"},
+	};
+	is_int(CALL(a, stage, &st, NULL), -ENOENT, "stage: node-b's volume on node-a");
+	is_str(error, want, "message names both nodes");
+
+	/* The local ID alone (an ID made before IDs carried their node) is this node's. */
+	char local[32];
+	snprintf(local, sizeof(local), "%.*s", (int)strcspn(va.id, "."), va.id);
+	is_int(get(a, local, &got), 0, "get: the local ID alone is node-a's volume");
+	is_str(got.id, va.id, "the same volume");
+	backend_volume_done(&got);
+
+	BackendCreateSnapshot cs = {.name = "snap-b", .source_volume_id = vb.id};
+	is_int(CALL(b, create_snapshot, &cs, &sb), 0, "node-b snapshots its volume");
+	ok(strstr(sb.id, ".node-b") != NULL, "its snapshot ID carries node-b: %s", sb.id);
+	cs = (BackendCreateSnapshot){.name = "snap-x", .source_volume_id = vb.id};
+	is_int(CALL(a, create_snapshot, &cs, &sa), -ENOENT,
+	       "snapshot of node-b's volume on node-a");
+	ok(strstr(error, "source_volume_id: ") == error && strstr(error, "node-b") &&
+		   strstr(error, "node-a"),
+	   "message: %s", error);
+	is_int(CALL(a, get_snapshot, &(BackendRef){.id = sb.id}, &sa), -ENOENT,
+	       "get: node-b's snapshot on node-a");
+	is_int(CALL(a, delete_snapshot, &(BackendRef){.id = sb.id}, &del), -ENOENT,
+	       "delete: node-b's snapshot on node-a is NOT_FOUND");
+	is_int(create(a, "restored", MIB, "snapshot", sb.id, &got), -ENOSPC,
+	       "restore of node-b's snapshot on node-a: RESOURCE_EXHAUSTED");
+	ok(strstr(error, "volume_content_source.snapshot.snapshot_id: ") == error &&
+		   strstr(error, "is on node node-b, not on this node (node-a)") &&
+		   strstr(error, "on the source's node only"),
+	   "message names the field and both nodes: %s", error);
+	is_int(create(a, "cloned", MIB, "volume", vb.id, &got), -ENOSPC,
+	       "clone of node-b's volume on node-a: RESOURCE_EXHAUSTED");
+	ok(strstr(error, "volume_content_source.volume.volume_id: ") == error, "message: %s",
+	   error);
+	BackendVolumeList l = {};
+	is_int(CALL(a, list_volumes, &(BackendListRequest){}, &l), 0, "list on node-a");
+	ok(l.n_volumes == 1 && strcmp(l.volumes[0].id, va.id) == 0, "its own volume only");
+	backend_volume_list_done(&l);
+
+	backend_snapshot_done(&sb);
+	backend_volume_done(&va);
+	backend_volume_done(&vb);
+	a->ops->free(a);
+	b->ops->free(b);
+}
+
+/* A node ID too long or too odd for an ID appears as a hash, and the ID stays within CSI's 128
+ * bytes. */
+static void test_long_node_ids(void)
+{
+	char node[129];
+	BackendVolume v;
+
+	memset(node, 'n', 128);
+	node[128] = 0;
+	use_pool("long-node");
+	Backend *b = start(node, 0);
+	is_int(create(b, "long", MIB, NULL, NULL, &v), 0, "a volume on a node of a 128-byte ID");
+	ok(strlen(v.id) <= 128 && strchr(v.id, '~'), "its ID %s: at most 128 bytes, a hash", v.id);
+	BackendVolume got;
+	is_int(get(b, v.id, &got), 0, "found by that ID");
+	backend_volume_done(&got);
+	backend_volume_done(&v);
+	b->ops->free(b);
+}
+
+/* Where a volume may go: this node's segment (node, zone, the operator's labels), preferred
+ * segments first, then the requisite ones; never another node's. */
+static void test_topology(void)
+{
+	Strmap labels = {}, here = {}, there = {}, odd = {}, zone_only = {};
+	BackendVolume v;
+	VolumeParams params = {};
+
+	strmap_set(&labels, "example.com/rack", "r1");
+	use_pool("topology");
+	Backend *b = start_with("node-a", 0, &labels);
+	BackendNodeInfo info = {};
+	is_int(CALL(b, node_info, NULL, &info), 0, "node info");
+	ok(info.topology.n == 3 &&
+		   strcmp(strmap_get(&info.topology, BACKEND_TOPOLOGY_NODE), "node-a") == 0 &&
+		   strcmp(strmap_get(&info.topology, BACKEND_TOPOLOGY_ZONE), "z1") == 0 &&
+		   strcmp(strmap_get(&info.topology, "example.com/rack"), "r1") == 0,
+	   "its segment: node, zone and the label");
+	strmap_copy(&here, &info.topology);
+	strmap_done(&info.topology);
+	strmap_set(&there, BACKEND_TOPOLOGY_NODE, "node-b");
+	strmap_set(&there, "example.com/row", "7"); /* node-b's labels need not be ours */
+	strmap_set(&odd, "example.com/unheard-of", "x");
+	strmap_set(&zone_only, BACKEND_TOPOLOGY_K8S_ZONE, "z1");
+
+	volume_params_parse(NULL, 0, MIB, &params, NULL);
+	BackendCreateVolume c = {
+		.name = "t1",
+		.size = MIB,
+		.params = &params,
+		.access = {.fstype = "", .mode = "SINGLE_NODE_WRITER"},
+		.requisite = (BackendTopology[]){there, here},
+		.n_requisite = 2,
+		.preferred = (BackendTopology[]){there},
+		.n_preferred = 1,
+	};
+	is_int(CALL(b, create_volume, &c, &v), 0,
+	       "preferred node-b, requisite node-b or here: here");
+	ok(strmap_equal(&v.topology, &here), "accessible from exactly this node's segment");
+	backend_volume_done(&v);
+
+	c = (BackendCreateVolume){.name = "t2",
+				  .size = MIB,
+				  .params = &params,
+				  .access = c.access,
+				  .requisite = &there,
+				  .n_requisite = 1};
+	is_int(CALL(b, create_volume, &c, &v), -ENOSPC,
+	       "requisite node-b only: RESOURCE_EXHAUSTED");
+	is_str(error,
+	       "accessibility_requirements.requisite[0]: topology.volplug.io/node=node-b is not "
+	       "this node: this pool serves node node-a only (topology.volplug.io/node=node-a)",
+	       "message names the field, the key and both nodes");
+	c.requisite = &odd;
+	is_int(CALL(b, create_volume, &c, &v), -EINVAL, "a key this node does not have: INVALID");
+	is_str(error,
+	       "accessibility_requirements.requisite[0]: example.com/unheard-of is not a topology "
+	       "key of node node-a (it has topology.volplug.io/node=node-a)",
+	       "message names the field, the key and the node");
+	c.requisite = NULL;
+	c.n_requisite = 0;
+	c.preferred = &odd;
+	c.n_preferred = 1;
+	is_int(CALL(b, create_volume, &c, &v), -EINVAL, "an unknown key in preferred: INVALID");
+	c.preferred = &there;
+	is_int(CALL(b, create_volume, &c, &v), 0,
+	       "preferred node-b without requisite: here, as the spec lets the plugin choose");
+	backend_volume_done(&v);
+	c = (BackendCreateVolume){.name = "t3",
+				  .size = MIB,
+				  .params = &params,
+				  .access = c.access,
+				  .requisite = &zone_only,
+				  .n_requisite = 1};
+	is_int(CALL(b, create_volume, &c, &v), 0, "requisite topology.kubernetes.io/zone=z1: fits");
+	backend_volume_done(&v);
+	_cleanup_free_ char *vols = xasprintf("%s/volumes", pool_dir);
+	DIR *d = opendir(vols);
+	size_t n = 0;
+	for (struct dirent *de; d && (de = readdir(d));)
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	is_int(n, 3, "the refused requests made nothing");
+
+	/* Capacity per segment and per class. */
+	BackendCapacity cap;
+	is_int(CALL(b, get_capacity, &(BackendCapacityRequest){.topology = &here}, &cap), 0,
+	       "capacity of this node's segment");
+	ok(cap.available == 61 * MIB && cap.maximum_volume_size == 61 * MIB,
+	   "64 MiB less the 3 MiB made: %llu", (unsigned long long)cap.available);
+	CALL(b, get_capacity, &(BackendCapacityRequest){.topology = &there}, &cap);
+	is_int(cap.available, 0, "node-b's segment: nothing of this pool");
+	CALL(b, get_capacity, &(BackendCapacityRequest){.topology = &odd}, &cap);
+	is_int(cap.available, 0, "a segment of an unknown key: nothing");
+	CALL(b, get_capacity, &(BackendCapacityRequest){.max_size = 16 * MIB}, &cap);
+	ok(cap.available == 61 * MIB && cap.maximum_volume_size == 16 * MIB,
+	   "a class whose largest volume is 16 MiB: that is the largest");
+	CALL(b, get_capacity, &(BackendCapacityRequest){.min_size = 124 * 1024 * MIB + 1}, &cap);
+	ok(cap.maximum_volume_size == 0 && cap.minimum_volume_size == (124 * 1024 + 1) * MIB,
+	   "a class of volumes above 124 GiB: none fits, the smallest in whole MiB");
+
+	volume_params_done(&params);
+	strmap_done(&labels);
+	strmap_done(&here);
+	strmap_done(&there);
+	strmap_done(&odd);
+	strmap_done(&zone_only);
+	b->ops->free(b);
+}
+
 int main(void)
 {
 	scratch_init("pool-backend");
@@ -470,6 +691,9 @@ int main(void)
 	test_snapshots();
 	test_report();
 	test_node_checks();
+	test_ids_carry_their_node();
+	test_long_node_ids();
+	test_topology();
 	free(error);
 	free(reported);
 	free(pool_dir);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -51,7 +52,7 @@ static int create(Pool *p, const char *name, uint64_t size)
 {
 	PoolVolume v = {.size = size, .name = (char *)name};
 	pool_volume_id_for_name(name, v.id);
-	return pool_volume_create(p, &v, NULL);
+	return pool_volume_create(p, &v, NULL, NULL);
 }
 
 static const char *id_of(const char *name)
@@ -119,6 +120,53 @@ static void test_shared_capacity(void)
 	is_int(available(a), 1 * MIB, "a ledger that does not read back is recounted");
 	pool_close(a);
 	pool_close(b);
+}
+
+/* What a pool may provision is its capacity or its disk's free bytes, whichever is smaller: a
+ * capacity beyond the disk promises nothing the disk lacks. */
+static void test_capacity_is_the_disk_at_most(void)
+{
+	new_pool("disk");
+	Pool *p = open_pool(UINT64_MAX / 4);
+	struct statvfs sv;
+	uint64_t total, avail;
+
+	ok(statvfs(dir, &sv) == 0, "statvfs of the pool's filesystem");
+	uint64_t free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	pool_capacity(p, &total, &avail);
+	ok(total <= free_bytes + 64 * MIB && total + 64 * MIB >= free_bytes,
+	   "total %llu: the free bytes of the disk (%llu), not the capacity asked",
+	   (unsigned long long)total, (unsigned long long)free_bytes);
+	is_int(create(p, "bigger-than-the-disk", (free_bytes + 1024 * MIB) / MIB * MIB), -ENOSPC,
+	       "a sparse volume larger than the disk's free bytes: -ENOSPC");
+	is_int(entries("tmp"), 0, "nothing left in tmp/");
+	is_int(create(p, "fits", MIB), 0, "a volume that fits");
+	pool_capacity(p, &total, &avail);
+	ok(avail + MIB <= total, "what it holds is taken from what is left");
+	pool_close(p);
+}
+
+/* A pool records the node it serves at its first use and refuses another: the IDs of its
+ * objects carry that node. */
+static void test_pool_serves_one_node(void)
+{
+	new_pool("one-node");
+	Pool *p = NULL;
+	_cleanup_free_ char *none = pool_recorded_node(dir);
+
+	ok(!none, "a new pool serves no node yet");
+	is_int(pool_open(&(PoolConfig){.path = dir, .node_id = "node-a"}, &p), 0,
+	       "node-a opens it");
+	pool_close(TAKE_PTR(p));
+	_cleanup_free_ char *recorded = pool_recorded_node(dir);
+	is_str(recorded, "node-a", "it is recorded as node-a's");
+	is_int(pool_open(&(PoolConfig){.path = dir, .node_id = "node-a"}, &p), 0, "node-a again");
+	pool_close(TAKE_PTR(p));
+	is_int(pool_open(&(PoolConfig){.path = dir, .node_id = "node-b"}, &p), -EXDEV,
+	       "node-b: -EXDEV");
+	ok(!p, "nothing opened");
+	is_int(pool_open(&(PoolConfig){.path = dir}, &p), 0, "a tool that names no node opens it");
+	pool_close(p);
 }
 
 typedef struct Racer {
@@ -198,7 +246,7 @@ static void test_recount_at_open(void)
 static void test_delete(void)
 {
 	new_pool("delete");
-	Pool *p = open_pool(0);
+	Pool *p = open_pool(64 * MIB);
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *damage = NULL;
 	PoolVolumeFound found = {};
@@ -565,6 +613,8 @@ int main(void)
 		return 1;
 	scratch_init("pool");
 	test_shared_capacity();
+	test_capacity_is_the_disk_at_most();
+	test_pool_serves_one_node();
 	test_concurrent_creates();
 	test_recount_at_open();
 	test_delete();

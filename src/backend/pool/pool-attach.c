@@ -113,13 +113,14 @@ static int attach_new(char **ret_error, PoolBackend *pb, PoolVolume *v, const Po
 }
 
 /* Under the volume's lock: the same node again, other nodes, a new attachment. */
-static int attach_volume_locked(char **ret_error, PoolBackend *pb, const BackendAttach *r,
-				const PoolNode *node, BackendAttachment *ret)
+static int attach_volume_locked(char **ret_error, PoolBackend *pb, const char *local,
+				const BackendAttach *r, const PoolNode *node,
+				BackendAttachment *ret)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *device = NULL;
 
-	int e = pool_volume_load(pb->pool, r->volume_id, &v);
+	int e = pool_volume_load(pb->pool, local, &v);
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
 			      strerror(-e));
@@ -128,7 +129,7 @@ static int attach_volume_locked(char **ret_error, PoolBackend *pb, const Backend
 		if (v->attachments[i].readonly != r->read_only)
 			return errorf(ret_error, -EEXIST,
 				      "volume %s is already published to node %s with readonly=%s",
-				      v->id, r->node_id,
+				      r->volume_id, r->node_id,
 				      v->attachments[i].readonly ? "true" : "false");
 		attachment_result(v->attachments[i].device, true, ret);
 		return 0;
@@ -137,7 +138,7 @@ static int attach_volume_locked(char **ret_error, PoolBackend *pb, const Backend
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s is published to node %s and its access mode %s allows "
 			      "one node only",
-			      v->id, v->attachments[0].node, r->access.mode);
+			      r->volume_id, v->attachments[0].node, r->access.mode);
 	if ((e = attach_new(ret_error, pb, v, node, r->read_only, &device)) < 0)
 		return e;
 	attachment_result(device, false, ret);
@@ -149,13 +150,21 @@ int pool_backend_attach(Backend *b, const BackendAttach *r, BackendAttachment *r
 {
 	PoolBackend *pb = pool_of(b);
 	PoolNode *node = NULL;
+	char local[POOL_ID_MAX];
 	int lock = -EBADF;
 
-	int e = pool_volume_lock(pb->pool, r->volume_id, &lock);
-	if (e == -ENOENT) {
-		*ret_error = pool_volume_not_found("volume_id", r->volume_id);
-		return -ENOENT;
-	}
+	int e = pool_backend_id_find(pb, POOL_ID_VOLUME, "volume_id", r->volume_id, local,
+				     ret_error);
+	if (e < 0)
+		return e;
+	/* The volume's data is on this node: no other node reaches it. */
+	if (strcmp(r->node_id, pb->node_id) != 0)
+		return errorf(ret_error, -ENOENT,
+			      "node_id: volume %s is on node %s and cannot be published to node %s",
+			      r->volume_id, pb->node_id, r->node_id);
+	e = pool_volume_lock(pb->pool, local, &lock);
+	if (e == -ENOENT)
+		return errorf(ret_error, -ENOENT, "volume_id: volume %s not found", r->volume_id);
 	if (e < 0)
 		return errorf(ret_error, -EIO, "volume %s: cannot lock it: %s", r->volume_id,
 			      strerror(-e));
@@ -164,7 +173,7 @@ int pool_backend_attach(Backend *b, const BackendAttach *r, BackendAttachment *r
 			   "node %s not found: no volplugd node serves this pool under that id",
 			   r->node_id);
 	else
-		e = attach_volume_locked(ret_error, pb, r, node, ret);
+		e = attach_volume_locked(ret_error, pb, local, r, node, ret);
 	pool_node_free(node);
 	pool_unlock(lock);
 	return e;
@@ -205,13 +214,13 @@ static void detach_release(PoolBackend *pb, const char *node)
 	pool_unlock(lock);
 }
 
-static int detach_locked(PoolBackend *pb, const BackendDetach *r, BackendDetached *ret,
-			 char **ret_error)
+static int detach_locked(PoolBackend *pb, const char *local, const BackendDetach *r,
+			 BackendDetached *ret, char **ret_error)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	BackendDetached gone;
 
-	int e = pool_volume_load(pb->pool, r->volume_id, &v);
+	int e = pool_volume_load(pb->pool, local, &v);
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
 			      strerror(-e));
@@ -232,9 +241,15 @@ static int detach_locked(PoolBackend *pb, const BackendDetach *r, BackendDetache
 int pool_backend_detach(Backend *b, const BackendDetach *r, BackendDetached *ret, char **ret_error)
 {
 	PoolBackend *pb = pool_of(b);
+	char local[POOL_ID_MAX];
+	_cleanup_free_ char *err = NULL;
 	int lock = -EBADF;
 
-	int e = pool_volume_lock(pb->pool, r->volume_id, &lock);
+	int e = pool_backend_id_local(pb, POOL_ID_VOLUME, "volume_id", r->volume_id, local, &err);
+	if (e == -EXDEV)
+		return errorf(ret_error, -ENOENT, "%s", err);
+	if (e == 0)
+		e = pool_volume_lock(pb->pool, local, &lock);
 	if (e == -ENOENT) {
 		*ret = (BackendDetached){}; /* no volume: nothing is attached */
 		return 0;
@@ -242,7 +257,7 @@ int pool_backend_detach(Backend *b, const BackendDetach *r, BackendDetached *ret
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: cannot lock it: %s", r->volume_id,
 			      strerror(-e));
-	e = detach_locked(pb, r, ret, ret_error);
+	e = detach_locked(pb, local, r, ret, ret_error);
 	pool_unlock(lock);
 	return e;
 }

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "pool-backend.h"
 #include "pool-node.h"
+#include "strbuf.h"
 
 static int fail(char **ret_error, int err, char *message)
 {
@@ -58,53 +59,149 @@ static int check_access_op(Backend *b, const BackendAccessCheck *r, void *ret, c
 	return 0;
 }
 
+/* The node service names a volume by its local ID: its messages name it as the request did
+ * (id), node part and all. Returns e. */
+static int node_message(int e, const char *local, const char *id, char **ret_error)
+{
+	size_t n = strlen(local);
+	StrBuf b = {};
+
+	if (e >= 0 || !*ret_error || strcmp(local, id) == 0)
+		return e;
+	for (const char *m = *ret_error, *hit; *m; m = hit + n) {
+		hit = strstr(m, local);
+		if (!hit) {
+			strbuf_adds(&b, m);
+			break;
+		}
+		strbuf_add(&b, m, (size_t)(hit - m));
+		strbuf_adds(&b, hit[n] == '.' ? local : id);
+	}
+	free(*ret_error);
+	*ret_error = strbuf_steal(&b);
+	return e;
+}
+
+/* The node service acts on this node's volumes only: another node's ID is NOT_FOUND before
+ * anything on this machine is looked at (pool-ids.c). *ret_id: the local ID, or id itself when
+ * it is no ID of the pool at all (the node service answers for that as it always has: an
+ * unpublish of a path with nothing of ours on it succeeds). */
+static int node_volume(Backend *b, const char *id, char local[POOL_ID_MAX], const char **ret_id,
+		       char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+
+	int e = pool_backend_id_local(pool_of(b), POOL_ID_VOLUME, "volume_id", id, local, &err);
+	if (e == -EXDEV)
+		return errorf(ret_error, -ENOENT, "%s", err);
+	*ret_id = e == 0 ? local : id;
+	return 0;
+}
+
 static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_error)
 {
 	BackendStage s = *r;
 	BlockfsMkfsOptions mkfs = {};
+	char local[POOL_ID_MAX];
 
 	(void)ret;
+	int e = node_volume(b, r->volume_id, local, &s.volume_id, ret_error);
+	if (e < 0)
+		return e;
 	if (!r->access.block) {
 		/* The capability's filesystem, else the StorageClass's, else ext4. */
-		int e = blocknode_stage_defaults(r, &s.access.fstype, &mkfs, ret_error);
+		e = blocknode_stage_defaults(r, &s.access.fstype, &mkfs, ret_error);
 		if (e < 0)
 			return e;
 	}
-	return pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, &s, &mkfs, ret_error);
+	e = pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, &s, &mkfs, ret_error);
+	return node_message(e, s.volume_id, r->volume_id, ret_error);
 }
 
 static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret_error)
 {
+	char local[POOL_ID_MAX];
+	const char *id;
+
 	(void)ret;
-	return pool_node_unstage(pool_of(b)->pool, r->volume_id, r->staging_path, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
+	if (e < 0)
+		return e;
+	e = pool_node_unstage(pool_of(b)->pool, id, r->staging_path, ret_error);
+	return node_message(e, id, r->volume_id, ret_error);
 }
 
 static int publish_op(Backend *b, const BackendPublish *r, void *ret, char **ret_error)
 {
+	BackendPublish p = *r;
+	char local[POOL_ID_MAX];
+
 	(void)ret;
+	int e = node_volume(b, r->volume_id, local, &p.volume_id, ret_error);
+	if (e < 0)
+		return e;
 	/* A pool volume is always staged first: its target binds the staging mount. */
 	if (!r->staging_path || !*r->staging_path)
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
-	return pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, r, ret_error);
+	e = pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, &p, ret_error);
+	return node_message(e, p.volume_id, r->volume_id, ret_error);
 }
 
 static int unpublish_op(Backend *b, const BackendUnpublish *r, void *ret, char **ret_error)
 {
+	char local[POOL_ID_MAX];
+	const char *id;
+
 	(void)ret;
-	return pool_node_unpublish(pool_of(b)->pool, r->volume_id, r->target_path, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
+	if (e < 0)
+		return e;
+	e = pool_node_unpublish(pool_of(b)->pool, id, r->target_path, ret_error);
+	return node_message(e, id, r->volume_id, ret_error);
+}
+
+/* Without a controller that expands (a driver on every node), the node grows the volume
+ * first, to required rounded up to a MiB, with the controller's capacity check. */
+static int node_grow(Backend *b, const BackendNodeExpand *r, char **ret_error)
+{
+	uint64_t size = (r->required + MIB - 1) / MIB * MIB;
+	BackendChanged changed;
+
+	if (r->limit && size > r->limit)
+		size = r->limit; /* within the range; the node's check says if it is short */
+	BackendChange c = {.volume_id = r->volume_id, .new_size = size, .n_callers = 1};
+	return pool_backend_change_volume(b, &c, &changed, ret_error);
 }
 
 static int node_expand_op(Backend *b, const BackendNodeExpand *r, BackendNodeExpanded *ret,
 			  char **ret_error)
 {
-	return pool_node_expand(pool_of(b)->pool, r->volume_id, r->volume_path, r->required,
-				r->limit, &ret->size, ret_error);
+	char local[POOL_ID_MAX];
+	const char *id;
+
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
+	if (e < 0)
+		return e;
+	if (r->grow && r->required && (e = node_grow(b, r, ret_error)) < 0)
+		return e;
+	e = pool_node_expand(pool_of(b)->pool, id, r->volume_path, r->required, r->limit,
+			     &ret->size, ret_error);
+	return node_message(e, id, r->volume_id, ret_error);
 }
 
 static int node_stats_op(Backend *b, const BackendStatsRequest *r, BackendStats *ret,
 			 char **ret_error)
 {
-	return pool_node_stats(pool_of(b)->pool, r->volume_id, r->volume_path, ret, ret_error);
+	char local[POOL_ID_MAX];
+	const char *id;
+
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
+	if (e < 0)
+		return e;
+	e = pool_node_stats(pool_of(b)->pool, id, r->volume_path, ret, ret_error);
+	if (e >= 0 && ret->condition)
+		(void)node_message(-1, id, r->volume_id, &ret->condition);
+	return node_message(e, id, r->volume_id, ret_error);
 }
 
 static int node_info_op(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error)
@@ -112,7 +209,7 @@ static int node_info_op(Backend *b, const void *r, BackendNodeInfo *ret, char **
 	(void)r;
 	(void)ret_error;
 	*ret = (BackendNodeInfo){.max_volumes = pool_of(b)->max_volumes};
-	strmap_set(&ret->topology, BACKEND_TOPOLOGY_ZONE, pool_of(b)->zone);
+	strmap_copy(&ret->topology, &pool_of(b)->segment);
 	return 0;
 }
 
@@ -123,7 +220,9 @@ static void pool_backend_free(Backend *b)
 	pool_close(pb->pool);
 	devnames_free(pb->devnames);
 	free(pb->node_id);
+	free(pb->node_part);
 	free(pb->zone);
+	strmap_done(&pb->segment);
 	free(pb);
 }
 
@@ -196,9 +295,32 @@ static void repair(PoolBackend *pb, const BackendConfig *config)
 			damaged ? NULL
 				: xasprintf("pool %s: %s: %s%s%s", pool_path(pb->pool), it->object,
 					    it->problem, it->repair ? ": " : "", it->repair ?: "");
-		tell(damaged ? it->volume_id : NULL, m ?: it->problem, config->report_userdata);
+		_cleanup_free_ char *id =
+			damaged ? pool_backend_id(it->volume_id, pb->node_part) : NULL;
+		tell(id, m ?: it->problem, config->report_userdata);
 	}
 	pool_check_report_done(&report);
+}
+
+/* This node's topology segment: its node, its zone, and the operator's labels. */
+static void segment_make(PoolBackend *pb, const BackendConfig *config)
+{
+	strmap_set(&pb->segment, BACKEND_TOPOLOGY_NODE, pb->node_id);
+	strmap_set(&pb->segment, BACKEND_TOPOLOGY_ZONE, pb->zone);
+	for (size_t i = 0; config->topology_labels && i < config->topology_labels->n; i++)
+		strmap_set(&pb->segment, config->topology_labels->keys[i],
+			   config->topology_labels->values[i]);
+}
+
+static char *open_error(const BackendConfig *config, int r)
+{
+	if (r != -EXDEV)
+		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
+				 strerror(-r));
+	_cleanup_free_ char *owner = pool_recorded_node(config->pool_path);
+	return xasprintf("--node-id %s: pool %s serves node %s (its file 'node' says so): one "
+			 "pool serves one node, whose ID the IDs of its volumes carry",
+			 config->node_id, config->pool_path, owner ?: "?");
 }
 
 BACKEND_NEW(pool);
@@ -208,6 +330,7 @@ BACKEND_NEW(pool)
 		.path = config->pool_path,
 		.capacity = config->pool_capacity,
 		.zone = config->zone,
+		.node_id = config->node_id,
 	};
 	PoolBackend *pb = xnew0(PoolBackend, 1);
 	int r;
@@ -215,15 +338,14 @@ BACKEND_NEW(pool)
 	pb->base.ops = &pool_ops;
 	pb->devnames = devnames_new(NULL);
 	pb->node_id = xstrdup(config->node_id ?: "");
+	pb->node_part = pool_backend_node_part(pb->node_id);
 	pb->max_volumes = config->max_volumes_per_node;
 	pb->zone = xstrdup(config->zone ?: "local");
+	segment_make(pb, config);
 	if ((r = pool_open(&pc, &pb->pool)) < 0) {
-		*ret_error = xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
-				       strerror(-r));
-		devnames_free(pb->devnames);
-		free(pb->node_id);
-		free(pb->zone);
-		free(pb);
+		*ret_error = open_error(config, r);
+		pb->pool = NULL;
+		pool_backend_free(&pb->base);
 		return r;
 	}
 	if ((config->roles & BACKEND_ROLE_NODE) && (r = register_node(pb, ret_error)) < 0) {

@@ -4,22 +4,59 @@
  * the volumes', pool-attach.c attach and detach, pool-snapshot.c snapshots and groups. */
 #pragma once
 
+#include <errno.h>
+
 #include "backend.h"
 #include "devnames.h"
 #include "pool.h"
+
+#define MIB (1024ULL * 1024ULL)
 
 typedef struct PoolBackend {
 	Backend base;
 	Pool *pool;
 	DevNames *devnames; /* device names per node, reloaded from the pool at each publish */
-	char *node_id;	    /* this process's node ("" when it serves no node) */
+	char *node_id;	    /* the node whose pool this is */
+	char *node_part;    /* what IDs of this pool's objects end with (pool-ids.c) */
 	uint32_t max_volumes;
 	char *zone;
+	BackendTopology segment; /* where this pool's volumes are reachable: this node */
 } PoolBackend;
 
 static inline PoolBackend *pool_of(Backend *b)
 {
 	return (PoolBackend *)b;
+}
+
+/* IDs (pool-ids.c). */
+typedef enum PoolIdKind {
+	POOL_ID_VOLUME,
+	POOL_ID_SNAPSHOT,
+	POOL_ID_GROUP,
+} PoolIdKind;
+
+/* What the IDs of a node's objects end with: the node ID, or "~" + 16 hex of its hash when it
+ * is longer than 105 bytes or not of [A-Za-z0-9._-]. Caller frees. */
+char *pool_backend_node_part(const char *node_id);
+
+/* The ID the CSI layer sees: local "." node_part, or local alone when node_part is NULL or ""
+ * (an object made before IDs carried their node). Caller frees. */
+char *pool_backend_id(const char *local, const char *node_part);
+
+/* The local ID (its directory's name) of the object of this pool that id names; field is the
+ * request's name for it, for the message. -ENOENT when id is no ID of that kind, -EXDEV when
+ * it names another node's pool; *ret_error says which, naming both nodes. An ID without a node
+ * part is this node's. */
+int pool_backend_id_local(const PoolBackend *pb, PoolIdKind kind, const char *field, const char *id,
+			  char ret_local[POOL_ID_MAX], char **ret_error);
+
+/* As pool_backend_id_local(), for the calls that answer NOT_FOUND for both: -ENOENT. */
+static inline int pool_backend_id_find(const PoolBackend *pb, PoolIdKind kind, const char *field,
+				       const char *id, char ret_local[POOL_ID_MAX],
+				       char **ret_error)
+{
+	int e = pool_backend_id_local(pb, kind, field, id, ret_local, ret_error);
+	return e == -EXDEV ? -ENOENT : e;
 }
 
 /* The operations, with backend.h's contracts. */

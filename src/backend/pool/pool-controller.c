@@ -12,8 +12,6 @@
 #include "pool-backend.h"
 #include "time-util.h"
 
-#define MIB (1024ULL * 1024ULL)
-
 int pool_page_token_check(const char *token, bool (*valid)(const char *), const char *what,
 			  char **ret_error)
 {
@@ -36,7 +34,7 @@ size_t pool_page_start(char *const *ids, size_t n, const char *token)
 static void volume_to_backend(PoolBackend *pb, const PoolVolume *v, BackendVolume *ret)
 {
 	*ret = (BackendVolume){
-		.id = xstrdup(v->id),
+		.id = pool_backend_id(v->id, v->node),
 		.name = xstrdup(v->name ?: ""),
 		.size = v->size,
 		.created_ns = v->created_ns,
@@ -46,16 +44,16 @@ static void volume_to_backend(PoolBackend *pb, const PoolVolume *v, BackendVolum
 	};
 	(void)volume_params_load_strmap(&v->params, &ret->params, NULL);
 	strmap_copy(&ret->context, &v->context);
-	strmap_set(&ret->topology, BACKEND_TOPOLOGY_ZONE, pool_zone(pb->pool));
+	strmap_copy(&ret->topology, &pb->segment);
 	for (size_t i = 0; i < v->n_attachments; i++)
 		strv_append(&ret->published_nodes, xstrdup(v->attachments[i].node));
 }
 
 /* Its condition: its record sound (else damage says what is wrong; taken), its data file
- * there and as large as recorded. */
-static void volume_condition(PoolBackend *pb, BackendVolume *v, char *damage)
+ * (of local ID local) there and as large as recorded. */
+static void volume_condition(PoolBackend *pb, const char *local, BackendVolume *v, char *damage)
 {
-	_cleanup_free_ char *path = pool_volume_data_path(pb->pool, v->id);
+	_cleanup_free_ char *path = pool_volume_data_path(pb->pool, local);
 	struct stat st;
 
 	v->abnormal = true;
@@ -75,26 +73,33 @@ static void volume_condition(PoolBackend *pb, BackendVolume *v, char *damage)
 	}
 }
 
-/* A volume with its status, damaged or not: -ENOENT when there is none. */
-static int volume_get(PoolBackend *pb, const char *id, BackendVolume *ret)
+/* A volume of local ID local with its status, damaged or not: -ENOENT when there is none. */
+static int volume_get(PoolBackend *pb, const char *local, BackendVolume *ret)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	char *damage = NULL;
 
-	int e = pool_volume_inspect(pb->pool, id, &v, &damage);
+	int e = pool_volume_inspect(pb->pool, local, &v, &damage);
 	if (e < 0)
 		return e;
+	/* A damaged record does not say which form its ID had: this node's, as made now. */
+	if (damage)
+		v->node = xstrdup(pb->node_part);
 	volume_to_backend(pb, v, ret);
-	volume_condition(pb, ret, damage);
+	volume_condition(pb, local, ret, damage);
 	return 0;
 }
 
 int pool_backend_get_volume(Backend *b, const BackendRef *r, BackendVolume *ret, char **ret_error)
 {
-	if (volume_get(pool_of(b), r->id, ret) < 0) {
-		*ret_error = pool_volume_not_found("volume_id", r->id);
-		return -ENOENT;
-	}
+	char local[POOL_ID_MAX];
+
+	int e = pool_backend_id_find(pool_of(b), POOL_ID_VOLUME, "volume_id", r->id, local,
+				     ret_error);
+	if (e < 0)
+		return e;
+	if (volume_get(pool_of(b), local, ret) < 0)
+		return errorf(ret_error, -ENOENT, "volume_id: volume %s not found", r->id);
 	return 0;
 }
 
@@ -128,42 +133,99 @@ int pool_backend_get_capacity(Backend *b, const BackendCapacityRequest *r, Backe
 			      char **ret_error)
 {
 	PoolBackend *pb = pool_of(b);
-	uint64_t total, available;
+	uint64_t total, available, largest;
+	const char *key;
 
 	(void)ret_error;
 	pool_capacity(pb->pool, &total, &available);
-	if (r->topology && !backend_topology_has_zone(r->topology, pool_zone(pb->pool)))
-		available = 0; /* no capacity in a zone this pool does not serve */
+	/* A segment is this node, or holds nothing of this pool. */
+	if (r->topology &&
+	    backend_topology_fit(&pb->segment, r->topology, &key) != BACKEND_TOPOLOGY_FITS)
+		available = 0;
+	largest = available / MIB * MIB;
+	if (r->max_size)
+		largest = MIN(largest, r->max_size);
+	uint64_t smallest = MAX(MIB, (r->min_size + MIB - 1) / MIB * MIB); /* whole MiB */
+	if (largest < smallest)
+		largest = 0; /* the class's smallest volume does not fit */
 	*ret = (BackendCapacity){
 		.available = available,
-		.maximum_volume_size = available / MIB * MIB,
-		.minimum_volume_size = MIB,
+		.maximum_volume_size = largest,
+		.minimum_volume_size = smallest,
 	};
 	return 0;
 }
 
 /* CreateVolume */
 
+/* The first of n segments (field[i]) that this node is in: its index, or -1 when none is, with
+ * *ret_error saying why for the first that fits nowhere here (an unknown key wins over
+ * another node: it is the request that is wrong) and *ret_err its errno: -EINVAL for an
+ * unknown key, -ENOSPC for segments of other nodes. */
+static ssize_t topology_first_fit(PoolBackend *pb, const BackendTopology *t, size_t n,
+				  const char *field, int *ret_err, char **ret_error)
+{
+	ssize_t elsewhere = -1, unknown = -1;
+	const char *elsewhere_key = NULL, *unknown_key = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *key = NULL;
+		BackendTopologyFit f = backend_topology_fit(&pb->segment, &t[i], &key);
+		if (f == BACKEND_TOPOLOGY_FITS)
+			return (ssize_t)i;
+		if (f == BACKEND_TOPOLOGY_UNKNOWN_KEY && unknown < 0) {
+			unknown = (ssize_t)i;
+			unknown_key = key;
+		} else if (f == BACKEND_TOPOLOGY_ELSEWHERE && elsewhere < 0) {
+			elsewhere = (ssize_t)i;
+			elsewhere_key = key;
+		}
+	}
+	if (unknown >= 0) {
+		*ret_err = errorf(ret_error, -EINVAL,
+				  "accessibility_requirements.%s[%zd]: %s is not a topology key of "
+				  "node %s (it has %s=%s)",
+				  field, unknown, unknown_key, pb->node_id, BACKEND_TOPOLOGY_NODE,
+				  pb->node_id);
+	} else if (elsewhere >= 0) {
+		const char *ours = strmap_get(&pb->segment, elsewhere_key)
+					   ?: strmap_get(&pb->segment, BACKEND_TOPOLOGY_ZONE);
+		*ret_err = errorf(
+			ret_error, -ENOSPC,
+			"accessibility_requirements.%s[%zd]: %s=%s is not this node: this "
+			"pool serves node %s only (%s=%s)",
+			field, elsewhere, elsewhere_key, strmap_get(&t[elsewhere], elsewhere_key),
+			pb->node_id, elsewhere_key, ours);
+	}
+	return -1;
+}
+
+/* Where the volume goes: this node, when the request lets it. The preferred segments are
+ * tried first, then the requisite ones; without requisite segments this node is as good as
+ * any (the spec lets the plugin choose), and a volume is never made for another node. */
 static int create_check_topology(PoolBackend *pb, const BackendCreateVolume *r, char **ret_error)
 {
-	const char *zone = pool_zone(pb->pool);
+	_cleanup_free_ char *preferred_error = NULL;
+	int e = 0;
 
+	if (topology_first_fit(pb, r->preferred, r->n_preferred, "preferred", &e,
+			       &preferred_error) >= 0)
+		return 0;
+	if (e == -EINVAL) /* an unknown key; another node's segment is only not preferred */
+		return errorf(ret_error, e, "%s", preferred_error);
 	if (r->n_requisite == 0)
 		return 0;
-	for (size_t i = 0; i < r->n_requisite; i++)
-		if (backend_topology_has_zone(&r->requisite[i], zone))
-			return 0;
-	return errorf(ret_error, -ENOSPC,
-		      "accessibility_requirements: no requisite topology has %s=%s, the only zone "
-		      "this pool serves",
-		      BACKEND_TOPOLOGY_ZONE, zone);
+	if (topology_first_fit(pb, r->requisite, r->n_requisite, "requisite", &e, ret_error) >= 0)
+		return 0;
+	return e;
 }
 
 /* What a new volume records: its parameters, and the context the node gets (the filesystem
  * options, and the filesystem the capability asked for). */
-static void create_spec(const BackendCreateVolume *r, PoolVolume *v)
+static void create_spec(PoolBackend *pb, const BackendCreateVolume *r, PoolVolume *v)
 {
 	pool_volume_id_for_name(r->name, v->id);
+	v->node = pb->node_part;
 	v->name = (char *)r->name;
 	v->size = r->size;
 	v->created_ns = (int64_t)now_usec(CLOCK_REALTIME) * 1000;
@@ -191,23 +253,66 @@ static int create_existing(PoolBackend *pb, const BackendCreateVolume *r, const 
 	return -EEXIST;
 }
 
+/* The local ID of the request's content source: it must be this pool's. A source of another
+ * node is refused with RESOURCE_EXHAUSTED, the spec's answer for a volume that cannot be made
+ * where it was asked (Kubernetes then schedules the pod elsewhere), naming both nodes. */
+static int create_source(PoolBackend *pb, const BackendCreateVolume *r, char ret[POOL_ID_MAX],
+			 char **ret_error)
+{
+	bool snap = strcmp(r->source_kind, "snapshot") == 0;
+	const char *field = snap ? "volume_content_source.snapshot.snapshot_id"
+				 : "volume_content_source.volume.volume_id";
+	_cleanup_free_ char *err = NULL;
+
+	int e = pool_backend_id_local(pb, snap ? POOL_ID_SNAPSHOT : POOL_ID_VOLUME, field,
+				      r->source_id, ret, &err);
+	if (e == -EXDEV)
+		return errorf(ret_error, -ENOSPC,
+			      "%s: a volume is made from a source on the source's node only", err);
+	if (e < 0)
+		return errorf(ret_error, e, "%s", err);
+	/* A damaged source is no source. */
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	e = snap ? pool_snapshot_load(pb->pool, ret, &s) : pool_volume_load(pb->pool, ret, &v);
+	if (e < 0)
+		return errorf(ret_error, -ENOENT, "volume_content_source: %s '%s' not found",
+			      r->source_kind, r->source_id);
+	return 0;
+}
+
+/* A size beyond what the pool has left: the message says on which node, and how much is
+ * left there (what GetCapacity of its segment answers). */
+static int create_no_room(PoolBackend *pb, uint64_t size, char **ret_error)
+{
+	uint64_t total, available;
+
+	pool_capacity(pb->pool, &total, &available);
+	return errorf(
+		ret_error, -ENOSPC,
+		"capacity_range: %llu bytes do not fit in the pool of node %s (%llu bytes left)",
+		(unsigned long long)size, pb->node_id, (unsigned long long)available);
+}
+
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error)
 {
 	PoolBackend *pb = pool_of(b);
 	PoolVolume spec = {};
 	CopyMethod method;
+	char source[POOL_ID_MAX] = "";
 
 	int e = create_check_topology(pb, r, ret_error);
 	if (e < 0)
 		return e;
-	create_spec(r, &spec);
-	e = pool_volume_create(pb->pool, &spec, &method);
+	if (r->source_kind && *r->source_kind && (e = create_source(pb, r, source, ret_error)) < 0)
+		return e;
+	create_spec(pb, r, &spec);
+	e = pool_volume_create(pb->pool, &spec, source, &method);
 	if (e == -EEXIST)
 		e = create_existing(pb, r, spec.id, ret, ret_error);
 	else if (e == -ENOSPC)
-		e = errorf(ret_error, e, "capacity_range: %llu bytes do not fit in the pool",
-			   (unsigned long long)r->size);
+		e = create_no_room(pb, r->size, ret_error);
 	else if (e == -ENOENT)
 		e = errorf(ret_error, e, "volume_content_source: %s '%s' not found",
 			   spec.source_kind, spec.source_id);
@@ -249,10 +354,21 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 			       char **ret_error)
 {
 	PoolVolumeFound found = {};
+	char local[POOL_ID_MAX];
+	_cleanup_free_ char *err = NULL;
 
+	/* Another node's volume is NOT_FOUND, not gone: a success would let the CO forget a
+	 * volume that still holds its data on that node. */
+	int e = pool_backend_id_local(pool_of(b), POOL_ID_VOLUME, "volume_id", r->id, local, &err);
+	if (e == -EXDEV)
+		return errorf(ret_error, -ENOENT, "%s", err);
+	if (e < 0) {
+		*ret = (BackendDeleted){}; /* no volume of ours: already gone */
+		return 0;
+	}
 	/* "Is it in use?" and the removal are one decision of the pool, under one hold of the
 	 * volume's lock: a publish from any process comes before or after, never between. */
-	int e = pool_volume_delete(pool_of(b)->pool, r->id, &found);
+	e = pool_volume_delete(pool_of(b)->pool, local, &found);
 	if (e == -ENOENT) {
 		*ret = (BackendDeleted){}; /* already gone: success, as the spec asks */
 		e = 0;
@@ -291,11 +407,12 @@ static int params_after(const PoolVolume *v, uint64_t size, const BackendChange 
 }
 
 /* One locked read-modify-write of the volume: its size grows, its parameters change. */
-static int change_locked(Pool *pool, const BackendChange *r, BackendChanged *ret, char **ret_error)
+static int change_locked(Pool *pool, const char *local, const BackendChange *r, BackendChanged *ret,
+			 char **ret_error)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 
-	int e = pool_volume_load(pool, r->volume_id, &v);
+	int e = pool_volume_load(pool, local, &v);
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
 			      strerror(-e));
@@ -311,7 +428,8 @@ static int change_locked(Pool *pool, const BackendChange *r, BackendChanged *ret
 	}
 	e = size > v->size ? pool_volume_grow(pool, v, size) : pool_volume_save(pool, v);
 	if (e == -ENOSPC)
-		return errorf(ret_error, e, "volume %s: %llu bytes do not fit in the pool",
+		return errorf(ret_error, e,
+			      "volume %s: %llu bytes do not fit in the pool of its node",
 			      r->volume_id, (unsigned long long)size);
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: saving the change failed: %s", r->volume_id,
@@ -326,12 +444,16 @@ int pool_backend_change_volume(Backend *b, const BackendChange *r, BackendChange
 			       char **ret_error)
 {
 	Pool *pool = pool_of(b)->pool;
+	char local[POOL_ID_MAX];
 	int lock = -EBADF;
 
-	int e = pool_volume_lock(pool, r->volume_id, &lock);
+	int e = pool_backend_id_find(pool_of(b), POOL_ID_VOLUME, "volume_id", r->volume_id, local,
+				     ret_error);
 	if (e < 0)
+		return e;
+	if ((e = pool_volume_lock(pool, local, &lock)) < 0)
 		return errorf(ret_error, e, "volume %s not found", r->volume_id);
-	e = change_locked(pool, r, ret, ret_error);
+	e = change_locked(pool, local, r, ret, ret_error);
 	pool_unlock(lock);
 	return e;
 }

@@ -35,6 +35,19 @@ static int strmap_from_json(json_t *o, Strmap *m)
 	return 0;
 }
 
+/* The node part of an object's ID: only written when it has one (pool-ids.c). */
+static void node_to_json(json_t *o, const char *node)
+{
+	if (node && *node)
+		json_object_set_new(o, "node", json_string(node));
+}
+
+static char *node_from_json(json_t *o)
+{
+	const char *node = meta_json_string(o, "node");
+	return node && *node ? xstrdup(node) : NULL;
+}
+
 char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len)
 {
 	json_t *o = json_object(), *att = json_array();
@@ -49,6 +62,7 @@ char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len)
 	json_object_set_new(o, "source_kind", json_string(v->source_kind ?: ""));
 	json_object_set_new(o, "source_id", json_string(v->source_id ?: ""));
 	json_object_set_new(o, "access_mode", json_string(v->access_mode ?: ""));
+	node_to_json(o, v->node);
 	for (size_t i = 0; i < v->n_attachments; i++) {
 		json_t *a = json_object();
 		json_object_set_new(a, "node", json_string(v->attachments[i].node));
@@ -99,6 +113,7 @@ static int volume_fields(json_t *o, PoolVolume *v)
 	v->source_kind = xstrdup(meta_json_string(o, "source_kind") ?: "");
 	v->source_id = xstrdup(meta_json_string(o, "source_id") ?: "");
 	v->access_mode = xstrdup(meta_json_string(o, "access_mode") ?: "");
+	v->node = node_from_json(o);
 	if (strmap_from_json(json_object_get(o, "params"), &v->params) < 0 ||
 	    strmap_from_json(json_object_get(o, "context"), &v->context) < 0)
 		return -EBADMSG;
@@ -134,6 +149,7 @@ char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len)
 	json_object_set_new(o, "size", json_integer((json_int_t)s->size));
 	json_object_set_new(o, "created_ns", json_integer(s->created_ns));
 	json_object_set_new(o, "params", strmap_to_json(&s->params));
+	node_to_json(o, s->node);
 	return meta_json_dump(o, ret_len);
 }
 
@@ -152,6 +168,7 @@ static int snapshot_fields(json_t *o, PoolSnapshot *s)
 	s->name = xstrdup(name);
 	s->source_volume_id = xstrdup(src);
 	s->created_ns = json_integer_value(created);
+	s->node = node_from_json(o);
 	if (meta_json_u64(o, "size", &s->size) < 0)
 		return -EBADMSG;
 	return strmap_from_json(json_object_get(o, "params"), &s->params);
@@ -186,6 +203,7 @@ char *pool_group_to_json(const PoolGroup *g, size_t *ret_len)
 	for (size_t i = 0; i < g->n_snapshots; i++)
 		json_array_append_new(ids, json_string(g->snapshot_ids[i]));
 	json_object_set_new(o, "snapshot_ids", ids);
+	node_to_json(o, g->node);
 	return meta_json_dump(o, ret_len);
 }
 
@@ -206,6 +224,7 @@ static int group_fields(json_t *o, PoolGroup *g)
 	strcpy(g->id, id);
 	g->name = xstrdup(name);
 	g->created_ns = json_integer_value(created);
+	g->node = node_from_json(o);
 	g->snapshot_ids = xnew0(char *, json_array_size(ids) + 1);
 	json_array_foreach (ids, i, v) {
 		if (!json_is_string(v))

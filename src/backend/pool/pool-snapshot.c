@@ -23,7 +23,7 @@ static int64_t now_ns(void)
 static void snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret)
 {
 	*ret = (BackendSnapshot){
-		.id = xstrdup(s->id),
+		.id = pool_backend_id(s->id, s->node),
 		.name = xstrdup(s->name ?: ""),
 		.source_volume_id = xstrdup(s->source_volume_id),
 		.size = s->size,
@@ -38,10 +38,12 @@ static void snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret)
 int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, BackendSnapshot *ret,
 				 char **ret_error)
 {
-	Pool *pool = pool_of(b)->pool;
+	PoolBackend *pb = pool_of(b);
+	Pool *pool = pb->pool;
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *existing = NULL;
 	_cleanup_(pool_volume_freep) PoolVolume *source = NULL;
-	PoolSnapshot spec = {};
+	PoolSnapshot spec = {.node = pb->node_part};
+	char local[POOL_ID_MAX];
 	CopyMethod method;
 
 	pool_snapshot_id_for_name(r->name, spec.id);
@@ -49,7 +51,11 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 		snapshot_to_backend(existing, ret);
 		return -EEXIST;
 	}
-	if (pool_volume_load(pool, r->source_volume_id, &source) < 0)
+	int e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id,
+				     local, ret_error);
+	if (e < 0)
+		return e;
+	if (pool_volume_load(pool, local, &source) < 0)
 		return errorf(ret_error, -ENOENT, "source_volume_id: volume %s not found",
 			      r->source_volume_id);
 	spec.name = (char *)r->name;
@@ -58,7 +64,7 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 	spec.created_ns = now_ns();
 	if (r->params)
 		strmap_copy(&spec.params, r->params);
-	int e = pool_snapshot_create(pool, &spec, &method);
+	e = pool_snapshot_create(pool, &spec, local, &method);
 	if (e == -EEXIST && pool_snapshot_load(pool, spec.id, &existing) == 0)
 		snapshot_to_backend(existing, ret); /* another process made it meanwhile */
 	else if (e < 0)
@@ -77,12 +83,23 @@ int pool_backend_delete_snapshot(Backend *b, const BackendRef *r, BackendDeleted
 {
 	Pool *pool = pool_of(b)->pool;
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	_cleanup_free_ char *err = NULL;
+	char local[POOL_ID_MAX];
 
-	if (pool_snapshot_load(pool, r->id, &s) == 0 && strmap_get(&s->params, GROUP_KEY))
+	/* Another node's snapshot is NOT_FOUND, not gone (its data is still there). */
+	int e = pool_backend_id_local(pool_of(b), POOL_ID_SNAPSHOT, "snapshot_id", r->id, local,
+				      &err);
+	if (e == -EXDEV)
+		return errorf(ret_error, -ENOENT, "%s", err);
+	if (e < 0) {
+		*ret = (BackendDeleted){};
+		return 0;
+	}
+	if (pool_snapshot_load(pool, local, &s) == 0 && strmap_get(&s->params, GROUP_KEY))
 		return errorf(ret_error, -ENOTEMPTY,
 			      "snapshot %s belongs to group snapshot %s: delete the group", r->id,
 			      strmap_get(&s->params, GROUP_KEY));
-	int e = pool_snapshot_delete(pool, r->id);
+	e = pool_snapshot_delete(pool, local);
 	if (e < 0 && e != -ENOENT)
 		return errorf(ret_error, e, "deleting snapshot %s failed: %s", r->id, strerror(-e));
 	*ret = (BackendDeleted){.found = e == 0};
@@ -93,45 +110,65 @@ int pool_backend_get_snapshot(Backend *b, const BackendRef *r, BackendSnapshot *
 			      char **ret_error)
 {
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	char local[POOL_ID_MAX];
 
-	if (pool_snapshot_load(pool_of(b)->pool, r->id, &s) < 0)
+	int e = pool_backend_id_find(pool_of(b), POOL_ID_SNAPSHOT, "snapshot_id", r->id, local,
+				     ret_error);
+	if (e < 0)
+		return e;
+	if (pool_snapshot_load(pool_of(b)->pool, local, &s) < 0)
 		return errorf(ret_error, -ENOENT, "snapshot_id: snapshot %s not found", r->id);
 	snapshot_to_backend(s, ret);
 	return 0;
 }
 
-/* The ids a list request looks at: one snapshot by id (absent, or not an id of ours, lists
- * nothing), else all. */
-static int list_ids(Pool *pool, const BackendListRequest *r, char ***ret, size_t *ret_n,
+/* The ids a list request looks at: one snapshot by id (absent, or not an id of this pool,
+ * lists nothing), else all. */
+static int list_ids(PoolBackend *pb, const BackendListRequest *r, char ***ret, size_t *ret_n,
 		    char **ret_error)
 {
+	_cleanup_free_ char *ignored = NULL;
+	char local[POOL_ID_MAX];
 	char **ids = NULL;
 	size_t n = 0, cap = 0;
 
 	if (!r->snapshot_id || !*r->snapshot_id) {
-		int e = pool_snapshot_list(pool, ret, ret_n);
+		int e = pool_snapshot_list(pb->pool, ret, ret_n);
 		if (e < 0)
 			return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
 		return 0;
 	}
-	if (pool_snapshot_id_valid(r->snapshot_id))
-		strv_push(&ids, &n, &cap, xstrdup(r->snapshot_id));
+	if (pool_backend_id_local(pb, POOL_ID_SNAPSHOT, "snapshot_id", r->snapshot_id, local,
+				  &ignored) == 0)
+		strv_push(&ids, &n, &cap, xstrdup(local));
 	*ret = ids;
 	*ret_n = n;
 	return 0;
 }
 
+/* Whether a snapshot was taken of the volume a request names (by either form of its ID). */
+static bool snapshot_of(PoolBackend *pb, const PoolSnapshot *s, const char *volume_id)
+{
+	_cleanup_free_ char *e1 = NULL, *e2 = NULL;
+	char a[POOL_ID_MAX], b[POOL_ID_MAX];
+
+	return pool_backend_id_local(pb, POOL_ID_VOLUME, "", s->source_volume_id, a, &e1) == 0 &&
+	       pool_backend_id_local(pb, POOL_ID_VOLUME, "", volume_id, b, &e2) == 0 &&
+	       strcmp(a, b) == 0;
+}
+
 int pool_backend_list_snapshots(Backend *b, const BackendListRequest *r, BackendSnapshotList *ret,
 				char **ret_error)
 {
-	Pool *pool = pool_of(b)->pool;
+	PoolBackend *pb = pool_of(b);
+	Pool *pool = pb->pool;
 	_cleanup_strv_free_ char **ids = NULL;
 	BackendSnapshotList l = {};
 	size_t n;
 
 	int e = pool_page_token_check(r->starting_token, pool_snapshot_id_valid, "ListSnapshots",
 				      ret_error);
-	if (e < 0 || (e = list_ids(pool, r, &ids, &n, ret_error)) < 0)
+	if (e < 0 || (e = list_ids(pb, r, &ids, &n, ret_error)) < 0)
 		return e;
 	size_t i = pool_page_start(ids, n, r->starting_token);
 	size_t max = r->max_entries ?: POOL_LIST_MAX_DEFAULT;
@@ -141,7 +178,7 @@ int pool_backend_list_snapshots(Backend *b, const BackendListRequest *r, Backend
 		if (pool_snapshot_load(pool, ids[i], &s) < 0)
 			continue;
 		if (r->source_volume_id && *r->source_volume_id &&
-		    strcmp(s->source_volume_id, r->source_volume_id) != 0)
+		    !snapshot_of(pb, s, r->source_volume_id))
 			continue;
 		snapshot_to_backend(s, &l.snapshots[l.n_snapshots++]);
 	}
@@ -156,7 +193,7 @@ int pool_backend_list_snapshots(Backend *b, const BackendListRequest *r, Backend
 static void group_to_backend(Pool *pool, const PoolGroup *g, BackendGroup *ret)
 {
 	*ret = (BackendGroup){
-		.id = xstrdup(g->id),
+		.id = pool_backend_id(g->id, g->node),
 		.name = xstrdup(g->name ?: ""),
 		.created_ns = g->created_ns,
 		.ready = true,
@@ -172,26 +209,34 @@ static void group_to_backend(Pool *pool, const PoolGroup *g, BackendGroup *ret)
 	}
 }
 
-/* Makes (or finds, on a retry) the member snapshot of one volume. */
-static int group_snapshot_member(char **ret_error, Pool *pool, const BackendCreateGroup *r,
+/* Makes (or finds, on a retry) the member snapshot of one volume. Its name is made of the
+ * group's and the volume's local ID, as it was before IDs carried their node. */
+static int group_snapshot_member(char **ret_error, PoolBackend *pb, const BackendCreateGroup *r,
 				 const char *group_id, const char *volume_id,
 				 char ret_id[POOL_ID_MAX])
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
-	_cleanup_free_ char *name = xasprintf("%s/%s", r->name, volume_id);
-	PoolSnapshot spec = {.name = name, .source_volume_id = (char *)volume_id};
+	_cleanup_free_ char *name = NULL;
+	PoolSnapshot spec = {.source_volume_id = (char *)volume_id, .node = pb->node_part};
+	Pool *pool = pb->pool;
+	char local[POOL_ID_MAX];
 	CopyMethod method;
 
-	if (pool_volume_load(pool, volume_id, &v) < 0)
+	int e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_ids", volume_id, local,
+				     ret_error);
+	if (e < 0)
+		return e;
+	if (pool_volume_load(pool, local, &v) < 0)
 		return errorf(ret_error, -ENOENT, "source_volume_ids: volume %s not found",
 			      volume_id);
+	spec.name = name = xasprintf("%s/%s", r->name, local);
 	pool_snapshot_id_for_name(name, spec.id);
 	if (r->params)
 		strmap_copy(&spec.params, r->params);
 	strmap_set(&spec.params, GROUP_KEY, group_id);
 	spec.size = v->size;
 	spec.created_ns = now_ns();
-	int e = pool_snapshot_create(pool, &spec, &method);
+	e = pool_snapshot_create(pool, &spec, local, &method);
 	strmap_done(&spec.params);
 	if (e < 0 && e != -EEXIST)
 		return errorf(ret_error, e, "snapshot of volume %s failed: %s", volume_id,
@@ -203,9 +248,11 @@ static int group_snapshot_member(char **ret_error, Pool *pool, const BackendCrea
 int pool_backend_create_group(Backend *b, const BackendCreateGroup *r, BackendGroup *ret,
 			      char **ret_error)
 {
-	Pool *pool = pool_of(b)->pool;
+	PoolBackend *pb = pool_of(b);
+	Pool *pool = pb->pool;
 	_cleanup_(pool_group_freep) PoolGroup *existing = NULL;
-	PoolGroup g = {.name = (char *)r->name, .created_ns = now_ns()};
+	PoolGroup g = {.name = (char *)r->name, .created_ns = now_ns(), .node = pb->node_part};
+	_cleanup_free_ char *group_id = NULL;
 	int e = 0;
 
 	pool_group_id_for_name(r->name, g.id);
@@ -214,9 +261,11 @@ int pool_backend_create_group(Backend *b, const BackendCreateGroup *r, BackendGr
 		return -EEXIST;
 	}
 	g.snapshot_ids = xnew0(char *, r->n_volume_ids + 1);
+	group_id = pool_backend_id(g.id, g.node);
 	for (size_t i = 0; i < r->n_volume_ids; i++) {
 		char id[POOL_ID_MAX];
-		if ((e = group_snapshot_member(ret_error, pool, r, g.id, r->volume_ids[i], id)) < 0)
+		if ((e = group_snapshot_member(ret_error, pb, r, group_id, r->volume_ids[i], id)) <
+		    0)
 			goto out;
 		g.snapshot_ids[g.n_snapshots++] = xstrdup(id);
 	}
@@ -234,33 +283,53 @@ out:
 }
 
 /* Whether the request's snapshot_ids (if any) are exactly the group's: -EINVAL if not. */
-static int group_members_check(char **ret_error, const PoolGroup *g, const BackendGroupRequest *r)
+static int group_members_check(char **ret_error, PoolBackend *pb, const PoolGroup *g,
+			       const BackendGroupRequest *r)
 {
 	bool match = r->n_snapshot_ids == 0 || r->n_snapshot_ids == g->n_snapshots;
 
 	for (size_t i = 0; match && i < r->n_snapshot_ids; i++) {
+		_cleanup_free_ char *ignored = NULL;
+		char local[POOL_ID_MAX];
 		bool found = false;
+		if (pool_backend_id_local(pb, POOL_ID_SNAPSHOT, "snapshot_ids", r->snapshot_ids[i],
+					  local, &ignored) < 0)
+			break;
 		for (size_t k = 0; k < g->n_snapshots && !found; k++)
-			found = strcmp(r->snapshot_ids[i], g->snapshot_ids[k]) == 0;
+			found = strcmp(local, g->snapshot_ids[k]) == 0;
 		match = found;
 	}
 	if (!match)
 		return errorf(ret_error, -EINVAL,
 			      "snapshot_ids: not the %zu snapshots of group snapshot %s",
-			      g->n_snapshots, g->id);
+			      g->n_snapshots, r->id);
+	return 0;
+}
+
+/* The group a request names: -ENOENT (with *ret_error) when it is not this pool's. */
+static int group_load(PoolBackend *pb, const char *id, PoolGroup **ret, char **ret_error)
+{
+	char local[POOL_ID_MAX];
+
+	int e = pool_backend_id_local(pb, POOL_ID_GROUP, "group_snapshot_id", id, local, ret_error);
+	if (e == -EXDEV)
+		return -EXDEV;
+	if (e < 0 || pool_group_load(pb->pool, local, ret) < 0)
+		return errorf(ret_error, -ENOENT, "group snapshot %s not found", id);
 	return 0;
 }
 
 int pool_backend_get_group(Backend *b, const BackendGroupRequest *r, BackendGroup *ret,
 			   char **ret_error)
 {
-	Pool *pool = pool_of(b)->pool;
+	PoolBackend *pb = pool_of(b);
+	Pool *pool = pb->pool;
 	_cleanup_(pool_group_freep) PoolGroup *g = NULL;
 	int e;
 
-	if (pool_group_load(pool, r->id, &g) < 0)
-		return errorf(ret_error, -ENOENT, "group snapshot %s not found", r->id);
-	if ((e = group_members_check(ret_error, g, r)) < 0)
+	if ((e = group_load(pb, r->id, &g, ret_error)) < 0)
+		return e == -EXDEV ? -ENOENT : e;
+	if ((e = group_members_check(ret_error, pb, g, r)) < 0)
 		return e;
 	group_to_backend(pool, g, ret);
 	return 0;
@@ -269,15 +338,20 @@ int pool_backend_get_group(Backend *b, const BackendGroupRequest *r, BackendGrou
 int pool_backend_delete_group(Backend *b, const BackendGroupRequest *r, BackendDeleted *ret,
 			      char **ret_error)
 {
-	Pool *pool = pool_of(b)->pool;
+	PoolBackend *pb = pool_of(b);
+	Pool *pool = pb->pool;
 	_cleanup_(pool_group_freep) PoolGroup *g = NULL;
+	_cleanup_free_ char *err = NULL;
 	int e;
 
-	if (pool_group_load(pool, r->id, &g) < 0) {
+	/* Another node's group is NOT_FOUND, not gone. */
+	if ((e = group_load(pb, r->id, &g, &err)) == -EXDEV)
+		return errorf(ret_error, -ENOENT, "%s", err);
+	if (e < 0) {
 		*ret = (BackendDeleted){}; /* gone already */
 		return 0;
 	}
-	if ((e = group_members_check(ret_error, g, r)) < 0)
+	if ((e = group_members_check(ret_error, pb, g, r)) < 0)
 		return e;
 	for (size_t i = 0; i < g->n_snapshots; i++) {
 		e = pool_snapshot_delete(pool, g->snapshot_ids[i]);

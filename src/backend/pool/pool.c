@@ -290,14 +290,28 @@ static uint64_t ledger_read(Pool *p)
 	return sum;
 }
 
-/* Adds bytes to the ledger: -ENOSPC beyond the capacity. Hold the pool lock. */
+/* What the pool may provision in all: its configured capacity or the bytes its filesystem has
+ * free now, whichever is smaller. A sparse volume takes its full size from the free bytes as
+ * from the capacity, so the pool never promises bytes its disk does not have (what volumes
+ * wrote counts twice: the conservative side). */
+static uint64_t pool_limit(Pool *p)
+{
+	uint64_t limit = p->capacity ?: UINT64_MAX;
+	struct statvfs sv;
+
+	if (fstatvfs(p->dir_fd, &sv) == 0)
+		limit = MIN(limit, (uint64_t)sv.f_bavail * sv.f_frsize);
+	return limit;
+}
+
+/* Adds bytes to the ledger: -ENOSPC beyond what the pool may provision. Hold the pool lock. */
 static int ledger_reserve(Pool *p, uint64_t bytes)
 {
 	uint64_t cur = ledger_read(p);
 
 	if (bytes == 0)
 		return 0;
-	if (cur + bytes > p->capacity || cur + bytes < cur)
+	if (cur + bytes > pool_limit(p) || cur + bytes < cur)
 		return -ENOSPC;
 	return ledger_write(p, cur + bytes);
 }
@@ -313,14 +327,15 @@ static void ledger_release(Pool *p, uint64_t bytes)
 
 void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available)
 {
-	uint64_t used = p->capacity;
+	uint64_t total = 0, used = 0;
 
 	if (pool_lock_take(p) == 0) {
 		used = ledger_read(p);
+		total = pool_limit(p);
 		pool_lock_release(p);
 	}
-	*ret_total = p->capacity;
-	*ret_available = p->capacity > used ? p->capacity - used : 0;
+	*ret_total = total;
+	*ret_available = total > used ? total - used : 0;
 }
 
 /* Open and recovery */
@@ -426,9 +441,39 @@ static int pool_recover_and_count(Pool *p, uint64_t *ret_provisioned)
 	return r;
 }
 
+#define NODE_FILE "node"
+#define NODE_MAX 256
+
+char *pool_recorded_node(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char *text = NULL;
+	size_t len;
+
+	if (fd < 0 || read_file_at(fd, NODE_FILE, NODE_MAX, &text, &len) < 0)
+		return NULL;
+	text[strcspn(text, "\n")] = 0;
+	return text;
+}
+
+/* Records the node a pool serves at its first use, and refuses (-EXDEV) another one: the IDs
+ * of its objects carry that node (pool-ids.c), so one pool serves one node. */
+static int pool_node_check(Pool *p, const char *node_id)
+{
+	_cleanup_free_ char *recorded = pool_recorded_node(p->path);
+	_cleanup_free_ char *line = NULL;
+
+	if (!node_id)
+		return 0;
+	if (recorded)
+		return strcmp(recorded, node_id) == 0 ? 0 : -EXDEV;
+	line = xasprintf("%s\n", node_id);
+	return write_file_atomic_via(p->tmp_fd, p->dir_fd, NODE_FILE, line, strlen(line), 0600,
+				     WRITE_FILE_DURABLE);
+}
+
 int pool_open(const PoolConfig *config, Pool **ret)
 {
-	struct statvfs sv;
 	uint64_t provisioned;
 	int r;
 
@@ -453,14 +498,13 @@ int pool_open(const PoolConfig *config, Pool **ret)
 	}
 	p->ledger_fd =
 		openat(p->dir_fd, LEDGER_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (p->ledger_fd < 0 || (r = pool_recover_and_count(p, &provisioned)) < 0) {
+	if (p->ledger_fd < 0 || (r = pool_recover_and_count(p, &provisioned)) < 0 ||
+	    (r = pool_node_check(p, config->node_id)) < 0) {
 		r = p->ledger_fd < 0 ? negative_errno() : r;
 		pool_close(p);
 		return r;
 	}
 	p->capacity = config->capacity;
-	if (p->capacity == 0 && fstatvfs(p->dir_fd, &sv) == 0)
-		p->capacity = (uint64_t)sv.f_bavail * sv.f_frsize + provisioned;
 	*ret = p;
 	return 0;
 }
@@ -766,6 +810,7 @@ void pool_volume_free(PoolVolume *v)
 	free(v->source_kind);
 	free(v->source_id);
 	free(v->access_mode);
+	free(v->node);
 	for (size_t i = 0; i < v->n_attachments; i++) {
 		free(v->attachments[i].node);
 		free(v->attachments[i].device);
@@ -867,14 +912,14 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 	return staging_commit(p, o->kind, &s, o->id);
 }
 
-int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method)
+int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, CopyMethod *ret_method)
 {
 	ObjectSpec o = {
 		.kind = KIND_VOLUME,
 		.id = spec->id,
 		.with_data = true,
 		.source_kind = spec->source_kind,
-		.source_id = spec->source_id,
+		.source_id = source,
 		.size = spec->size,
 		.failpoint = "pool-create-before-commit",
 	};
@@ -1055,6 +1100,7 @@ void pool_snapshot_free(PoolSnapshot *s)
 	free(s->name);
 	free(s->source_volume_id);
 	strmap_done(&s->params);
+	free(s->node);
 	free(s);
 }
 
@@ -1074,14 +1120,15 @@ int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret)
 	return pool_snapshot_from_json(text, len, ret);
 }
 
-int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, CopyMethod *ret_method)
+int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
+			 CopyMethod *ret_method)
 {
 	ObjectSpec o = {
 		.kind = KIND_SNAPSHOT,
 		.id = spec->id,
 		.with_data = true,
 		.source_kind = "volume",
-		.source_id = spec->source_volume_id,
+		.source_id = source,
 		.size = spec->size,
 		.failpoint = "pool-snapshot-before-commit",
 	};
@@ -1118,6 +1165,7 @@ void pool_group_free(PoolGroup *g)
 		return;
 	free(g->name);
 	strv_free(g->snapshot_ids);
+	free(g->node);
 	free(g);
 }
 

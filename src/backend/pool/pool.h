@@ -31,10 +31,11 @@
 typedef struct Pool Pool;
 
 typedef struct PoolConfig {
-	const char *path;  /* the pool directory; created if missing */
-	uint64_t capacity; /* bytes; 0: free space of the pool's filesystem at open + in use */
-	const char *zone;  /* topology zone of this pool */
-	bool existing;	   /* refuse (-ENOENT) a directory that holds no pool yet */
+	const char *path;    /* the pool directory; created if missing */
+	uint64_t capacity;   /* bytes; 0: no limit but the filesystem's free space */
+	const char *zone;    /* topology zone of this pool */
+	const char *node_id; /* the node it serves (recorded at first use); NULL: not checked */
+	bool existing;	     /* refuse (-ENOENT) a directory that holds no pool yet */
 } PoolConfig;
 
 #define POOL_ID_MAX 32
@@ -55,6 +56,7 @@ typedef struct PoolVolume {
 	char *source_kind;  /* "", "snapshot" or "volume" */
 	char *source_id;
 	char *access_mode; /* the CSI access mode name it was created for */
+	char *node;	   /* what its ID ends with (pool-ids.c); NULL: made before */
 	PoolAttachment *attachments;
 	size_t n_attachments;
 } PoolVolume;
@@ -66,6 +68,7 @@ typedef struct PoolSnapshot {
 	uint64_t size;
 	int64_t created_ns;
 	Strmap params;
+	char *node; /* what its ID ends with; NULL: made before IDs carried their node */
 } PoolSnapshot;
 
 typedef struct PoolGroup {
@@ -74,6 +77,7 @@ typedef struct PoolGroup {
 	char **snapshot_ids; /* a strv: member snapshots, in the order of their source volumes */
 	size_t n_snapshots;
 	int64_t created_ns;
+	char *node; /* what its ID ends with; NULL: made before IDs carried their node */
 } PoolGroup;
 
 typedef struct PoolNode {
@@ -84,8 +88,12 @@ typedef struct PoolNode {
 
 /* Opens (laying out on first use) and recovers a pool: removes what a crash left in tmp/ and
  * recounts the provisioned bytes from the pool. Returns -ENOTDIR, -EACCES, ... when the
- * directory cannot hold a pool. Blocks. */
+ * directory cannot hold a pool, -EXDEV when it serves another node than config->node_id
+ * (POOL/node; pool_recorded_node() says which). Blocks. */
 int pool_open(const PoolConfig *config, Pool **ret);
+
+/* The node recorded in the pool at path (POOL/node), or NULL when none is. Caller frees. */
+char *pool_recorded_node(const char *path);
 void pool_close(Pool *p);
 
 /* 0 when the pool can serve requests now, else a negative errno (directory gone, read-only). */
@@ -107,19 +115,22 @@ char *pool_volume_not_found(const char *field, const char *id);
 void pool_volume_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 void pool_snapshot_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 
-/* Capacity: total and what is left after every volume's and snapshot's size, counted by every
- * process on the pool (creates in flight included). Blocks briefly on the pool lock. */
+/* Capacity: total (the configured capacity or the free bytes of the pool's filesystem now,
+ * whichever is smaller) and what is left of it after every volume's and snapshot's size,
+ * counted by every process on the pool (creates in flight included). Blocks briefly on the
+ * pool lock. */
 void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available);
 
 /* Volumes. All block; the per-volume ones take the volume's lock (flock, so also against
  * other processes on the same pool) for their duration. */
 
 /* Makes a volume of spec->size bytes (spec->id derived from spec->name), blank or with the
- * content of a snapshot or volume (spec->source_kind/source_id). Returns -EEXIST when a
- * volume with that ID exists already (the caller loads and compares it), -ENOENT when the
- * source does not exist, -ENOSPC beyond capacity, -ERANGE when the source is larger than
- * spec->size. *ret_method tells how content was copied, when it was. */
-int pool_volume_create(Pool *p, const PoolVolume *spec, CopyMethod *ret_method);
+ * content of the snapshot or volume of local ID source (spec->source_kind says which;
+ * spec->source_id is what the record keeps). Returns -EEXIST when a volume with that ID exists
+ * already (the caller loads and compares it), -ENOENT when the source does not exist, -ENOSPC
+ * beyond capacity, -ERANGE when the source is larger than spec->size. *ret_method tells how
+ * content was copied, when it was. */
+int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, CopyMethod *ret_method);
 
 /* Loads a volume's metadata: -ENOENT when there is no such volume, -EBADMSG when its
  * meta.json is damaged. */
@@ -180,9 +191,11 @@ int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
 void pool_volume_free(PoolVolume *v);
 void pool_volume_freep(PoolVolume **v);
 
-/* Snapshots: the same life cycle. create returns -EEXIST when the ID exists, -ENOENT when
- * the source volume does not. */
-int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, CopyMethod *ret_method);
+/* Snapshots: the same life cycle. create copies the volume of local ID source (the record
+ * keeps spec->source_volume_id), returns -EEXIST when the ID exists, -ENOENT when the source
+ * volume does not. */
+int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
+			 CopyMethod *ret_method);
 int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret);
 int pool_snapshot_delete(Pool *p, const char *id);
 int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n);

@@ -1,0 +1,262 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Kubernetes manifests of deploy/kubernetes, checked offline: each layout (single-node,
+multi-node) is built the way kustomize builds it (resources, recursively; the images
+transformer), and the objects are checked for what a cluster would trip over: every reference
+(service account, role, volume, socket path, driver name) resolves, every sidecar has the roles
+it needs, the images are the versions deploy/README.md names, and each layout has the shape its
+README promises (the multi-node one: distributed provisioning with capacity tracking, per-node
+snapshots, one resizer, no attacher; the single-node one: one pool node). When kubectl is on the
+machine, `kubectl kustomize` must build the same objects. TAP output."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+ROOT = os.environ.get("VOLPLUG_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+DEPLOY = os.path.join(ROOT, "deploy", "kubernetes")
+LAYOUTS = ("single-node", "multi-node")
+DRIVER = "pool.volplug.io"
+SOCKET = "/csi/csi.sock"
+# Each sidecar and the ClusterRole (rbac.yaml) its service account must be bound to.
+SIDECAR_ROLES = {
+    "csi-provisioner": "volplug-external-provisioner",
+    "csi-attacher": "volplug-external-attacher",
+    "csi-resizer": "volplug-external-resizer",
+    "csi-snapshotter": "volplug-external-snapshotter",
+}
+
+
+# --- building a layout, as kustomize does -------------------------------------------------------
+
+
+def load_docs(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def build(directory):
+    """The objects of the kustomization in directory: its resources (files, or directories
+    with a kustomization of their own, built first), then its image overrides."""
+    with open(os.path.join(directory, "kustomization.yaml")) as f:
+        k = yaml.safe_load(f)
+    assert k.get("kind") == "Kustomization", directory
+    objs = []
+    for r in k.get("resources", []):
+        path = os.path.normpath(os.path.join(directory, r))
+        objs += build(path) if os.path.isdir(path) else load_docs(path)
+    for img in k.get("images", []):
+        for c in containers(objs):
+            name, _, tag = c["image"].rpartition(":")
+            if name == img["name"]:
+                c["image"] = "%s:%s" % (img.get("newName", name), img.get("newTag", tag))
+    return objs
+
+
+def pod_specs(objs):
+    return [(o, o["spec"]["template"]["spec"]) for o in objs
+            if o["kind"] in ("Deployment", "DaemonSet", "StatefulSet")]
+
+
+def containers(objs):
+    return [c for _, spec in pod_specs(objs) for c in spec["containers"]]
+
+
+def find(objs, kind, name=None):
+    return [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+
+
+def flag(container, name):
+    """The value of --name=VALUE in a container's args, True for a bare --name, else None."""
+    for a in container.get("args", []):
+        if a == "--" + name:
+            return True
+        if a.startswith("--%s=" % name):
+            return a.split("=", 1)[1]
+    return None
+
+
+def env_field(container, name):
+    for e in container.get("env", []):
+        if e["name"] == name:
+            return e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+    return None
+
+
+# --- the checks ----------------------------------------------------------------------------------
+
+
+def check_common(objs):
+    """What any layout needs: unique, well-formed objects whose references resolve."""
+    seen = set()
+    for o in objs:
+        assert o.get("apiVersion") and o.get("kind") and o.get("metadata", {}).get("name"), o
+        key = (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+        assert key not in seen, "twice: %s" % (key,)
+        seen.add(key)
+        if o["metadata"].get("namespace"):
+            assert o["metadata"]["namespace"] == "volplug", key
+    assert len(find(objs, "CSIDriver", DRIVER)) == 1
+    accounts = {o["metadata"]["name"] for o in find(objs, "ServiceAccount")}
+    roles = {(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in ("Role", "ClusterRole")}
+    for b in [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]:
+        assert (b["roleRef"]["kind"], b["roleRef"]["name"]) in roles, b["metadata"]["name"]
+        for s in b["subjects"]:
+            assert s["kind"] == "ServiceAccount" and s["name"] in accounts, b["metadata"]["name"]
+    for w, spec in pod_specs(objs):
+        name = w["metadata"]["name"]
+        assert spec["serviceAccountName"] in accounts, name
+        labels = w["spec"]["template"]["metadata"]["labels"]
+        assert all(labels.get(k) == v for k, v in w["spec"]["selector"]["matchLabels"].items()), name
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        for c in spec["containers"]:
+            for m in c.get("volumeMounts", []):
+                assert m["name"] in volumes, "%s/%s mounts %s" % (name, c["name"], m["name"])
+            sock = flag(c, "csi-address") or flag(c, "endpoint")
+            if sock:
+                sock = sock.replace("unix://", "")
+                assert sock == SOCKET, (name, c["name"], sock)
+                assert any(m["mountPath"] == os.path.dirname(SOCKET) for m in c["volumeMounts"]), \
+                    "%s/%s: its socket's directory is not mounted" % (name, c["name"])
+            if c["name"] in SIDECAR_ROLES:
+                assert bound(objs, spec["serviceAccountName"], SIDECAR_ROLES[c["name"]]), \
+                    "%s/%s: %s lacks %s" % (name, c["name"], spec["serviceAccountName"],
+                                            SIDECAR_ROLES[c["name"]])
+            if flag(c, "leader-election"):
+                assert bound(objs, spec["serviceAccountName"], "volplug-leader-election", "Role"), c["name"]
+            if c["name"] == "node-driver-registrar":
+                path = flag(c, "kubelet-registration-path")
+                assert path == "/var/lib/kubelet/plugins/%s/csi.sock" % DRIVER, path
+                assert volumes["plugin-dir"]["hostPath"]["path"] == os.path.dirname(path), name
+    for sc in find(objs, "StorageClass"):
+        assert sc["provisioner"] == DRIVER and sc["volumeBindingMode"] == "WaitForFirstConsumer", sc
+    return len(objs)
+
+
+def bound(objs, account, role, kind="ClusterRole"):
+    return any(b["roleRef"]["name"] == role and b["roleRef"]["kind"] == kind and
+               any(s["name"] == account for s in b["subjects"])
+               for b in objs if b["kind"] in ("RoleBinding", "ClusterRoleBinding"))
+
+
+def readme_images():
+    """The sidecar images and versions deploy/README.md names ("csi-provisioner v6.3.0")."""
+    with open(os.path.join(ROOT, "deploy", "README.md")) as f:
+        text = f.read()
+    return dict(re.findall(r"\b(csi-[a-z-]+|livenessprobe) (v\d+\.\d+\.\d+)", text))
+
+
+def check_images(objs):
+    named = readme_images()
+    for c in containers(objs):
+        repo, _, tag = c["image"].rpartition(":")
+        if repo.startswith("registry.k8s.io/sig-storage/"):
+            short = repo.rsplit("/", 1)[1]
+            assert named.get(short) == tag, "%s: README names %s" % (c["image"], named.get(short))
+        else:
+            assert c["image"] == "volplug:0.1.0", c["image"]
+
+
+def volplugd(spec):
+    return next(c for c in spec["containers"] if c["name"] == "volplugd")
+
+
+def check_multi_node(objs):
+    d = find(objs, "CSIDriver", DRIVER)[0]["spec"]
+    assert d["attachRequired"] is False and d["storageCapacity"] is True, d
+    assert not find(objs, "Deployment"), "no central controller"
+    (ds, spec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "DaemonSet"]
+    assert "volplug.io/pool" not in spec["nodeSelector"], "every node, not one"
+    names = [c["name"] for c in spec["containers"]]
+    assert "csi-attacher" not in names, names
+    v = volplugd(spec)
+    assert v["args"][0] == "all" and flag(v, "distributed") is True, v["args"]
+    assert flag(v, "node-id") == "$(NODE_NAME)" and env_field(v, "NODE_NAME") == "spec.nodeName"
+    p = next(c for c in spec["containers"] if c["name"] == "csi-provisioner")
+    for f in ("node-deployment", "enable-capacity", "strict-topology"):
+        assert flag(p, f) is True, f
+    assert flag(p, "leader-election") is None, "each node's provisioner acts for its node"
+    assert flag(p, "capacity-ownerref-level") == "1", "owned by the DaemonSet"
+    assert {env_field(p, n) for n in ("NODE_NAME", "NAMESPACE", "POD_NAME")} == \
+        {"spec.nodeName", "metadata.namespace", "metadata.name"}
+    assert bound(objs, spec["serviceAccountName"], "volplug-external-provisioner-capacity", "Role")
+    cap = find(objs, "Role", "volplug-external-provisioner-capacity")[0]
+    assert any("csistoragecapacities" in r["resources"] for r in cap["rules"]), cap
+    s = next(c for c in spec["containers"] if c["name"] == "csi-snapshotter")
+    assert flag(s, "node-deployment") is True and flag(s, "leader-election") is None, s["args"]
+    assert env_field(s, "NODE_NAME") == "spec.nodeName"
+    assert flag(s, "feature-gates") is None, "no group snapshots in this layout"
+    r = next(c for c in spec["containers"] if c["name"] == "csi-resizer")
+    assert flag(r, "leader-election") is True, "one resizer in the cluster"
+    assert "livenessprobe" in str(spec["containers"]) and "node-driver-registrar" in names
+
+
+def check_single_node(objs):
+    d = find(objs, "CSIDriver", DRIVER)[0]["spec"]
+    assert d["attachRequired"] is True, d
+    (ctrl, cspec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "Deployment"]
+    (node, nspec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "DaemonSet"]
+    assert ctrl["spec"]["replicas"] == 1 and ctrl["spec"]["strategy"]["type"] == "Recreate"
+    for spec in (cspec, nspec):
+        assert spec["nodeSelector"].get("volplug.io/pool") == "true", "on the pool node only"
+    c, n = volplugd(cspec), volplugd(nspec)
+    assert c["args"][0] == "controller" and n["args"][0] == "node", (c["args"], n["args"])
+    for f in ("pool", "zone", "node-id"):
+        assert flag(c, f) and flag(c, f) == flag(n, f), "--%s differs: %s, %s" % (f, flag(c, f), flag(n, f))
+    names = {x["name"] for x in cspec["containers"]}
+    assert set(SIDECAR_ROLES) <= names, names
+
+
+def check_kubectl(layout, objs):
+    """kubectl kustomize builds the same objects, when kubectl is there."""
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        return "kubectl not found: the kustomize build itself is not checked"
+    p = subprocess.run([kubectl, "kustomize", os.path.join(DEPLOY, layout)], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    built = [d for d in yaml.safe_load_all(p.stdout) if d]
+
+    def keys(docs):
+        return sorted((d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in docs)
+
+    assert keys(built) == keys(objs), (keys(built), keys(objs))
+    images = sorted(c["image"] for c in containers(built))
+    assert images == sorted(c["image"] for c in containers(objs)), images
+    return "kubectl kustomize builds the same %d objects" % len(built)
+
+
+def main():
+    tests = []
+    for layout in LAYOUTS:
+        tests.append(("%s: objects and references" % layout,
+                      lambda l=layout: "%d objects" % check_common(build(os.path.join(DEPLOY, l)))))
+        tests.append(("%s: images are the versions README.md names" % layout,
+                      lambda l=layout: check_images(build(os.path.join(DEPLOY, l)))))
+        shape = check_multi_node if layout == "multi-node" else check_single_node
+        tests.append(("%s: the layout's shape" % layout,
+                      lambda l=layout, f=shape: f(build(os.path.join(DEPLOY, l)))))
+        tests.append(("%s: kubectl kustomize" % layout,
+                      lambda l=layout: check_kubectl(l, build(os.path.join(DEPLOY, l)))))
+    tests.append(("no kustomization at the top: a layout is chosen",
+                  lambda: None if not os.path.exists(os.path.join(DEPLOY, "kustomization.yaml"))
+                  else (_ for _ in ()).throw(AssertionError("deploy/kubernetes/kustomization.yaml"))))
+    print("1..%d" % len(tests))
+    failed = 0
+    for i, (name, fn) in enumerate(tests, 1):
+        try:
+            note = fn()
+            print("ok %d - %s%s" % (i, name, ": " + note if note else ""))
+        except Exception as e:  # noqa: BLE001 - reported as a failed test
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for line in repr(e).splitlines():
+                print("#   " + line)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
