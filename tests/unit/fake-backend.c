@@ -1113,6 +1113,7 @@ static void node_expand_record(const BackendNodeExpand *r, Strmap *rec)
 	rec_str(rec, "staging_path", r->staging_path);
 	rec_u64(rec, "required", r->required);
 	rec_u64(rec, "limit", r->limit);
+	rec_bool(rec, "grow", r->grow);
 	if (r->access)
 		rec_access(rec, r->access);
 }

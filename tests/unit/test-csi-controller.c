@@ -780,6 +780,38 @@ static void test_capacity(void)
 		  "volume_capabilities[0].mount.fs_type: the fake backend has no vfat",
 		  "a capability the backend does not serve");
 
+	_cleanup_(call_done) Call node =
+		CALL(env, controller_get_capacity, get_capacity_request,
+		     "{'accessible_topology':{'segments':{'topology.volplug.io/node':'node-1'}}}");
+	is_reply(node,
+		 "{'maximum_volume_size':{'value':17179869184},"
+		 "'minimum_volume_size':{'value':1048576}}",
+		 "a segment with a key the backend's node does not have: 0 available");
+
+	_cleanup_(call_done) Call sc1 = CALL(env, controller_get_capacity, get_capacity_request,
+					     "{'parameters':{'type':'sc1'}}");
+	is_ok(sc1, "GetCapacity with a StorageClass's parameters");
+	is_str(fake_last(env->fake, FAKE_GET_CAPACITY, "min_size"), "133143986177",
+	       "the backend gets the smallest size the class's type allows (above 124 GiB)");
+	is_str(fake_last(env->fake, FAKE_GET_CAPACITY, "max_size"), "17592186044416",
+	       "and the largest (16 TiB)");
+	_cleanup_(call_done) Call plain = CALL(env, controller_get_capacity, get_capacity_request,
+					       "{'parameters':{'blockSize':'4096'}}");
+	ok(plain.r == 0 && strcmp(fake_last(env->fake, FAKE_GET_CAPACITY, "min_size"), "0") == 0 &&
+		   strcmp(fake_last(env->fake, FAKE_GET_CAPACITY, "max_size"), "0") == 0,
+	   "parameters that name no type: no bound");
+	fake_forget_calls(env->fake);
+	_cleanup_(call_done) Call bad_type =
+		CALL(env, controller_get_capacity, get_capacity_request,
+		     "{'parameters':{'type':'gp9'}}");
+	_cleanup_(call_done) Call bad_key = CALL(env, controller_get_capacity, get_capacity_request,
+						 "{'parameters':{'colour':'red'}}");
+	is_status(bad_type, "INVALID_ARGUMENT", "parameters: ...",
+		  "a StorageClass naming a type there is none of");
+	is_status(bad_key, "INVALID_ARGUMENT", "parameters: ...", "a key no StorageClass has");
+	ok(bad_key.error && strstr(bad_key.error, "colour"), "naming the key: %s", bad_key.error);
+	is_int(fake_calls(env->fake, FAKE_GET_CAPACITY), 0, "the backend saw neither");
+
 	fake_fail(env->fake, FAKE_GET_CAPACITY, -EAGAIN, "fake: statfs: try again");
 	_cleanup_(call_done) Call busy =
 		CALL(env, controller_get_capacity, get_capacity_request, "{}");
@@ -814,6 +846,23 @@ static void test_capabilities(void)
 		 "{'rpc':{'type':'SINGLE_NODE_MULTI_WRITER'}},"
 		 "{'rpc':{'type':'MODIFY_VOLUME'}}]}",
 		 "ControllerGetCapabilities: the fourteen RPC capabilities");
+
+	env->d.distributed = true;
+	_cleanup_(call_done) Call own =
+		CALL(env, controller_get_capabilities, controller_get_capabilities_request, "{}");
+	is_reply(own,
+		 "{'capabilities':["
+		 "{'rpc':{'type':'CREATE_DELETE_VOLUME'}},"
+		 "{'rpc':{'type':'LIST_VOLUMES'}},"
+		 "{'rpc':{'type':'GET_CAPACITY'}},"
+		 "{'rpc':{'type':'CREATE_DELETE_SNAPSHOT'}},"
+		 "{'rpc':{'type':'LIST_SNAPSHOTS'}},"
+		 "{'rpc':{'type':'CLONE_VOLUME'}},"
+		 "{'rpc':{'type':'VOLUME_CONDITION'}},"
+		 "{'rpc':{'type':'GET_VOLUME'}},"
+		 "{'rpc':{'type':'SINGLE_NODE_MULTI_WRITER'}}]}",
+		 "--distributed: no publish, read-only publish, published nodes, expand or modify "
+		 "(Kubernetes sends them to one controller, not to the volume's node)");
 }
 
 /* ControllerPublishVolume of id to node with capability, and more (JSON after ','). */

@@ -533,6 +533,8 @@ static void test_expand(void)
 	       "the staging path");
 	is_str(fake_last(env->fake, FAKE_NODE_EXPAND, "access.fstype"), "vfat",
 	       "and the capability, checked for its form only (the volume exists already)");
+	is_str(fake_last(env->fake, FAKE_NODE_EXPAND, "grow"), "false",
+	       "a controller expanded the volume: the node only grows the filesystem");
 	is_int(fake_calls(env->fake, FAKE_CHECK_ACCESS), 0,
 	       "the backend was not asked to judge it");
 
@@ -541,6 +543,14 @@ static void test_expand(void)
 	ok(!fake_last(env->fake, FAKE_NODE_EXPAND, "access.mode") &&
 		   strcmp(fake_last(env->fake, FAKE_NODE_EXPAND, "required"), "0") == 0,
 	   "no capability, no range are passed on as such");
+
+	env->d.distributed = true;
+	_cleanup_(call_done) Call distributed =
+		node_expand(env, "fake-vol-1", ",'capacity_range':{'required_bytes':2147483648}");
+	is_reply(distributed, "{'capacity_bytes':2147483648}", "NodeExpandVolume, --distributed");
+	is_str(fake_last(env->fake, FAKE_NODE_EXPAND, "grow"), "true",
+	       "no controller expands: the backend is told to grow the volume itself");
+	env->d.distributed = false;
 
 	_cleanup_(call_done) Call unknown = node_expand(env, "fake-vol-9", "");
 	is_status(unknown, "NOT_FOUND", "volume_id: volume fake-vol-9 not found",
