@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The one table of operations every backend fills: the pool (src/backend/pool-*.c),
+/* The one table of operations every backend fills: the pool (src/backend/pool/),
  * Flexvolume drivers (src/backend/flex), EBS (src/backend/ebs), and any other (one folder and
  * one line in backend.c's table). Backends whose volumes are block devices on the node share
  * its node service (blocknode.h).

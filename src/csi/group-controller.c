@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* GroupController: group snapshots, one snapshot per source volume, made, found and deleted
- * by the default backend (the pool's: src/backend/pool-snapshot.c). */
+ * by the default backend (the pool's: src/backend/pool/pool-snapshot.c). */
 #include <string.h>
 
 #include "alloc.h"
