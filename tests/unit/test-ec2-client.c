@@ -216,7 +216,11 @@ static void test_retries(void)
 	   "...and kept trying until near it (%.0f ms of 400)",
 	   (double)(end - start) / USEC_PER_MSEC);
 	ok(e.retries >= 3, "...after %u retries", e.retries);
-	is_int(standin_count(), e.retries + 1, "...each retry one request");
+	/* The attempt the deadline cut may not have reached the server. */
+	size_t sent = standin_count();
+	ok(sent == e.retries + 1 || sent == e.retries,
+	   "...each retry one request (%zu sent, %u retries; the last may be cut by the deadline)",
+	   sent, e.retries);
 	is_str(e.code, "RequestLimitExceeded", "...the last EC2 code kept (for metrics)");
 	ok(e.message && strstr(e.message, "RequestLimitExceeded: try again (deadline reached"),
 	   "...the message says why: %s", S(e.message));
