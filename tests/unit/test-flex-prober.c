@@ -440,7 +440,8 @@ static void test_plugin_dir_deleted(void)
 	is_int(install("example.com", "again", "examples/flexvolume", "tmpfs"), 0,
 	       "install into the re-created dir");
 	usec_t t = wait_state("example.com/again", FLEX_DRIVER_LOADED, 0, 5 * USEC_PER_SEC);
-	ok(t < 500 * USEC_PER_MSEC, "loaded in %.3f s: the new dir is watched, no wait when idle",
+	/* Under the 1 s rate limit a waiting prober would need; margin for a loaded machine. */
+	ok(t < 1000 * USEC_PER_MSEC, "loaded in %.3f s: the new dir is watched, no wait when idle",
 	   (double)t / 1e6);
 }
 
