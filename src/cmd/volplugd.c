@@ -181,11 +181,6 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 	return 0;
 }
 
-static LogLevel level_for_verbosity(int v)
-{
-	return v >= 4 ? LOG_LEVEL_DEBUG : v >= 1 ? LOG_LEVEL_INFO : LOG_LEVEL_WARNING;
-}
-
 static int run(const DaemonConfig *cfg)
 {
 	Driver driver = {
@@ -285,7 +280,7 @@ int main(int argc, char **argv)
 		daemon_config_done(&cfg);
 		return 0;
 	}
-	log_set_max_level(level_for_verbosity(cfg.verbosity));
+	log_set_verbosity(cfg.verbosity);
 	if (failpoints_init() < 0) {
 		daemon_config_done(&cfg);
 		return 2;
