@@ -6,6 +6,7 @@
 #include "alloc.h"
 #include "client.h"
 #include "daemon-config.h"
+#include "log.h"
 #include "ownership.h"
 #include "parse-util.h"
 
@@ -34,7 +35,12 @@ const char daemon_usage[] =
 	"  --fs-group-change-policy P      volume ownership when a volume names none: Always or\n"
 	"                                  OnRootMismatch (default)\n"
 
-	"  -v, --verbosity N               log detail: 0-3 info, 4+ debug (default 2)\n"
+	"  --metrics-address HOST:PORT     serve Prometheus metrics on /metrics and readiness on\n"
+	"                                  /healthz there, e.g. 127.0.0.1:9808 (default: off)\n"
+	"  --log-format text|json          one record per line, as text or a JSON object (text)\n"
+	"  -v, --verbosity N               log detail, as klog's -v: 0 warnings and errors, 1-3\n"
+	"                                  info, 4 debug, 5+ each request (secrets left out)\n"
+	"                                  (default 2)\n"
 	"  -h, --help                      show this help\n"
 	"      --version                   show the version\n";
 
@@ -53,6 +59,8 @@ enum {
 	OPT_WORKERS,
 	OPT_GRACE,
 	OPT_FS_GROUP_POLICY,
+	OPT_METRICS_ADDRESS,
+	OPT_LOG_FORMAT,
 
 	OPT_VERSION,
 };
@@ -72,6 +80,8 @@ static const struct option options[] = {
 	{"workers", required_argument, NULL, OPT_WORKERS},
 	{"shutdown-grace", required_argument, NULL, OPT_GRACE},
 	{"fs-group-change-policy", required_argument, NULL, OPT_FS_GROUP_POLICY},
+	{"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
+	{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
 
 	{"verbosity", required_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -221,6 +231,16 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 			r = -ERANGE;
 		c->workers = u32;
 		break;
+	case OPT_METRICS_ADDRESS:
+		/* "" turns it off again; the address itself is checked when it is bound. */
+		free(c->metrics_address);
+		c->metrics_address = *arg ? xstrdup(arg) : NULL;
+		break;
+	case OPT_LOG_FORMAT:
+		c->log_format = log_format_from_string(arg);
+		if (c->log_format < 0)
+			r = -EINVAL;
+		break;
 	case 'v':
 		r = parse_uint32(arg, &u32);
 		if (r == 0 && u32 > 10)
@@ -318,5 +338,6 @@ void daemon_config_done(DaemonConfig *c)
 	free(c->pool);
 	free(c->zone);
 	free(c->flexvolume_dir);
+	free(c->metrics_address);
 	*c = (DaemonConfig){};
 }

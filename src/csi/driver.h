@@ -35,6 +35,10 @@ typedef struct Driver {
 int driver_init(Driver *d);
 void driver_done(Driver *d);
 
+/* Whether every backend can serve requests now (each one's probe): 0, or the first failure's
+ * errno with *ret_error (malloc'ed) saying why. What Probe answers and /healthz serves. */
+int driver_probe(Driver *d, char **ret_error);
+
 /* A BackendReportFunc: warns once about each problem a backend found as it started (a damaged
  * volume once per process, whoever finds it). */
 void driver_backend_report(const char *volume_id, const char *message, void *userdata);
