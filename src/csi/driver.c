@@ -12,8 +12,10 @@ void driver_backend_report(const char *volume_id, const char *message, void *use
 	(void)userdata;
 	if (volume_id)
 		volume_damage_warn(volume_id, message);
-	else
+	else {
+		volume_problem_count(false);
 		log_warning("%s", message);
+	}
 }
 
 int driver_probe(Driver *d, char **ret_error)
