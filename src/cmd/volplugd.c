@@ -216,6 +216,7 @@ static int run(const DaemonConfig *cfg)
 		.node_id = cfg->node_id,
 		.coalesce_window = cfg->modify_coalesce_window,
 		.fs_group_policy = cfg->fs_group_policy,
+		.pool = cfg->pool,
 	};
 	RpcServer *server = NULL;
 	MetricsServer *metrics = NULL;

@@ -33,6 +33,7 @@ int driver_probe(Driver *d, char **ret_error)
 
 int driver_init(Driver *d)
 {
+	d->started = now_usec(CLOCK_MONOTONIC);
 	d->inflight = inflight_new();
 	if (driver_has_controller(d))
 		controller_coalescer_init(d);

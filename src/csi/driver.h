@@ -24,6 +24,8 @@ typedef struct Driver {
 	const char *node_id;
 	usec_t coalesce_window;
 	int fs_group_policy; /* OwnershipPolicy when a volume names none */
+	const char *pool;    /* the pool's directory, for status */
+	usec_t started;	     /* CLOCK_MONOTONIC; set by driver_init() */
 
 	Backend **backends;	     /* the default first (backend.h); owned */
 	Inflight *inflight;	     /* keys of the calls being served */
