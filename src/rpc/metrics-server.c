@@ -73,7 +73,7 @@ static int listen_on(const char *address, int *ret_fd, char **ret_bound, char **
 		socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int one = 1;
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0 ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, METRICS_SERVER_BACKLOG) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&bound, &len) < 0) {
 		r = negative_errno();
 		freeaddrinfo(ai);
@@ -170,10 +170,10 @@ int metrics_server_new(const MetricsServerConfig *config, MetricsServer **ret, c
 	}
 	s->mhd = MHD_start_daemon(
 		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, s,
-		MHD_OPTION_LISTEN_SOCKET, s->fd, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)METRICS_SERVER_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned)METRICS_SERVER_TIMEOUT_SEC, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-		(size_t)METRICS_SERVER_REQUEST_MAX, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, s->fd,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_SERVER_CONNECTIONS,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_SERVER_TIMEOUT_SEC,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_SERVER_REQUEST_MAX,
 		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
 	if (!s->mhd) {
 		*ret_error = xasprintf("--metrics-address %s: cannot serve HTTP", config->address);

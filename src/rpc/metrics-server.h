@@ -7,6 +7,9 @@
 #pragma once
 
 #define METRICS_SERVER_CONNECTIONS 32
+/* Connections the kernel queues until one of those slots is free: beyond it, a client's SYN
+ * is retried with backoff, seconds later. */
+#define METRICS_SERVER_BACKLOG 1024
 #define METRICS_SERVER_REQUEST_MAX (16 * 1024) /* request line and headers */
 #define METRICS_SERVER_TIMEOUT_SEC 10	       /* an idle connection is closed */
 
