@@ -122,21 +122,27 @@ static enum MHD_Result serve_health(MetricsServer *s, struct MHD_Connection *con
 	return reply(conn, MHD_HTTP_OK, "text/plain; charset=utf-8", xstrdup("ok\n"));
 }
 
-/* libmicrohttpd calls this once the request line and headers are in; a body, which no path
- * here takes, is never read: the answer goes out at once and the connection is closed. */
+/* libmicrohttpd calls this once the request line and headers are in, and again when the body
+ * has been read. A GET is answered at the second call, so the connection can serve the next
+ * scrape; any other method at the first, without reading its body: the answer goes out at
+ * once and the connection is closed. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **state)
 {
+	static int seen;
 	MetricsServer *s = cls;
 	(void)version;
 	(void)upload_data;
-	(void)upload_data_size;
-	(void)state;
 
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain; charset=utf-8",
 			     xstrdup("only GET and HEAD\n"));
+	if (!*state) {
+		*state = &seen;
+		return MHD_YES;
+	}
+	*upload_data_size = 0; /* a body sent with a GET is dropped */
 	if (strcmp(url, "/metrics") == 0)
 		return serve_metrics(conn);
 	if (strcmp(url, "/healthz") == 0)

@@ -11,6 +11,7 @@ import resource
 import selectors
 import shutil
 import socket
+import subprocess
 import threading
 import time
 import urllib.error
@@ -18,7 +19,7 @@ import urllib.request
 
 import grpc
 
-from harness import SOURCE_ROOT, Skip, is_root, run, wait_for
+from harness import SOURCE_ROOT, VOLPLUGCTL, VOLPLUGD, Skip, is_root, run, wait_for
 
 MiB = 1 << 20
 ADDR = ["--metrics-address", "127.0.0.1:0"]
@@ -176,6 +177,13 @@ def test_lifecycle_moves_counters_exactly(ctx):
                    secrets=secrets("CreateSnapshot")).snapshot.snapshot_id
         d.call("ListSnapshots", secrets=secrets("ListSnapshots"))
         d.call("DeleteSnapshot", snapshot_id=s, secrets=secrets("DeleteSnapshot"))
+        g = d.call("CreateVolumeGroupSnapshot", name="group-metrics", source_volume_ids=[v],
+                   secrets=secrets("CreateVolumeGroupSnapshot")).group_snapshot
+        members = [m.snapshot_id for m in g.snapshots]
+        d.call("GetVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id, snapshot_ids=members,
+               secrets=secrets("GetVolumeGroupSnapshot"))
+        d.call("DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id, snapshot_ids=members,
+               secrets=secrets("DeleteVolumeGroupSnapshot"))
         d.call("NodeUnpublishVolume", volume_id=v, target_path=target)
         d.call("NodeUnstageVolume", volume_id=v, staging_target_path=stage)
         d.call("ControllerUnpublishVolume", volume_id=v, node_id="node-1",
@@ -190,7 +198,8 @@ def test_lifecycle_moves_counters_exactly(ctx):
 
     once = ["CreateVolume", "ValidateVolumeCapabilities", "ControllerPublishVolume",
             "NodeStageVolume", "NodePublishVolume", "NodeGetVolumeStats", "ControllerModifyVolume",
-            "ControllerGetVolume",
+            "ControllerGetVolume", "CreateVolumeGroupSnapshot", "GetVolumeGroupSnapshot",
+            "DeleteVolumeGroupSnapshot",
             "NodeExpandVolume", "CreateSnapshot", "ListSnapshots", "DeleteSnapshot",
             "NodeUnpublishVolume", "NodeUnstageVolume", "ControllerUnpublishVolume", "DeleteVolume"]
     for method in once:
@@ -221,7 +230,7 @@ def test_lifecycle_moves_counters_exactly(ctx):
 
     logs = d.logs()
     assert "SECRET-" not in logs and "tok-" not in logs, "a secret reached the log"
-    with_secrets = 15  # the calls above that carry secrets, the refused ones included
+    with_secrets = 18  # the calls above that carry secrets, the refused ones included
     assert logs.count('"secrets":"***stripped***"') == with_secrets, \
         "-v 5 logged each request, its secrets stripped: %d" % logs.count("***stripped***")
     assert re.search(r"\[NodeStageVolume volume_id=%s\] .*staged" % v, logs), "lines name the method and volume"
@@ -435,8 +444,22 @@ def test_docs_name_every_series(ctx):
     return "%d families" % len(typed)
 
 
+def test_bench_script_runs(ctx):
+    """bench/metrics.sh, shortened: both modes measured, the scraper at its rate without a
+    failure, a ratio printed (its value is the benchmark's to judge, not this test's)."""
+    env = dict(os.environ, ROUNDS="1", DURATION="1s", POPULATION="50",
+               VOLPLUGD=os.path.abspath(VOLPLUGD), VOLPLUGCTL=os.path.abspath(VOLPLUGCTL))
+    p = subprocess.run(["bash", os.path.join(SOURCE_ROOT, "bench", "metrics.sh")], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^1 +\d+ +\d+ +scraper: \d+ scrapes in .* 0 failed$", p.stdout, re.M), p.stdout
+    m = re.search(r"^ratio with/without: (\d+\.\d+)", p.stdout, re.M)
+    assert m, p.stdout
+    return "ratio %s in a 1 s round" % m.group(1)
+
+
 if __name__ == "__main__":
     run([test_lifecycle_moves_counters_exactly, test_storm_of_scrapes_and_garbage,
          test_healthz_and_probe_follow_the_pool, test_off_by_default_and_bad_address,
          test_json_logs_and_verbosity, test_flex_drivers_and_their_calls, test_volplugctl_status,
-         test_docs_name_every_series])
+         test_docs_name_every_series, test_bench_script_runs])
