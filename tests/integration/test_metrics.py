@@ -437,11 +437,16 @@ def test_docs_name_every_series(ctx):
     status, body = get(d, "/metrics")
     _, typed = parse(body)
     with open(os.path.join(SOURCE_ROOT, "docs", "metrics.md")) as f:
-        documented = set(re.findall(r"^\| `(volplug_[a-z_]+)`", f.read(), re.M))
+        documented = set(re.findall(r"^\| `(volplug_[a-z0-9_]+)`", f.read(), re.M))
     assert typed - documented == set(), "undocumented: %s" % sorted(typed - documented)
     missing = {n for n in documented - typed if not n.startswith("volplug_ec2_")}
     assert missing == set(), "documented but not exposed: %s" % sorted(missing)
-    return "%d families" % len(typed)
+    with open(os.path.join(SOURCE_ROOT, "deploy", "grafana", "volplug.json")) as f:
+        dashboard = json.load(f)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    used = {re.sub(r"_(bucket|count|sum)$", "", n) for e in exprs for n in re.findall(r"volplug_[a-z0-9_]+", e)}
+    assert used and used - documented == set(), "the dashboard queries unknown series: %s" % (used - documented)
+    return "%d families, %d in the dashboard" % (len(typed), len(used))
 
 
 def test_bench_script_runs(ctx):
