@@ -40,3 +40,5 @@ int ctl_ownership(Ctl *ctl, int argc, char **argv);
 int ctl_csi(Ctl *ctl, int argc, char **argv);
 /* argv[0] flex: list|install|remove|call|test Flexvolume drivers. Returns the exit code. */
 int ctl_flex(Ctl *ctl, int argc, char **argv);
+/* argv[0] status: the daemon's Admin.GetStatus, for a person or as JSON. */
+int ctl_status(Ctl *ctl, int argc, char **argv);

@@ -6,6 +6,7 @@
 #include "alloc.h"
 #include "client.h"
 #include "daemon-config.h"
+#include "log.h"
 #include "ownership.h"
 #include "parse-util.h"
 #include "strv.h"
@@ -57,7 +58,12 @@ const char daemon_usage[] =
 	"                                  volume's device to appear (default 10s)\n"
 	"\n"
 
-	"  -v, --verbosity N               log detail: 0-3 info, 4+ debug (default 2)\n"
+	"  --metrics-address HOST:PORT     serve Prometheus metrics on /metrics and readiness on\n"
+	"                                  /healthz there, e.g. 127.0.0.1:9808 (default: off)\n"
+	"  --log-format text|json          one record per line, as text or a JSON object (text)\n"
+	"  -v, --verbosity N               log detail, as klog's -v: 0 warnings and errors, 1-3\n"
+	"                                  info, 4 debug, 5+ each request (secrets left out)\n"
+	"                                  (default 2)\n"
 	"  -h, --help                      show this help\n"
 	"      --version                   show the version\n";
 
@@ -84,6 +90,8 @@ enum {
 	OPT_INSTANCE_TYPE,
 	OPT_DEVICE_DIR,
 	OPT_DEVICE_WAIT,
+	OPT_METRICS_ADDRESS,
+	OPT_LOG_FORMAT,
 
 	OPT_VERSION,
 };
@@ -111,6 +119,8 @@ static const struct option options[] = {
 	{"instance-type", required_argument, NULL, OPT_INSTANCE_TYPE},
 	{"device-dir", required_argument, NULL, OPT_DEVICE_DIR},
 	{"device-wait", required_argument, NULL, OPT_DEVICE_WAIT},
+	{"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
+	{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
 
 	{"verbosity", required_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -340,6 +350,16 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 			r = -ERANGE;
 		c->workers = u32;
 		break;
+	case OPT_METRICS_ADDRESS:
+		/* "" turns it off again; the address itself is checked when it is bound. */
+		free(c->metrics_address);
+		c->metrics_address = *arg ? xstrdup(arg) : NULL;
+		break;
+	case OPT_LOG_FORMAT:
+		c->log_format = log_format_from_string(arg);
+		if (c->log_format < 0)
+			r = -EINVAL;
+		break;
 	case 'v':
 		r = parse_uint32(arg, &u32);
 		if (r == 0 && u32 > 10)
@@ -443,5 +463,6 @@ void daemon_config_done(DaemonConfig *c)
 	free(c->instance_type);
 	free(c->device_dir);
 	strv_free(c->flexvolume_env);
+	free(c->metrics_address);
 	*c = (DaemonConfig){};
 }

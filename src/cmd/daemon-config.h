@@ -26,6 +26,8 @@ typedef struct DaemonConfig {
 	uint32_t max_volumes_per_node;
 	unsigned workers;
 	int verbosity;
+	int log_format;	       /* LogFormat */
+	char *metrics_address; /* "HOST:PORT" of /metrics and /healthz; NULL: off */
 	usec_t modify_coalesce_window;
 	usec_t shutdown_grace;
 	char *flexvolume_dir;

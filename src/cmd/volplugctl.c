@@ -29,6 +29,9 @@ static const char usage[] =
 	"  info                         GetPluginInfo\n"
 	"  capabilities                 GetPluginCapabilities\n"
 	"  probe                        Probe; exits 1 when the driver is not ready\n"
+	"  status                       what volplugd is doing: readiness, pool usage, volumes,\n"
+	"                               staged/published counts, Flexvolume drivers, recent\n"
+	"                               problems (volplugd only)\n"
 	"  call METHOD [JSON|-]         any RPC by name, request as JSON (default {})\n"
 	"  methods                      list the RPCs call knows\n"
 	"  bench [--help]               load a driver and print throughput and latency\n"
@@ -221,6 +224,8 @@ static int dispatch(Ctl *ctl, int argc, char **argv)
 		return ctl_csi(ctl, argc, argv);
 	if (strcmp(cmd, "flex") == 0)
 		return ctl_flex(ctl, argc, argv);
+	if (strcmp(cmd, "status") == 0)
+		return ctl_status(ctl, argc, argv);
 	return ctl_error(CTL_EXIT_USAGE, "unknown command or wrong arguments: '%s' (see --help)",
 			 cmd);
 }

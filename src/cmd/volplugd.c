@@ -13,6 +13,7 @@
 #include "exec.h"
 #include "failpoint.h"
 #include "log.h"
+#include "metrics-server.h"
 #include "path-util.h"
 #include "prober.h"
 #include "server.h"
@@ -227,9 +228,29 @@ static void ebs_node_log(Driver *d)
 	strmap_done(&info.topology);
 }
 
-static LogLevel level_for_verbosity(int v)
+static int health(void *userdata, char **ret_error)
 {
-	return v >= 4 ? LOG_LEVEL_DEBUG : v >= 1 ? LOG_LEVEL_INFO : LOG_LEVEL_WARNING;
+	return driver_probe(userdata, ret_error);
+}
+
+/* /metrics and /healthz, when asked for: after the CSI socket, so that health is the socket's. */
+static int metrics_start(const DaemonConfig *cfg, Driver *driver, MetricsServer **ret)
+{
+	_cleanup_free_ char *error = NULL;
+
+	*ret = NULL;
+	if (!cfg->metrics_address)
+		return 0;
+	MetricsServerConfig mc = {
+		.address = cfg->metrics_address, .health = health, .userdata = driver};
+	int r = metrics_server_new(&mc, ret, &error);
+	if (r < 0) {
+		fprintf(stderr, "volplugd: %s\n", error);
+		return r;
+	}
+	log_info("metrics on http://%s/metrics, readiness on /healthz",
+		 metrics_server_address(*ret));
+	return 0;
 }
 
 static int run(const DaemonConfig *cfg)
@@ -242,8 +263,10 @@ static int run(const DaemonConfig *cfg)
 		.coalesce_window = cfg->modify_coalesce_window,
 		.fs_group_policy = cfg->fs_group_policy,
 		.distributed = cfg->distributed,
+		.pool = backend_is_ebs(cfg) ? NULL : cfg->pool,
 	};
 	RpcServer *server = NULL;
+	MetricsServer *metrics = NULL;
 	Flex flex = {};
 	pthread_t sig_thread;
 	size_t n_methods;
@@ -302,6 +325,14 @@ static int run(const DaemonConfig *cfg)
 		return r == -EADDRINUSE ? 1 : 2;
 	}
 
+	if (metrics_start(cfg, &driver, &metrics) < 0) {
+		rpc_server_free(server);
+		grpc_shutdown();
+		backends_free(driver.backends);
+		flex_stop(&flex);
+		return 2;
+	}
+
 	pthread_create(&sig_thread, NULL, signal_thread, server);
 	_cleanup_free_ char *where =
 		backend_is_ebs(cfg) ? xasprintf("EBS, state in %s", ebs_state)
@@ -309,6 +340,7 @@ static int run(const DaemonConfig *cfg)
 	log_info("volplugd %s serving %s mode as %s on %s, %s", VOLPLUG_VERSION,
 		 driver_mode_to_string(cfg->mode), cfg->driver_name, cfg->socket_path, where);
 	rpc_server_run(server);
+	metrics_server_free(metrics);
 	rpc_server_free(server);
 	log_info("stopped");
 	grpc_shutdown();
@@ -338,7 +370,8 @@ int main(int argc, char **argv)
 		daemon_config_done(&cfg);
 		return 0;
 	}
-	log_set_max_level(level_for_verbosity(cfg.verbosity));
+	log_set_verbosity(cfg.verbosity);
+	log_set_format(cfg.log_format);
 	if (failpoints_init() < 0) {
 		daemon_config_done(&cfg);
 		return 2;

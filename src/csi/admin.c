@@ -6,6 +6,8 @@
 #include "alloc.h"
 #include "error-util.h"
 #include "admin.h"
+#include "log.h"
+#include "metrics.h"
 #include "registry.h"
 
 static Volplug__Admin__V1__FlexDriver__CapabilitiesEntry *capability_new(const char *key,
@@ -73,5 +75,93 @@ int admin_list_flex_drivers(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 			resp->drivers[resp->n_drivers++] = driver_to_pb(list[i]);
 	flex_driver_list_free(list, n);
 	*ret = &resp->base;
+	return 0;
+}
+
+/* A gauge or counter of the registry as an integer; 0 when it has no series. */
+static int64_t figure(const char *name)
+{
+	double v = 0;
+	(void)metrics_sum(name, &v);
+	return (int64_t)v;
+}
+
+static Volplug__Admin__V1__PoolStatus *pool_status(const Driver *d)
+{
+	double v;
+
+	/* The pool backend's collector makes these: none, no pool. */
+	if (metrics_sum("volplug_pool_capacity_bytes", &v) < 0)
+		return NULL;
+	Volplug__Admin__V1__PoolStatus *p = xnew0(Volplug__Admin__V1__PoolStatus, 1);
+	volplug__admin__v1__pool_status__init(p);
+	p->path = xstrdup(d->pool ?: "");
+	p->capacity_bytes = (int64_t)v;
+	p->provisioned_bytes = figure("volplug_pool_provisioned_bytes");
+	p->available_bytes = figure("volplug_pool_available_bytes");
+	p->filesystem_free_bytes = figure("volplug_pool_filesystem_free_bytes");
+	p->volumes = figure("volplug_pool_volumes");
+	p->snapshots = figure("volplug_pool_snapshots");
+	p->staged = figure("volplug_node_volumes_staged");
+	p->published = figure("volplug_node_volumes_published");
+	p->loop_devices = figure("volplug_pool_loop_devices");
+	return p;
+}
+
+static void recent_problems(Volplug__Admin__V1__GetStatusResponse *r)
+{
+	LogRecent list[LOG_RECENT_MAX];
+	size_t n = log_recent_list(list, ELEMENTSOF(list));
+
+	r->recent_problems = xnew0(Volplug__Admin__V1__Problem *, n + 1);
+	for (size_t i = 0; i < n; i++) {
+		Volplug__Admin__V1__Problem *p = xnew0(Volplug__Admin__V1__Problem, 1);
+		volplug__admin__v1__problem__init(p);
+		p->time_unix_ms = list[i].time_us / 1000;
+		p->what = xstrdup(list[i].what);
+		p->context = xstrdup(list[i].context);
+		p->message = xstrdup(list[i].message);
+		r->recent_problems[r->n_recent_problems++] = p;
+	}
+}
+
+static void flex_drivers(const Driver *d, Volplug__Admin__V1__GetStatusResponse *r)
+{
+	FlexDriver **list;
+	size_t n;
+
+	r->flex_enabled = d->flex != NULL;
+	if (!d->flex)
+		return;
+	flex_registry_list(d->flex, &list, &n);
+	r->flex_drivers = xnew0(Volplug__Admin__V1__FlexDriver *, n + 1);
+	for (size_t i = 0; i < n; i++)
+		if (list[i]->state != FLEX_DRIVER_REMOVED)
+			r->flex_drivers[r->n_flex_drivers++] = driver_to_pb(list[i]);
+	flex_driver_list_free(list, n);
+}
+
+int admin_get_status(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
+		     char **ret_error)
+{
+	_cleanup_free_ char *not_ready = NULL;
+	Volplug__Admin__V1__GetStatusResponse *r = xnew0(Volplug__Admin__V1__GetStatusResponse, 1);
+
+	(void)req;
+	(void)ret_error;
+	volplug__admin__v1__get_status_response__init(r);
+	r->driver_name = xstrdup(d->name);
+	r->version = xstrdup(d->version);
+	r->mode = xstrdup(driver_mode_to_string(d->mode));
+	r->node_id = xstrdup(d->node_id ?: "");
+	r->uptime_seconds = (int64_t)((now_usec(CLOCK_MONOTONIC) - d->started) / USEC_PER_SEC);
+	r->ready = driver_probe(d, &not_ready) >= 0;
+	r->not_ready_reason = xstrdup(not_ready ?: "");
+	r->pool = pool_status(d);
+	r->calls = figure("volplug_csi_operation_duration_seconds");
+	r->calls_in_flight = MAX(figure("volplug_csi_operations_in_flight") - 1, 0);
+	flex_drivers(d, r);
+	recent_problems(r);
+	*ret = &r->base;
 	return 0;
 }

@@ -7,3 +7,7 @@
 /* ListFlexDrivers: the drivers the prober knows, removed ones left out. FAILED_PRECONDITION when
  * Flexvolume is off. */
 HANDLER(admin_list_flex_drivers);
+
+/* GetStatus: readiness, the pool's and the calls' figures from the metrics registry, the
+ * Flexvolume drivers, the recent problems. */
+HANDLER(admin_get_status);

@@ -8,6 +8,16 @@
 #include "alloc.h"
 #include "coalescer.h"
 #include "log.h"
+#include "metrics.h"
+
+METRIC_DEFINE(changes, METRIC_COUNTER, "volplug_csi_coalesced_changes_total",
+	      "Backend changes made from merged ControllerExpandVolume and ControllerModifyVolume "
+	      "requests");
+METRIC_DEFINE(merged, METRIC_COUNTER, "volplug_csi_coalesced_requests_total",
+	      "Expand and modify requests that joined a change another request opened");
+METRIC_DEFINE(
+	coalesce_conflicts, METRIC_COUNTER, "volplug_csi_coalesce_conflicts_total",
+	"Expand and modify requests answered ABORTED: they conflicted with one already merged");
 
 #define TAG_PREFIX "tagSpecification_"
 
@@ -266,6 +276,7 @@ static void run_batch(Coalescer *c, Volume *v, Batch *b)
 	pthread_mutex_unlock(&c->lock);
 
 	log_debug("volume %s: applying %zu merged request(s)", v->id, change.n_callers);
+	metric_inc(&changes);
 	int r = c->apply(c->userdata, v->id, &change, &outcome, &error);
 	param_kv_free_many(kv, change.n_params);
 
@@ -296,11 +307,13 @@ int coalescer_submit(Coalescer *c, const CoalesceRequest *req, CoalescedResult *
 		b = v->open;
 		r = check_conflicts(b, req, ret_error);
 		if (r < 0) {
+			metric_inc(&coalesce_conflicts);
 			volume_unuse(c, v);
 			pthread_mutex_unlock(&c->lock);
 			return r;
 		}
 		merge(b, req);
+		metric_inc(&merged);
 		while (!b->done)
 			pthread_cond_wait(&c->changed, &c->lock);
 	} else {

@@ -9,6 +9,7 @@
 #include "controller.h"
 #include "csi-util.h"
 #include "log.h"
+#include "metrics.h"
 #include "params.h"
 #include "strv.h"
 
@@ -74,6 +75,17 @@ static Csi__V1__Volume *volume_to_csi(const BackendVolume *v)
 /* Damaged volumes already warned about: each is logged once per process, when first found,
  * not at every call that meets it. */
 static pthread_mutex_t damage_lock = PTHREAD_MUTEX_INITIALIZER;
+METRIC_DEFINE(problems, METRIC_COUNTER, "volplug_problems_found_total",
+	      "Problems found in the backends' objects, each counted once: damaged (a volume whose "
+	      "record is damaged), stray (what earlier runs left: loop devices no record uses, "
+	      "temporaries, an unrecorded size; reported at start)",
+	      "kind");
+
+void volume_problem_count(bool damaged)
+{
+	metric_inc(&problems, damaged ? "damaged" : "stray");
+}
+
 static Strmap damage_warned; /* volume ID -> damage; guarded by damage_lock */
 
 void volume_damage_warn(const char *id, const char *damage)
@@ -83,6 +95,8 @@ void volume_damage_warn(const char *id, const char *damage)
 	if (!seen)
 		strmap_set(&damage_warned, id, damage);
 	pthread_mutex_unlock(&damage_lock);
+	if (!seen)
+		volume_problem_count(true);
 	if (!seen)
 		log_warning("volume %s is damaged: %s; it is listed with an abnormal condition "
 			    "and can be deleted",

@@ -49,5 +49,9 @@ int volume_lookup(Backend *b, const char *id, BackendVolume *ret, char **ret_err
  * (the backend's check at start or a call). */
 void volume_damage_warn(const char *id, const char *damage);
 
+/* Counts a problem a backend found (volplug_problems_found_total): a damaged volume, else a
+ * stray object. */
+void volume_problem_count(bool damaged);
+
 /* Creates the coalescer that merges ControllerExpandVolume and ControllerModifyVolume. */
 int controller_coalescer_init(Driver *d);

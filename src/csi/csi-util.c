@@ -5,6 +5,7 @@
 #include "error-util.h"
 #include "csi-util.h"
 #include "log.h"
+#include "metrics.h"
 #include "driver.h"
 #include "ownership.h"
 
@@ -161,6 +162,23 @@ static void log_ownership_progress(const OwnershipReport *so_far, void *userdata
 		 (unsigned long long)(so_far->elapsed / USEC_PER_SEC));
 }
 
+METRIC_DEFINE(walk_seconds, METRIC_HISTOGRAM, "volplug_fsgroup_walk_duration_seconds",
+	      "Time volume ownership (fsGroup) took in NodePublishVolume, by fsGroupChangePolicy; "
+	      "its _count counts walks",
+	      "policy");
+METRIC_DEFINE(walk_entries, METRIC_COUNTER, "volplug_fsgroup_walk_entries_total",
+	      "Entries the fsGroup walks met, by result: examined (every one), changed (a chown or "
+	      "chmod was done), failed",
+	      "result");
+
+static void ownership_count(const OwnershipReport *r, int policy)
+{
+	metric_observe(&walk_seconds, (double)r->elapsed / 1e6, ownership_policy_to_string(policy));
+	metric_add(&walk_entries, (double)r->entries, "examined");
+	metric_add(&walk_entries, (double)r->changed, "changed");
+	metric_add(&walk_entries, (double)r->errors, "failed");
+}
+
 int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, bool read_only,
 			      const char *policy_name, int fallback)
 {
@@ -174,6 +192,7 @@ int volume_ownership_apply_fd(const char *volume_id, int root_fd, gid_t gid, boo
 	int e = ownership_apply_fd(root_fd, gid, read_only, policy, &progress, &report);
 	if (e < 0)
 		return e;
+	ownership_count(&report, policy);
 	if (report.errors > 0)
 		log_warning("volume %s: %llu entries could not be given to group %u: %s", volume_id,
 			    (unsigned long long)report.errors, (unsigned)gid,

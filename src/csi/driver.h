@@ -28,6 +28,8 @@ typedef struct Driver {
 	 * an expand or a modify to a volume's node, so none is advertised, and NodeExpandVolume
 	 * grows the volume. */
 	bool distributed;
+	const char *pool; /* the pool's directory, for status */
+	usec_t started;	  /* CLOCK_MONOTONIC; set by driver_init() */
 
 	Backend **backends;	     /* the default first (backend.h); owned */
 	Inflight *inflight;	     /* keys of the calls being served */
@@ -38,6 +40,10 @@ typedef struct Driver {
 /* Sets up the driver's shared state for its mode. */
 int driver_init(Driver *d);
 void driver_done(Driver *d);
+
+/* Whether every backend can serve requests now (each one's probe): 0, or the first failure's
+ * errno with *ret_error (malloc'ed) saying why. What Probe answers and /healthz serves. */
+int driver_probe(Driver *d, char **ret_error);
 
 /* A BackendReportFunc: warns once about each problem a backend found as it started (a damaged
  * volume once per process, whoever finds it). */

@@ -64,18 +64,22 @@ int identity_get_plugin_capabilities(Driver *d, _unused_ const ProtobufCMessage 
 int identity_probe(Driver *d, _unused_ const ProtobufCMessage *req, ProtobufCMessage **ret,
 		   _unused_ char **ret_error)
 {
+	/* The kubelet's liveness probe asks every few seconds: a lasting problem is logged when
+	 * it starts, changes and ends, not at every Probe. */
+	static LogOnce not_ready = LOG_ONCE_INIT;
 	Csi__V1__ProbeResponse *r = xnew0(Csi__V1__ProbeResponse, 1);
+	_cleanup_free_ char *error = NULL;
 
 	csi__v1__probe_response__init(r);
 	r->ready = xnew0(Google__Protobuf__BoolValue, 1);
 	google__protobuf__bool_value__init(r->ready);
-	_cleanup_free_ char *error = NULL;
-	int e = 0;
-	for (Backend **b = d->backends; *b && e >= 0; b++)
-		if ((*b)->ops->probe)
-			e = (*b)->ops->probe(*b, &error);
-	if (e < 0)
-		log_warning("not ready: %s", error ?: strerror(-e));
+	int e = driver_probe(d, &error);
+	if (log_once_changed(&not_ready, e < 0 ? error : NULL)) {
+		if (e < 0)
+			log_warning("not ready: %s", error);
+		else
+			log_info("ready again");
+	}
 	r->ready->value = e >= 0;
 	*ret = &r->base;
 	return 0;

@@ -7,6 +7,12 @@
 #include "hashmap.h"
 #include "inflight.h"
 #include "log.h"
+#include "metrics.h"
+
+METRIC_DEFINE(conflicts, METRIC_COUNTER, "volplug_csi_in_flight_conflicts_total",
+	      "Calls answered ABORTED because a call for the same object was in flight, by the "
+	      "kind of key (vol, node, create, snap, ...)",
+	      "key");
 
 struct Inflight {
 	pthread_mutex_t lock;
@@ -42,6 +48,7 @@ int inflight_begin(Inflight *in, const char *key)
 	pthread_mutex_unlock(&in->lock);
 	if (r < 0) {
 		log_debug("%s is already in flight", key);
+		metric_inc(&conflicts, strndupa(key, strcspn(key, ":")));
 		return -EBUSY;
 	}
 	return 0;

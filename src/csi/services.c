@@ -79,6 +79,8 @@ static const CsiMethod node_methods[] = {
 static const CsiMethod admin_methods[] = {
 	{"/volplug.admin.v1.Admin/ListFlexDrivers",
 	 &volplug__admin__v1__list_flex_drivers_request__descriptor, admin_list_flex_drivers},
+	{"/volplug.admin.v1.Admin/GetStatus", &volplug__admin__v1__get_status_request__descriptor,
+	 admin_get_status},
 };
 
 /* The table for a mode, built once: Identity always, then the services the mode serves. */

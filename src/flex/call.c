@@ -15,6 +15,7 @@
 #include "exec.h"
 #include "json-writer.h"
 #include "log.h"
+#include "metrics.h"
 #include "redact.h"
 #include "strbuf.h"
 #include "strmap.h"
@@ -748,6 +749,30 @@ static char *problem_message(const char *driver, const char *cmd_name, const Fle
 	}
 }
 
+METRIC_DEFINE(call_seconds, METRIC_HISTOGRAM, "volplug_flex_driver_call_duration_seconds",
+	      "Time Flexvolume driver calls took, by driver, command and result (success, failure, "
+	      "not_supported, timeout, cannot_run, bad_answer); its _count counts calls",
+	      "driver", "command", "result");
+
+/* A verdict in the words of the metric's result label. */
+static const char *verdict_result(FlexVerdict v)
+{
+	switch (v) {
+	case FLEX_VERDICT_SUCCESS:
+		return "success";
+	case FLEX_VERDICT_FAILURE:
+		return "failure";
+	case FLEX_VERDICT_NOT_SUPPORTED:
+		return "not_supported";
+	case FLEX_VERDICT_TIMEOUT:
+		return "timeout";
+	case FLEX_VERDICT_CANNOT_RUN:
+		return "cannot_run";
+	default:
+		return "bad_answer";
+	}
+}
+
 int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, FlexCommand cmd,
 	     const FlexCallArgs *args, FlexRun *ret)
 {
@@ -796,6 +821,8 @@ int flex_run(const char *driver, const char *exe, const FlexCallConfig *cfg, Fle
 		run.reply.message = m;
 	}
 	run.problem = problem_message(driver, cmd_name, &run, secrets);
+	metric_observe(&call_seconds, (double)run.res.elapsed / 1e6, driver, cmd_name,
+		       verdict_result(run.verdict));
 	if (run.problem)
 		log_debug("%s", run.problem);
 	else

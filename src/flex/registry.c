@@ -4,6 +4,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "metrics.h"
 #include "registry.h"
 
 #define QUALIFIED_NAME_MAX 63
@@ -201,10 +202,28 @@ int flex_driver_call(FlexDriver *d, const FlexCallConfig *cfg, FlexCommand cmd,
 	return r;
 }
 
+METRIC_DEFINE_FULL(driver_loaded, METRIC_GAUGE, "volplug_flex_driver_loaded",
+		   "Flexvolume drivers found in the plugin directory: 1 loaded (its init "
+		   "succeeded), 0 failed",
+		   true, NULL, 0, "driver");
+
+static void registry_collect(void *userdata)
+{
+	FlexRegistry *r = userdata;
+
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->n; i++)
+		if (r->entries[i]->state != FLEX_DRIVER_REMOVED)
+			metric_set(&driver_loaded, r->entries[i]->state == FLEX_DRIVER_LOADED,
+				   r->entries[i]->name);
+	pthread_mutex_unlock(&r->lock);
+}
+
 FlexRegistry *flex_registry_new(void)
 {
 	FlexRegistry *r = xnew0(FlexRegistry, 1);
 	pthread_mutex_init(&r->lock, NULL);
+	metrics_collector_add(registry_collect, r);
 	return r;
 }
 
@@ -212,6 +231,7 @@ FlexRegistry *flex_registry_free(FlexRegistry *r)
 {
 	if (!r)
 		return NULL;
+	metrics_collector_remove(registry_collect, r);
 	for (size_t i = 0; i < r->n; i++)
 		flex_driver_unref(r->entries[i]);
 	free(r->entries);

@@ -24,6 +24,8 @@
 #include "alloc.h"
 #include "failpoint.h"
 #include "log.h"
+#include "metrics.h"
+#include "pbjson.h"
 #include "server.h"
 #include "status.h"
 #include "wire-check.h"
@@ -76,6 +78,12 @@ struct RpcServer {
 	pthread_t *workers;
 	unsigned n_workers;
 };
+
+METRIC_DEFINE(call_seconds, METRIC_HISTOGRAM, "volplug_csi_operation_duration_seconds",
+	      "Time to answer a call, by method and gRPC status code (its _count counts calls)",
+	      "method", "code");
+METRIC_DEFINE(calls_in_flight, METRIC_GAUGE, "volplug_csi_operations_in_flight",
+	      "Calls being answered now, by method", "method");
 
 /* How many request_call slots wait for new calls at once. */
 #define PENDING_REQUESTS 32
@@ -329,6 +337,61 @@ static ProtobufCMessage *decode_message(RpcCall *c, grpc_byte_buffer *bb,
 	return m;
 }
 
+/* The request's fields that name what it is about, most telling first. */
+static const char *const object_fields[] = {"volume_id", "snapshot_id", "group_snapshot_id",
+					    "source_volume_id", "name"};
+
+/* Puts the object a request concerns into the log context of the call's thread. */
+static void log_context_from_request(const ProtobufCMessage *m)
+{
+	for (size_t i = 0; i < ELEMENTSOF(object_fields); i++) {
+		const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(
+			m->descriptor, object_fields[i]);
+		if (!f || f->type != PROTOBUF_C_TYPE_STRING ||
+		    f->label == PROTOBUF_C_LABEL_REPEATED)
+			continue;
+		const char *v = *(char *const *)((const char *)m + f->offset);
+		if (v && *v) {
+			log_set_context_object(object_fields[i], v);
+			return;
+		}
+	}
+}
+
+/* Every field named "secrets" (CSI's csi_secret fields all are) replaced, at any depth. */
+static void secrets_strip(json_t *j)
+{
+	const char *key;
+	json_t *v;
+	void *tmp;
+	size_t i;
+
+	if (json_is_array(j))
+		json_array_foreach (j, i, v)
+			secrets_strip(v);
+	if (!json_is_object(j))
+		return;
+	json_object_foreach_safe(j, tmp, key, v)
+	{
+		if (strcmp(key, "secrets") == 0)
+			json_object_set_new(j, key, json_string("***stripped***"));
+		else
+			secrets_strip(v);
+	}
+}
+
+/* At -v 5, the request as JSON, secrets left out (as the CSI sidecars log them). */
+static void log_request(const ProtobufCMessage *m)
+{
+	if (log_get_verbosity() < 5)
+		return;
+	json_t *j = pbjson_from_message(m);
+	secrets_strip(j);
+	_cleanup_free_ char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(j);
+	log_v(5, "request: %s", text ?: "?");
+}
+
 /* Runs the handler and returns the status; *ret_reply is set on success. */
 static grpc_status_code call_dispatch(RpcCall *c, ProtobufCMessage **ret_reply)
 {
@@ -345,6 +408,8 @@ static grpc_status_code call_dispatch(RpcCall *c, ProtobufCMessage **ret_reply)
 	request = decode_message(c, c->request_payload, c->method->request);
 	if (!request)
 		return GRPC_STATUS_INVALID_ARGUMENT;
+	log_context_from_request(request);
+	log_request(request);
 	if (failpoints_enabled()) {
 		char fp[128];
 		snprintf(fp, sizeof(fp), "rpc:%s", c->name);
@@ -371,7 +436,10 @@ static void call_reply(RpcCall *c)
 	grpc_op ops[3] = {};
 	size_t n = 0;
 	usec_t start = now_usec(CLOCK_MONOTONIC);
+	/* A method no table has is one label, not one per name a client makes up. */
+	const char *label = c->method ? c->name : "unknown";
 
+	metric_add(&calls_in_flight, 1, label);
 	log_set_context(c->name);
 	grpc_status_code code = call_dispatch(c, &reply);
 	if (reply) {
@@ -384,10 +452,14 @@ static void call_reply(RpcCall *c)
 		c->status_details = grpc_slice_from_copied_string(c->error_message);
 		log_full_errno(code == GRPC_STATUS_INTERNAL ? LOG_LEVEL_ERROR : LOG_LEVEL_INFO, 0,
 			       "failed with %s: %s", rpc_status_name(code), c->error_message);
+		if (code != GRPC_STATUS_INTERNAL) /* an error record is in the list already */
+			log_recent_add(rpc_status_name(code), c->error_message);
 	}
 	log_debug("done in %llu us: %s", (unsigned long long)(now_usec(CLOCK_MONOTONIC) - start),
 		  rpc_status_name(code));
 	log_set_context(NULL);
+	metric_observe(&call_seconds, metric_seconds_since(start), label, rpc_status_name(code));
+	metric_add(&calls_in_flight, -1, label);
 
 	ops[n++] = (grpc_op){.op = GRPC_OP_SEND_INITIAL_METADATA};
 	if (c->reply_payload) {

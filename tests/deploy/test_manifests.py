@@ -6,7 +6,9 @@ transformer), and the objects are checked for what a cluster would trip over: ev
 it needs, the images are the versions deploy/README.md names, and each layout has the shape its
 README promises (the multi-node one: distributed provisioning with capacity tracking, per-node
 snapshots, one resizer, no attacher; the single-node one: one pool node). When kubectl is on the
-machine, `kubectl kustomize` must build the same objects. TAP output."""
+machine, `kubectl kustomize` must build the same objects. Every metrics port (volplugd's, the
+sidecars' own) is named, annotated where Prometheus annotations apply, and scraped by the
+Services and ServiceMonitor of deploy/kubernetes/monitoring in either layout. TAP output."""
 
 import os
 import re
@@ -27,6 +29,14 @@ SIDECAR_ROLES = {
     "csi-attacher": "volplug-external-attacher",
     "csi-resizer": "volplug-external-resizer",
     "csi-snapshotter": "volplug-external-snapshotter",
+}
+# The containers that serve metrics, and their port's name and number (docs/metrics.md).
+METRICS_PORTS = {
+    "volplugd": ("metrics", 9810),
+    "csi-provisioner": ("prov-metrics", 8080),
+    "csi-attacher": ("attach-metrics", 8081),
+    "csi-resizer": ("resize-metrics", 8082),
+    "csi-snapshotter": ("snap-metrics", 8083),
 }
 
 
@@ -210,6 +220,53 @@ def check_single_node(objs):
     assert set(SIDECAR_ROLES) <= names, names
 
 
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def scraped_ports(pod_labels):
+    """The port names (targetPort) of the pods with pod_labels that the ServiceMonitor of
+    deploy/kubernetes/monitoring scrapes: through a Service it selects, which selects the pod."""
+    monitoring = build(os.path.join(DEPLOY, "monitoring"))
+    (sm,) = find(monitoring, "ServiceMonitor")
+    assert "volplug" in sm["spec"]["namespaceSelector"]["matchNames"], sm
+    endpoints = {e["port"] for e in sm["spec"]["endpoints"]}
+    return {p["targetPort"] for s in find(monitoring, "Service")
+            if selects(sm["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
+            and selects(s["spec"]["selector"], pod_labels)
+            for p in s["spec"]["ports"] if p["name"] in endpoints}
+
+
+def check_metrics(objs):
+    """volplugd serves /metrics on the pod's address at a port named as the annotations say,
+    each CSI sidecar its own (--http-endpoint), a pod's ports are distinct, and monitoring/
+    scrapes every one of them."""
+    n = 0
+    for w, spec in pod_specs(objs):
+        name = w["metadata"]["name"]
+        meta = w["spec"]["template"]["metadata"]
+        ports = [(p["name"], p["containerPort"]) for c in spec["containers"] for p in c.get("ports", [])]
+        assert len({p[0] for p in ports}) == len({p[1] for p in ports}) == len(ports), (name, ports)
+        scraped = scraped_ports(meta["labels"])
+        for c in spec["containers"]:
+            if c["name"] not in METRICS_PORTS:
+                continue
+            port, number = METRICS_PORTS[c["name"]]
+            assert (port, number) in [(p["name"], p["containerPort"]) for p in c.get("ports", [])], \
+                "%s/%s: no port %s %d" % (name, c["name"], port, number)
+            if c["name"] == "volplugd":
+                assert flag(c, "metrics-address") == "$(POD_IP):%d" % number, c["args"]
+                assert env_field(c, "POD_IP") == "status.podIP", name
+                ann = meta.get("annotations", {})
+                assert (ann.get("prometheus.io/scrape"), ann.get("prometheus.io/port"),
+                        ann.get("prometheus.io/path")) == ("true", str(number), "/metrics"), (name, ann)
+            else:
+                assert flag(c, "http-endpoint") == ":%d" % number, (name, c["name"], c["args"])
+            assert port in scraped, "%s/%s: monitoring/ does not scrape %s" % (name, c["name"], port)
+            n += 1
+    return "%d metrics ports, each scraped" % n
+
+
 def check_kubectl(layout, objs):
     """kubectl kustomize builds the same objects, when kubectl is there."""
     kubectl = shutil.which("kubectl")
@@ -239,6 +296,8 @@ def main():
         shape = check_multi_node if layout == "multi-node" else check_single_node
         tests.append(("%s: the layout's shape" % layout,
                       lambda l=layout, f=shape: f(build(os.path.join(DEPLOY, l)))))
+        tests.append(("%s: metrics ports, annotations, scraped by monitoring/" % layout,
+                      lambda l=layout: check_metrics(build(os.path.join(DEPLOY, l)))))
         tests.append(("%s: kubectl kustomize" % layout,
                       lambda l=layout: check_kubectl(l, build(os.path.join(DEPLOY, l)))))
     tests.append(("no kustomization at the top: a layout is chosen",

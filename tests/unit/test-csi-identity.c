@@ -98,9 +98,9 @@ static void test_method_tables(void)
 		size_t n;
 		bool controller, node;
 	} modes[] = {
-		{DRIVER_MODE_ALL, 30, true, true},
-		{DRIVER_MODE_CONTROLLER, 22, true, false},
-		{DRIVER_MODE_NODE, 12, false, true},
+		{DRIVER_MODE_ALL, 31, true, true},
+		{DRIVER_MODE_CONTROLLER, 23, true, false},
+		{DRIVER_MODE_NODE, 13, false, true},
 	};
 
 	for (size_t m = 0; m < ELEMENTSOF(modes); m++) {
@@ -119,7 +119,8 @@ static void test_method_tables(void)
 		}
 		ok(typed, "mode %s: each method decodes its own request type", name);
 		ok(table_has(t, n, "/csi.v1.Identity/Probe") &&
-			   table_has(t, n, "/volplug.admin.v1.Admin/ListFlexDrivers"),
+			   table_has(t, n, "/volplug.admin.v1.Admin/ListFlexDrivers") &&
+			   table_has(t, n, "/volplug.admin.v1.Admin/GetStatus"),
 		   "mode %s: Identity and Admin", name);
 		ok(table_has(t, n, "/csi.v1.Controller/CreateVolume") == modes[m].controller &&
 			   table_has(t, n, "/csi.v1.GroupController/CreateVolumeGroupSnapshot") ==

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "daemon-config.h"
+#include "log.h"
 #include "ownership.h"
 #include "tap.h"
 
@@ -42,6 +43,20 @@ int main(void)
 	is_int(c.socket_mode, 0600, "default socket mode 0600");
 	is_int(c.modify_coalesce_window, 2000000, "default window 2 s");
 	is_int(c.fs_group_policy, OWNERSHIP_ON_ROOT_MISMATCH, "default ownership policy");
+	ok(c.metrics_address == NULL, "metrics off by default");
+	is_int(c.log_format, LOG_FORMAT_TEXT, "text logs by default");
+	daemon_config_done(&c);
+
+	is_int(parse(ARGV("--metrics-address", "127.0.0.1:9808", "--log-format", "json"), &c,
+		     &error),
+	       0, "metrics and log format flags parse");
+	is_str(c.metrics_address, "127.0.0.1:9808", "metrics address");
+	is_int(c.log_format, LOG_FORMAT_JSON, "json logs");
+	daemon_config_done(&c);
+	is_int(parse(ARGV("--metrics-address", "127.0.0.1:9808", "--metrics-address", ""), &c,
+		     &error),
+	       0, "an empty metrics address parses");
+	ok(c.metrics_address == NULL, "and turns metrics off again");
 	daemon_config_done(&c);
 
 	is_int(parse(ARGV("--fs-group-change-policy", "always"), &c, &error), 0,
@@ -160,6 +175,7 @@ int main(void)
 		{ARGV("--flexvolume-env", "HOME PATH"),
 		 "--flexvolume-env 'HOME PATH': want inherit, clean or a comma-separated list of "
 		 "variable names ('HOME PATH' is none)"},
+		{ARGV("--log-format", "xml"), "--log-format 'xml': invalid value"},
 
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

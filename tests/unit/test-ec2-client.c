@@ -14,6 +14,7 @@
 #include "aws-standin.h"
 #include "ec2-credentials.h"
 #include "ec2.h"
+#include "metrics.h"
 #include "tap.h"
 
 #define KEY "AKIDSTANDIN0000001"
@@ -66,6 +67,22 @@ static int describe(Ec2Client *c, usec_t deadline, Ec2Error *e)
 	*e = (Ec2Error){};
 	return ec2_call(c, "DescribeVolumes", NULL, deadline, &reply, e);
 }
+
+/* The value of one series as /metrics shows it ("name{labels}"), 0 when absent. */
+static double sample(const char *series)
+{
+	StrBuf b = {};
+	double v = 0;
+
+	metrics_render(&b);
+	_cleanup_free_ char *text = strbuf_steal(&b);
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+		if (strncmp(line, series, strlen(series)) == 0 && line[strlen(series)] == ' ')
+			v = strtod(line + strlen(series) + 1, NULL);
+	return v;
+}
+
+#define EC2_SERIES(name, code) "volplug_ec2_" name "{action=\"DescribeVolumes\"" code "}"
 
 static void test_signed_request(void)
 {
@@ -145,6 +162,7 @@ static void test_errors(void)
 	Ec2Error e;
 	int r;
 
+	double not_found = sample(EC2_SERIES("requests_total", ",code=\"InvalidVolume.NotFound\""));
 	standin_reset(KEY, SECRET);
 	_cleanup_free_ char *nf =
 		error_body("InvalidVolume.NotFound", "The volume 'vol-1' does not exist.");
@@ -159,6 +177,9 @@ static void test_errors(void)
 	is_str(e.request_id, "rid-InvalidVolume.NotFound", "...and EC2's request ID");
 	is_int(e.http_status, 400, "...and the HTTP status");
 	is_int(standin_count(), 1, "...not retried");
+	ok(sample(EC2_SERIES("requests_total", ",code=\"InvalidVolume.NotFound\"")) ==
+		   not_found + 1,
+	   "...counted once in volplug_ec2_requests_total by action and EC2's code");
 	ec2_error_done(&e);
 
 	standin_reset(KEY, SECRET);
@@ -181,6 +202,10 @@ static void test_retries(void)
 	Ec2Error e;
 	int r;
 
+	double throttles = sample(EC2_SERIES("throttles_total", ""));
+	double retries = sample(EC2_SERIES("retries_total", ""));
+	double successes = sample(EC2_SERIES("requests_total", ",code=\"Success\""));
+	double timed = sample(EC2_SERIES("request_duration_seconds_count", ""));
 	standin_reset(KEY, SECRET);
 	script(503, "RequestLimitExceeded", 3, true);
 	ec2_client_stats(client, &before);
@@ -191,6 +216,12 @@ static void test_retries(void)
 	is_int(after.retries - before.retries, 3, "...3 retries counted");
 	is_int(after.throttled - before.throttled, 3, "...3 throttles counted");
 	is_int(after.calls - before.calls, 1, "...in 1 call");
+	ok(sample(EC2_SERIES("throttles_total", "")) == throttles + 3 &&
+		   sample(EC2_SERIES("retries_total", "")) == retries + 3,
+	   "...3 throttles and 3 retries in the metrics, by action");
+	ok(sample(EC2_SERIES("requests_total", ",code=\"Success\"")) == successes + 1 &&
+		   sample(EC2_SERIES("request_duration_seconds_count", "")) == timed + 1,
+	   "...one successful call, timed once");
 
 	standin_reset(KEY, SECRET);
 	script(500, "InternalError", 2, true);

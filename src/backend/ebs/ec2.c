@@ -8,6 +8,7 @@
 #include "ec2-http.h"
 #include "ec2.h"
 #include "log.h"
+#include "metrics.h"
 #include "random-util.h"
 #include "strbuf.h"
 
@@ -364,6 +365,20 @@ void ec2_client_stats(Ec2Client *c, Ec2Stats *ret)
 	};
 }
 
+METRIC_DEFINE(ec2_calls, METRIC_COUNTER, "volplug_ec2_requests_total",
+	      "EC2 calls by action and outcome: Success, EC2's error code, Transport or "
+	      "DeadlineExceeded (one per call, whatever its retries)",
+	      "action", "code");
+METRIC_DEFINE(ec2_seconds, METRIC_HISTOGRAM, "volplug_ec2_request_duration_seconds",
+	      "Time EC2 calls took, retries and backoff included, by action", "action");
+METRIC_DEFINE(ec2_retries, METRIC_COUNTER, "volplug_ec2_retries_total",
+	      "EC2 requests sent again after a backoff, by action", "action");
+METRIC_DEFINE(
+	ec2_throttles, METRIC_COUNTER, "volplug_ec2_throttles_total",
+	"EC2 replies that said to slow down (RequestLimitExceeded and the like, HTTP 503), by "
+	"action",
+	"action");
+
 /* What one attempt came to. */
 typedef struct Attempt {
 	int r;		  /* 0: *reply is the answer */
@@ -379,8 +394,8 @@ static void attempt_fail(Attempt *a, int r, char *message)
 }
 
 /* Signs (or not) and sends one request; fills *a, and *ret_reply on success. */
-static void attempt_once(Ec2Client *c, const char *body, usec_t deadline, XmlNode **ret_reply,
-			 Attempt *a)
+static void attempt_once(Ec2Client *c, const char *action, const char *body, usec_t deadline,
+			 XmlNode **ret_reply, Attempt *a)
 {
 	Ec2Credentials creds = {};
 	HttpReply reply = {};
@@ -428,8 +443,10 @@ static void attempt_once(Ec2Client *c, const char *body, usec_t deadline, XmlNod
 	a->r = ec2_code_to_errno(a->error.code, a->error.http_status);
 	a->retryable = ec2_error_retryable(a->error.code, a->error.http_status);
 	a->expired_key = a->error.code && strcmp(a->error.code, "ExpiredToken") == 0;
-	if (ec2_code_is_throttle(a->error.code) || reply.status == 503)
+	if (ec2_code_is_throttle(a->error.code) || reply.status == 503) {
 		atomic_fetch_add(&c->throttled, 1);
+		metric_inc(&ec2_throttles, action);
+	}
 }
 
 /* Full jitter: uniform in [0, min(cap, base * 2^retry)]. */
@@ -456,6 +473,10 @@ static int call_fail(Ec2Client *c, const char *action, Attempt *a, int r, const 
 		     unsigned retries, Ec2Error *ret_error)
 {
 	atomic_fetch_add(&c->failed, 1);
+	metric_inc(&ec2_calls, action,
+		   a->error.code
+			   ?: r == -ETIMEDOUT ? "DeadlineExceeded"
+					      : "Transport");
 	log_debug("EC2 %s: %s%s", action, a->error.message, why ? why : "");
 	if (!ret_error) {
 		ec2_error_done(&a->error);
@@ -471,8 +492,8 @@ static int call_fail(Ec2Client *c, const char *action, Attempt *a, int r, const 
 	return r;
 }
 
-int ec2_call(Ec2Client *c, const char *action, const Ec2Params *params, usec_t deadline,
-	     XmlNode **ret_reply, Ec2Error *ret_error)
+static int call_retrying(Ec2Client *c, const char *action, const Ec2Params *params, usec_t deadline,
+			 XmlNode **ret_reply, Ec2Error *ret_error)
 {
 	_cleanup_free_ char *body = ec2_params_encode(params, action, c->api_version);
 	unsigned retries = 0, limit = c->max_retries;
@@ -485,9 +506,10 @@ int ec2_call(Ec2Client *c, const char *action, const Ec2Params *params, usec_t d
 		limit = MAX_RETRIES_NO_DEADLINE;
 	atomic_fetch_add(&c->calls, 1);
 	for (;;) {
-		attempt_once(c, body, deadline, ret_reply, &a);
+		attempt_once(c, action, body, deadline, ret_reply, &a);
 		if (a.r == 0) {
 			ec2_error_done(&last);
+			metric_inc(&ec2_calls, action, "Success");
 			return 0;
 		}
 		if (a.expired_key && !refreshed && c->credentials) {
@@ -536,5 +558,15 @@ int ec2_call(Ec2Client *c, const char *action, const Ec2Params *params, usec_t d
 		sleep_until(now + delay);
 		retries++;
 		atomic_fetch_add(&c->retries, 1);
+		metric_inc(&ec2_retries, action);
 	}
+}
+
+int ec2_call(Ec2Client *c, const char *action, const Ec2Params *params, usec_t deadline,
+	     XmlNode **ret_reply, Ec2Error *ret_error)
+{
+	usec_t start = now_usec(CLOCK_MONOTONIC);
+	int r = call_retrying(c, action, params, deadline, ret_reply, ret_error);
+	metric_observe(&ec2_seconds, metric_seconds_since(start), action);
+	return r;
 }

@@ -217,6 +217,7 @@ static void pool_backend_free(Backend *b)
 {
 	PoolBackend *pb = pool_of(b);
 
+	pool_metrics_stop(pb);
 	pool_close(pb->pool);
 	devnames_free(pb->devnames);
 	free(pb->node_id);
@@ -353,6 +354,7 @@ BACKEND_NEW(pool)
 		return r;
 	}
 	repair(pb, config);
+	pool_metrics_start(pb);
 	*ret = &pb->base;
 	return 0;
 }

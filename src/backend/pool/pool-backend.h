@@ -89,6 +89,11 @@ int pool_backend_delete_group(Backend *b, const BackendGroupRequest *r, BackendD
 int pool_backend_get_group(Backend *b, const BackendGroupRequest *r, BackendGroup *ret,
 			   char **ret_error);
 
+/* Registers the pool's gauges (pool-metrics.c) with the metrics registry, and takes them out
+ * again before the pool closes. */
+void pool_metrics_start(PoolBackend *pb);
+void pool_metrics_stop(PoolBackend *pb);
+
 /* Lists: a page starts at its token, the first id of the page, even if that object is gone
  * since, so objects made before it are not listed twice. -EALREADY (ABORTED) with a message
  * naming the list (what: "ListVolumes") for a token that is no id valid() accepts. */

@@ -325,15 +325,22 @@ static void ledger_release(Pool *p, uint64_t bytes)
 		(void)ledger_write(p, bytes > cur ? 0 : cur - bytes);
 }
 
+int pool_provisioned(Pool *p, uint64_t *ret_bytes)
+{
+	int r = pool_lock_take(p);
+	if (r < 0)
+		return r;
+	*ret_bytes = ledger_read(p);
+	pool_lock_release(p);
+	return 0;
+}
+
 void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available)
 {
 	uint64_t total = 0, used = 0;
 
-	if (pool_lock_take(p) == 0) {
-		used = ledger_read(p);
+	if (pool_provisioned(p, &used) == 0)
 		total = pool_limit(p);
-		pool_lock_release(p);
-	}
 	*ret_total = total;
 	*ret_available = total > used ? total - used : 0;
 }

@@ -120,6 +120,10 @@ void pool_snapshot_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
  * counted by every process on the pool (creates in flight included). Blocks briefly on the
  * pool lock. */
 void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available);
+/* The bytes provisioned: every volume's and snapshot's size (creates in flight included), which
+ * may exceed the total above once volumes have written to the disk. Blocks briefly on the pool
+ * lock. */
+int pool_provisioned(Pool *p, uint64_t *ret_bytes);
 
 /* Volumes. All block; the per-volume ones take the volume's lock (flock, so also against
  * other processes on the same pool) for their duration. */

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pool's gauges, read from the pool when metrics are scraped (at most once a second, see
+ * metrics.h): capacity from the ledger, objects and uses from their records, loop devices from
+ * the kernel. Counted by every process on the pool alike, so a node and a controller process on
+ * one pool report the same pool. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "loopdev.h"
+#include "metrics.h"
+#include "pool-backend.h"
+
+#define POOL_GAUGE(var, name, help) METRIC_DEFINE_FULL(var, METRIC_GAUGE, name, help, true, NULL, 0)
+
+POOL_GAUGE(capacity, "volplug_pool_capacity_bytes",
+	   "Bytes the pool may provision: --pool-capacity or its filesystem's free bytes now, "
+	   "whichever is smaller");
+POOL_GAUGE(provisioned, "volplug_pool_provisioned_bytes",
+	   "Bytes provisioned: the sizes of every volume and snapshot");
+POOL_GAUGE(available, "volplug_pool_available_bytes",
+	   "Bytes still free to provision (what GetCapacity reports)");
+POOL_GAUGE(fs_free, "volplug_pool_filesystem_free_bytes",
+	   "Bytes free on the filesystem that holds the pool (its files are sparse: this is what "
+	   "they can still fill)");
+POOL_GAUGE(volumes, "volplug_pool_volumes", "Volumes in the pool, damaged ones included");
+POOL_GAUGE(snapshots, "volplug_pool_snapshots", "Snapshots in the pool");
+POOL_GAUGE(staged, "volplug_node_volumes_staged",
+	   "Pool volumes staged on this node (NodeStageVolume done, NodeUnstageVolume not yet)");
+POOL_GAUGE(
+	published, "volplug_node_volumes_published",
+	"Publish targets of pool volumes on this node (NodePublishVolume done, not unpublished)");
+POOL_GAUGE(loops, "volplug_pool_loop_devices",
+	   "Loop devices attached over the pool's files (the kernel's count)");
+
+static void count_ids(Pool *p, int (*list)(Pool *, char ***, size_t *), MetricFamily *f)
+{
+	char **ids = NULL;
+	size_t n = 0;
+
+	if (list(p, &ids, &n) == 0)
+		metric_add(f, (double)n);
+	strv_free(ids);
+}
+
+/* The node's uses, from each volume's record: written atomically, so reading one without its
+ * lock sees the record before or after a change, never half of it. */
+static void count_uses(PoolBackend *pb)
+{
+	char **ids = NULL;
+	size_t n = 0, n_staged = 0, n_published = 0;
+
+	if (pool_volume_list(pb->pool, &ids, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		NodeUse u = {};
+		if (pool_volume_use_load(pb->pool, ids[i], &u) == 0 && u.node &&
+		    strcmp(u.node, pb->node_id) == 0) {
+			n_staged += u.staging.path != NULL;
+			n_published += u.n_targets;
+		}
+		node_use_done(&u);
+	}
+	strv_free(ids);
+	metric_add(&staged, (double)n_staged);
+	metric_add(&published, (double)n_published);
+}
+
+static void count_loops(Pool *p)
+{
+	_cleanup_free_ char *canon = realpath(pool_path(p), NULL);
+	LoopInfo *list = NULL;
+	size_t n = 0;
+
+	if (canon && loop_list_for_dir(canon, &list, &n) == 0)
+		metric_add(&loops, (double)n);
+	loop_info_array_free(list, n);
+}
+
+static void pool_collect(void *userdata)
+{
+	PoolBackend *pb = userdata;
+	uint64_t total, avail, used;
+	struct statvfs st;
+
+	pool_capacity(pb->pool, &total, &avail);
+	metric_add(&capacity, (double)total);
+	metric_add(&available, (double)avail);
+	if (pool_provisioned(pb->pool, &used) == 0)
+		metric_add(&provisioned, (double)used);
+	if (statvfs(pool_path(pb->pool), &st) == 0)
+		metric_add(&fs_free, (double)st.f_bavail * (double)st.f_frsize);
+	count_ids(pb->pool, pool_volume_list, &volumes);
+	count_ids(pb->pool, pool_snapshot_list, &snapshots);
+	if (*pb->node_id)
+		count_uses(pb);
+	count_loops(pb->pool);
+}
+
+void pool_metrics_start(PoolBackend *pb)
+{
+	metrics_collector_add(pool_collect, pb);
+}
+
+void pool_metrics_stop(PoolBackend *pb)
+{
+	metrics_collector_remove(pool_collect, pb);
+}

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* volplugctl status: the running daemon's Admin.GetStatus, as a page for a person or as JSON. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctl.h"
+#include "macro.h"
+
+static int64_t num(json_t *o, const char *key)
+{
+	return json_integer_value(json_object_get(o, key));
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key)) ?: "";
+}
+
+/* 1536 -> "1.5 KiB". */
+static const char *bytes(int64_t v, char buf[static 32])
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double d = (double)v;
+	size_t u = 0;
+
+	while (d >= 1024 && u + 1 < ELEMENTSOF(units)) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, 32, "%lld B", (long long)v);
+	else
+		snprintf(buf, 32, "%.1f %s", d, units[u]);
+	return buf;
+}
+
+static void print_header(json_t *s)
+{
+	int64_t up = num(s, "uptime_seconds");
+
+	printf("%s %s, mode %s, node %s, up %lldh%02lldm%02llds: %s%s\n", str(s, "driver_name"),
+	       str(s, "version"), str(s, "mode"), str(s, "node_id"), (long long)(up / 3600),
+	       (long long)(up / 60 % 60), (long long)(up % 60),
+	       json_is_true(json_object_get(s, "ready")) ? "ready" : "NOT READY: ",
+	       str(s, "not_ready_reason"));
+}
+
+static void print_pool(json_t *p)
+{
+	char a[32], b[32], c[32], d[32];
+
+	if (!p) {
+		printf("pool: none served\n");
+		return;
+	}
+	printf("pool %s: %s provisioned of %s, %s available; filesystem free %s\n", str(p, "path"),
+	       bytes(num(p, "provisioned_bytes"), a), bytes(num(p, "capacity_bytes"), b),
+	       bytes(num(p, "available_bytes"), c), bytes(num(p, "filesystem_free_bytes"), d));
+	printf("  %lld volumes, %lld snapshots; on this node %lld staged, %lld published, %lld "
+	       "loop devices\n",
+	       (long long)num(p, "volumes"), (long long)num(p, "snapshots"),
+	       (long long)num(p, "staged"), (long long)num(p, "published"),
+	       (long long)num(p, "loop_devices"));
+}
+
+static void print_drivers(json_t *s)
+{
+	json_t *list = json_object_get(s, "flex_drivers"), *d;
+	size_t i;
+
+	if (!json_is_true(json_object_get(s, "flex_enabled"))) {
+		printf("Flexvolume drivers: off\n");
+		return;
+	}
+	printf("Flexvolume drivers: %zu\n", json_array_size(list));
+	json_array_foreach (list, i, d) {
+		const char *err = str(d, "last_error");
+		printf("  %s  %s%s%s\n", str(d, "name"), str(d, "state"), *err ? ": " : "", err);
+	}
+}
+
+static void print_problems(json_t *s)
+{
+	json_t *list = json_object_get(s, "recent_problems"), *p;
+	size_t i;
+
+	if (json_array_size(list) == 0) {
+		printf("recent problems: none\n");
+		return;
+	}
+	printf("recent problems (newest first):\n");
+	json_array_foreach (list, i, p) {
+		time_t t = (time_t)(num(p, "time_unix_ms") / 1000);
+		char when[32];
+		struct tm tm;
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+		const char *ctx = str(p, "context");
+		printf("  %s  %s  %s%s%s\n", when, str(p, "what"), ctx, *ctx ? ": " : "",
+		       str(p, "message"));
+	}
+}
+
+int ctl_status(Ctl *ctl, int argc, char **argv)
+{
+	json_t *reply = NULL, *req;
+
+	(void)argv;
+	if (argc != 1)
+		return ctl_error(CTL_EXIT_USAGE, "status takes no arguments");
+	req = json_object();
+	int r = ctl_call(ctl, "GetStatus", req, &reply);
+	json_decref(req);
+	if (r != 0)
+		return r;
+	if (ctl->json) {
+		ctl_print(ctl, reply);
+		json_decref(reply);
+		return 0;
+	}
+	print_header(reply);
+	print_pool(json_object_get(reply, "pool"));
+	printf("calls: %lld answered, %lld in flight\n", (long long)num(reply, "calls"),
+	       (long long)num(reply, "calls_in_flight"));
+	print_drivers(reply);
+	print_problems(reply);
+	json_decref(reply);
+	return 0;
+}
