@@ -624,12 +624,17 @@ def loop_backing(dev):
         return None
 
 
+def bound_here(ctx, dev):
+    """Whether dev is bound to a file of the test. Once detached, its number may go to another
+    test running beside this one at once: bound, but not here."""
+    backing = loop_backing(dev)
+    return bool(backing) and backing.startswith(ctx.tmp + "/")
+
+
 def detach_later(ctx, dev):
-    """Detaches dev after the test, if it is still bound to a file of the test (the number may
-    have gone to someone else once the test detached it)."""
+    """Detaches dev after the test, if it is still bound to a file of the test."""
     def detach():
-        backing = loop_backing(dev)
-        if backing and backing.startswith(ctx.tmp + "/"):
+        if bound_here(ctx, dev):
             subprocess.run(["losetup", "-d", dev], capture_output=True)
     ctx.cleanups.append(detach)
 
@@ -699,14 +704,14 @@ def test_pool_check_reports_and_repairs_strays(ctx):
     assert problems[deleted_dev]["repaired"] == "detached", report
     assert problems["volumes/%s/%s" % (local_id(keep), TEMP)]["repaired"] == "removed", report
     assert "repaired" not in problems[mounted_dev] and mnt in problems[mounted_dev]["problem"], report
-    assert loop_backing(deleted_dev) is None and not os.path.exists(temp)
+    assert not bound_here(ctx, deleted_dev) and not os.path.exists(temp)
     assert mount_at(mnt) is not None and loop_backing(mounted_dev), "never unmounted"
 
     run_tool("umount", mnt)
     out = ctl("pool", "check", "--repair", pool, check=0).stdout.splitlines()
     assert out == ["%s: attached over stray.img, which no record uses: detached" % mounted_dev,
                    "1 volumes, 0 snapshots, 0 Flexvolume records, 1 problems, 1 repaired"], out
-    assert loop_backing(mounted_dev) is None
+    assert not bound_here(ctx, mounted_dev)
     assert ctl("pool", "check", pool, check=0).stdout.strip() == "1 volumes, 0 snapshots, 0 Flexvolume records, 0 problems"
     d.call("ListVolumes")  # the daemon served on throughout
 
@@ -727,7 +732,7 @@ def test_daemon_repairs_strays_at_start(ctx):
     assert any(stray_dev in l and "stray.img" in l and ": detached (" in l for l in warned)
     assert any("nodes/.node-1.json.tmp-00000000000000ff" in l and ": removed (" in l
                for l in warned), warned
-    assert loop_backing(deleted_dev) is None and loop_backing(stray_dev) is None
+    assert not bound_here(ctx, deleted_dev) and not bound_here(ctx, stray_dev)
     assert ctl("pool", "check", d.pool, check=0).stdout.strip() == "0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems"
 
 
