@@ -30,13 +30,12 @@ typedef struct DaemonConfig {
 	char *metrics_address; /* "HOST:PORT" of /metrics and /healthz; NULL: off */
 	usec_t modify_coalesce_window;
 	usec_t shutdown_grace;
-	char *flexvolume_dir;
-	int fs_group_policy; /* OwnershipPolicy */
-	char *state_dir;     /* node-local state of the EBS backend */
-	char *instance_type; /* EBS: NULL: from the instance metadata */
-	char *device_dir;    /* EBS: where volumes' by-id links are; NULL: /dev/disk/by-id */
-	usec_t device_wait;  /* EBS: how long NodeStageVolume waits for the device */
-	/* "": Flexvolume off */
+	char *flexvolume_dir; /* "": Flexvolume off */
+	int fs_group_policy;  /* OwnershipPolicy */
+	char *state_dir;      /* node-local state of the EBS backend */
+	char *instance_type;  /* EBS: NULL: from the instance metadata */
+	char *device_dir;     /* EBS: where volumes' by-id links are; NULL: /dev/disk/by-id */
+	usec_t device_wait;   /* EBS: how long NodeStageVolume waits for the device */
 	usec_t flexvolume_timeout[_FLEX_COMMAND_MAX]; /* 0: the command's default */
 	char **flexvolume_env; /* a strv (flex_env_parse()); NULL: volplugd's own */
 	enum {
