@@ -8,6 +8,7 @@ README promises (the multi-node one: distributed provisioning with capacity trac
 snapshots, one resizer, no attacher; the single-node one: one pool node). When kubectl is on the
 machine, `kubectl kustomize` must build the same objects. TAP output."""
 
+import glob
 import os
 import re
 import shutil
@@ -229,6 +230,25 @@ def check_kubectl(layout, objs):
     return "kubectl kustomize builds the same %d objects" % len(built)
 
 
+def check_example_vendor():
+    """The example Flexvolume drivers' vendor is spelled one way in every document that names
+    it: README.md, deploy/README.md, docs/ and the examples' own headers."""
+    docs = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "deploy", "README.md")]
+    docs += sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    docs += sorted(glob.glob(os.path.join(ROOT, "examples", "flexvolume", "*")))
+    vendors = {}
+    for path in docs:
+        with open(path, errors="replace") as f:
+            text = f.read()
+        found = re.findall(r"--vendor ([\w.-]+) --name (?:tmpfs|loop)\b", text)
+        found += re.findall(r"flexvolume\.driver:? `?([\w.-]+)/(?:tmpfs|loop)\b", text)
+        for v in found:
+            vendors.setdefault(v, set()).add(os.path.relpath(path, ROOT))
+    assert len(vendors) == 1, "the example driver's vendor differs: %s" % vendors
+    (vendor, where), = vendors.items()
+    return "%s in %s" % (vendor, ", ".join(sorted(where)))
+
+
 def main():
     tests = []
     for layout in LAYOUTS:
@@ -241,6 +261,7 @@ def main():
                       lambda l=layout, f=shape: f(build(os.path.join(DEPLOY, l)))))
         tests.append(("%s: kubectl kustomize" % layout,
                       lambda l=layout: check_kubectl(l, build(os.path.join(DEPLOY, l)))))
+    tests.append(("the example driver's vendor is named alike everywhere", check_example_vendor))
     tests.append(("no kustomization at the top: a layout is chosen",
                   lambda: None if not os.path.exists(os.path.join(DEPLOY, "kustomization.yaml"))
                   else (_ for _ in ()).throw(AssertionError("deploy/kubernetes/kustomization.yaml"))))

@@ -610,12 +610,20 @@ def test_flex_tools_as_the_readme_shows_them(ctx):
     need_root()
     work = os.path.join(ctx.tmp, "readme")
     os.mkdir(work)
-    ctl("flex", "install", os.path.join(EXAMPLES, "tmpfs"), "--vendor", "example", "--name", "tmpfs",
-        "--dir", "./flexvolume", check=0, cwd=work)
-    p = ctl("flex", "test", "example/tmpfs", "--dir", "./flexvolume", check=0, cwd=work, timeout=120)
+    with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
+        readme = f.read()
+    install_line = re.search(r"^\$ctl (flex install examples/flexvolume/tmpfs .*)$", readme, re.M)
+    test_line = re.search(r"^\$ctl (flex test \S+ --dir \./flexvolume)", readme, re.M)
+    assert install_line and test_line, "README.md no longer shows flex install and flex test"
+    args = install_line.group(1).split()
+    args[2] = os.path.join(EXAMPLES, "tmpfs")
+    ctl(*args, check=0, cwd=work)
+    driver = test_line.group(1).split()[2]
+    p = ctl(*test_line.group(1).split(), check=0, cwd=work, timeout=120)
     assert p.stdout.splitlines()[-1].endswith(" checks, 0 violations, 0 warnings"), p.stdout
-    p = ctl("flex", "call", "example/tmpfs", "init", "--dir", "./flexvolume", check=0, cwd=work)
-    assert p.stdout.startswith("command: %s/flexvolume/example~tmpfs/tmpfs init\n" % work), p.stdout
+    p = ctl("flex", "call", driver, "init", "--dir", "./flexvolume", check=0, cwd=work)
+    assert p.stdout.startswith("command: %s/flexvolume/%s/tmpfs init\n" % (
+        work, driver.replace("/", "~"))), p.stdout
 
     # A driver that mounts where it is told, the directory being the kubelet's business.
     bare = os.path.join(ctx.tmp, "bare")
