@@ -5,15 +5,19 @@ ASAN_BUILD ?= build-asan
 POOL ?= $(CURDIR)/pool
 ENDPOINT ?= unix://$(CURDIR)/volplug.sock
 FLEXVOLUME_DIR ?= $(CURDIR)/flexvolume
+IMAGE ?= $(BUILD)/image
 
 ARGS ?=
 
-.PHONY: all deps build run test test-fast asan format check-format clean
+.PHONY: all deps image-deps build run test test-fast asan image format check-format clean
 
 all: build
 
 deps:
 	@./scripts/install-deps
+
+image-deps:
+	@./scripts/install-deps --image
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) --werror
@@ -34,11 +38,21 @@ run: build
 		--flexvolume-dir $(FLEXVOLUME_DIR) $(ARGS)
 
 
-# Everything: format check, unit + integration tests, then all again under ASan+UBSan.
-test: build asan
+# The volplug image from Debian's packages, pinned by deploy/container/*.lock: an OCI layout
+# in $(IMAGE)/oci and the same as one archive, $(IMAGE)/volplug-VERSION.oci.tar. As root.
+image: image-deps
+	deploy/container/build-image $(IMAGE)
+
+# Everything: format check, unit + integration tests (the image's run test among them: the
+# image is built first, going on with Debian's updates past its pin), then all again under
+# ASan+UBSan.
+test: build asan image-deps
 	@rc=0; \
 	./scripts/check-format >$(BUILD)/format.tap 2>&1 || rc=1; cat $(BUILD)/format.tap; \
-	meson test -C $(BUILD) --print-errorlogs --num-processes 2 || rc=1; \
+	echo "building the image (log: $(BUILD)/image.log)"; \
+	IMAGE_LOCK=warn deploy/container/build-image $(IMAGE) >$(BUILD)/image.log 2>&1 || \
+		{ tail -20 $(BUILD)/image.log; }; \
+	VOLPLUG_REQUIRE_IMAGE=1 meson test -C $(BUILD) --print-errorlogs --num-processes 2 || rc=1; \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		meson test -C $(ASAN_BUILD) --print-errorlogs --num-processes 2 --timeout-multiplier 3 || rc=1; \
 	./scripts/test-summary.py $(BUILD)/meson-logs/testlog.json $(ASAN_BUILD)/meson-logs/testlog.json \

@@ -39,7 +39,8 @@ start_volplugd() {
 	local name=$1; shift
 	mkdir -p "$BENCH_TMP/$name-pool"
 	"$VOLPLUGD" all --endpoint "unix://$BENCH_TMP/$name.sock" --pool "$BENCH_TMP/$name-pool" \
-		--node-id bench-node -v 1 "$@" >"$BENCH_TMP/$name.log" 2>&1 &
+		--node-id bench-node -v 1 --flexvolume-dir "$BENCH_TMP/$name-flexvolume" "$@" \
+		>"$BENCH_TMP/$name.log" 2>&1 &
 	BENCH_PIDS+=($!)
 	echo $! >>"$BENCH_TMP/pids"
 	wait_socket "$BENCH_TMP/$name.sock" || { cat "$BENCH_TMP/$name.log" >&2; exit 1; }

@@ -59,8 +59,15 @@ int parse_size(const char *s, uint64_t *ret)
 
 	if (!s || !isdigit((unsigned char)s[0]))
 		return -EINVAL;
+	/* Digits with an optional fraction, then the unit: strtod alone would take "1e3" (1000
+	 * bytes) and "0x10" too. */
+	size_t n = strspn(s, "0123456789");
+	if (s[n] == '.')
+		n += 1 + strspn(s + n + 1, "0123456789");
 	errno = 0;
 	double v = strtod(s, &end);
+	if (end != s + n)
+		return -EINVAL;
 	if (errno != 0 || !isfinite(v))
 		return -EINVAL;
 	double mult = 1;

@@ -3,9 +3,11 @@
  * Controller, GroupController and Node RPC. Each builds the JSON request from its arguments
  * and flags and goes through ctl_call(), so errors and output look like `volplugctl call`. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -113,6 +115,7 @@ struct CsiCommand {
 	CsiRunFn run; /* NULL: call and print */
 	/* Text output when the reply is empty: $1 and $2 are the first positionals. */
 	const char *done;
+	unsigned required; /* of the options, those the driver needs */
 };
 
 /* ---- helpers that build request members ---- */
@@ -479,6 +482,54 @@ static int run_default(Ctl *ctl, const CsiCommand *c, const CsiArgs *a, json_t *
 	return 0;
 }
 
+/* 1073741824 -> "1 GiB", 1536 -> "1.5 KiB": for a note, not for parsing. */
+static void size_words(uint64_t bytes, char *buf, size_t len)
+{
+	static const char units[] = "KMGTPE";
+	double v = (double)bytes;
+	int u = -1;
+
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, len, "%" PRIu64 " bytes", bytes);
+	else
+		snprintf(buf, len, "%.4g %ciB", v, units[u]);
+}
+
+/* CreateVolume, and a note on stderr when the size made is not the size asked: the driver's
+ * default without --size, or --size rounded up to what the driver allocates. */
+static int run_volume_create(Ctl *ctl, const CsiCommand *c, const CsiArgs *a, json_t *req)
+{
+	json_t *reply = NULL;
+	int r = ctl_call(ctl, c->method, req, &reply);
+	if (r != 0)
+		return r;
+	ctl_print(ctl, reply);
+	json_t *cap = json_object_get(json_object_get(reply, "volume"), "capacity_bytes");
+	uint64_t made = json_is_integer(cap)  ? (uint64_t)json_integer_value(cap)
+			: json_is_string(cap) ? strtoull(json_string_value(cap), NULL, 10)
+					      : 0;
+	char words[32];
+	size_words(made, words, sizeof(words));
+	if (ctl->json || !made)
+		;
+	else if (!(a->given & OPT_SIZE))
+		fprintf(stderr,
+			"volplugctl: volume %s: %" PRIu64 " bytes (%s), the driver's default size "
+			"(no --size)\n",
+			a->pos[0], made, words);
+	else if ((uint64_t)a->size != made)
+		fprintf(stderr,
+			"volplugctl: volume %s: %" PRIu64 " bytes (%s), the driver's size for the "
+			"%" PRId64 " bytes asked\n",
+			a->pos[0], made, words, a->size);
+	json_decref(reply);
+	return 0;
+}
+
 /* A list page, or with --all every page (following next_token) as one list. */
 static int run_list(Ctl *ctl, const CsiCommand *c, const CsiArgs *a, json_t *req)
 {
@@ -544,7 +595,7 @@ static const CsiCommand commands[] = {
 	{"volume", "create", "CreateVolume", "NAME", 1, 1,
 	 OPT_SIZE | OPT_CAP | OPT_FLAG | OPT_PARAM | OPT_MUTABLE | OPT_FROM_SNAPSHOT |
 		 OPT_FROM_VOLUME | OPT_ZONE | OPT_SECRET,
-	 build_volume_create, NULL, NULL},
+	 build_volume_create, run_volume_create, NULL},
 	{"volume", "delete", "DeleteVolume", "ID", 1, 1, OPT_SECRET, build_volume_id, NULL,
 	 "volume $1 deleted"},
 	{"volume", "list", "ListVolumes", "", 0, 0, OPT_LIST, build_list, run_list, NULL},
@@ -589,7 +640,7 @@ static const CsiCommand commands[] = {
 	{"node", "publish", "NodePublishVolume", "ID TARGET_PATH", 2, 2,
 	 OPT_CAP | OPT_FLAG | OPT_GROUP | OPT_STAGING | OPT_READONLY | OPT_CONTEXT |
 		 OPT_PUBLISH_CONTEXT | OPT_SECRET,
-	 build_node_publish, NULL, "volume $1 published at $2"},
+	 build_node_publish, NULL, "volume $1 published at $2", OPT_STAGING},
 	{"node", "unpublish", "NodeUnpublishVolume", "ID TARGET_PATH", 2, 2, 0,
 	 build_node_unpublish, NULL, "volume $1 unpublished from $2"},
 	{"node", "stats", "NodeGetVolumeStats", "ID VOLUME_PATH", 2, 2, OPT_STAGING,
@@ -605,7 +656,10 @@ static void print_usage_line(FILE *f, const CsiCommand *c, const char *prefix)
 	fprintf(f, "%svolplugctl %s%s%s%s%s", prefix, c->noun, c->verb ? " " : "", c->verb ?: "",
 		c->args[0] ? " " : "", c->args);
 	for (size_t i = 0; i < ELEMENTSOF(csi_options); i++)
-		if (c->options & csi_options[i].bit)
+		if (c->required & csi_options[i].bit)
+			fprintf(f, " %s", csi_options[i].help);
+	for (size_t i = 0; i < ELEMENTSOF(csi_options); i++)
+		if ((c->options & ~c->required) & csi_options[i].bit)
 			fprintf(f, " [%s]", csi_options[i].help);
 	fputc('\n', f);
 }
@@ -684,6 +738,12 @@ static int take_option(const CsiCommand *c, CsiArgs *a, unsigned bit, const char
 		if (parse_size(arg, &u) < 0 || u > INT64_MAX)
 			return bad_usage(
 				c, "--size '%s': want bytes or a size such as 10G or 512Mi", arg);
+		/* 0 is "no requirement" in CSI: the driver would pick its default silently. */
+		if (u == 0)
+			return bad_usage(c,
+					 "--size '%s': want at least 1 byte (without --size the "
+					 "driver picks its default size)",
+					 arg);
 		a->size = (int64_t)u;
 		return 0;
 	case OPT_FS:
@@ -772,6 +832,9 @@ static int parse_args(const CsiCommand *c, int argc, char **argv, CsiArgs *a)
 		if (r != 0)
 			return r;
 	}
+	for (size_t i = 0; i < ELEMENTSOF(csi_options); i++)
+		if ((c->required & csi_options[i].bit) && !(a->given & csi_options[i].bit))
+			return bad_usage(c, "missing %s", csi_options[i].help);
 	a->pos = argv + optind;
 	a->n_pos = (size_t)(argc - optind);
 	if (a->n_pos < c->min_pos)

@@ -378,6 +378,14 @@ static const char *option_name(int opt)
 	return "?";
 }
 
+/* Whether getopt took the whole next argument as a value and it looks like an option
+ * ("-v --pool X"): then the user forgot the value. "--opt=-x" stays a value. */
+static bool value_is_option(int argc, char **argv, const char *value)
+{
+	return value && optind >= 1 && optind <= argc && value == argv[optind - 1] &&
+	       value[0] == '-' && value[1];
+}
+
 static int positional_mode(DaemonConfig *c, int argc, char **argv, char **ret_error)
 {
 	if (optind >= argc)
@@ -404,7 +412,8 @@ int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_err
 	config_defaults(&c);
 	optind = 0;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "hv:", options, NULL)) >= 0) {
+	/* The leading ':' tells a missing value (':') from an unknown option ('?'). */
+	while ((opt = getopt_long(argc, argv, ":hv:", options, NULL)) >= 0) {
 		switch (opt) {
 		case 'h':
 			c.action = DAEMON_HELP;
@@ -412,14 +421,24 @@ int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_err
 		case OPT_VERSION:
 			c.action = DAEMON_VERSION;
 			break;
-		case '?':
 		case ':':
-			*ret_error = optopt ? xasprintf("option -%c: unknown or missing its value",
-							optopt)
-					    : xasprintf("unknown option '%s'", argv[optind - 1]);
+			*ret_error = xasprintf("--%s: missing its value", option_name(optopt));
+			daemon_config_done(&c);
+			return -EINVAL;
+		case '?':
+			*ret_error = xasprintf("unknown option '%s'", argv[optind - 1]);
 			daemon_config_done(&c);
 			return -EINVAL;
 		default:
+			if (value_is_option(argc, argv, optarg)) {
+				*ret_error =
+					xasprintf("--%s: missing its value (next is the option "
+						  "'%s'; --%s=VALUE takes a value starting "
+						  "with '-')",
+						  option_name(opt), optarg, option_name(opt));
+				daemon_config_done(&c);
+				return -EINVAL;
+			}
 			r = option_apply(&c, opt, optarg, ret_error);
 			if (r < 0) {
 				if (!*ret_error)

@@ -107,42 +107,6 @@ int ctl_call(Ctl *ctl, const char *method, json_t *request, json_t **ret_reply)
 	return 0;
 }
 
-static void print_text(json_t *v, int indent, const char *key)
-{
-	if (json_is_object(v)) {
-		const char *k;
-		json_t *child;
-		if (key)
-			printf("%*s%s:\n", indent, "", key);
-		json_object_foreach (v, k, child)
-			print_text(child, key ? indent + 2 : indent, k);
-		return;
-	}
-	if (json_is_array(v)) {
-		size_t i;
-		json_t *child;
-		printf("%*s%s:\n", indent, "", key ? key : "");
-		json_array_foreach (v, i, child) {
-			char label[32];
-			snprintf(label, sizeof(label), "- [%zu]", i);
-			print_text(child, indent + 2, label);
-		}
-		return;
-	}
-	_cleanup_free_ char *s =
-		json_is_string(v) ? xstrdup(json_string_value(v)) : json_dumps(v, JSON_ENCODE_ANY);
-	printf("%*s%s: %s\n", indent, "", key ? key : "value", s ? s : "");
-}
-
-void ctl_print(const Ctl *ctl, json_t *reply)
-{
-	if (ctl->json) {
-		json_dumpf(reply, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
-		fputc('\n', stdout);
-	} else
-		print_text(reply, 0, NULL);
-}
-
 static int run_call(Ctl *ctl, const char *method, const char *body)
 {
 	json_error_t jerr;

@@ -100,10 +100,11 @@ static int run_tool(const char *tool, const char *const *args, usec_t timeout, E
 	return 0;
 }
 
-/* Turns a failed run into an errno and a message. */
+/* Turns a failed run into an errno and a message: the tool's first line, its reason (what
+ * follows is often its usage text). */
 static int tool_failed(const char *tool, const ExecResult *res, int err, char **ret_error)
 {
-	const char *excerpt = exec_excerpt(res, EXCERPT_MAX);
+	const char *excerpt = exec_first_line(res, EXCERPT_MAX);
 
 	SET_ERROR(ret_error, "%s: %s%s%s", tool, exec_describe(res), *excerpt ? ": " : "", excerpt);
 	if (res->timed_out)

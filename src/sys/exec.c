@@ -456,6 +456,41 @@ const char *exec_excerpt(const ExecResult *r, size_t max)
 	return buf;
 }
 
+/* "NAME 1.47.0 (5-Feb-2023)": a program's name, a version, a date. */
+static bool is_version_banner(const char *line, size_t len)
+{
+	const char *sp = memchr(line, ' ', len);
+
+	return sp && sp > line && sp + 1 < line + len && sp[1] >= '0' && sp[1] <= '9' &&
+	       line[len - 1] == ')' && memmem(sp, len - (size_t)(sp - line), " (", 2);
+}
+
+const char *exec_first_line(const ExecResult *r, size_t max)
+{
+	static _Thread_local char buf[1024];
+	const char *p = r->err_len > 0 ? r->err : r->out;
+	const char *end = p + (r->err_len > 0 ? r->err_len : r->out_len);
+
+	buf[0] = 0;
+	while (p && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl ?: end, *start = p;
+		p = nl ? nl + 1 : end;
+		while (start < eol && (*start == ' ' || *start == '\t'))
+			start++;
+		size_t len = (size_t)(eol - start);
+		while (len > 0 && (start[len - 1] == ' ' || start[len - 1] == '\r'))
+			len--;
+		if (len == 0 || is_version_banner(start, len))
+			continue;
+		len = MIN(len, MIN(max, sizeof(buf) - 1));
+		memcpy(buf, start, len);
+		buf[len] = 0;
+		break;
+	}
+	return buf;
+}
+
 /* Registry: what dead processes left */
 
 #define LEFTOVER_WAIT (10 * USEC_PER_SEC)

@@ -61,6 +61,11 @@ const char *exec_describe(const ExecResult *r);
  * newlines folded. Returns a pointer into a per-thread buffer. */
 const char *exec_excerpt(const ExecResult *r, size_t max);
 
+/* The first line of stderr (else stdout) that says something, past blank lines and a version
+ * banner ("resize2fs 1.47.0 (5-Feb-2023)"): where mkfs, fsck and resize tools give their
+ * reason, before any usage text. At most max bytes, in a per-thread buffer. */
+const char *exec_first_line(const ExecResult *r, size_t max);
+
 /* The leftover registry. While a child runs, exec_run() keeps one record of it, a line in
  * DIR/<owner>, the file of this process, which it holds flock'ed for its whole life:
  *

@@ -10,6 +10,8 @@ machine, `kubectl kustomize` must build the same objects. Every metrics port (vo
 sidecars' own) is named, annotated where Prometheus annotations apply, and scraped by the
 Services and ServiceMonitor of deploy/kubernetes/monitoring in either layout. TAP output."""
 
+import glob
+import json
 import os
 import re
 import shutil
@@ -96,6 +98,162 @@ def env_field(container, name):
     return None
 
 
+# --- the API schemas ----------------------------------------------------------------------------
+
+OPENAPI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kubernetes-1.34-openapi-subset.json")
+CRDS = os.path.join(DEPLOY, "snapshot-crds")
+
+
+class Schemas:
+    """The Kubernetes 1.34 schemas of the kinds deploy/ uses (the kept OpenAPI subset: its
+    "info" says where from), and the snapshot CRDs' schemas (deploy/kubernetes/snapshot-crds)."""
+
+    def __init__(self):
+        with open(OPENAPI) as f:
+            self.components = json.load(f)["components"]["schemas"]
+        self.kinds = {}
+        for name, schema in self.components.items():
+            for gvk in schema.get("x-kubernetes-group-version-kind", []):
+                api = "/".join(x for x in (gvk["group"], gvk["version"]) if x)
+                self.kinds[(api, gvk["kind"])] = {"$ref": "#/components/schemas/" + name}
+        for crd in build(CRDS):
+            spec = crd["spec"]
+            for v in spec["versions"]:
+                api = "%s/%s" % (spec["group"], v["name"])
+                self.kinds[(api, spec["names"]["kind"])] = v["schema"]["openAPIV3Schema"]
+
+    def resolve(self, schema):
+        while "$ref" in schema or ("allOf" in schema and len(schema["allOf"]) == 1):
+            if "$ref" in schema:
+                schema = self.components[schema["$ref"].rsplit("/", 1)[1]]
+            else:
+                schema = schema["allOf"][0]
+        return schema
+
+    def check(self, obj):
+        """The problems of obj against the schema of its apiVersion and kind: a list of
+        "path: what" strings, empty when it is valid."""
+        key = (obj.get("apiVersion"), obj.get("kind"))
+        if key not in self.kinds:
+            return ["%s %s: no schema kept for it" % key]
+        problems = []
+        self.walk(self.kinds[key], obj, obj["kind"], problems)
+        return problems
+
+    def walk(self, schema, v, path, problems):
+        schema = self.resolve(schema)
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            return
+        if "oneOf" in schema:
+            if not any(not self.sub(alt, v, path) for alt in schema["oneOf"]):
+                problems.append("%s: %r fits none of %s" % (path, v, schema["oneOf"]))
+            return
+        t = schema.get("type")
+        if schema.get("x-kubernetes-int-or-string"):
+            t = None
+            if not isinstance(v, (int, str)) or isinstance(v, bool):
+                problems.append("%s: want an integer or a string, got %r" % (path, v))
+        want = {"object": dict, "array": list, "string": str, "boolean": bool,
+                "integer": int, "number": (int, float)}.get(t)
+        if want and (not isinstance(v, want) or (t in ("integer", "number") and isinstance(v, bool))):
+            problems.append("%s: want %s, got %r" % (path, t, v))
+            return
+        if "enum" in schema and v not in schema["enum"]:
+            problems.append("%s: %r is not one of %s" % (path, v, schema["enum"]))
+        if isinstance(v, dict):
+            self.walk_object(schema, v, path, problems)
+        elif isinstance(v, list) and "items" in schema:
+            for i, item in enumerate(v):
+                self.walk(schema["items"], item, "%s[%d]" % (path, i), problems)
+            self.list_keys(schema, v, path, problems)
+
+    def sub(self, schema, v, path):
+        problems = []
+        self.walk(schema, v, path, problems)
+        return problems
+
+    def walk_object(self, schema, v, path, problems):
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for k in schema.get("required", []):
+            if k not in v:
+                problems.append("%s: %s is required" % (path, k))
+        for k, x in v.items():
+            if k in props:
+                self.walk(props[k], x, "%s.%s" % (path, k), problems)
+            elif isinstance(extra, dict):
+                self.walk(extra, x, "%s.%s" % (path, k), problems)
+            elif props and extra is not True:
+                problems.append("%s: unknown field %s" % (path, k))
+
+    def list_keys(self, schema, v, path, problems):
+        """x-kubernetes-list-type map: the keys unique (absent keys at their default); set:
+        the items unique."""
+        kind = schema.get("x-kubernetes-list-type")
+        if kind == "set" and len({json.dumps(x, sort_keys=True) for x in v}) != len(v):
+            problems.append("%s: items repeat in a set" % path)
+        if kind == "map":
+            item = self.resolve(schema["items"])
+            keys = schema.get("x-kubernetes-list-map-keys", [])
+            seen = set()
+            for x in v:
+                k = tuple(x.get(n, self.resolve(item["properties"][n]).get("default"))
+                          if isinstance(x, dict) else x for n in keys)
+                if k in seen:
+                    problems.append("%s: %s %s repeats" % (path, "/".join(keys), k))
+                seen.add(k)
+
+
+def check_schemas(objs, schemas):
+    problems = [p for o in objs for p in schemas.check(o)]
+    assert not problems, "\n".join(problems)
+    return "%d objects valid against Kubernetes 1.34's schemas" % len(objs)
+
+
+def check_schema_catches_mistakes(schemas):
+    """The validation fails where a cluster would refuse: a misspelt field, a wrong type, a
+    missing required field, a container name twice."""
+    ds = [o for o in build(os.path.join(DEPLOY, "multi-node")) if o["kind"] == "DaemonSet"][0]
+    spec = ds["spec"]["template"]["spec"]
+    spec["containers"][0]["volumeMount"] = []
+    spec["containers"][0]["ports"] = [{"containerPort": "9808"}]
+    del spec["containers"][1]["name"]
+    spec["containers"].append(dict(spec["containers"][2]))
+    vsc = [o for o in build(os.path.join(DEPLOY, "base")) if o["kind"] == "VolumeSnapshotClass"][0]
+    vsc["deletionPolicy"] = "Sometimes"
+    got = schemas.check(ds) + schemas.check(vsc) + schemas.check({"apiVersion": "v1", "kind": "Pod"})
+    want = ["DaemonSet.spec.template.spec.containers[0]: unknown field volumeMount",
+            "DaemonSet.spec.template.spec.containers[0].ports[0].containerPort: want integer, "
+            "got '9808'",
+            "DaemonSet.spec.template.spec.containers[1]: name is required",
+            "DaemonSet.spec.template.spec.containers: name ('%s',) repeats" % spec["containers"][2]["name"],
+            "VolumeSnapshotClass.deletionPolicy: 'Sometimes' is not one of ['Delete', 'Retain']",
+            "v1 Pod: no schema kept for it"]
+    assert sorted(got) == sorted(want), got
+    return "%d mistakes found" % len(want)
+
+
+def check_crds():
+    """The snapshot CRDs are in the repository, from the external-snapshotter release whose
+    csi-snapshotter the layouts run, and the README installs them from there."""
+    crds = build(CRDS)
+    kinds = sorted(c["spec"]["names"]["kind"] for c in crds)
+    assert kinds == ["VolumeGroupSnapshot", "VolumeGroupSnapshotClass", "VolumeGroupSnapshotContent",
+                     "VolumeSnapshot", "VolumeSnapshotClass", "VolumeSnapshotContent"], kinds
+    version = readme_images()["csi-snapshotter"]
+    for name in os.listdir(CRDS):
+        with open(os.path.join(CRDS, name)) as f:
+            head = f.read(400)
+        if name != "kustomization.yaml":
+            assert "kubernetes-csi/external-snapshotter %s" % version in head, (name, head)
+    with open(os.path.join(ROOT, "deploy", "README.md")) as f:
+        readme = f.read()
+    assert "kubectl create -k deploy/kubernetes/snapshot-crds" in readme
+    assert "client/config/crd" not in readme.replace("client/config/crd/", ""), \
+        "the README still fetches the CRDs"
+    return "%d CRDs of external-snapshotter %s" % (len(crds), version)
+
+
 # --- the checks ----------------------------------------------------------------------------------
 
 
@@ -167,7 +325,18 @@ def check_images(objs):
             short = repo.rsplit("/", 1)[1]
             assert named.get(short) == tag, "%s: README names %s" % (c["image"], named.get(short))
         else:
-            assert c["image"] == "volplug:0.1.0", c["image"]
+            # The image make image builds, under the name its archive gives it, used as the
+            # node has it (imported, never pulled).
+            assert c["image"] == "volplug:" + project_version(), c["image"]
+            assert c.get("imagePullPolicy") == "IfNotPresent", c
+    with open(os.path.join(ROOT, "deploy", "container", "build-image")) as f:
+        build_image = f.read()
+    assert '"io.containerd.image.name"] = "docker.io/library/volplug:" + version' in build_image
+
+
+def project_version():
+    with open(os.path.join(ROOT, "meson.build")) as f:
+        return re.search(r"^\s*version\s*:\s*'([^']+)'", f.read(), re.M).group(1)
 
 
 def volplugd(spec):
@@ -286,6 +455,25 @@ def check_kubectl(layout, objs):
     return "kubectl kustomize builds the same %d objects" % len(built)
 
 
+def check_example_vendor():
+    """The example Flexvolume drivers' vendor is spelled one way in every document that names
+    it: README.md, deploy/README.md, docs/ and the examples' own headers."""
+    docs = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "deploy", "README.md")]
+    docs += sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    docs += sorted(glob.glob(os.path.join(ROOT, "examples", "flexvolume", "*")))
+    vendors = {}
+    for path in docs:
+        with open(path, errors="replace") as f:
+            text = f.read()
+        found = re.findall(r"--vendor ([\w.-]+) --name (?:tmpfs|loop)\b", text)
+        found += re.findall(r"flexvolume\.driver:? `?([\w.-]+)/(?:tmpfs|loop)\b", text)
+        for v in found:
+            vendors.setdefault(v, set()).add(os.path.relpath(path, ROOT))
+    assert len(vendors) == 1, "the example driver's vendor differs: %s" % vendors
+    (vendor, where), = vendors.items()
+    return "%s in %s" % (vendor, ", ".join(sorted(where)))
+
+
 def main():
     tests = []
     for layout in LAYOUTS:
@@ -300,6 +488,16 @@ def main():
                       lambda l=layout: check_metrics(build(os.path.join(DEPLOY, l)))))
         tests.append(("%s: kubectl kustomize" % layout,
                       lambda l=layout: check_kubectl(l, build(os.path.join(DEPLOY, l)))))
+    schemas = Schemas()
+    for layout in LAYOUTS:
+        tests.append(("%s: valid against the API schemas" % layout,
+                      lambda l=layout: check_schemas(build(os.path.join(DEPLOY, l)), schemas)))
+    tests.append(("flexvolume installer: valid against the API schemas",
+                  lambda: check_schemas(load_docs(os.path.join(ROOT, "deploy", "flexvolume-installer",
+                                                               "daemonset.yaml")), schemas)))
+    tests.append(("the schema check finds mistakes", lambda: check_schema_catches_mistakes(schemas)))
+    tests.append(("the snapshot CRDs are kept, from the sidecar's release", check_crds))
+    tests.append(("the example driver's vendor is named alike everywhere", check_example_vendor))
     tests.append(("no kustomization at the top: a layout is chosen",
                   lambda: None if not os.path.exists(os.path.join(DEPLOY, "kustomization.yaml"))
                   else (_ for _ in ()).throw(AssertionError("deploy/kubernetes/kustomization.yaml"))))

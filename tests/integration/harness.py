@@ -57,6 +57,7 @@ class Daemon:
         self.socket = os.path.join(self.dir, "csi.sock")
         self.pool = pool or os.path.join(self.dir, "pool")
         self.log_path = os.path.join(self.dir, "daemon.log")
+        self.flexvolume_dir = os.path.join(self.dir, "flexvolume")
         self.mode = mode
         self.node_id = node_id
         self.args = list(args)
@@ -75,9 +76,12 @@ class Daemon:
 
     def argv(self):
         # node_id None: the daemon finds its own (the EBS backend asks the instance metadata).
+        # Its own plugin dir, never the host's (the default, which volplugd would create and
+        # watch); a test's own --flexvolume-dir comes later and wins.
         node = ["--node-id", self.node_id] if self.node_id is not None else []
         return [VOLPLUGD, self.mode, "--endpoint", self.endpoint] + node + [
-            "--driver-name", "test.volplug.io", "--pool", self.pool, "-v", "4"] + self.args
+            "--driver-name", "test.volplug.io", "--pool", self.pool, "-v", "4",
+            "--flexvolume-dir", self.flexvolume_dir] + self.args
 
     def start(self, wait=True):
         self.log = open(self.log_path, "ab")

@@ -15,6 +15,8 @@ import grpc
 
 from harness import VOLPLUGD, Skip, run, to_dict
 
+HOST_PLUGIN_DIR = "/usr/libexec/kubernetes/kubelet-plugins/volume/exec"
+
 
 def test_plugin_info(ctx):
     d = ctx.daemon()
@@ -161,10 +163,20 @@ def test_unusable_pool_exits_2(ctx):
     path = os.path.join(ctx.tmp, "not-a-dir")
     with open(path, "w") as f:
         f.write("x")
-    p = subprocess.run([VOLPLUGD, "--pool", path, "--endpoint", "unix://%s/s.sock" % ctx.tmp],
+    p = subprocess.run([VOLPLUGD, "--pool", path, "--endpoint", "unix://%s/s.sock" % ctx.tmp,
+                        "--flexvolume-dir", ""],
                        capture_output=True, text=True, timeout=10)
     assert p.returncode == 2, p.returncode
     assert "--pool %s: cannot use it as a pool" % path in p.stderr, p.stderr
+
+
+def test_daemons_watch_their_own_plugin_dir(ctx):
+    """No test daemon touches the host's Flexvolume plugin dir (volplugd's default, which it
+    creates and watches): the harness gives each its own."""
+    d = ctx.daemon()
+    assert "Flexvolume plugin dir %s watched" % d.flexvolume_dir in d.logs(), d.logs()
+    assert os.path.isdir(d.flexvolume_dir) and d.flexvolume_dir.startswith(ctx.tmp + "/")
+    assert HOST_PLUGIN_DIR not in d.logs(), d.logs()
 
 
 def test_help_and_version(ctx):
@@ -209,5 +221,6 @@ if __name__ == "__main__":
          test_sigterm_lets_a_slow_call_finish, test_socket_is_private_by_default,
          test_stale_socket_is_replaced, test_live_socket_is_not_stolen,
          test_socket_path_that_is_a_regular_file, test_bad_flags_exit_2_with_one_line,
-         test_unusable_pool_exits_2, test_help_and_version, test_log_records_name_the_rpc,
+         test_unusable_pool_exits_2, test_daemons_watch_their_own_plugin_dir,
+         test_help_and_version, test_log_records_name_the_rpc,
          test_volplugctl_identity])

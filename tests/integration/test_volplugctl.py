@@ -4,13 +4,17 @@ volplugd (a whole lifecycle with real loop devices and mounts), their errors (gR
 message, exit 1) and bad usage (exit 2, before any call); and `flex install/remove/call/test/list`
 with the example drivers in examples/flexvolume and the broken ones in tests/flex-drivers."""
 
+import datetime
 import glob
 import json
+import re
 import os
 import shutil
 import stat
 import subprocess
 import time
+
+import yaml
 
 from harness import SOURCE_ROOT, VOLPLUGCTL, Skip, is_root, local_id, run
 
@@ -179,6 +183,71 @@ def test_snapshots_and_groups_through_the_cli(ctx):
     assert d.ctl_json("snapshot", "list", "--id", sid).get("entries", []) == []
 
 
+def test_create_says_what_it_made(ctx):
+    """The size made when it is not the size asked (the driver's default, or rounded up), and
+    the parameters the volume was made with, in the create reply and in `volume get`."""
+    d = ctx.daemon()
+    p = d.ctl("volume", "create", "small", "--size", "1000")
+    assert yaml.safe_load(p.stdout)["volume"]["capacity_bytes"] == MiB, p.stdout
+    assert p.stderr == "volplugctl: volume small: 1048576 bytes (1 MiB), the driver's size " \
+        "for the 1000 bytes asked\n", p.stderr
+    p = d.ctl("volume", "create", "default")
+    assert yaml.safe_load(p.stdout)["volume"]["capacity_bytes"] == 1 << 30, p.stdout
+    assert p.stderr == "volplugctl: volume default: 1073741824 bytes (1 GiB), the driver's " \
+        "default size (no --size)\n", p.stderr
+
+    p = d.ctl("volume", "create", "fast", "--size", "10G", "--param", "type=gp3", "--param",
+              "iops=4000")
+    assert p.stderr == "", "the size asked: no note"
+    made = yaml.safe_load(p.stdout)["volume"]
+    want = {"type": "gp3", "iops": "4000", "throughput": "125"}
+    assert made["volume_context"] == want, made
+    got = yaml.safe_load(d.ctl("volume", "get", made["volume_id"]).stdout)["volume"]
+    assert got["volume_context"] == want, got
+    # EBS's rule: 1 GiB of gp3 has at most 3000 IOPS; the reply shows what was chosen.
+    capped = d.ctl_json("volume", "create", "capped", "--size", "1G", "--param", "iops=4000")
+    assert capped["volume"]["volume_context"]["iops"] == "3000", capped
+    return "sizes and parameters shown"
+
+
+def as_json_types(v):
+    """A loaded YAML value as -o json has it: times (datetime) as {seconds, nanos}."""
+    if isinstance(v, dict):
+        return {k: as_json_types(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [as_json_types(x) for x in v]
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=datetime.timezone.utc)
+        whole = int(v.timestamp())
+        out = {"seconds": whole}
+        if v.microsecond:
+            out["nanos"] = v.microsecond * 1000
+        return out
+    return v
+
+
+def test_human_output_is_yaml(ctx):
+    """Human output is YAML that loads to what -o json says, times as RFC 3339."""
+    d = ctx.daemon()
+    vid = d.ctl_json("volume", "create", "y", "--size", "8Mi", "--param", "iops=3000")["volume"][
+        "volume_id"]
+    sid = d.ctl_json("snapshot", "create", "ys", vid)["snapshot"]["snapshot_id"]
+    commands = [("info",), ("capabilities",), ("node", "info"), ("volume", "list"),
+                ("volume", "get", vid), ("snapshot", "list", "--id", sid),
+                ("controller", "capabilities"), ("group", "capabilities")]
+    for args in commands:
+        text = d.ctl(*args).stdout
+        loaded = yaml.safe_load(text)
+        assert as_json_types(loaded) == d.ctl_json(*args), (args, text)
+    snap = d.ctl("snapshot", "list", "--id", sid).stdout
+    when = [line for line in snap.splitlines() if "creation_time" in line]
+    assert len(when) == 1 and re.fullmatch(r" +creation_time: \d{4}-\d\d-\d\dT\d\d:\d\d:"
+                                           r"\d\d(\.\d+)?Z", when[0]), snap
+    assert "seconds" not in snap and "[0]" not in snap, snap
+    return "%d commands" % len(commands)
+
+
 def test_list_pages_and_all(ctx):
     d = ctx.daemon()
     ids = sorted(d.ctl_json("volume", "create", "v%d" % i, "--size", "1Mi")["volume"]["volume_id"]
@@ -262,6 +331,11 @@ def test_bad_usage_exits_2_before_any_call(ctx):
         (("volume", "list", "--max", "-1"), "--max '-1'"),
         (("volume", "create", "a", "--bogus"), "unknown option '--bogus'"),
         (("volume", "create", "a", "--size"), "--size needs a value"),
+        (("volume", "create", "a", "--size", "0"),
+         "--size '0': want at least 1 byte (without --size the driver picks its default size)"),
+        (("volume", "create", "a", "--size", "1e3"),
+         "--size '1e3': want bytes or a size such as 10G or 512Mi"),
+        (("node", "publish", "v", "/x"), "node publish: missing --staging PATH"),
         (("node", "stage", "v", "/x", "--block", "--flag", "ro"), "need a mount volume"),
         (("node", "publish", "v", "/x", "--group", "staff"), "--group 'staff'"),
         (("node", "expand", "v", "/x", "1Q"), "size '1Q'"),
@@ -292,6 +366,8 @@ def test_bad_usage_exits_2_before_any_call(ctx):
         p = ctl(*args, check=0)
         assert "volplugctl" in p.stdout and p.stderr == "", (args, p)
     assert "volume create NAME [--size SIZE]" in ctl("volume", "--help").stdout
+    assert "node publish ID TARGET_PATH --staging PATH [--fs FSTYPE]" in \
+        ctl("node", "--help").stdout, "--staging is required, the usage says so"
     top = ctl("--help", check=0).stdout
     for word in ("volume", "snapshot", "group", "node", "capacity", "controller", "flex"):
         assert "\n  " + word + " " in top, (word, top)
@@ -534,12 +610,20 @@ def test_flex_tools_as_the_readme_shows_them(ctx):
     need_root()
     work = os.path.join(ctx.tmp, "readme")
     os.mkdir(work)
-    ctl("flex", "install", os.path.join(EXAMPLES, "tmpfs"), "--vendor", "example", "--name", "tmpfs",
-        "--dir", "./flexvolume", check=0, cwd=work)
-    p = ctl("flex", "test", "example/tmpfs", "--dir", "./flexvolume", check=0, cwd=work, timeout=120)
+    with open(os.path.join(SOURCE_ROOT, "README.md")) as f:
+        readme = f.read()
+    install_line = re.search(r"^\$ctl (flex install examples/flexvolume/tmpfs .*)$", readme, re.M)
+    test_line = re.search(r"^\$ctl (flex test \S+ --dir \./flexvolume)", readme, re.M)
+    assert install_line and test_line, "README.md no longer shows flex install and flex test"
+    args = install_line.group(1).split()
+    args[2] = os.path.join(EXAMPLES, "tmpfs")
+    ctl(*args, check=0, cwd=work)
+    driver = test_line.group(1).split()[2]
+    p = ctl(*test_line.group(1).split(), check=0, cwd=work, timeout=120)
     assert p.stdout.splitlines()[-1].endswith(" checks, 0 violations, 0 warnings"), p.stdout
-    p = ctl("flex", "call", "example/tmpfs", "init", "--dir", "./flexvolume", check=0, cwd=work)
-    assert p.stdout.startswith("command: %s/flexvolume/example~tmpfs/tmpfs init\n" % work), p.stdout
+    p = ctl("flex", "call", driver, "init", "--dir", "./flexvolume", check=0, cwd=work)
+    assert p.stdout.startswith("command: %s/flexvolume/%s/tmpfs init\n" % (
+        work, driver.replace("/", "~"))), p.stdout
 
     # A driver that mounts where it is told, the directory being the kubelet's business.
     bare = os.path.join(ctx.tmp, "bare")
@@ -749,7 +833,8 @@ def test_pool_check_usage(ctx):
 
 if __name__ == "__main__":
     run([test_volume_lifecycle_through_the_cli, test_block_volume_through_the_cli,
-         test_snapshots_and_groups_through_the_cli, test_list_pages_and_all,
+         test_snapshots_and_groups_through_the_cli, test_create_says_what_it_made,
+         test_human_output_is_yaml, test_list_pages_and_all,
          test_capacity_and_capabilities, test_errors_show_code_and_message,
          test_bad_usage_exits_2_before_any_call, test_flex_install_and_remove, test_flex_call,
          test_flex_test_passes_the_examples, test_flex_test_reports_violations,

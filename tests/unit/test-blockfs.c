@@ -321,7 +321,16 @@ static void test_xfs(void)
 	uint64_t size = 0;
 	uint32_t unit = 0;
 
-	BlockfsMkfsOptions o = {.block_size = 4096, .inode_size = 512};
+	/* mkfs.xfs follows its reason with its usage text: the message has the reason. */
+	BlockfsMkfsOptions o = {.block_size = 1024, .inode_size = 4096};
+	is_int(blockfs_mkfs(dev, "xfs", &o, &err), -EIO, "mkfs.xfs -b size=1024 -i size=4096");
+	is_str(err,
+	       "mkfs.xfs: exit status 1: Invalid value 4096 for -i size option. Value is too "
+	       "large.",
+	       "message: mkfs's first line");
+	free(TAKE_PTR(err));
+
+	o = (BlockfsMkfsOptions){.block_size = 4096, .inode_size = 512};
 	is_int(blockfs_mkfs(dev, "xfs", &o, &err), 0, "mkfs.xfs -b size=4096 -i size=512 (%s)",
 	       err ?: "");
 	t = probe(dev);

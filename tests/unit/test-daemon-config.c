@@ -73,6 +73,11 @@ int main(void)
 	is_int(c.flexvolume_timeout[FLEX_MOUNT], 250000, "per-command deadline");
 	is_int(c.flexvolume_timeout[FLEX_INIT], 5000000, "global deadline");
 	daemon_config_done(&c);
+
+	is_int(parse(ARGV("--zone=-z", "--flexvolume-dir", ""), &c, &error), 0,
+	       "--zone=-z: a value starting with '-', given with '='");
+	is_str(c.zone, "-z", "zone");
+	daemon_config_done(&c);
 	is_int(parse(ARGV("--pool", "/tmp/p"), &c, &error), 0, "flexvolume defaults");
 	is_str(c.flexvolume_dir, "/usr/libexec/kubernetes/kubelet-plugins/volume/exec",
 	       "default plugin dir");
@@ -138,7 +143,7 @@ int main(void)
 		{ARGV("--topology-label", "rack"), "--topology-label 'rack': want KEY=VALUE in "
 						   "Kubernetes label syntax ([prefix/]name, "
 						   "a value of at most 63 characters)"},
-		{ARGV("--topology-label", "-rack=1"),
+		{ARGV("--topology-label=-rack=1"),
 		 "--topology-label '-rack=1': want KEY=VALUE in Kubernetes label syntax "
 		 "([prefix/]name, a value of at most 63 characters)"},
 		{ARGV("--topology-label", "a_b/rack=1"),
@@ -165,7 +170,15 @@ int main(void)
 		{ARGV("--workers", "0"), "--workers '0': out of range"},
 		{ARGV("--max-volumes-per-node", "x"), "--max-volumes-per-node 'x': invalid value"},
 		{ARGV("--bogus"), "unknown option '--bogus'"},
-		{ARGV("--driver-name", "-bad-"),
+		{ARGV("--pool"), "--pool: missing its value"},
+		{ARGV("-v"), "--verbosity: missing its value"},
+		{ARGV("-v", "--pool", "/tmp/p"),
+		 "--verbosity: missing its value (next is the option '--pool'; --verbosity=VALUE "
+		 "takes a value starting with '-')"},
+		{ARGV("--node-id", "-v", "3"),
+		 "--node-id: missing its value (next is the option '-v'; --node-id=VALUE takes a "
+		 "value starting with '-')"},
+		{ARGV("--driver-name=-bad-"),
 		 "--driver-name '-bad-': want at most 63 characters of [a-zA-Z0-9.-], starting and "
 		 "ending alphanumeric"},
 		{ARGV("all", "extra"), "unexpected argument 'extra'"},

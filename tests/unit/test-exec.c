@@ -310,6 +310,23 @@ int main(void)
 	is_str(exec_excerpt(&r, 100), "err", "excerpt prefers stderr");
 	exec_result_done(&r);
 
+	/* A tool's reason comes first; usage text and a version banner are not it. */
+	is_int(run(&r, 0, 0,
+		   "echo; echo 'resize2fs 1.47.0 (5-Feb-2023)' >&2; echo >&2; "
+		   "printf '  Invalid value 4096 for -i size option.\r\nUsage: mkfs.xfs\n"
+		   "   [-L label (maximum 12 characters)]\n' >&2; exit 1"),
+	       0, "a tool that fails with its usage");
+	is_str(exec_first_line(&r, 100), "Invalid value 4096 for -i size option.",
+	       "first line: the reason, past blank lines and the banner");
+	is_str(exec_first_line(&r, 7), "Invalid", "at most max bytes");
+	exec_result_done(&r);
+	is_int(run(&r, 0, 0, "echo only stdout; echo second"), 0, "silent on stderr");
+	is_str(exec_first_line(&r, 100), "only stdout", "first line of stdout");
+	exec_result_done(&r);
+	is_int(run(&r, 0, 0, "true"), 0, "silent");
+	is_str(exec_first_line(&r, 100), "", "nothing said: empty");
+	exec_result_done(&r);
+
 	is_int(run(&r, 0, 0, "cat; echo \"[$FOO]\" \"$PATH\""), 0, "stdin is /dev/null");
 	ok(strncmp(r.out, "[] /usr/local/sbin", 18) == 0, "clean environment: %s", r.out);
 	exec_result_done(&r);

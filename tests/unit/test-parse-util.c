@@ -23,6 +23,10 @@ int main(void)
 	is_int(parse_size("-1G", &u), -EINVAL, "negative rejected");
 	is_int(parse_size("", &u), -EINVAL, "empty rejected");
 	is_int(parse_size("99999E", &u), -ERANGE, "overflow rejected");
+	is_int(parse_size("1e3", &u), -EINVAL, "no exponent: 1e3 is not 1000 bytes");
+	is_int(parse_size("0x10", &u), -EINVAL, "no hexadecimal");
+	is_int(parse_size("1E", &u), 0, "1E: an exbibyte, not an exponent");
+	is_int(u, 1ULL << 60, "1E is 2^60");
 	is_int(parse_uint32("4294967296", &m), -ERANGE, "uint32 overflow");
 	is_int(parse_uint32("12a", &m), -EINVAL, "trailing junk");
 	is_int(parse_mode("0660", &m), 0, "mode parses");

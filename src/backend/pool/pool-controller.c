@@ -43,7 +43,12 @@ static void volume_to_backend(PoolBackend *pb, const PoolVolume *v, BackendVolum
 		.access_mode = xstrdup(v->access_mode ?: ""),
 	};
 	(void)volume_params_load_strmap(&v->params, &ret->params, NULL);
-	strmap_copy(&ret->context, &v->context);
+	/* The volume context reports every parameter it was made (or modified) with, as the
+	 * node reads them (type, iops, ... are recorded, not enforced: docs/pool.md); the
+	 * node's own entries win. */
+	strmap_copy(&ret->context, &v->params);
+	for (size_t i = 0; i < v->context.n; i++)
+		strmap_set(&ret->context, v->context.keys[i], v->context.values[i]);
 	strmap_copy(&ret->topology, &pb->segment);
 	for (size_t i = 0; i < v->n_attachments; i++)
 		strv_append(&ret->published_nodes, xstrdup(v->attachments[i].node));
