@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 import yaml
 
@@ -95,7 +96,9 @@ class Bundle:
         p = c["process"]
         p["args"] = [c["process"]["args"][0]] + args
         p["terminal"] = False
-        p["env"] = [e for e in p["env"] if not e.startswith("NODE_NAME=")] + ["NODE_NAME=" + NODE]
+        env = manifest_env()
+        p["env"] = [e for e in p["env"] if e.split("=", 1)[0] not in env] + [
+            "%s=%s" % kv for kv in env.items()]
         caps = current_caps()
         p["capabilities"] = {k: caps for k in ("bounding", "effective", "permitted")}
         p["noNewPrivileges"] = False
@@ -104,6 +107,7 @@ class Bundle:
         linux.pop("maskedPaths", None)
         linux.pop("readonlyPaths", None)
         linux.pop("seccomp", None)
+        linux["namespaces"] = [n for n in linux["namespaces"] if n["type"] != "network"]
         linux["resources"] = {"devices": [{"allow": True, "access": "rwm"}]}
         for m in c["mounts"]:
             if m["destination"] in ("/sys", "/sys/fs/cgroup"):
@@ -132,10 +136,29 @@ class Bundle:
             subprocess.run(["umount", "-R", src], capture_output=True)
 
 
-def manifest_args():
-    """The volplugd container's args with $(NODE_NAME) as the kubelet expands it."""
+# What the kubelet gives the container's fieldRef variables here: the node's name, and the
+# pod's address (the container shares the host's network, so its metrics are reachable).
+POD_IP = "127.0.0.1"
+FIELD_VALUES = {"spec.nodeName": NODE, "status.podIP": POD_IP}
+
+
+def manifest_env():
+    """The volplugd container's env as the kubelet sets it: NAME -> value."""
     container, _ = volplugd_container()
-    return [a.replace("$(NODE_NAME)", NODE) for a in container["args"]]
+    env = {}
+    for e in container.get("env", []):
+        field = e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        assert "value" in e or field in FIELD_VALUES, "a variable the test cannot give: %s" % e
+        env[e["name"]] = e["value"] if "value" in e else FIELD_VALUES[field]
+    return env
+
+
+def manifest_args():
+    """The volplugd container's args with $(VAR) expanded as the kubelet expands them."""
+    container, _ = volplugd_container()
+    env = manifest_env()
+    return [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a)
+            for a in container["args"]]
 
 
 def pick_runtime(bundle):
@@ -200,6 +223,14 @@ def mount_at(path):
     return found
 
 
+def metrics_get(path):
+    """GET path from the metrics address the manifest gives volplugd."""
+    address = [a.split("=", 1)[1] for a in manifest_args() if a.startswith("--metrics-address=")]
+    assert address, "the manifest gives volplugd no --metrics-address"
+    with urllib.request.urlopen("http://%s%s" % (address[0], path), timeout=10) as r:
+        return r.read().decode()
+
+
 def lifecycle(ctr, bundle, runtime_note):
     sock = bundle.host_path("/var/lib/kubelet/plugins/pool.volplug.io/csi.sock")
     deadline = time.monotonic() + 30
@@ -218,6 +249,9 @@ def lifecycle(ctr, bundle, runtime_note):
         return json.loads(ctl("-o", "json", *args).stdout)
 
     assert ctl("probe").stdout == "ready: yes\n"
+    healthz = metrics_get("/healthz")
+    assert healthz == "ok\n", healthz
+    assert "volplug_pool_capacity_bytes" in metrics_get("/metrics")
     assert ctl_json("info")["name"] == "pool.volplug.io"
     info = ctl_json("node", "info")
     assert info["node_id"] == NODE, info
