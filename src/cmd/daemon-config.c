@@ -59,7 +59,7 @@ const char daemon_usage[] =
 	"\n"
 
 	"  --metrics-address HOST:PORT     serve Prometheus metrics on /metrics and readiness on\n"
-	"                                  /healthz there, e.g. 127.0.0.1:9808 (default: off)\n"
+	"                                  /healthz there, e.g. 127.0.0.1:9810 (default: off)\n"
 	"  --log-format text|json          one record per line, as text or a JSON object (text)\n"
 	"  -v, --verbosity N               log detail, as klog's -v: 0 warnings and errors, 1-3\n"
 	"                                  info, 4 debug, 5+ each request (secrets left out)\n"
