@@ -253,6 +253,14 @@ static int metrics_start(const DaemonConfig *cfg, Driver *driver, MetricsServer 
 	return 0;
 }
 
+/* Frees what run() set up, in the order it needs: the backends borrow the Flexvolume registry. */
+static void run_done(Driver *driver, Flex *flex)
+{
+	driver_done(driver);
+	backends_free(driver->backends);
+	flex_stop(flex);
+}
+
 static int run(const DaemonConfig *cfg)
 {
 	Driver driver = {
@@ -285,16 +293,14 @@ static int run(const DaemonConfig *cfg)
 	exec_registry_start(backend_is_ebs(cfg) ? ebs_state : cfg->pool);
 	r = driver_init(&driver);
 	if (r < 0) {
-		backends_free(driver.backends);
-		flex_stop(&flex);
+		run_done(&driver, &flex);
 		return 2;
 	}
 	r = mkdir_parents(cfg->socket_path, 0755);
 	if (r < 0) {
 		fprintf(stderr, "volplugd: --endpoint %s: cannot create its directory: %s\n",
 			cfg->endpoint, strerror(-r));
-		backends_free(driver.backends);
-		flex_stop(&flex);
+		run_done(&driver, &flex);
 		return 2;
 	}
 	flex_probe(&flex);
@@ -320,16 +326,14 @@ static int run(const DaemonConfig *cfg)
 			fprintf(stderr, "volplugd: --endpoint %s: cannot listen: %s\n",
 				cfg->endpoint, strerror(-r));
 		grpc_shutdown();
-		backends_free(driver.backends);
-		flex_stop(&flex);
+		run_done(&driver, &flex);
 		return r == -EADDRINUSE ? 1 : 2;
 	}
 
 	if (metrics_start(cfg, &driver, &metrics) < 0) {
 		rpc_server_free(server);
 		grpc_shutdown();
-		backends_free(driver.backends);
-		flex_stop(&flex);
+		run_done(&driver, &flex);
 		return 2;
 	}
 
@@ -344,10 +348,7 @@ static int run(const DaemonConfig *cfg)
 	rpc_server_free(server);
 	log_info("stopped");
 	grpc_shutdown();
-	driver_done(&driver);
-	/* The backends borrow the registry: they go first. */
-	backends_free(driver.backends);
-	flex_stop(&flex);
+	run_done(&driver, &flex);
 	return 0;
 }
 
