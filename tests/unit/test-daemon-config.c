@@ -40,6 +40,14 @@ int main(void)
 	is_int(c.socket_mode, 0600, "default socket mode 0600");
 	is_int(c.modify_coalesce_window, 2000000, "default window 2 s");
 	is_int(c.fs_group_policy, OWNERSHIP_ON_ROOT_MISMATCH, "default ownership policy");
+	ok(c.overprovision == 1, "default overprovision ratio 1: thick");
+	is_int(c.trim_interval, 600000000, "default trim interval 10 min");
+	daemon_config_done(&c);
+
+	is_int(parse(ARGV("--overprovision-ratio", "2.5", "--trim-interval", "0"), &c, &error), 0,
+	       "thin, never trimmed");
+	ok(c.overprovision == 2.5, "overprovision ratio 2.5");
+	is_int(c.trim_interval, 0, "trim interval 0: never");
 	daemon_config_done(&c);
 
 	is_int(parse(ARGV("--fs-group-change-policy", "always"), &c, &error), 0,
@@ -108,6 +116,13 @@ int main(void)
 		 "ending alphanumeric"},
 		{ARGV("all", "extra"), "unexpected argument 'extra'"},
 		{ARGV("--pool-capacity", "lots"), "--pool-capacity 'lots': invalid value"},
+		{ARGV("--overprovision-ratio", "0.5"), "--overprovision-ratio '0.5': out of range"},
+		{ARGV("--overprovision-ratio", "1e3"),
+		 "--overprovision-ratio '1e3': invalid value"},
+		{ARGV("--overprovision-ratio", "nan"),
+		 "--overprovision-ratio 'nan': invalid value"},
+		{ARGV("--overprovision-ratio", "2x"), "--overprovision-ratio '2x': invalid value"},
+		{ARGV("--trim-interval", "often"), "--trim-interval 'often': invalid value"},
 		{ARGV("--fs-group-change-policy", "Sometimes"),
 		 "--fs-group-change-policy 'Sometimes': invalid value"},
 

@@ -120,6 +120,7 @@ static void pool_backend_free(Backend *b)
 {
 	PoolBackend *pb = pool_of(b);
 
+	pool_trimmer_stop(pb->trimmer);
 	pool_close(pb->pool);
 	devnames_free(pb->devnames);
 	free(pb->node_id);
@@ -201,6 +202,28 @@ static void repair(PoolBackend *pb, const BackendConfig *config)
 	pool_check_report_done(&report);
 }
 
+/* The node's data path: loop devices with direct I/O where the pool's filesystem takes it (told
+ * once when it does not), and the trimmer that gives deleted files' space back. */
+static int node_data_path(PoolBackend *pb, const BackendConfig *config, char **ret_error)
+{
+	int r = pool_node_direct_io_check(pb->pool);
+	if (r < 0 && config->report) {
+		_cleanup_free_ char *m = xasprintf(
+			"pool %s: its filesystem refuses direct I/O (%s): volumes' loop devices "
+			"work buffered, their data cached twice",
+			pool_path(pb->pool), strerror(-r));
+		config->report(NULL, m, config->report_userdata);
+	}
+	if (config->trim_interval == 0)
+		return 0;
+	r = pool_trimmer_start(pb->pool, config->trim_interval, &pb->trimmer);
+	if (r < 0)
+		return fail(ret_error, r,
+			    xasprintf("pool %s: starting the trimmer failed: %s",
+				      pool_path(pb->pool), strerror(-r)));
+	return 0;
+}
+
 BACKEND_NEW(pool);
 BACKEND_NEW(pool)
 {
@@ -208,6 +231,7 @@ BACKEND_NEW(pool)
 		.path = config->pool_path,
 		.capacity = config->pool_capacity,
 		.zone = config->zone,
+		.overprovision = config->overprovision,
 	};
 	PoolBackend *pb = xnew0(PoolBackend, 1);
 	int r;
@@ -226,7 +250,9 @@ BACKEND_NEW(pool)
 		free(pb);
 		return r;
 	}
-	if ((config->roles & BACKEND_ROLE_NODE) && (r = register_node(pb, ret_error)) < 0) {
+	if ((config->roles & BACKEND_ROLE_NODE) &&
+	    ((r = register_node(pb, ret_error)) < 0 ||
+	     (r = node_data_path(pb, config, ret_error)) < 0)) {
 		pool_backend_free(&pb->base);
 		return r;
 	}

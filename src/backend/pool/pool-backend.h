@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "devnames.h"
+#include "pool-node.h"
 #include "pool.h"
 
 typedef struct PoolBackend {
@@ -15,6 +16,7 @@ typedef struct PoolBackend {
 	char *node_id;	    /* this process's node ("" when it serves no node) */
 	uint32_t max_volumes;
 	char *zone;
+	PoolTrimmer *trimmer; /* NULL: the node does not trim */
 } PoolBackend;
 
 static inline PoolBackend *pool_of(Backend *b)

@@ -69,6 +69,8 @@ static void volume_condition(PoolBackend *pb, BackendVolume *v, char *damage)
 	else if ((uint64_t)st.st_size < v->size)
 		v->condition = xasprintf("data file of volume %s is %lld bytes, %llu expected",
 					 v->id, (long long)st.st_size, (unsigned long long)v->size);
+	else if ((v->condition = pool_space_full_condition(pb->pool)))
+		; /* its writes fail where it needs new blocks */
 	else {
 		v->abnormal = false;
 		v->condition = xstrdup("volume is healthy");
@@ -205,10 +207,10 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	e = pool_volume_create(pb->pool, &spec, &method);
 	if (e == -EEXIST)
 		e = create_existing(pb, r, spec.id, ret, ret_error);
-	else if (e == -ENOSPC)
-		e = errorf(ret_error, e, "capacity_range: %llu bytes do not fit in the pool",
-			   (unsigned long long)r->size);
-	else if (e == -ENOENT)
+	else if (e == -ENOSPC) {
+		_cleanup_free_ char *why = pool_space_refusal(pb->pool, r->size);
+		e = errorf(ret_error, e, "capacity_range: %s", why);
+	} else if (e == -ENOENT)
 		e = errorf(ret_error, e, "volume_content_source: %s '%s' not found",
 			   spec.source_kind, spec.source_id);
 	else if (e == -ERANGE)
@@ -310,9 +312,11 @@ static int change_locked(Pool *pool, const BackendChange *r, BackendChanged *ret
 		v->params = next;
 	}
 	e = size > v->size ? pool_volume_grow(pool, v, size) : pool_volume_save(pool, v);
-	if (e == -ENOSPC)
-		return errorf(ret_error, e, "volume %s: %llu bytes do not fit in the pool",
-			      r->volume_id, (unsigned long long)size);
+	if (e == -ENOSPC) {
+		_cleanup_free_ char *why = pool_space_refusal(pool, size - v->size);
+		return errorf(ret_error, e, "volume %s: growing it to %llu bytes: %s", r->volume_id,
+			      (unsigned long long)size, why);
+	}
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: saving the change failed: %s", r->volume_id,
 			      strerror(-e));

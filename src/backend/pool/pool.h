@@ -35,6 +35,9 @@ typedef struct PoolConfig {
 	uint64_t capacity; /* bytes; 0: free space of the pool's filesystem at open + in use */
 	const char *zone;  /* topology zone of this pool */
 	bool existing;	   /* refuse (-ENOENT) a directory that holds no pool yet */
+	/* Volumes and snapshots may be provisioned up to capacity x this (thin provisioning
+	 * beyond 1: their data files are sparse); 0: 1, every byte provisioned is there. */
+	double overprovision;
 } PoolConfig;
 
 #define POOL_ID_MAX 32
@@ -107,9 +110,41 @@ char *pool_volume_not_found(const char *field, const char *id);
 void pool_volume_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 void pool_snapshot_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 
-/* Capacity: total and what is left after every volume's and snapshot's size, counted by every
- * process on the pool (creates in flight included). Blocks briefly on the pool lock. */
+/* Capacity: total and what is left to provision (pool_space_available()). Blocks briefly on the
+ * pool lock. */
 void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available);
+
+/* The pool's space, provisioned and real. */
+typedef struct PoolSpace {
+	uint64_t capacity;	   /* --pool-capacity, or the filesystem's free space at open plus
+				    * what the pool's files held then */
+	double overprovision;	   /* provisioned may reach capacity x this */
+	uint64_t provisioned;	   /* the sizes of every volume and snapshot, creates in flight
+				    * included, counted by every process on the pool */
+	uint64_t allocated;	   /* what their data files really hold on disk (shared extents of
+				    * reflinked copies count once per file) */
+	uint64_t fs_size, fs_free; /* the pool's filesystem: its size, what is free (f_bavail) */
+	bool full;		   /* its filesystem is full for real (pool_fs_full()) */
+} PoolSpace;
+
+/* Fills *ret: the ledger under the pool lock (blocks briefly), the data files' allocation
+ * (a stat of each), the filesystem's statvfs. On errors the figures it could not read are 0. */
+void pool_space(Pool *p, PoolSpace *ret);
+
+/* What may still be provisioned: capacity x overprovision - provisioned, and 0 while the
+ * filesystem is full for real. */
+uint64_t pool_space_available(const PoolSpace *s);
+
+/* "the pool's filesystem is full: 0 bytes free of 256 MiB; ...": why thin volumes' writes
+ * fail, for conditions and errors (malloc'ed). */
+char *pool_space_full_message(const PoolSpace *s);
+
+/* pool_space_full_message() while the filesystem is full for real, else NULL. */
+char *pool_space_full_condition(Pool *p);
+
+/* Why bytes more could not be provisioned (after -ENOSPC): the filesystem full for real, or
+ * the limit and what is provisioned (malloc'ed). */
+char *pool_space_refusal(Pool *p, uint64_t bytes);
 
 /* Volumes. All block; the per-volume ones take the volume's lock (flock, so also against
  * other processes on the same pool) for their duration. */
@@ -252,6 +287,9 @@ typedef struct PoolCheckItem {
 
 typedef struct PoolCheckReport {
 	size_t volumes, snapshots;
+	/* The data files of volumes and snapshots: their sizes, and what they hold on disk; the
+	 * pool's filesystem: its size and free space (f_bavail). */
+	uint64_t provisioned, allocated, fs_size, fs_free;
 	PoolCheckItem *items; /* the problems, repaired or not */
 	size_t n_items, repaired;
 } PoolCheckReport;
