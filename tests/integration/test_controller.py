@@ -282,6 +282,17 @@ def test_pool_capacity(ctx):
     assert capacity(d)[0] == 3 * GIB
     assert create(d, "pvc-b", 2 * GIB).capacity_bytes == 2 * GIB
 
+    # Thin provisioning, asked for: 2.5 x 3 GiB may be provisioned on the same pool.
+    d.stop()
+    d = ctx.daemon(args=["--pool-capacity", "3G", "--overprovision-ratio", "2.5"], pool=d.pool,
+                   name="thin")
+    assert capacity(d) == (7 * GIB + GIB // 2 - 2 * GIB, 7 * GIB + GIB // 2 - 2 * GIB, MIB)
+    assert create(d, "pvc-c", 5 * GIB).capacity_bytes == 5 * GIB
+    e = d.expect_error(EXHAUSTED, "CreateVolume", create_req("pvc-d", GIB), match="capacity_range")
+    assert e.details() == ("capacity_range: 1073741824 bytes do not fit in the pool: 7516192768 "
+                           "of 8053063680 bytes are provisioned (capacity 3221225472 x "
+                           "overprovision ratio 2.5)"), e.details()
+
 
 # Concurrency, ABORTED and timeouts
 
