@@ -346,6 +346,9 @@ def test_mkfs_options_from_storage_class(ctx):
         sb = tool("dumpe2fs", "-h", v.device())
         assert re.search(r"^Block size:\s+1024$", sb, re.M), sb
         assert re.search(r"^Inode size:\s+256$", sb, re.M), sb
+        # 1 KiB blocks need a device whose blocks are no larger: it has them, and direct I/O.
+        assert loop_attr(v.device(), "queue/logical_block_size") == "1024"
+        assert loop_attr(v.device(), "loop/dio") == "1"
         inodes = int(re.search(r"^Inode count:\s+(\d+)$", sb, re.M).group(1))
         assert abs(inodes - v.size // 8192) <= v.size // 8192 // 10, (inodes, v.size)
     finally:
@@ -616,8 +619,8 @@ def test_ext4_grown_while_unstaged_grows_at_stage(ctx):
         blocks = int(re.search(r"^Block count:\s+(\d+)$", sb, re.M).group(1))
         bsize = int(re.search(r"^Block size:\s+(\d+)$", sb, re.M).group(1))
         assert blocks * bsize == 128 * MiB, (blocks, bsize)
-        # 1 KiB blocks need a device whose blocks are no larger: it has them, and direct I/O.
-        assert loop_attr(v.device(), "queue/logical_block_size") == "1024"
+        # Staged again, its device is given the blocks the filesystem was made with.
+        assert loop_attr(v.device(), "queue/logical_block_size") == str(bsize)
         assert loop_attr(v.device(), "loop/dio") == "1"
     finally:
         safely(v.teardown)
