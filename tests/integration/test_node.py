@@ -191,6 +191,12 @@ def write_direct(path, size):
         os.close(fd)
 
 
+def pool_space(d):
+    """What volplugctl pool check says the pool's volumes are provisioned and really hold."""
+    report = d.ctl_json("pool", "check", d.pool)
+    return report["provisioned_bytes"], report["allocated_bytes"]
+
+
 def condition(d, vid, path):
     stats = to_dict(d.call("NodeGetVolumeStats", volume_id=vid, volume_path=path))
     return stats["volume_condition"]
@@ -740,8 +746,21 @@ def test_volumes_staged_before_direct_io_keep_working(ctx):
 @node_test
 def test_deleted_files_give_their_space_back(ctx):
     d = ctx.daemon(args=["--trim-interval", "1s"])
+    made = []
+
+    def assert_pool_space():
+        """pool check says every volume's size and what their data files hold (read again
+        when the trimmer changed them meanwhile)."""
+        for _ in range(3):
+            want = sum(v.size for v in made), sum(allocated(v.data) for v in made)
+            got = pool_space(d)
+            if want == (sum(v.size for v in made), sum(allocated(v.data) for v in made)):
+                break
+        assert got == want, (got, want)
+
     for fs, size in (("ext4", 256 * MiB), ("xfs", XFS_MIN)):
         v = Vol(ctx, d, "trim-" + fs, size, mount_cap(fs))
+        made.append(v)
         try:
             v.stage()
             target = v.publish()
@@ -749,6 +768,7 @@ def test_deleted_files_give_their_space_back(ctx):
             assert write_direct(os.path.join(target, "big"), 64 * MiB) == 0
             full = allocated(v.data)
             assert full >= before + 60 * MiB, (before, full)
+            assert_pool_space()
             os.remove(os.path.join(target, "big"))
             os.sync()  # the deletion committed; the trimmer does the rest within its period
             t0 = time.monotonic()
@@ -756,6 +776,7 @@ def test_deleted_files_give_their_space_back(ctx):
                      what="the data file of %s volume to shrink (%d bytes)" % (fs, allocated(v.data)))
             took = time.monotonic() - t0
             assert took < 5, "space back after %.1f s" % took
+            assert_pool_space()
         finally:
             safely(v.teardown)
 
@@ -783,6 +804,35 @@ def test_pool_refusing_direct_io_works_buffered(ctx):
             safely(v.teardown)
     finally:
         safely(*([d.stop] if d else []), lambda: tool("umount", ramfs))
+
+
+@node_test
+def test_pool_on_tmpfs_says_what_its_devices_got(ctx):
+    """tmpfs takes direct I/O since Linux 6.6 and refused it before: whichever the kernel does,
+    the warning at start and the volume's condition say what sysfs says the device got."""
+    tmpfs = os.path.join(ctx.tmp, "tmpfs")
+    os.makedirs(tmpfs)
+    tool("mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", tmpfs)
+    d = None
+    try:
+        d = ctx.daemon(pool=os.path.join(tmpfs, "pool"))
+        v = Vol(ctx, d, "on-tmpfs", 64 * MiB)
+        try:
+            v.stage()
+            direct = loop_attr(v.device(), "loop/dio") == "1"
+            warned = [line for line in d.logs().splitlines() if "refuses direct I/O" in line]
+            assert len(warned) == (0 if direct else 1), (direct, d.logs())
+            target = v.publish()
+            digest = write_random(os.path.join(target, "f"))
+            assert sha_of(os.path.join(target, "f")) == digest
+            cond = condition(d, v.id, target)
+            assert cond.get("abnormal", False) is False, cond
+            assert ("without direct I/O" in cond["message"]) == (not direct), (direct, cond)
+        finally:
+            safely(v.teardown)
+        return "direct I/O on tmpfs: %s" % ("yes" if direct else "no, buffered")
+    finally:
+        safely(*([d.stop] if d else []), lambda: tool("umount", tmpfs))
 
 
 @node_test
@@ -1168,6 +1218,7 @@ if __name__ == "__main__":
          test_volume_stats_and_condition, test_loop_devices_pass_direct_io,
          test_volumes_staged_before_direct_io_keep_working,
          test_deleted_files_give_their_space_back, test_pool_refusing_direct_io_works_buffered,
+         test_pool_on_tmpfs_says_what_its_devices_got,
          test_full_pool_under_a_thin_volume,
          test_node_info_and_capabilities,
          test_kill9_mid_stage_and_mid_publish, test_kill9_during_mkfs_leaves_no_mkfs,
