@@ -271,7 +271,10 @@ def test_pool_capacity(ctx):
     e = d.expect_error(EXHAUSTED, "CreateVolume", create_req("pvc-b", 2 * GIB), match="capacity_range")
     assert "do not fit" in e.details(), e.details()
     assert listdir(d.pool, "volumes") == [a.volume_id] and listdir(d.pool, "tmp") == []
-    d.expect_error(EXHAUSTED, "CreateSnapshot", name="snap-a", source_volume_id=a.volume_id)
+    e = d.expect_error(EXHAUSTED, "CreateSnapshot", name="snap-a", source_volume_id=a.volume_id)
+    assert e.details() == ("snapshot 'snap-a' of volume %s failed: 2147483648 bytes do not fit "
+                           "in the pool: 2147483648 of 3221225472 bytes are provisioned "
+                           "(capacity 3221225472 x overprovision ratio 1)" % a.volume_id), e.details()
     assert capacity(d) == (GIB, GIB, MIB), "a failed create reserves nothing"
 
     # The numbers come from the pool itself: a restarted daemon sees the same.

@@ -850,7 +850,7 @@ def test_full_pool_under_a_thin_volume(ctx):
     d = None
     try:
         d = ctx.daemon(pool=os.path.join(mnt, "pool"),
-                       args=["--overprovision-ratio", "4", "--trim-interval", "1s"])
+                       args=["--overprovision-ratio", "4", "--trim-interval", "1s"] + FAST)
         v = Vol(ctx, d, "thin", 256 * MiB)  # larger than the pool's whole filesystem
         other = d.call("CreateVolume", name="bystander", capacity_range={"required_bytes": 8 * MiB},
                        volume_capabilities=[mount_cap()]).volume.volume_id
@@ -872,6 +872,14 @@ def test_full_pool_under_a_thin_volume(ctx):
                            capacity_range={"required_bytes": 8 * MiB},
                            volume_capabilities=[mount_cap()],
                            match="capacity_range: the pool's filesystem is full: ")
+            d.expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "CreateSnapshot", name="snap",
+                           source_volume_id=other,
+                           match="snapshot 'snap' of volume %s failed: the pool's filesystem "
+                                 "is full: " % other)
+            d.expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "ControllerExpandVolume",
+                           volume_id=other, capacity_range={"required_bytes": 16 * MiB},
+                           match="volume %s: growing it to 16777216 bytes: the pool's "
+                                 "filesystem is full: " % other)
             assert d.call("GetCapacity").available_capacity == 0
         finally:
             safely(v.teardown)
