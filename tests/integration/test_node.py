@@ -868,6 +868,11 @@ def test_full_pool_under_a_thin_volume(ctx):
                 got = to_dict(d.call("ControllerGetVolume", volume_id=vid))["status"]
                 c = got["volume_condition"]
                 assert c.get("abnormal") is True and "the pool's filesystem is full" in c["message"], got
+            listed = to_dict(d.call("ListVolumes"))["entries"]
+            assert sorted(e["volume"]["volume_id"] for e in listed) == sorted([v.id, other]), listed
+            for e in listed:
+                c = e["status"]["volume_condition"]
+                assert c.get("abnormal") is True and "the pool's filesystem is full" in c["message"], e
             d.expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "CreateVolume", name="more",
                            capacity_range={"required_bytes": 8 * MiB},
                            volume_capabilities=[mount_cap()],

@@ -52,8 +52,8 @@ static void volume_to_backend(PoolBackend *pb, const PoolVolume *v, BackendVolum
 }
 
 /* Its condition: its record sound (else damage says what is wrong; taken), its data file
- * there and as large as recorded. */
-static void volume_condition(PoolBackend *pb, BackendVolume *v, char *damage)
+ * there and as large as recorded, the pool's filesystem not full (else full says so). */
+static void volume_condition(PoolBackend *pb, BackendVolume *v, char *damage, const char *full)
 {
 	_cleanup_free_ char *path = pool_volume_data_path(pb->pool, v->id);
 	struct stat st;
@@ -69,16 +69,18 @@ static void volume_condition(PoolBackend *pb, BackendVolume *v, char *damage)
 	else if ((uint64_t)st.st_size < v->size)
 		v->condition = xasprintf("data file of volume %s is %lld bytes, %llu expected",
 					 v->id, (long long)st.st_size, (unsigned long long)v->size);
-	else if ((v->condition = pool_space_full_condition(pb->pool)))
-		; /* its writes fail where it needs new blocks */
+	else if (full)
+		v->condition = xstrdup(full); /* its writes fail where it needs new blocks */
 	else {
 		v->abnormal = false;
 		v->condition = xstrdup("volume is healthy");
 	}
 }
 
-/* A volume with its status, damaged or not: -ENOENT when there is none. */
-static int volume_get(PoolBackend *pb, const char *id, BackendVolume *ret)
+/* A volume with its status, damaged or not: -ENOENT when there is none. full: the pool's
+ * pool_space_full_condition(), worked out once for all the volumes of a list (it stats every
+ * data file). */
+static int volume_get(PoolBackend *pb, const char *id, const char *full, BackendVolume *ret)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	char *damage = NULL;
@@ -87,13 +89,15 @@ static int volume_get(PoolBackend *pb, const char *id, BackendVolume *ret)
 	if (e < 0)
 		return e;
 	volume_to_backend(pb, v, ret);
-	volume_condition(pb, ret, damage);
+	volume_condition(pb, ret, damage, full);
 	return 0;
 }
 
 int pool_backend_get_volume(Backend *b, const BackendRef *r, BackendVolume *ret, char **ret_error)
 {
-	if (volume_get(pool_of(b), r->id, ret) < 0) {
+	_cleanup_free_ char *full = pool_space_full_condition(pool_of(b)->pool);
+
+	if (volume_get(pool_of(b), r->id, full, ret) < 0) {
 		*ret_error = pool_volume_not_found("volume_id", r->id);
 		return -ENOENT;
 	}
@@ -116,9 +120,10 @@ int pool_backend_list_volumes(Backend *b, const BackendListRequest *r, BackendVo
 		return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
 	size_t i = pool_page_start(ids, n, r->starting_token);
 	size_t max = r->max_entries ?: POOL_LIST_MAX_DEFAULT;
+	_cleanup_free_ char *full = pool_space_full_condition(pb->pool);
 	l.volumes = xnew0(BackendVolume, MIN(max, n - i));
 	for (; i < n && l.n_volumes < max; i++)
-		if (volume_get(pb, ids[i], &l.volumes[l.n_volumes]) == 0)
+		if (volume_get(pb, ids[i], full, &l.volumes[l.n_volumes]) == 0)
 			l.n_volumes++; /* else deleted while we listed */
 	if (i < n)
 		l.next_token = xstrdup(ids[i]);
