@@ -17,7 +17,8 @@ stop_pid() {
 
 # Daemons first (they hold the pools), then every mount and loop device under BENCH_TMP.
 bench_cleanup() {
-	set +e # something already gone must not stop the clean-up
+	set +e # something already gone must not stop the clean-up, nor be reported
+	trap - ERR
 	# start_* run inside $(...): their pids come back through a file, not the array.
 	[ -f "$BENCH_TMP/pids" ] && mapfile -t -O "${#BENCH_PIDS[@]}" BENCH_PIDS <"$BENCH_TMP/pids"
 	for p in "${BENCH_PIDS[@]}"; do stop_pid "$p"; done

@@ -441,6 +441,8 @@ typedef struct BackendConfig {
 	const Strmap *topology_labels; /* the operator's own segment keys; NULL: none */
 	const char *pool_path;
 	uint64_t pool_capacity;	   /* 0: what the filesystem has */
+	double overprovision;	   /* the pool may provision capacity x this; 0: 1 */
+	usec_t trim_interval;	   /* how often the node trims its staged pool volumes; 0: never */
 	struct FlexRegistry *flex; /* Flexvolume drivers; NULL: Flexvolume off */
 	const struct FlexCallConfig *flex_call;
 	BackendReportFunc report; /* NULL: nobody is told */

@@ -573,12 +573,17 @@ static int stage_find(const BackendStage *r, Use *u, BlockDevice *ret, char **re
 	return 0;
 }
 
-/* The device for the stage: made present, or waited for. */
-static int stage_get(const BackendStage *r, Use *u, BlockDevice *dev, char **ret_error)
+/* Raw block volumes keep the sectors block devices had before the node service chose larger
+ * ones for filesystems: what their users wrote may depend on them. */
+#define RAW_BLOCK_SIZE 512
+
+/* The device for the stage: made present, or waited for. block_size_max: see BlockNodeOps. */
+static int stage_get(const BackendStage *r, Use *u, uint32_t block_size_max, BlockDevice *dev,
+		     char **ret_error)
 {
 	block_device_done(dev);
-	int e = u->n->ops->device_get(u->n->userdata, r->volume_id, r->publish_context, dev,
-				      ret_error);
+	int e = u->n->ops->device_get(u->n->userdata, r->volume_id, r->publish_context,
+				      block_size_max, dev, ret_error);
 	return e < 0 ? e : use_set_device(u, dev, ret_error);
 }
 
@@ -603,7 +608,7 @@ static int stage_block(const BackendStage *r, Use *u, char **ret_error)
 	use_set_staging(u, &t, true, NULL);
 	if ((e = use_save(u, ret_error)) < 0)
 		return e;
-	if ((e = stage_get(r, u, &dev, ret_error)) < 0)
+	if ((e = stage_get(r, u, RAW_BLOCK_SIZE, &dev, ret_error)) < 0)
 		return stage_undo(u, &dev, NULL, NULL, e);
 	return 0;
 }
@@ -654,7 +659,8 @@ static int stage_fs(const BackendStage *r, const BlockfsMkfsOptions *mkfs, Use *
 	use_set_staging(u, &t, false, r->access.fstype);
 	if ((e = use_save(u, ret_error)) < 0)
 		return stage_undo(u, &dev, pin, &t, e);
-	if ((e = stage_get(r, u, &dev, ret_error)) < 0 ||
+	/* A filesystem asked for with blocks smaller than the device's would not be made. */
+	if ((e = stage_get(r, u, mkfs ? mkfs->block_size : 0, &dev, ret_error)) < 0 ||
 	    (e = stage_prepare_fs(r, mkfs, &dev, ret_error)) < 0 ||
 	    (e = stage_mount(r, &dev, pin, &t, ret_error)) < 0)
 		return stage_undo(u, &dev, pin, &t, e);
@@ -1050,6 +1056,25 @@ static bool use_recorded(const BlockNode *n, const char *id, const char *path)
 	return found;
 }
 
+/* Adds what the backend says about the device's way to its storage to the condition: first
+ * when it is abnormal, else after it. */
+static void stats_add_device_condition(const BlockNode *n, const char *id, const BlockDevice *d,
+				       BackendStats *s)
+{
+	bool abnormal = false;
+
+	if (!n->ops->device_condition)
+		return;
+	_cleanup_free_ char *m = n->ops->device_condition(n->userdata, id, d, &abnormal);
+	if (!m)
+		return;
+	char *c = abnormal ? xasprintf("%s; %s", m, s->condition)
+			   : xasprintf("%s; %s", s->condition, m);
+	free(s->condition);
+	s->condition = c;
+	s->abnormal = s->abnormal || abnormal;
+}
+
 int blocknode_stats(const BlockNode *n, const char *id, const char *volume_path, BackendStats *ret,
 		    char **ret_error)
 {
@@ -1074,6 +1099,7 @@ int blocknode_stats(const BlockNode *n, const char *id, const char *volume_path,
 		ret->abnormal = e < 0;
 		ret->condition =
 			xstrdup(e < 0 ? "the device cannot be read" : "device is attached");
+		stats_add_device_condition(n, id, &dev, ret);
 		return 0;
 	}
 	if (!is_volume_fs(&o, &dev)) {
@@ -1097,5 +1123,47 @@ int blocknode_stats(const BlockNode *n, const char *id, const char *volume_path,
 	ret->abnormal = fs_ro;
 	ret->condition = xstrdup(fs_ro ? "the filesystem turned read-only (errors?)"
 				       : "volume is mounted and writable");
+	stats_add_device_condition(n, id, &dev, ret);
 	return 0;
+}
+
+/* ---- trimming ---- */
+
+/* Opens the root of the mount at target read-only, proved to be the filesystem on dev. */
+static int trim_open(const char *target, const BlockDevice *dev)
+{
+	_cleanup_(pinned_path_done) PinnedPath pin = PINNED_PATH_NULL;
+	struct stat st;
+
+	int r = pinned_path_open(target, &pin);
+	if (r < 0)
+		return r;
+	int fd = pinned_path_open_object(&pin, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0 || st.st_dev != dev->rdev) {
+		close(fd);
+		return -EBUSY; /* replaced since the mount table was read */
+	}
+	return fd;
+}
+
+int blocknode_trim(const BlockNode *n, const char *id, uint64_t *ret_trimmed)
+{
+	_cleanup_(use_end) Use u = USE_NULL;
+	_cleanup_(block_device_done) BlockDevice dev = {};
+	_cleanup_(mount_info_done) MountInfo mi = {};
+	_cleanup_free_ char *ignored = NULL;
+	int e;
+
+	if ((e = use_begin(n, id, &u, &ignored)) < 0)
+		return e;
+	if ((e = device_find(n, id, &dev)) < 0)
+		return e;
+	if (mount_find_by_devno(dev.rdev, &mi) < 0 || mi.fs_read_only)
+		return -ENOENT;
+	_cleanup_close_ int fd = trim_open(mi.target, &dev);
+	if (fd < 0)
+		return fd;
+	return blockfs_trim_fd(fd, ret_trimmed);
 }

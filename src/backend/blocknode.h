@@ -45,16 +45,25 @@ typedef struct BlockNodeOps {
 	int (*device_find)(void *userdata, const char *id, const Strmap *publish_context,
 			   BlockDevice *ret);
 	/* The volume's device for a stage, made present when the backend does that (the pool
-	 * attaches a loop device: .attached_now), else waited for. 0, or a negative errno with
-	 * *ret_error. Blocks. */
+	 * attaches a loop device: .attached_now), else waited for. block_size_max: the largest
+	 * logical block size what the stage makes allows (a filesystem asked for with smaller
+	 * blocks; 512 for raw block volumes, whose users may rely on the 512-byte sectors they
+	 * always had), 0: any; a backend that chooses its devices' block size stays at or below
+	 * it. 0, or a negative errno with *ret_error. Blocks. */
 	int (*device_get)(void *userdata, const char *id, const Strmap *publish_context,
-			  BlockDevice *ret, char **ret_error);
+			  uint32_t block_size_max, BlockDevice *ret, char **ret_error);
 	/* Gives the device up once nothing of the volume is mounted (the pool detaches its loop
 	 * device): 0, -EBUSY while it is in use. NULL: the device stays, as EC2 attached it. */
 	int (*device_release)(void *userdata, const BlockDevice *d);
 	/* The device's size in bytes; refresh: after the volume grew, make the device see it
 	 * first where the backend has to. */
 	int (*device_size)(void *userdata, const BlockDevice *d, bool refresh, uint64_t *ret);
+	/* What the volume's condition must say about the way to its storage beyond what its
+	 * filesystem shows (the pool: its filesystem full for real, a loop device without
+	 * direct I/O): a message (malloc'ed) and *ret_abnormal; NULL: nothing to say. NULL
+	 * operation: never anything. */
+	char *(*device_condition)(void *userdata, const char *id, const BlockDevice *d,
+				  bool *ret_abnormal);
 
 	/* Whether the volume exists as far as this machine can tell (NodeExpandVolume and
 	 * NodeGetVolumeStats answer NOT_FOUND otherwise). */
@@ -118,6 +127,13 @@ int blocknode_unpublish(const BlockNode *n, const char *volume_id, const char *t
  * (this volume's) grows to fill it. required/limit 0: none. *ret_size: the device's size. */
 int blocknode_expand(const BlockNode *n, const char *volume_id, const char *volume_path,
 		     uint64_t required, uint64_t limit, uint64_t *ret_size, char **ret_error);
+
+/* Trims the mounted filesystem of the volume (blockfs_trim_fd()) so its device gives the
+ * space of deleted files back, under the volume's node lock (a stage or unstage waits for it):
+ * the mount is found by the device's number and proved the volume's through the fd trimmed.
+ * *ret_trimmed: the bytes the filesystem trimmed. -ENODEV when the volume has no device here,
+ * -ENOENT when no filesystem of it is mounted writable. Blocks. */
+int blocknode_trim(const BlockNode *n, const char *volume_id, uint64_t *ret_trimmed);
 
 /* NodeGetVolumeStats of the volume at volume_path (this volume's, else -ENOENT). */
 int blocknode_stats(const BlockNode *n, const char *volume_id, const char *volume_path,

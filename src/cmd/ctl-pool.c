@@ -10,6 +10,7 @@
 #include "flex-records.h"
 #include "pool.h"
 
+#define MIB (1024ULL * 1024ULL)
 #define POOL_USAGE "usage: volplugctl pool check [--repair] POOL_DIR"
 
 static int check(const char *dir, bool repair, PoolCheckReport *ret)
@@ -71,6 +72,10 @@ static void print_json(Ctl *ctl, const PoolCheckReport *report, const FlexRecord
 	json_object_set_new(o, "volumes", json_integer((json_int_t)report->volumes));
 	json_object_set_new(o, "snapshots", json_integer((json_int_t)report->snapshots));
 	json_object_set_new(o, "flex_records", json_integer((json_int_t)flex->records));
+	json_object_set_new(o, "provisioned_bytes", json_integer((json_int_t)report->provisioned));
+	json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)report->allocated));
+	json_object_set_new(o, "filesystem_bytes", json_integer((json_int_t)report->fs_size));
+	json_object_set_new(o, "filesystem_free_bytes", json_integer((json_int_t)report->fs_free));
 	json_object_set_new(o, "problems", list);
 	if (repair)
 		json_object_set_new(o, "repaired", json_integer((json_int_t)report->repaired));
@@ -86,6 +91,12 @@ static void print_text(const PoolCheckReport *report, const FlexRecordsReport *f
 		       it->repair ?: "");
 	}
 	fputs(flex->text ?: "", stdout);
+	printf("%llu MiB provisioned, %llu MiB allocated; the pool's filesystem: %llu MiB free of "
+	       "%llu MiB\n",
+	       (unsigned long long)(report->provisioned / MIB),
+	       (unsigned long long)(report->allocated / MIB),
+	       (unsigned long long)(report->fs_free / MIB),
+	       (unsigned long long)(report->fs_size / MIB));
 	printf("%zu volumes, %zu snapshots, %zu Flexvolume records, %zu problems", report->volumes,
 	       report->snapshots, flex->records, report->n_items + flex->problems);
 	if (repair)

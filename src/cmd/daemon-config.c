@@ -23,6 +23,11 @@ const char daemon_usage[] =
 	"  --driver-name NAME              CSI driver name (default pool.volplug.io)\n"
 	"  --pool DIR                      pool directory (default /var/lib/volplug/pool)\n"
 	"  --pool-capacity SIZE            capacity of the pool, e.g. 100G (default: free space)\n"
+	"  --overprovision-ratio R         provision volumes up to R x the capacity, 1-100 (thin\n"
+	"                                  provisioning beyond 1; default 1)\n"
+	"  --trim-interval TIME            how often the node gives the space of files deleted\n"
+	"                                  in staged volumes back to the pool (default 10m; 0:\n"
+	"                                  never)\n"
 	"  --zone ZONE                     topology zone (default local)\n"
 	"  --topology-label KEY=VALUE      one more key of this node's topology segment, beside\n"
 	"                                  topology.volplug.io/node and .../zone; repeatable\n"
@@ -74,6 +79,8 @@ enum {
 	OPT_DRIVER_NAME,
 	OPT_POOL,
 	OPT_POOL_CAPACITY,
+	OPT_OVERPROVISION,
+	OPT_TRIM_INTERVAL,
 	OPT_ZONE,
 	OPT_TOPOLOGY_LABEL,
 	OPT_DISTRIBUTED,
@@ -103,6 +110,8 @@ static const struct option options[] = {
 	{"driver-name", required_argument, NULL, OPT_DRIVER_NAME},
 	{"pool", required_argument, NULL, OPT_POOL},
 	{"pool-capacity", required_argument, NULL, OPT_POOL_CAPACITY},
+	{"overprovision-ratio", required_argument, NULL, OPT_OVERPROVISION},
+	{"trim-interval", required_argument, NULL, OPT_TRIM_INTERVAL},
 	{"zone", required_argument, NULL, OPT_ZONE},
 	{"topology-label", required_argument, NULL, OPT_TOPOLOGY_LABEL},
 	{"distributed", no_argument, NULL, OPT_DISTRIBUTED},
@@ -148,6 +157,8 @@ static void config_defaults(DaemonConfig *c)
 
 		.shutdown_grace = 30 * USEC_PER_SEC,
 		.device_wait = 10 * USEC_PER_SEC,
+		.overprovision = 1,
+		.trim_interval = 10 * 60 * USEC_PER_SEC,
 	};
 	gethostname(host, sizeof(host) - 1);
 	set_string(&c->endpoint, "unix:///run/volplug/csi.sock");
@@ -212,6 +223,23 @@ static int topology_label_apply(DaemonConfig *c, const char *arg, char **ret_err
 	return 0;
 }
 
+/* An overprovision ratio: a plain decimal number from 1 to 100 ("1.5"). */
+static int parse_ratio(const char *s, double *ret)
+{
+	char *end;
+
+	if (!*s || strchr(s, 'x') || strchr(s, 'X') || strchr(s, 'e') || strchr(s, 'E'))
+		return -EINVAL; /* no hex floats, no exponents, no "inf" */
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno != 0 || *end || v != v)
+		return -EINVAL;
+	if (v < 1 || v > 100)
+		return -ERANGE;
+	*ret = v;
+	return 0;
+}
+
 /* "TIME" sets every command's deadline, "COMMAND=TIME" one command's. */
 static int flex_timeout_apply(DaemonConfig *c, const char *arg, char **ret_error)
 {
@@ -272,6 +300,12 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 		break;
 	case OPT_POOL_CAPACITY:
 		r = parse_size(arg, &c->pool_capacity);
+		break;
+	case OPT_OVERPROVISION:
+		r = parse_ratio(arg, &c->overprovision);
+		break;
+	case OPT_TRIM_INTERVAL:
+		r = parse_duration(arg, &c->trim_interval);
 		break;
 	case OPT_ZONE:
 		if (!*arg)

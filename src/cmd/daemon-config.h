@@ -20,6 +20,8 @@ typedef struct DaemonConfig {
 	bool node_id_set, zone_set, max_volumes_set; /* given on the command line */
 	char *pool;
 	uint64_t pool_capacity;
+	double overprovision; /* the pool provisions up to capacity x this */
+	usec_t trim_interval; /* 0: the node never trims */
 	char *zone;
 	Strmap topology_labels; /* --topology-label KEY=VALUE */
 	bool distributed;

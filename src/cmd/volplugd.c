@@ -191,6 +191,8 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		.topology_labels = &cfg->topology_labels,
 		.pool_path = cfg->pool,
 		.pool_capacity = cfg->pool_capacity,
+		.overprovision = cfg->overprovision,
+		.trim_interval = cfg->trim_interval,
 		.flex = flex->registry,
 		.flex_call = &flex->call,
 		.node_id_set = cfg->node_id_set,

@@ -126,12 +126,13 @@ static int run_tool_ok(const char *tool, const char *const *args, usec_t timeout
 	return r;
 }
 
-int blockfs_probe(const char *dev, char **ret_fstype)
-{
-	const char *v;
+#define PROBE_BLANK 1
+#define PROBE_AMBIVALENT 2
 
-	if (!dev || !ret_fstype)
-		return -EINVAL;
+/* Probes dev for superblocks and partition tables: 0 with *ret (a probe that found exactly
+ * one), PROBE_BLANK, PROBE_AMBIVALENT when signatures conflict, or a negative errno. */
+static int probe(const char *dev, blkid_probe *ret)
+{
 	errno = 0;
 	_cleanup_(blkid_free_probep) blkid_probe pr = blkid_new_probe_from_filename(dev);
 	if (!pr)
@@ -144,22 +145,58 @@ int blockfs_probe(const char *dev, char **ret_fstype)
 
 	errno = 0;
 	int r = blkid_do_safeprobe(pr);
-	if (r == 1) {
-		*ret_fstype = xstrdup("");
-		return 0;
-	}
-	if (r == -2) {
-		*ret_fstype = xstrdup(BLOCKFS_AMBIVALENT);
-		return 0;
-	}
+	if (r == 1)
+		return PROBE_BLANK;
+	if (r == -2)
+		return PROBE_AMBIVALENT;
 	if (r < 0)
 		return errno > 0 ? -errno : -EIO;
+	*ret = TAKE_PTR(pr);
+	return 0;
+}
+
+int blockfs_probe(const char *dev, char **ret_fstype)
+{
+	_cleanup_(blkid_free_probep) blkid_probe pr = NULL;
+	const char *v;
+
+	if (!dev || !ret_fstype)
+		return -EINVAL;
+	int r = probe(dev, &pr);
+	if (r < 0)
+		return r;
+	if (r > 0) {
+		*ret_fstype = xstrdup(r == PROBE_BLANK ? "" : BLOCKFS_AMBIVALENT);
+		return 0;
+	}
 	if (blkid_probe_lookup_value(pr, "TYPE", &v, NULL) == 0 && v && *v)
 		*ret_fstype = xstrdup(v);
 	else if (blkid_probe_lookup_value(pr, "PTTYPE", &v, NULL) == 0 && v && *v)
 		*ret_fstype = xasprintf(BLOCKFS_PTTYPE_PREFIX "%s", v);
 	else
 		*ret_fstype = xstrdup(BLOCKFS_AMBIVALENT); /* found something without a name */
+	return 0;
+}
+
+int blockfs_probe_block_size(const char *path, uint32_t *ret)
+{
+	_cleanup_(blkid_free_probep) blkid_probe pr = NULL;
+	const char *v;
+	char *end;
+
+	if (!path || !ret)
+		return -EINVAL;
+	int r = probe(path, &pr);
+	if (r < 0)
+		return r;
+	unsigned long size = 0;
+	if (r == 0 && blkid_probe_lookup_value(pr, "BLOCK_SIZE", &v, NULL) == 0 && v) {
+		errno = 0;
+		size = strtoul(v, &end, 10);
+		if (errno || end == v || *end || size > UINT32_MAX)
+			size = 0;
+	}
+	*ret = (uint32_t)size;
 	return 0;
 }
 
@@ -464,5 +501,16 @@ int blockfs_stats_fd(int fd, BlockfsStats *ret)
 		.inodes_free = sv.f_ffree,
 		.read_only = sv.f_flag & ST_RDONLY,
 	};
+	return 0;
+}
+
+int blockfs_trim_fd(int fd, uint64_t *ret_trimmed)
+{
+	struct fstrim_range range = {.start = 0, .len = UINT64_MAX, .minlen = 0};
+
+	if (ioctl(fd, FITRIM, &range) < 0)
+		return negative_errno();
+	if (ret_trimmed)
+		*ret_trimmed = range.len;
 	return 0;
 }

@@ -30,6 +30,12 @@
  * itself is destroyed cannot be seen by anyone and reads as blank. Blocks (reads dev). */
 int blockfs_probe(const char *dev, char **ret_fstype);
 
+/* The smallest unit the filesystem on path (a device, or a regular file holding an image)
+ * reads and writes, as its superblock says (libblkid's BLOCK_SIZE: ext's block size, xfs's
+ * sector size): a device under it must not have larger logical blocks. 0 when path is blank
+ * or holds nothing that names one. Blocks (reads path). */
+int blockfs_probe_block_size(const char *path, uint32_t *ret);
+
 /* mkfs options; 0 / false means the tool's default. */
 typedef struct BlockfsMkfsOptions {
 	uint32_t block_size;	    /* ext -b, xfs -b size= */
@@ -88,3 +94,11 @@ typedef struct BlockfsStats {
 int blockfs_stats(const char *mount_path, BlockfsStats *ret);
 /* The same through an fd of the mounted filesystem (O_PATH is fine). */
 int blockfs_stats_fd(int fd, BlockfsStats *ret);
+
+/* Tells the device under the mounted filesystem of fd (not O_PATH) which of its blocks are
+ * free (FITRIM over the whole filesystem), so a thin device gives their space back: a loop
+ * device punches holes in its backing file. *ret_trimmed (may be NULL): the bytes the
+ * filesystem trimmed (ext4 skips groups it trimmed before and freed nothing in since).
+ * -EOPNOTSUPP when the device cannot discard, -EROFS on a read-only mount. Blocks (for as
+ * long as the filesystem takes). */
+int blockfs_trim_fd(int fd, uint64_t *ret_trimmed);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 
@@ -26,6 +27,10 @@
 #define LOOP_CONTROL_MAJOR 10
 #define LOOP_CONTROL_MINOR 237
 #define DELETED_SUFFIX " (deleted)"
+#define SECTOR_SIZE 512
+/* What filesystems made on a device use at most: a larger logical block size would refuse
+ * them (ext4 and xfs blocks are at most the page size). */
+#define BLOCK_SIZE_MAX 4096
 
 static void sleep_usec(usec_t u)
 {
@@ -184,8 +189,15 @@ static int loop_get_info_by_number(unsigned n, LoopInfo *ret)
 		goto fail;
 	info.autoclear = v != 0;
 	if ((r = sysfs_read_u64(n, "loop/offset", &info.offset)) < 0 ||
-	    (r = sysfs_read_u64(n, "loop/sizelimit", &info.size_limit)) < 0)
+	    (r = sysfs_read_u64(n, "loop/sizelimit", &info.size_limit)) < 0 ||
+	    (r = sysfs_read_u64(n, "queue/logical_block_size", &v)) < 0)
 		goto fail;
+	info.block_size = (uint32_t)v;
+	/* loop/dio is missing before Linux 4.4, which had no direct I/O for loop devices. */
+	r = sysfs_read_u64(n, "loop/dio", &v);
+	if (r < 0 && r != -ENOENT)
+		goto fail;
+	info.direct_io = r == 0 && v != 0;
 	info.devpath = xasprintf("/dev/loop%u", n);
 	*ret = info;
 	return 0;
@@ -204,11 +216,35 @@ int loop_get_info(const char *devpath, LoopInfo *ret)
 	return loop_get_info_by_number(n, ret);
 }
 
-static int configure(int loop_fd, int file_fd, bool read_only, const char *name)
+/* Kernels before 5.8 have no LOOP_CONFIGURE: bind, then set what was asked for one ioctl at a
+ * time, each allowed to fail (the device then stays buffered, or at 512-byte blocks).
+ * Read-only follows from file_fd's open mode. */
+static int configure_by_steps(int loop_fd, int file_fd, const struct loop_config *config)
+{
+	if (ioctl(loop_fd, LOOP_SET_FD, file_fd) < 0)
+		return negative_errno();
+	struct loop_info64 info = config->info;
+	info.lo_flags = 0;
+	if (ioctl(loop_fd, LOOP_SET_STATUS64, &info) < 0) {
+		int r = negative_errno();
+		(void)ioctl(loop_fd, LOOP_CLR_FD, 0);
+		return r;
+	}
+	if (config->block_size && ioctl(loop_fd, LOOP_SET_BLOCK_SIZE, config->block_size) < 0)
+		log_debug("LOOP_SET_BLOCK_SIZE %u refused: %m", config->block_size);
+	if ((config->info.lo_flags & LO_FLAGS_DIRECT_IO) &&
+	    ioctl(loop_fd, LOOP_SET_DIRECT_IO, 1UL) < 0)
+		log_debug("LOOP_SET_DIRECT_IO refused: %m");
+	return 0;
+}
+
+static int configure(int loop_fd, int file_fd, const LoopAttach *how, const char *name)
 {
 	struct loop_config config = {
 		.fd = (__u32)file_fd,
-		.info.lo_flags = read_only ? LO_FLAGS_READ_ONLY : 0,
+		.block_size = how->block_size,
+		.info.lo_flags = (how->read_only ? LO_FLAGS_READ_ONLY : 0) |
+				 (how->direct_io ? LO_FLAGS_DIRECT_IO : 0),
 	};
 	/* The name is informational (losetup -a shows it); sysfs has the real path. */
 	memcpy(config.info.lo_file_name, name, MIN(strlen(name), (size_t)LO_NAME_SIZE - 1));
@@ -217,19 +253,9 @@ static int configure(int loop_fd, int file_fd, bool read_only, const char *name)
 		return 0;
 	if (errno != EINVAL && errno != ENOTTY)
 		return negative_errno();
-
-	/* Kernels before 5.8: two steps. Read-only follows from file_fd's open mode. */
-	log_debug("LOOP_CONFIGURE unsupported, falling back to LOOP_SET_FD");
-	if (ioctl(loop_fd, LOOP_SET_FD, file_fd) < 0)
-		return negative_errno();
-	struct loop_info64 info = config.info;
-	info.lo_flags = 0;
-	if (ioctl(loop_fd, LOOP_SET_STATUS64, &info) < 0) {
-		int r = negative_errno();
-		(void)ioctl(loop_fd, LOOP_CLR_FD, 0);
-		return r;
-	}
-	return 0;
+	/* EINVAL: no LOOP_CONFIGURE (before 5.8), or a block size this kernel refuses. */
+	log_debug("LOOP_CONFIGURE refused (%m), binding step by step");
+	return configure_by_steps(loop_fd, file_fd, &config);
 }
 
 static int open_loop_control(int *ret_fd)
@@ -248,15 +274,17 @@ static int open_loop_control(int *ret_fd)
 	return 0;
 }
 
-int loop_attach(const char *backing_file, bool read_only, char **ret_devpath)
+int loop_attach(const char *backing_file, const LoopAttach *how, char **ret_devpath)
 {
+	static const LoopAttach defaults = {};
 	struct stat st;
 	int r;
 
 	if (!backing_file || !ret_devpath)
 		return -EINVAL;
+	how = how ?: &defaults;
 	_cleanup_close_ int file_fd =
-		open(backing_file, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		open(backing_file, (how->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (file_fd < 0)
 		return errno == EISDIR ? -EINVAL : negative_errno();
 	if (fstat(file_fd, &st) < 0)
@@ -280,7 +308,7 @@ int loop_attach(const char *backing_file, bool read_only, char **ret_devpath)
 			continue; /* removed under us */
 		if (r < 0)
 			return r;
-		r = configure(loop_fd, file_fd, read_only, backing_file);
+		r = configure(loop_fd, file_fd, how, backing_file);
 		if (r == -EBUSY) {
 			/* Another process bound it between GET_FREE and now: ask again. */
 			log_debug("loop%d taken by someone else, retrying", n);
@@ -289,11 +317,30 @@ int loop_attach(const char *backing_file, bool read_only, char **ret_devpath)
 		if (r < 0)
 			return log_debug_errno(r, "attaching %s to loop%d: %m", backing_file, n);
 		log_debug("attached %s to /dev/loop%d%s", backing_file, n,
-			  read_only ? " (read-only)" : "");
+			  how->read_only ? " (read-only)" : "");
 		*ret_devpath = xasprintf("/dev/loop%d", n);
 		return 0;
 	}
 	return -EBUSY;
+}
+
+int loop_block_size_for(const char *backing_file, uint32_t *ret)
+{
+	struct statfs sf;
+	struct statx sx;
+
+	if (statfs(backing_file, &sf) < 0)
+		return negative_errno();
+	uint32_t size =
+		sf.f_bsize > 0 ? (uint32_t)MIN((uint64_t)sf.f_bsize, BLOCK_SIZE_MAX) : SECTOR_SIZE;
+	if (statx(AT_FDCWD, backing_file, 0, STATX_DIOALIGN, &sx) == 0 &&
+	    (sx.stx_mask & STATX_DIOALIGN) && sx.stx_dio_offset_align > size)
+		size = sx.stx_dio_offset_align;
+	/* A power of two in 512..4096: anything else is a filesystem we do not understand. */
+	if (size < SECTOR_SIZE || size > BLOCK_SIZE_MAX || (size & (size - 1)))
+		size = SECTOR_SIZE;
+	*ret = size;
+	return 0;
 }
 
 /* Whether loopN is bound to the file with st_dev/st_ino of *want. */

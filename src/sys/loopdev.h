@@ -4,8 +4,10 @@
  * callers can find their devices again after a restart instead of remembering them.
  *
  * Devices are attached WITHOUT autoclear (they survive volplugd restarts, detach is always
- * explicit), without direct I/O and without partition scanning. Device paths are
- * "/dev/loopN"; a missing node (containers) is created with mknod. */
+ * explicit) and without partition scanning; with direct I/O and a logical block size when the
+ * caller asks (LoopAttach), which the kernel may refuse: what a device got is read back from
+ * sysfs (LoopInfo), never assumed. Device paths are "/dev/loopN"; a missing node (containers)
+ * is created with mknod. */
 #pragma once
 
 #include <stdbool.h>
@@ -19,20 +21,42 @@ typedef struct LoopInfo {
 	dev_t devno;	    /* major:minor of the loop device */
 	bool read_only;
 	bool autoclear;
-	bool deleted; /* the backing file was unlinked while attached */
+	bool deleted;	     /* the backing file was unlinked while attached */
+	bool direct_io;	     /* I/O goes to the backing file with O_DIRECT (loop/dio) */
+	uint32_t block_size; /* logical block size (queue/logical_block_size) */
 	uint64_t offset, size_limit;
 } LoopInfo;
+
+/* How loop_attach() binds a file; NULL or all zero: read-write, buffered, 512-byte blocks. */
+typedef struct LoopAttach {
+	bool read_only;
+	/* Asks for direct I/O: no second copy of the data in the backing file's page cache. The
+	 * kernel leaves it off where the backing file cannot take it (ramfs, an alignment the
+	 * block size does not meet): LoopInfo.direct_io says what the device got. */
+	bool direct_io;
+	/* The device's logical block size (512..4096, a power of two); 0: 512. Refused sizes
+	 * fall back to 512. */
+	uint32_t block_size;
+} LoopAttach;
 
 void loop_info_done(LoopInfo *info);
 /* Frees an array from loop_list_for_dir() and its contents. */
 void loop_info_array_free(LoopInfo *infos, size_t n);
 
-/* Attaches the regular file backing_file to a free loop device (read-only if asked) and returns
- * its path in *ret_devpath (malloc'ed). Always makes a new device: call loop_find() first for
- * idempotency. Retries a bounded number of times when another process takes the free device
- * first. -EINVAL if backing_file is not a regular file, -EROFS/-EACCES if it cannot be opened
- * for writing when read_only is false (no silent read-only fallback). Blocks briefly. */
-int loop_attach(const char *backing_file, bool read_only, char **ret_devpath);
+/* Attaches the regular file backing_file to a free loop device as *how says (NULL: the
+ * defaults) and returns its path in *ret_devpath (malloc'ed). Always makes a new device: call
+ * loop_find() first for idempotency. Retries a bounded number of times when another process
+ * takes the free device first. Direct I/O and the block size are asked for, not promised:
+ * loop_get_info() tells what the device got. -EINVAL if backing_file is not a regular file,
+ * -EROFS/-EACCES if it cannot be opened for writing when read_only is false (no silent
+ * read-only fallback). Blocks briefly. */
+int loop_attach(const char *backing_file, const LoopAttach *how, char **ret_devpath);
+
+/* The logical block size under which a loop device over backing_file passes direct I/O
+ * straight to the file: the block size of the file's filesystem, at most 4096 (what the
+ * filesystems made on it use) and at least the file's direct I/O alignment (statx
+ * STATX_DIOALIGN, where the kernel tells it). */
+int loop_block_size_for(const char *backing_file, uint32_t *ret);
 
 /* Finds a loop device bound to backing_file, compared by st_dev/st_ino, so any path to the
  * same file matches. When several are bound, the lowest-numbered one. -ENOENT if none, or

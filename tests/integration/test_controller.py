@@ -280,7 +280,11 @@ def test_pool_capacity(ctx):
     e = d.expect_error(EXHAUSTED, "CreateVolume", create_req("pvc-b", 2 * GIB), match="capacity_range")
     assert "do not fit" in e.details(), e.details()
     assert on_disk(d.pool, "volumes") == [a.volume_id] and listdir(d.pool, "tmp") == []
-    d.expect_error(EXHAUSTED, "CreateSnapshot", name="snap-a", source_volume_id=a.volume_id)
+    e = d.expect_error(EXHAUSTED, "CreateSnapshot", name="snap-a", source_volume_id=a.volume_id)
+    assert e.details() == ("snapshot 'snap-a' of volume %s failed: 2147483648 bytes do not fit "
+                           "in the pool of node node-1 (1073741824 bytes left): 2147483648 of "
+                           "3221225472 bytes are provisioned (capacity 3221225472 x "
+                           "overprovision ratio 1)" % a.volume_id), e.details()
     assert capacity(d) == (GIB, GIB, MIB), "a failed create reserves nothing"
 
     # The numbers come from the pool itself: a restarted daemon sees the same.
@@ -290,6 +294,17 @@ def test_pool_capacity(ctx):
     d.call("DeleteVolume", volume_id=a.volume_id)
     assert capacity(d)[0] == 3 * GIB
     assert create(d, "pvc-b", 2 * GIB).capacity_bytes == 2 * GIB
+
+    # Thin provisioning, asked for: 2.5 x 3 GiB may be provisioned on the same pool.
+    d.stop()
+    d = ctx.daemon(args=["--pool-capacity", "3G", "--overprovision-ratio", "2.5"], pool=d.pool,
+                   name="thin")
+    assert capacity(d) == (7 * GIB + GIB // 2 - 2 * GIB, 7 * GIB + GIB // 2 - 2 * GIB, MIB)
+    assert create(d, "pvc-c", 5 * GIB).capacity_bytes == 5 * GIB
+    e = d.expect_error(EXHAUSTED, "CreateVolume", create_req("pvc-d", GIB), match="capacity_range")
+    assert e.details() == ("capacity_range: 1073741824 bytes do not fit in the pool of node "
+                           "node-1 (536870912 bytes left): 7516192768 of 8053063680 bytes are "
+                           "provisioned (capacity 3221225472 x overprovision ratio 2.5)"), e.details()
 
 
 # Concurrency, ABORTED and timeouts

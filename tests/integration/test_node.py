@@ -8,11 +8,13 @@ import errno
 import functools
 import glob
 import hashlib
+import mmap
 import os
 import re
 import shutil
 import stat
 import subprocess
+import time
 
 import grpc
 
@@ -148,6 +150,56 @@ def tool(*argv):
     p = subprocess.run(list(argv), capture_output=True, text=True)
     assert p.returncode == 0, "%s: %s" % (" ".join(argv), p.stderr)
     return p.stdout
+
+
+def loop_attr(dev, attr):
+    """A loop device's attribute in sysfs: "loop/dio", "queue/logical_block_size"."""
+    with open("/sys/block/%s/%s" % (os.path.basename(dev), attr)) as f:
+        return f.read().strip()
+
+
+def allocated(path):
+    """The bytes a file really holds on disk."""
+    return os.stat(path).st_blocks * 512
+
+
+def cached(path):
+    """The bytes of a file in the page cache, as fincore(1) counts them."""
+    return int(tool("fincore", "--bytes", "--noheadings", "--output", "RES", path).strip() or 0)
+
+
+def block_size_for(pool):
+    """The logical block size volplug gives a new loop device over a file of the pool: its
+    filesystem's block size, at most 4096."""
+    return min(os.statvfs(pool).f_bsize, 4096)
+
+
+def write_direct(path, size):
+    """Writes size bytes of random data to a new file with O_DIRECT and fsync: 0, or the errno
+    the writer got."""
+    buf = mmap.mmap(-1, MiB)
+    buf.write(os.urandom(MiB))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+    try:
+        for off in range(0, size, MiB):
+            os.pwrite(fd, buf, off)
+        os.fsync(fd)
+        return 0
+    except OSError as e:
+        return e.errno
+    finally:
+        os.close(fd)
+
+
+def pool_space(d):
+    """What volplugctl pool check says the pool's volumes are provisioned and really hold."""
+    report = d.ctl_json("pool", "check", d.pool)
+    return report["provisioned_bytes"], report["allocated_bytes"]
+
+
+def condition(d, vid, path):
+    stats = to_dict(d.call("NodeGetVolumeStats", volume_id=vid, volume_path=path))
+    return stats["volume_condition"]
 
 
 # --- one volume through the CSI calls ------------------------------------------------------------
@@ -300,6 +352,9 @@ def test_mkfs_options_from_storage_class(ctx):
         sb = tool("dumpe2fs", "-h", v.device())
         assert re.search(r"^Block size:\s+1024$", sb, re.M), sb
         assert re.search(r"^Inode size:\s+256$", sb, re.M), sb
+        # 1 KiB blocks need a device whose blocks are no larger: it has them, and direct I/O.
+        assert loop_attr(v.device(), "queue/logical_block_size") == "1024"
+        assert loop_attr(v.device(), "loop/dio") == "1"
         inodes = int(re.search(r"^Inode count:\s+(\d+)$", sb, re.M).group(1))
         assert abs(inodes - v.size // 8192) <= v.size // 8192 // 10, (inodes, v.size)
     finally:
@@ -570,6 +625,9 @@ def test_ext4_grown_while_unstaged_grows_at_stage(ctx):
         blocks = int(re.search(r"^Block count:\s+(\d+)$", sb, re.M).group(1))
         bsize = int(re.search(r"^Block size:\s+(\d+)$", sb, re.M).group(1))
         assert blocks * bsize == 128 * MiB, (blocks, bsize)
+        # Staged again, its device is given the blocks the filesystem was made with.
+        assert loop_attr(v.device(), "queue/logical_block_size") == str(bsize)
+        assert loop_attr(v.device(), "loop/dio") == "1"
     finally:
         safely(v.teardown)
 
@@ -608,6 +666,238 @@ def test_volume_stats_and_condition(ctx):
                        volume_id="vol-0000000000000000", volume_path=v.staging)
     finally:
         safely(v.teardown)
+
+
+@node_test
+def test_loop_devices_pass_direct_io(ctx):
+    d = ctx.daemon()
+    want = block_size_for(d.pool)
+    ext4 = Vol(ctx, d, "dio-ext4", 256 * MiB, mount_cap("ext4"))
+    xfs = Vol(ctx, d, "dio-xfs", XFS_MIN, mount_cap("xfs"))
+    raw = Vol(ctx, d, "dio-raw", 16 * MiB, block_cap())
+    try:
+        for v in (ext4, xfs, raw):
+            v.stage()
+        # Filesystems get the blocks of the pool's filesystem; raw block volumes keep 512.
+        for v, size in ((ext4, want), (xfs, want), (raw, 512)):
+            assert loop_attr(v.device(), "loop/dio") == "1", v.id
+            assert loop_attr(v.device(), "queue/logical_block_size") == str(size), v.id
+        sb = tool("dumpe2fs", "-h", ext4.device())
+        assert int(re.search(r"^Block size:\s+(\d+)$", sb, re.M).group(1)) == max(want, 1024)
+        info = tool("xfs_info", xfs.staging)
+        assert re.search(r"sectsz=%d\b" % want, info), info
+
+        # Bytes moved with direct I/O inside the volume do not pass the host's page cache:
+        # the data file holds them, its cached pages do not grow.
+        for v in (ext4, xfs):
+            target = v.publish()
+            before = cached(v.data)
+            assert write_direct(os.path.join(target, "direct"), 64 * MiB) == 0
+            assert allocated(v.data) >= 64 * MiB, allocated(v.data)
+            grown = cached(v.data) - before
+            assert grown < 64 * MiB // 20, "the data file's cache grew by %d bytes" % grown
+            cond = condition(d, v.id, target)
+            assert cond == {"message": "volume is mounted and writable"}, cond
+    finally:
+        safely(ext4.teardown, xfs.teardown, raw.teardown)
+
+
+@node_test
+def test_volumes_staged_before_direct_io_keep_working(ctx):
+    d = ctx.daemon()
+    v = Vol(ctx, d, "old-xfs", XFS_MIN, mount_cap("xfs"))
+    mnt = os.path.join(ctx.tmp, "by-hand")
+    os.makedirs(mnt)
+    dev = None
+    try:
+        # What an earlier volplug left: the data file formatted on a buffered loop device of
+        # 512-byte blocks, and still attached that way.
+        dev = tool("losetup", "--find", "--show", "--direct-io=off", v.data).strip()
+        tool("mkfs.xfs", "-q", dev)
+        tool("mount", dev, mnt)
+        digest = write_random(os.path.join(mnt, "old"))
+        tool("umount", mnt)
+
+        v.stage()
+        assert v.device() == dev and loop_attr(dev, "loop/dio") == "0", "taken as it is"
+        target = v.publish()
+        assert sha_of(os.path.join(target, "old")) == digest
+        cond = condition(d, v.id, target)
+        assert cond.get("abnormal", False) is False, cond
+        assert cond["message"].startswith("volume is mounted and writable; its loop device %s "
+                                          "works without direct I/O" % dev), cond
+        v.teardown()
+        assert_detached(v)
+        dev = None
+
+        # The next stage asks for direct I/O, with the 512-byte sectors its xfs was made with.
+        v.targets = []
+        v.stage()
+        dev2 = v.device()
+        assert loop_attr(dev2, "loop/dio") == "1"
+        assert loop_attr(dev2, "queue/logical_block_size") == "512"
+        target = v.publish()
+        assert sha_of(os.path.join(target, "old")) == digest
+        assert condition(d, v.id, target) == {"message": "volume is mounted and writable"}
+    finally:
+        safely(v.teardown, *([lambda: tool("losetup", "-d", dev)] if dev else []))
+
+
+@node_test
+def test_deleted_files_give_their_space_back(ctx):
+    d = ctx.daemon(args=["--trim-interval", "1s"])
+    made = []
+
+    def assert_pool_space():
+        """pool check says every volume's size and what their data files hold (read again
+        when the trimmer changed them meanwhile)."""
+        for _ in range(3):
+            want = sum(v.size for v in made), sum(allocated(v.data) for v in made)
+            got = pool_space(d)
+            if want == (sum(v.size for v in made), sum(allocated(v.data) for v in made)):
+                break
+        assert got == want, (got, want)
+
+    for fs, size in (("ext4", 256 * MiB), ("xfs", XFS_MIN)):
+        v = Vol(ctx, d, "trim-" + fs, size, mount_cap(fs))
+        made.append(v)
+        try:
+            v.stage()
+            target = v.publish()
+            before = allocated(v.data)
+            assert write_direct(os.path.join(target, "big"), 64 * MiB) == 0
+            full = allocated(v.data)
+            assert full >= before + 60 * MiB, (before, full)
+            assert_pool_space()
+            os.remove(os.path.join(target, "big"))
+            os.sync()  # the deletion committed; the trimmer does the rest within its period
+            t0 = time.monotonic()
+            wait_for(lambda: allocated(v.data) <= full - 60 * MiB, timeout=10,
+                     what="the data file of %s volume to shrink (%d bytes)" % (fs, allocated(v.data)))
+            took = time.monotonic() - t0
+            assert took < 5, "space back after %.1f s" % took
+            assert_pool_space()
+        finally:
+            safely(v.teardown)
+
+
+@node_test
+def test_pool_refusing_direct_io_works_buffered(ctx):
+    ramfs = os.path.join(ctx.tmp, "ramfs")
+    os.makedirs(ramfs)
+    tool("mount", "-t", "ramfs", "ramfs", ramfs)
+    d = None
+    try:
+        d = ctx.daemon(pool=os.path.join(ramfs, "pool"), args=["--pool-capacity", "1G"])
+        warned = [line for line in d.logs().splitlines() if "refuses direct I/O" in line]
+        assert len(warned) == 1 and " warning " in warned[0], d.logs()
+        v = Vol(ctx, d, "buffered", 64 * MiB)
+        try:
+            v.stage()
+            assert loop_attr(v.device(), "loop/dio") == "0", "the kernel's fallback"
+            target = v.publish()
+            digest = write_random(os.path.join(target, "f"))
+            assert sha_of(os.path.join(target, "f")) == digest
+            cond = condition(d, v.id, target)
+            assert cond.get("abnormal", False) is False and "without direct I/O" in cond["message"], cond
+        finally:
+            safely(v.teardown)
+    finally:
+        safely(*([d.stop] if d else []), lambda: tool("umount", ramfs))
+
+
+@node_test
+def test_pool_on_tmpfs_says_what_its_devices_got(ctx):
+    """tmpfs takes direct I/O since Linux 6.6 and refused it before: whichever the kernel does,
+    the warning at start and the volume's condition say what sysfs says the device got."""
+    tmpfs = os.path.join(ctx.tmp, "tmpfs")
+    os.makedirs(tmpfs)
+    tool("mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", tmpfs)
+    d = None
+    try:
+        d = ctx.daemon(pool=os.path.join(tmpfs, "pool"))
+        v = Vol(ctx, d, "on-tmpfs", 64 * MiB)
+        try:
+            v.stage()
+            direct = loop_attr(v.device(), "loop/dio") == "1"
+            warned = [line for line in d.logs().splitlines() if "refuses direct I/O" in line]
+            assert len(warned) == (0 if direct else 1), (direct, d.logs())
+            target = v.publish()
+            digest = write_random(os.path.join(target, "f"))
+            assert sha_of(os.path.join(target, "f")) == digest
+            cond = condition(d, v.id, target)
+            assert cond.get("abnormal", False) is False, cond
+            assert ("without direct I/O" in cond["message"]) == (not direct), (direct, cond)
+        finally:
+            safely(v.teardown)
+        return "direct I/O on tmpfs: %s" % ("yes" if direct else "no, buffered")
+    finally:
+        safely(*([d.stop] if d else []), lambda: tool("umount", tmpfs))
+
+
+@node_test
+def test_full_pool_under_a_thin_volume(ctx):
+    """A pool provisioned beyond its filesystem (--overprovision-ratio), filled for real by a
+    volume's writes: the writer gets an error, never silently lost data, and the pool says why
+    in the volumes' conditions, CreateVolume and GetCapacity until space comes back."""
+    image = os.path.join(ctx.tmp, "poolfs.img")
+    mnt = os.path.join(ctx.tmp, "poolfs")
+    os.makedirs(mnt)
+    with open(image, "wb") as f:
+        f.truncate(192 * MiB)
+    tool("mkfs.ext4", "-q", "-m", "0", image)
+    tool("mount", "-o", "loop", image, mnt)
+    d = None
+    try:
+        d = ctx.daemon(pool=os.path.join(mnt, "pool"),
+                       args=["--overprovision-ratio", "4", "--trim-interval", "1s"] + FAST)
+        v = Vol(ctx, d, "thin", 256 * MiB)  # larger than the pool's whole filesystem
+        other = d.call("CreateVolume", name="bystander", capacity_range={"required_bytes": 8 * MiB},
+                       volume_capabilities=[mount_cap()]).volume.volume_id
+        try:
+            v.stage()
+            target = v.publish()
+            err = write_direct(os.path.join(target, "fill"), 224 * MiB)
+            assert err in (errno.ENOSPC, errno.EIO), "the writer is told: %s" % errno.errorcode.get(err, err)
+
+            cond = condition(d, v.id, target)
+            assert cond.get("abnormal") is True, cond
+            assert cond["message"].startswith("the pool's filesystem is full: "), cond
+            assert "writes to its volumes that need new space fail" in cond["message"], cond
+            for vid in (v.id, other):
+                got = to_dict(d.call("ControllerGetVolume", volume_id=vid))["status"]
+                c = got["volume_condition"]
+                assert c.get("abnormal") is True and "the pool's filesystem is full" in c["message"], got
+            listed = to_dict(d.call("ListVolumes"))["entries"]
+            assert sorted(e["volume"]["volume_id"] for e in listed) == sorted([v.id, other]), listed
+            for e in listed:
+                c = e["status"]["volume_condition"]
+                assert c.get("abnormal") is True and "the pool's filesystem is full" in c["message"], e
+            d.expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "CreateVolume", name="more",
+                           capacity_range={"required_bytes": 8 * MiB},
+                           volume_capabilities=[mount_cap()],
+                           match="capacity_range: the pool's filesystem is full: ")
+            d.expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "CreateSnapshot", name="snap",
+                           source_volume_id=other,
+                           match="snapshot 'snap' of volume %s failed: the pool's filesystem "
+                                 "is full: " % other)
+            d.expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "ControllerExpandVolume",
+                           volume_id=other, capacity_range={"required_bytes": 16 * MiB},
+                           match="volume %s: growing it to 16777216 bytes: the pool's "
+                                 "filesystem is full: " % other)
+            assert d.call("GetCapacity").available_capacity == 0
+        finally:
+            safely(v.teardown)
+        # Space comes back when a volume goes: the pool serves again.
+        d.call("ControllerUnpublishVolume", volume_id=v.id, node_id="node-1")
+        d.call("DeleteVolume", volume_id=v.id)
+        got = to_dict(d.call("ControllerGetVolume", volume_id=other))["status"]["volume_condition"]
+        assert got == {"message": "volume is healthy"}, got
+        assert d.call("GetCapacity").available_capacity > 256 * MiB
+        d.call("CreateVolume", name="more", capacity_range={"required_bytes": 8 * MiB},
+               volume_capabilities=[mount_cap()])
+    finally:
+        safely(*([d.stop] if d else []), lambda: tool("umount", mnt))
 
 
 @node_test
@@ -940,7 +1230,12 @@ if __name__ == "__main__":
          test_raw_block_volume, test_idempotency_and_conflicts, test_bad_paths_are_refused,
          test_staged_elsewhere_and_xfs_clone_beside_its_source,
          test_expand_xfs_online, test_ext4_grown_while_unstaged_grows_at_stage,
-         test_volume_stats_and_condition, test_node_info_and_capabilities,
+         test_volume_stats_and_condition, test_loop_devices_pass_direct_io,
+         test_volumes_staged_before_direct_io_keep_working,
+         test_deleted_files_give_their_space_back, test_pool_refusing_direct_io_works_buffered,
+         test_pool_on_tmpfs_says_what_its_devices_got,
+         test_full_pool_under_a_thin_volume,
+         test_node_info_and_capabilities,
          test_kill9_mid_stage_and_mid_publish, test_kill9_during_mkfs_leaves_no_mkfs,
          test_volume_mount_group, test_delete_refused_while_staged,
          test_two_processes_stage_never_races_delete])

@@ -19,6 +19,8 @@ import yaml
 from harness import SOURCE_ROOT, VOLPLUGCTL, Skip, is_root, local_id, run
 
 MiB = 1 << 20
+# pool check's line about space, before the counts.
+SPACE_LINE = r"\d+ MiB provisioned, \d+ MiB allocated; the pool's filesystem: \d+ MiB free of \d+ MiB"
 EXAMPLES = os.path.join(SOURCE_ROOT, "examples", "flexvolume")
 BROKEN = os.path.join(SOURCE_ROOT, "tests", "flex-drivers")
 # Makes ControllerExpandVolume answer at once instead of after the 2 s coalescing window.
@@ -793,10 +795,13 @@ def test_pool_check_reports_and_repairs_strays(ctx):
 
     run_tool("umount", mnt)
     out = ctl("pool", "check", "--repair", pool, check=0).stdout.splitlines()
-    assert out == ["%s: attached over stray.img, which no record uses: detached" % mounted_dev,
-                   "1 volumes, 0 snapshots, 0 Flexvolume records, 1 problems, 1 repaired"], out
+    assert out[0] == "%s: attached over stray.img, which no record uses: detached" % mounted_dev, out
+    assert re.fullmatch(SPACE_LINE, out[1]) and out[1].startswith("1024 MiB provisioned, 0 MiB allocated"), out
+    assert out[2:] == ["1 volumes, 0 snapshots, 0 Flexvolume records, 1 problems, 1 repaired"], out
     assert not bound_here(ctx, mounted_dev)
-    assert ctl("pool", "check", pool, check=0).stdout.strip() == "1 volumes, 0 snapshots, 0 Flexvolume records, 0 problems"
+    out = ctl("pool", "check", pool, check=0).stdout.splitlines()
+    assert len(out) == 2 and re.fullmatch(SPACE_LINE, out[0]), out
+    assert out[1] == "1 volumes, 0 snapshots, 0 Flexvolume records, 0 problems", out
     d.call("ListVolumes")  # the daemon served on throughout
 
 
@@ -817,7 +822,8 @@ def test_daemon_repairs_strays_at_start(ctx):
     assert any("nodes/.node-1.json.tmp-00000000000000ff" in l and ": removed (" in l
                for l in warned), warned
     assert not bound_here(ctx, deleted_dev) and not bound_here(ctx, stray_dev)
-    assert ctl("pool", "check", d.pool, check=0).stdout.strip() == "0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems"
+    out = ctl("pool", "check", d.pool, check=0).stdout.splitlines()
+    assert out[-1] == "0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems", out
 
 
 def test_pool_check_usage(ctx):

@@ -80,7 +80,7 @@ static char *scratch_file(const char *name, uint64_t size)
 __attribute__((unused)) static char *scratch_loop(const char *name, uint64_t size, char **ret_file)
 {
 	char *file = scratch_file(name, size), *dev = NULL;
-	if (loop_attach(file, false, &dev) < 0) {
+	if (loop_attach(file, NULL, &dev) < 0) {
 		printf("Bail out! cannot make a loop device on %s\n", file);
 		exit(1);
 	}

@@ -87,12 +87,18 @@ static void test_probe_and_mkfs_ext4(void)
 	is_str(t, "", "a fresh device is blank");
 	free(TAKE_PTR(t));
 	is_int(blockfs_probe("/nonexistent/dev", &t), -ENOENT, "probe a missing device");
+	unit = 99;
+	is_int(blockfs_probe_block_size(dev, &unit), 0, "block size of a blank device");
+	is_int(unit, 0, "none");
+	is_int(blockfs_probe_block_size("/nonexistent/dev", &unit), -ENOENT, "of a missing one");
 
 	BlockfsMkfsOptions o = {.block_size = 1024, .inode_size = 256};
 	is_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -b 1024 -I 256 (%s)", err ?: "");
 	t = probe(dev);
 	is_str(t, "ext4", "probe says ext4");
 	free(TAKE_PTR(t));
+	is_int(blockfs_probe_block_size(dev, &unit), 0, "block size of the ext4");
+	is_int(unit, 1024, "its block size: a device under it must not have larger blocks");
 	is_int(dumpe2fs_value(dev, "Block size"), 1024, "dumpe2fs: block size 1024");
 	is_int(dumpe2fs_value(dev, "Inode size"), 256, "dumpe2fs: inode size 256");
 	ok(dumpe2fs_has(dev, "uninit_bg") || dumpe2fs_has(dev, "metadata_csum"),
@@ -335,6 +341,8 @@ static void test_xfs(void)
 	       err ?: "");
 	t = probe(dev);
 	is_str(t, "xfs", "probe says xfs");
+	is_int(blockfs_probe_block_size(file, &unit), 0, "block size, through the image file");
+	is_int(unit, 512, "xfs's sector size (the device's), not its 4 KiB blocks");
 	is_int(blockfs_get_size(dev, NULL, "xfs", &size, &unit, &err), 0, "get_size unmounted (%s)",
 	       err ?: "");
 	is_int(size, 320 * MiB, "320 MiB");
@@ -365,6 +373,48 @@ static void test_xfs(void)
 	is_int(loop_detach(dev), 0, "detach");
 }
 
+/* The bytes a file really holds on disk. */
+static uint64_t allocated(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+static void test_trim(void)
+{
+	_cleanup_free_ char *file = NULL, *err = NULL;
+	_cleanup_free_ char *dev = scratch_loop("trim.img", 64 * MiB, &file);
+	_cleanup_free_ char *mnt = scratch_mkdir("trim-mnt");
+	_cleanup_free_ char *data = xasprintf("%s/data", mnt);
+	_cleanup_free_ char *chunk = xmalloc(MiB);
+	uint64_t trimmed = 0;
+
+	memset(chunk, 0x5a, MiB);
+	is_int(blockfs_mkfs(dev, "ext4", NULL, &err), 0, "mkfs.ext4");
+	is_int(mount_fs(dev, mnt, "ext4", NULL, false), 0, "mount");
+	int fd = open(data, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	bool written = fd >= 0;
+	for (int i = 0; written && i < 16; i++)
+		written = write(fd, chunk, MiB) == (ssize_t)MiB;
+	ok(written && fsync(fd) == 0, "16 MiB written in the filesystem");
+	if (fd >= 0)
+		close(fd);
+	uint64_t full = allocated(file);
+	ok(full >= 16 * MiB, "the image holds them: %llu bytes", (unsigned long long)full);
+	ok(unlink(data) == 0, "the file deleted");
+	int mfd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ok(mfd >= 0 && syncfs(mfd) == 0, "synced");
+	ok(allocated(file) >= 16 * MiB, "the image still holds them before a trim");
+	is_int(blockfs_trim_fd(mfd, &trimmed), 0, "FITRIM");
+	ok(trimmed >= 16 * MiB, "the filesystem trimmed %llu bytes", (unsigned long long)trimmed);
+	ok(allocated(file) + 15 * MiB <= full, "the image gave them back: %llu -> %llu bytes",
+	   (unsigned long long)full, (unsigned long long)allocated(file));
+	if (mfd >= 0)
+		close(mfd);
+	is_int(umount_path(mnt), 1, "unmount");
+	is_int(loop_detach(dev), 0, "detach");
+}
+
 int main(void)
 {
 	LoopInfo *l;
@@ -381,6 +431,7 @@ int main(void)
 	test_fsck();
 	test_resize_ext4();
 	test_xfs();
+	test_trim();
 
 	is_int(loop_list_for_dir(scratch, &l, &n), 0, "final list");
 	is_int(n, 0, "no loop device leaked");

@@ -45,6 +45,8 @@ int main(void)
 	is_int(c.fs_group_policy, OWNERSHIP_ON_ROOT_MISMATCH, "default ownership policy");
 	ok(c.metrics_address == NULL, "metrics off by default");
 	is_int(c.log_format, LOG_FORMAT_TEXT, "text logs by default");
+	ok(c.overprovision == 1, "default overprovision ratio 1: thick");
+	is_int(c.trim_interval, 600000000, "default trim interval 10 min");
 	daemon_config_done(&c);
 
 	is_int(parse(ARGV("--metrics-address", "127.0.0.1:9808", "--log-format", "json"), &c,
@@ -57,6 +59,12 @@ int main(void)
 		     &error),
 	       0, "an empty metrics address parses");
 	ok(c.metrics_address == NULL, "and turns metrics off again");
+	daemon_config_done(&c);
+
+	is_int(parse(ARGV("--overprovision-ratio", "2.5", "--trim-interval", "0"), &c, &error), 0,
+	       "thin, never trimmed");
+	ok(c.overprovision == 2.5, "overprovision ratio 2.5");
+	is_int(c.trim_interval, 0, "trim interval 0: never");
 	daemon_config_done(&c);
 
 	is_int(parse(ARGV("--fs-group-change-policy", "always"), &c, &error), 0,
@@ -183,6 +191,13 @@ int main(void)
 		 "ending alphanumeric"},
 		{ARGV("all", "extra"), "unexpected argument 'extra'"},
 		{ARGV("--pool-capacity", "lots"), "--pool-capacity 'lots': invalid value"},
+		{ARGV("--overprovision-ratio", "0.5"), "--overprovision-ratio '0.5': out of range"},
+		{ARGV("--overprovision-ratio", "1e3"),
+		 "--overprovision-ratio '1e3': invalid value"},
+		{ARGV("--overprovision-ratio", "nan"),
+		 "--overprovision-ratio 'nan': invalid value"},
+		{ARGV("--overprovision-ratio", "2x"), "--overprovision-ratio '2x': invalid value"},
+		{ARGV("--trim-interval", "often"), "--trim-interval 'often': invalid value"},
 		{ARGV("--fs-group-change-policy", "Sometimes"),
 		 "--fs-group-change-policy 'Sometimes': invalid value"},
 		{ARGV("--flexvolume-env", "HOME PATH"),

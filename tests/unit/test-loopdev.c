@@ -7,7 +7,10 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 
 #include "alloc.h"
@@ -42,7 +45,7 @@ static void *attach_thread(void *p)
 {
 	AttachJob *j = p;
 	for (int i = 0; i < 3; i++)
-		j->r[i] = loop_attach(j->file, false, &j->dev[i]);
+		j->r[i] = loop_attach(j->file, NULL, &j->dev[i]);
 	return NULL;
 }
 
@@ -54,7 +57,7 @@ static void test_attach_find_detach(void)
 	uint64_t size = 0;
 	LoopInfo info;
 
-	is_int(loop_attach(file, false, &dev), 0, "attach %s", file);
+	is_int(loop_attach(file, NULL, &dev), 0, "attach %s", file);
 	if (!dev)
 		return;
 	ok(strncmp(dev, "/dev/loop", 9) == 0 && node_is_blockdev(dev), "device node %s", dev);
@@ -63,6 +66,8 @@ static void test_attach_find_detach(void)
 	ok(!info.read_only, "read-write");
 	ok(!info.autoclear, "no autoclear: survives the daemon");
 	ok(!info.deleted, "not deleted");
+	ok(!info.direct_io, "buffered unless asked");
+	is_int(info.block_size, 512, "512-byte blocks unless asked");
 	loop_info_done(&info);
 
 	is_int(loop_find(file, &found), 0, "find by the same path");
@@ -124,7 +129,7 @@ static void test_read_only(void)
 	LoopInfo info;
 	int ro = 0;
 
-	is_int(loop_attach(file, true, &dev), 0, "attach read-only");
+	is_int(loop_attach(file, &(LoopAttach){.read_only = true}, &dev), 0, "attach read-only");
 	if (!dev)
 		return;
 	is_int(loop_get_info(dev, &info), 0, "info");
@@ -150,8 +155,8 @@ static void test_list_and_duplicates(void)
 	size_t n = 99;
 
 	ok(mkdir(subdir, 0700) == 0, "empty subdirectory");
-	is_int(loop_attach(file, false, &a), 0, "attach once");
-	is_int(loop_attach(file, false, &b), 0, "attach twice: always a new device");
+	is_int(loop_attach(file, NULL, &a), 0, "attach once");
+	is_int(loop_attach(file, NULL, &b), 0, "attach twice: always a new device");
 	if (!a || !b)
 		return;
 	ok(strcmp(a, b) != 0, "two devices (%s, %s)", a, b);
@@ -184,7 +189,7 @@ static void test_deleted_backing(void)
 	LoopInfo *l = NULL;
 	size_t n = 0;
 
-	is_int(loop_attach(file, false, &dev), 0, "attach");
+	is_int(loop_attach(file, NULL, &dev), 0, "attach");
 	if (!dev)
 		return;
 	ok(unlink(file) == 0, "backing file unlinked");
@@ -219,7 +224,7 @@ static void test_missing_node(void)
 	_cleanup_free_ char *node = xasprintf("/dev/loop%d", n);
 	(void)unlink(node);
 	ok(!node_is_blockdev(node), "%s removed", node);
-	is_int(loop_attach(file, false, &dev), 0, "attach without the node");
+	is_int(loop_attach(file, NULL, &dev), 0, "attach without the node");
 	if (!dev)
 		return;
 	ok(node_is_blockdev(dev), "node %s exists", dev);
@@ -268,12 +273,155 @@ static void test_concurrent_attach(void)
 	is_int(detached, 12, "all detached");
 }
 
+/* The bytes a file really holds on disk. */
+static uint64_t allocated(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+/* Pages of path in the page cache (mincore over a mapping of it). */
+static size_t cached_pages(const char *path, uint64_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (size + page - 1) / page, count = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	void *map = fd >= 0 ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+	_cleanup_free_ unsigned char *vec = xmalloc(n);
+
+	if (map != MAP_FAILED && mincore(map, size, vec) == 0)
+		for (size_t i = 0; i < n; i++)
+			count += vec[i] & 1;
+	if (map != MAP_FAILED)
+		munmap(map, size);
+	if (fd >= 0)
+		close(fd);
+	return count;
+}
+
+/* Writes size bytes at offset 0 of dev with O_DIRECT; 0 or -errno. */
+static int write_direct(const char *dev, uint64_t size)
+{
+	void *buf = NULL;
+	int r = 0;
+
+	if (posix_memalign(&buf, 4096, MiB) != 0)
+		return -ENOMEM;
+	memset(buf, 0xa5, MiB);
+	int fd = open(dev, O_WRONLY | O_DIRECT | O_CLOEXEC);
+	if (fd < 0)
+		r = -errno;
+	for (uint64_t off = 0; r == 0 && off < size; off += MiB)
+		if (pwrite(fd, buf, MiB, (off_t)off) != (ssize_t)MiB)
+			r = -errno;
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return r;
+}
+
+static int discard(const char *dev, uint64_t size)
+{
+	uint64_t range[2] = {0, size};
+	int fd = open(dev, O_WRONLY | O_CLOEXEC);
+	int r = fd < 0 || ioctl(fd, BLKDISCARD, range) < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+static void test_direct_io(void)
+{
+	_cleanup_free_ char *file = scratch_file("dio.img", 64 * MiB);
+	_cleanup_free_ char *dev = NULL, *buffered = NULL;
+	struct statfs sf;
+	uint32_t bs = 0;
+	LoopInfo info;
+	int ssz = 0;
+
+	is_int(loop_block_size_for(file, &bs), 0, "the block size for a file here");
+	ok(statfs(file, &sf) == 0, "statfs");
+	is_int(bs, MIN((uint32_t)sf.f_bsize, 4096u), "its filesystem's block size, at most 4096");
+	is_int(loop_attach(file, &(LoopAttach){.direct_io = true, .block_size = bs}, &dev), 0,
+	       "attach with direct I/O, %u-byte blocks", bs);
+	if (!dev)
+		return;
+	is_int(loop_get_info(dev, &info), 0, "info");
+	ok(info.direct_io, "sysfs says direct I/O");
+	is_int(info.block_size, bs, "sysfs says %u-byte blocks", bs);
+	loop_info_done(&info);
+	int fd = open(dev, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && ioctl(fd, BLKSSZGET, &ssz) < 0)
+		ssz = -errno;
+	is_int(ssz, bs, "BLKSSZGET says so too");
+	if (fd >= 0)
+		close(fd);
+
+	/* What a user of the device sees: data written through it is not cached a second time
+	 * as the file's pages, and a discard gives the space back to the file's filesystem. */
+	is_int(write_direct(dev, 16 * MiB), 0, "16 MiB written with O_DIRECT");
+	size_t pages = cached_pages(file, 64 * MiB);
+	ok(pages < 16, "the backing file's pages are not cached (%zu pages)", pages);
+	ok(allocated(file) >= 16 * MiB, "the file holds them: %llu bytes",
+	   (unsigned long long)allocated(file));
+	is_int(discard(dev, 16 * MiB), 0, "BLKDISCARD");
+	ok(allocated(file) < MiB, "holes punched: the file holds %llu bytes",
+	   (unsigned long long)allocated(file));
+	is_int(loop_detach(dev), 0, "detach");
+
+	/* The same without direct I/O: the file's pages fill the page cache. */
+	is_int(loop_attach(file, NULL, &buffered), 0, "attach buffered");
+	if (!buffered)
+		return;
+	is_int(write_direct(buffered, 16 * MiB), 0, "16 MiB written with O_DIRECT");
+	pages = cached_pages(file, 64 * MiB);
+	ok(pages >= 16 * MiB / 4096, "buffered: the backing file's pages are cached (%zu)", pages);
+	is_int(loop_detach(buffered), 0, "detach");
+}
+
+/* ramfs takes no direct I/O and no hole punching: the device works buffered, and says so. */
+static void test_direct_io_refused(void)
+{
+	_cleanup_free_ char *dir = scratch_mkdir("ramfs");
+	_cleanup_free_ char *dev = NULL, *odd = NULL;
+	LoopInfo info;
+
+	if (mount("ramfs", dir, "ramfs", 0, NULL) < 0) {
+		ok(false, "mount ramfs: %s", strerror(errno));
+		return;
+	}
+	_cleanup_free_ char *file = scratch_file("ramfs/vol.img", 8 * MiB);
+	is_int(loop_attach(file, &(LoopAttach){.direct_io = true, .block_size = 4096}, &dev), 0,
+	       "attach over ramfs asking for direct I/O");
+	if (dev) {
+		is_int(loop_get_info(dev, &info), 0, "info");
+		ok(!info.direct_io, "sysfs says buffered: the fallback is the kernel's, and known");
+		is_int(info.block_size, 4096, "the block size as asked");
+		loop_info_done(&info);
+		is_int(write_direct(dev, 4 * MiB), 0, "the device works");
+		is_int(discard(dev, 4 * MiB), -EOPNOTSUPP, "no discard: -EOPNOTSUPP");
+		is_int(loop_detach(dev), 0, "detach");
+	}
+
+	/* A block size the kernel refuses: attached with 512-byte blocks all the same. */
+	is_int(loop_attach(file, &(LoopAttach){.block_size = 3000}, &odd), 0,
+	       "attach with a block size of 3000");
+	if (odd) {
+		is_int(loop_get_info(odd, &info), 0, "info");
+		is_int(info.block_size, 512, "512-byte blocks");
+		loop_info_done(&info);
+		is_int(loop_detach(odd), 0, "detach");
+	}
+	ok(umount2(dir, 0) == 0, "unmount ramfs");
+}
+
 static void test_bad_input(void)
 {
 	char *dev = NULL;
 
-	is_int(loop_attach(scratch, false, &dev), -EINVAL, "a directory cannot back a device");
-	is_int(loop_attach("/nonexistent/f", false, &dev), -ENOENT, "missing file");
+	is_int(loop_attach(scratch, NULL, &dev), -EINVAL, "a directory cannot back a device");
+	is_int(loop_attach("/nonexistent/f", NULL, &dev), -ENOENT, "missing file");
 	is_int(loop_detach("/dev/sda"), -EINVAL, "not a loop device path");
 	is_int(loop_detach("/dev/loop1x"), -EINVAL, "junk after the number");
 	is_int(loop_detach("/dev/loop999999"), 0, "a device that does not exist is detached");
@@ -297,6 +445,8 @@ int main(void)
 	test_deleted_backing();
 	test_missing_node();
 	test_concurrent_attach();
+	test_direct_io();
+	test_direct_io_refused();
 	test_bad_input();
 
 	is_int(loop_list_for_dir(scratch, &l, &n), 0, "final list");

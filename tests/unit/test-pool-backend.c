@@ -120,8 +120,12 @@ static void test_create(void)
 	   "with the existing volume, for the caller to compare");
 	backend_volume_done(&again);
 	is_int(create(b, "too-big", 128 * MIB, NULL, NULL, &again), -ENOSPC, "beyond capacity");
-	ok(strstr(error, "capacity_range: 134217728 bytes do not fit in the pool of node node-a ("),
-	   "message names the field and the node: %s", error);
+	is_str(error,
+	       "capacity_range: 134217728 bytes do not fit in the pool of node node-a (62914560 "
+	       "bytes left): 4194304 of 67108864 bytes are provisioned (capacity 67108864 x "
+	       "overprovision ratio 1)",
+	       "message names the field and the node, what is left, what is provisioned, and the "
+	       "limit");
 	is_int(create(b, "from-snap", 4 * MIB, "snapshot", "snap-0123456789abcdef", &again),
 	       -ENOENT, "from a snapshot that does not exist: -ENOENT");
 	is_str(error, "volume_content_source: snapshot 'snap-0123456789abcdef' not found",

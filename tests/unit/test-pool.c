@@ -122,8 +122,9 @@ static void test_shared_capacity(void)
 	pool_close(b);
 }
 
-/* What a pool may provision is its capacity or its disk's free bytes, whichever is smaller: a
- * capacity beyond the disk promises nothing the disk lacks. */
+/* What a pool may provision is its capacity or what its disk has for it (free bytes, and what
+ * its files hold: nothing here), whichever is smaller: a capacity beyond the disk promises
+ * nothing the disk lacks. */
 static void test_capacity_is_the_disk_at_most(void)
 {
 	new_pool("disk");
@@ -166,6 +167,77 @@ static void test_pool_serves_one_node(void)
 	       "node-b: -EXDEV");
 	ok(!p, "nothing opened");
 	is_int(pool_open(&(PoolConfig){.path = dir}, &p), 0, "a tool that names no node opens it");
+	pool_close(p);
+}
+
+/* Thin provisioning: an overprovision ratio, and what the data files really hold. */
+static void test_overprovision_and_allocated(void)
+{
+	new_pool("thin");
+	Pool *p = NULL;
+	PoolSpace s;
+
+	if (pool_open(&(PoolConfig){.path = dir, .capacity = 10 * MIB, .overprovision = 2.5}, &p) <
+	    0) {
+		ok(false, "open with an overprovision ratio");
+		return;
+	}
+	is_int(available(p), 25 * MIB, "10 MiB x 2.5: 25 MiB to provision");
+	is_int(create(p, "thin-1", 20 * MIB), 0, "a 20 MiB volume in a 10 MiB pool");
+	is_int(create(p, "thin-2", 6 * MIB), -ENOSPC, "6 MiB more do not fit");
+	_cleanup_free_ char *why = pool_space_refusal(p, 6 * MIB, NULL);
+	is_str(why,
+	       "6291456 bytes do not fit in the pool (5242880 bytes left): 20971520 of 26214400 "
+	       "bytes are provisioned (capacity 10485760 x overprovision ratio 2.5)",
+	       "the refusal says what is left, what is provisioned and the limit");
+	is_int(create(p, "thin-2", 5 * MIB), 0, "5 MiB do");
+
+	is_int(pool_space(p, &s), 0, "the pool's space");
+	is_int(s.provisioned, 25 * MIB, "provisioned: 25 MiB");
+	is_int(s.allocated, 0, "allocated: nothing written yet");
+	ok(s.fs_size > 0 && !s.full, "the filesystem: %llu bytes, not full",
+	   (unsigned long long)s.fs_size);
+	_cleanup_free_ char *rel = xasprintf("volumes/%s/data", id_of("thin-1"));
+	_cleanup_free_ char *data = path_in(rel);
+	int fd = open(data, O_WRONLY | O_CLOEXEC);
+	_cleanup_free_ char *chunk = xmalloc(MIB);
+	memset(chunk, 1, MIB);
+	bool written = fd >= 0;
+	for (int i = 0; written && i < 3; i++)
+		written = pwrite(fd, chunk, MIB, (off_t)(i * 4 * MIB)) == (ssize_t)MIB;
+	ok(written && fsync(fd) == 0, "3 MiB written into the first volume");
+	if (fd >= 0)
+		close(fd);
+	is_int(pool_space(p, &s), 0, "the pool's space again");
+	is_int(s.allocated, 3 * MIB, "allocated: the 3 MiB written");
+	is_int(s.provisioned, 25 * MIB, "provisioned: unchanged");
+	ok(pool_space_full_condition(p) == NULL, "no full condition");
+	pool_close(p);
+	PoolCheckReport report;
+	is_int(pool_check(dir, &report), 0, "pool check");
+	ok(report.provisioned == 25 * MIB && report.allocated == 3 * MIB,
+	   "pool check counts the same: %llu provisioned, %llu allocated",
+	   (unsigned long long)report.provisioned, (unsigned long long)report.allocated);
+	ok(report.fs_size == s.fs_size && report.fs_free > 0, "and the filesystem");
+	pool_check_report_done(&report);
+
+	/* Without --pool-capacity: what is free now plus what the files hold, not their sizes. */
+	p = open_pool(0);
+	is_int(pool_space(p, &s), 0, "the space of a pool without --pool-capacity");
+	is_int(s.capacity, s.fs_free + 3 * MIB, "default capacity: free + the 3 MiB allocated");
+	is_int(s.overprovision * 10, 10, "default ratio 1");
+	pool_close(p);
+
+	/* A --pool-capacity beyond the disk counts the disk's, and the ratio multiplies that. */
+	if (pool_open(&(PoolConfig){.path = dir, .capacity = UINT64_MAX / 4, .overprovision = 2},
+		      &p) < 0) {
+		ok(false, "open with a capacity beyond the disk");
+		return;
+	}
+	is_int(pool_space(p, &s), 0, "the space of a pool beyond its disk");
+	is_int(s.capacity, s.fs_free + 3 * MIB, "capacity: the disk's, not the one asked");
+	is_int(pool_space_available(&s), 2 * s.capacity - 25 * MIB,
+	       "available: twice that, less the 25 MiB provisioned");
 	pool_close(p);
 }
 
@@ -519,7 +591,7 @@ static void test_delete_staged(void)
 	ok(!__atomic_load_n(&d.done, __ATOMIC_SEQ_CST), "the delete waits for it");
 	use_record(&u, staging);
 	is_int(pool_volume_use_save(node, id, &u), 0, "the stage records where");
-	is_int(loop_attach(data, false, &dev), 0, "and attaches a loop device");
+	is_int(loop_attach(data, NULL, &dev), 0, "and attaches a loop device");
 	pool_unlock(lock);
 	pthread_join(th, NULL);
 	is_int(d.r, -ENOTEMPTY, "then the delete is refused");
@@ -615,6 +687,7 @@ int main(void)
 	test_shared_capacity();
 	test_capacity_is_the_disk_at_most();
 	test_pool_serves_one_node();
+	test_overprovision_and_allocated();
 	test_concurrent_creates();
 	test_recount_at_open();
 	test_delete();

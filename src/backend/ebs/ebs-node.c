@@ -273,13 +273,15 @@ static int ebs_device_find_op(void *userdata, const char *id, const Strmap *publ
 	return find(userdata, id, publish_context, ret, NULL);
 }
 
-/* EC2 attached the volume; udev may still be making its links: wait a little. */
+/* EC2 attached the volume; udev may still be making its links: wait a little. Its block size
+ * is EC2's. */
 static int ebs_device_get(void *userdata, const char *id, const Strmap *publish_context,
-			  BlockDevice *ret, char **ret_error)
+			  uint32_t block_size_max, BlockDevice *ret, char **ret_error)
 {
 	EbsNode *n = userdata;
 	usec_t until = now_usec(CLOCK_MONOTONIC) + n->device_wait;
 
+	(void)block_size_max;
 	for (;;) {
 		_cleanup_free_ char *why = NULL;
 		int r = find(n, id, publish_context, ret, &why);

@@ -218,6 +218,7 @@ static void pool_backend_free(Backend *b)
 	PoolBackend *pb = pool_of(b);
 
 	pool_metrics_stop(pb);
+	pool_trimmer_stop(pb->trimmer);
 	pool_close(pb->pool);
 	devnames_free(pb->devnames);
 	free(pb->node_id);
@@ -324,6 +325,28 @@ static char *open_error(const BackendConfig *config, int r)
 			 config->node_id, config->pool_path, owner ?: "?");
 }
 
+/* The node's data path: loop devices with direct I/O where the pool's filesystem takes it (told
+ * once when it does not), and the trimmer that gives deleted files' space back. */
+static int node_data_path(PoolBackend *pb, const BackendConfig *config, char **ret_error)
+{
+	int r = pool_node_direct_io_check(pb->pool);
+	if (r < 0 && config->report) {
+		_cleanup_free_ char *m = xasprintf(
+			"pool %s: its filesystem refuses direct I/O (%s): volumes' loop devices "
+			"work buffered, their data cached twice",
+			pool_path(pb->pool), strerror(-r));
+		config->report(NULL, m, config->report_userdata);
+	}
+	if (config->trim_interval == 0)
+		return 0;
+	r = pool_trimmer_start(pb->pool, config->trim_interval, &pb->trimmer);
+	if (r < 0)
+		return fail(ret_error, r,
+			    xasprintf("pool %s: starting the trimmer failed: %s",
+				      pool_path(pb->pool), strerror(-r)));
+	return 0;
+}
+
 BACKEND_NEW(pool);
 BACKEND_NEW(pool)
 {
@@ -332,6 +355,7 @@ BACKEND_NEW(pool)
 		.capacity = config->pool_capacity,
 		.zone = config->zone,
 		.node_id = config->node_id,
+		.overprovision = config->overprovision,
 	};
 	PoolBackend *pb = xnew0(PoolBackend, 1);
 	int r;
@@ -349,7 +373,9 @@ BACKEND_NEW(pool)
 		pool_backend_free(&pb->base);
 		return r;
 	}
-	if ((config->roles & BACKEND_ROLE_NODE) && (r = register_node(pb, ret_error)) < 0) {
+	if ((config->roles & BACKEND_ROLE_NODE) &&
+	    ((r = register_node(pb, ret_error)) < 0 ||
+	     (r = node_data_path(pb, config, ret_error)) < 0)) {
 		pool_backend_free(&pb->base);
 		return r;
 	}

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "devnames.h"
+#include "pool-node.h"
 #include "pool.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -21,6 +22,7 @@ typedef struct PoolBackend {
 	uint32_t max_volumes;
 	char *zone;
 	BackendTopology segment; /* where this pool's volumes are reachable: this node */
+	PoolTrimmer *trimmer;	 /* NULL: the node does not trim */
 } PoolBackend;
 
 static inline PoolBackend *pool_of(Backend *b)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "alloc.h"
 #include "fileio.h"
@@ -162,6 +163,8 @@ static void check_data(Checker *c, int obj_fd, const char *where, const char *vo
 		problem(c, where, "data is not a regular file");
 		return;
 	}
+	c->report->provisioned += (uint64_t)st.st_size;
+	c->report->allocated += (uint64_t)st.st_blocks * 512;
 	if ((uint64_t)st.st_size == size)
 		return;
 	PoolCheckItem *item = problem(c, where, "data file is %lld bytes, metadata says %llu",
@@ -369,6 +372,16 @@ static void check_loops(Checker *c)
 	loop_info_array_free(loops, n);
 }
 
+static void check_space(Checker *c)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(c->dir_fd, &sv) < 0)
+		return;
+	c->report->fs_size = (uint64_t)sv.f_blocks * sv.f_frsize;
+	c->report->fs_free = (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
 static void check_all(Checker *c)
 {
 	static const char *const volume_files[] = {META_FILE, DATA_FILE, USE_FILE, USE_LOCK, NULL};
@@ -385,6 +398,7 @@ static void check_all(Checker *c)
 	check_nodes(c);
 	check_tmp(c);
 	check_loops(c);
+	check_space(c);
 }
 
 int pool_check(const char *path, PoolCheckReport *ret)

@@ -55,8 +55,10 @@ static void volume_to_backend(PoolBackend *pb, const PoolVolume *v, BackendVolum
 }
 
 /* Its condition: its record sound (else damage says what is wrong; taken), its data file
- * (of local ID local) there and as large as recorded. */
-static void volume_condition(PoolBackend *pb, const char *local, BackendVolume *v, char *damage)
+ * (of local ID local) there and as large as recorded, the pool's filesystem not full (else full
+ * says so). */
+static void volume_condition(PoolBackend *pb, const char *local, BackendVolume *v, char *damage,
+			     const char *full)
 {
 	_cleanup_free_ char *path = pool_volume_data_path(pb->pool, local);
 	struct stat st;
@@ -72,14 +74,18 @@ static void volume_condition(PoolBackend *pb, const char *local, BackendVolume *
 	else if ((uint64_t)st.st_size < v->size)
 		v->condition = xasprintf("data file of volume %s is %lld bytes, %llu expected",
 					 v->id, (long long)st.st_size, (unsigned long long)v->size);
+	else if (full)
+		v->condition = xstrdup(full); /* its writes fail where it needs new blocks */
 	else {
 		v->abnormal = false;
 		v->condition = xstrdup("volume is healthy");
 	}
 }
 
-/* A volume of local ID local with its status, damaged or not: -ENOENT when there is none. */
-static int volume_get(PoolBackend *pb, const char *local, BackendVolume *ret)
+/* A volume of local ID local with its status, damaged or not: -ENOENT when there is none. full:
+ * the pool's pool_space_full_condition(), worked out once for all the volumes of a list (it
+ * stats every data file). */
+static int volume_get(PoolBackend *pb, const char *local, const char *full, BackendVolume *ret)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	char *damage = NULL;
@@ -91,7 +97,7 @@ static int volume_get(PoolBackend *pb, const char *local, BackendVolume *ret)
 	if (damage)
 		v->node = xstrdup(pb->node_part);
 	volume_to_backend(pb, v, ret);
-	volume_condition(pb, local, ret, damage);
+	volume_condition(pb, local, ret, damage, full);
 	return 0;
 }
 
@@ -103,7 +109,8 @@ int pool_backend_get_volume(Backend *b, const BackendRef *r, BackendVolume *ret,
 				     ret_error);
 	if (e < 0)
 		return e;
-	if (volume_get(pool_of(b), local, ret) < 0)
+	_cleanup_free_ char *full = pool_space_full_condition(pool_of(b)->pool);
+	if (volume_get(pool_of(b), local, full, ret) < 0)
 		return errorf(ret_error, -ENOENT, "volume_id: volume %s not found", r->id);
 	return 0;
 }
@@ -124,9 +131,10 @@ int pool_backend_list_volumes(Backend *b, const BackendListRequest *r, BackendVo
 		return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
 	size_t i = pool_page_start(ids, n, r->starting_token);
 	size_t max = r->max_entries ?: POOL_LIST_MAX_DEFAULT;
+	_cleanup_free_ char *full = pool_space_full_condition(pb->pool);
 	l.volumes = xnew0(BackendVolume, MIN(max, n - i));
 	for (; i < n && l.n_volumes < max; i++)
-		if (volume_get(pb, ids[i], &l.volumes[l.n_volumes]) == 0)
+		if (volume_get(pb, ids[i], full, &l.volumes[l.n_volumes]) == 0)
 			l.n_volumes++; /* else deleted while we listed */
 	if (i < n)
 		l.next_token = xstrdup(ids[i]);
@@ -286,19 +294,6 @@ static int create_source(PoolBackend *pb, const BackendCreateVolume *r, char ret
 	return 0;
 }
 
-/* A size beyond what the pool has left: the message says on which node, and how much is
- * left there (what GetCapacity of its segment answers). */
-static int create_no_room(PoolBackend *pb, uint64_t size, char **ret_error)
-{
-	uint64_t total, available;
-
-	pool_capacity(pb->pool, &total, &available);
-	return errorf(
-		ret_error, -ENOSPC,
-		"capacity_range: %llu bytes do not fit in the pool of node %s (%llu bytes left)",
-		(unsigned long long)size, pb->node_id, (unsigned long long)available);
-}
-
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error)
 {
@@ -316,9 +311,12 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	e = pool_volume_create(pb->pool, &spec, source, &method);
 	if (e == -EEXIST)
 		e = create_existing(pb, r, spec.id, ret, ret_error);
-	else if (e == -ENOSPC)
-		e = create_no_room(pb, r->size, ret_error);
-	else if (e == -ENOENT)
+	else if (e == -ENOSPC) {
+		/* On which node, how much is left there (what GetCapacity of its segment answers)
+		 * and why. */
+		_cleanup_free_ char *why = pool_space_refusal(pb->pool, r->size, pb->node_id);
+		e = errorf(ret_error, e, "capacity_range: %s", why);
+	} else if (e == -ENOENT)
 		e = errorf(ret_error, e, "volume_content_source: %s '%s' not found",
 			   spec.source_kind, spec.source_id);
 	else if (e == -ERANGE)
@@ -412,10 +410,11 @@ static int params_after(const PoolVolume *v, uint64_t size, const BackendChange 
 }
 
 /* One locked read-modify-write of the volume: its size grows, its parameters change. */
-static int change_locked(Pool *pool, const char *local, const BackendChange *r, BackendChanged *ret,
-			 char **ret_error)
+static int change_locked(PoolBackend *pb, const char *local, const BackendChange *r,
+			 BackendChanged *ret, char **ret_error)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	Pool *pool = pb->pool;
 
 	int e = pool_volume_load(pool, local, &v);
 	if (e < 0)
@@ -432,10 +431,11 @@ static int change_locked(Pool *pool, const char *local, const BackendChange *r, 
 		v->params = next;
 	}
 	e = size > v->size ? pool_volume_grow(pool, v, size) : pool_volume_save(pool, v);
-	if (e == -ENOSPC)
-		return errorf(ret_error, e,
-			      "volume %s: %llu bytes do not fit in the pool of its node",
-			      r->volume_id, (unsigned long long)size);
+	if (e == -ENOSPC) {
+		_cleanup_free_ char *why = pool_space_refusal(pool, size - v->size, pb->node_id);
+		return errorf(ret_error, e, "volume %s: growing it to %llu bytes: %s", r->volume_id,
+			      (unsigned long long)size, why);
+	}
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: saving the change failed: %s", r->volume_id,
 			      strerror(-e));
@@ -458,7 +458,7 @@ int pool_backend_change_volume(Backend *b, const BackendChange *r, BackendChange
 		return e;
 	if ((e = pool_volume_lock(pool, local, &lock)) < 0)
 		return errorf(ret_error, e, "volume %s not found", r->volume_id);
-	e = change_locked(pool, local, r, ret, ret_error);
+	e = change_locked(pool_of(b), local, r, ret, ret_error);
 	pool_unlock(lock);
 	return e;
 }

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <pthread.h>
 
+#include "fileio.h"
 #include "pool.h"
 
 #define META_FILE "meta.json"
@@ -26,6 +27,7 @@ struct Pool {
 	char *zone;
 	char *boot_id; /* this boot (/proc/sys/kernel/random/boot_id), read at open */
 	uint64_t capacity;
+	double overprovision; /* >= 1 */
 
 	/* The threads' half of the pool lock: flock() excludes other open files, not the threads
 	 * sharing ledger_fd. Taken before the flock, released after it. */
@@ -33,6 +35,26 @@ struct Pool {
 
 	char **recovered; /* a strv: what pool_open() removed from tmp/, for pool_check_repair() */
 };
+
+/* Whether the ledger may reach provisioned bytes: up to capacity x overprovision (PoolSpace),
+ * the filesystem not full for real. Hold the pool lock. */
+bool pool_space_fits(Pool *p, uint64_t provisioned);
+/* Whether the pool's filesystem is full for real: less free for it than 1% of its size (at
+ * most 1 GiB). Writes to thin volumes that need new blocks then fail, or soon will. */
+bool pool_fs_full(const Pool *p);
+/* What the data files of volumes and snapshots hold on disk. */
+uint64_t pool_allocated(Pool *p);
+
+/* POOL/reserve: a few MiB the pool's records can be written with when its filesystem is full.
+ * restore: takes them again where the filesystem has room (at open, after a delete, by the
+ * trimmer); release: gives them up, true when it held any. */
+void pool_reserve_restore(Pool *p);
+bool pool_reserve_release(Pool *p);
+
+/* write_file_atomic_via() of one of the pool's records (0600) through tmp/; on a full
+ * filesystem once more with the reserve given up. */
+int pool_write_atomic(Pool *p, int dir_fd, const char *name, const char *text, size_t len,
+		      WriteFileFlags flags);
 
 /* Takes the pool lock (threads and processes): every change of what the ledger counts happens
  * under it, together with the ledger's update. Blocks. */

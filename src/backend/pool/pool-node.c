@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pool's node service: the block-device node service (blocknode.h) over loop devices of
  * the volumes' data files, with the use records in the pool (volumes/<id>/node.json). */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -8,9 +11,13 @@
 #include "blocknode.h"
 #include "error-util.h"
 #include "failpoint.h"
+#include "log.h"
 #include "loopdev.h"
 #include "pool-internal.h"
 #include "pool-node.h"
+#include "random-util.h"
+
+#define SECTOR_SIZE 512
 
 /* The loop device over the volume's data file (the kernel's word, compared by inode): 0, or
  * -ENODEV when none is attached. */
@@ -33,9 +40,26 @@ static int pool_device_find(void *userdata, const char *id, const Strmap *publis
 	return 0;
 }
 
-/* The loop device, attached now when there is none. */
+/* The logical block size of a new loop device over data: what passes direct I/O straight to
+ * the pool's filesystem (loop_block_size_for()), lowered to the unit of a filesystem already
+ * on the volume (made under 512-byte sectors before volplug chose larger ones, it would not
+ * mount under larger ones) and to what the stage allows (max). */
+static uint32_t block_size_for(const char *data, uint32_t max)
+{
+	uint32_t size = SECTOR_SIZE, unit = 0;
+
+	(void)loop_block_size_for(data, &size);
+	if (blockfs_probe_block_size(data, &unit) == 0 && unit >= SECTOR_SIZE && unit < size)
+		size = unit;
+	if (max >= SECTOR_SIZE && max < size)
+		size = max;
+	return size;
+}
+
+/* The loop device, attached now when there is none: with direct I/O, so the volume's data is
+ * cached once (by the filesystem in it), not a second time as the data file's pages. */
 static int pool_device_get(void *userdata, const char *id, const Strmap *publish_context,
-			   BlockDevice *ret, char **ret_error)
+			   uint32_t block_size_max, BlockDevice *ret, char **ret_error)
 {
 	Pool *p = userdata;
 
@@ -46,7 +70,8 @@ static int pool_device_get(void *userdata, const char *id, const Strmap *publish
 			     : 0;
 	_cleanup_free_ char *data = pool_volume_data_path(p, id);
 	_cleanup_free_ char *dev = NULL;
-	if ((r = loop_attach(data, false, &dev)) < 0)
+	LoopAttach how = {.direct_io = true, .block_size = block_size_for(data, block_size_max)};
+	if ((r = loop_attach(data, &how, &dev)) < 0)
 		return errorf(ret_error, r, "volume %s: attaching a loop device failed: %s", id,
 			      strerror(-r));
 	failpoint("node-stage-after-attach");
@@ -68,6 +93,31 @@ static int pool_device_size(void *userdata, const BlockDevice *d, bool refresh, 
 	(void)userdata;
 	int r = refresh ? loop_refresh_size(d->path) : 0;
 	return r < 0 ? r : loop_get_size(d->path, ret);
+}
+
+/* The pool's filesystem full for real, or a loop device without direct I/O. */
+static char *pool_device_condition(void *userdata, const char *id, const BlockDevice *d,
+				   bool *ret_abnormal)
+{
+	LoopInfo info;
+
+	(void)id;
+	char *full = pool_space_full_condition(userdata);
+	if (full) {
+		*ret_abnormal = true;
+		return full;
+	}
+	if (loop_get_info(d->path, &info) < 0)
+		return NULL;
+	bool direct = info.direct_io;
+	loop_info_done(&info);
+	if (direct)
+		return NULL;
+	*ret_abnormal = false;
+	return xasprintf("its loop device %s works without direct I/O (attached so before, or "
+			 "the pool's filesystem refuses it): its data is cached twice and direct "
+			 "writes in it are not direct; a new stage asks for it again",
+			 d->path);
 }
 
 static bool pool_present(void *userdata, const char *id)
@@ -95,6 +145,7 @@ static const BlockNodeOps pool_node_ops = {
 	.device_get = pool_device_get,
 	.device_release = pool_device_release,
 	.device_size = pool_device_size,
+	.device_condition = pool_device_condition,
 	.volume_present = pool_present,
 	.not_found = pool_volume_not_found,
 	.use_lock = pool_use_lock,
@@ -136,4 +187,68 @@ int pool_node_stats(Pool *p, const char *volume_id, const char *volume_path, Bac
 		    char **ret_error)
 {
 	return blocknode_stats(POOL_NODE(p, NULL), volume_id, volume_path, ret, ret_error);
+}
+
+/* The volume a loop device's backing file is the data file of: "POOL/volumes/<id>/data". */
+static bool volume_of_backing(const char *volumes, const LoopInfo *l, char ret_id[POOL_ID_MAX])
+{
+	size_t n = strlen(volumes);
+
+	if (l->deleted || strncmp(l->backing_file, volumes, n) != 0 || l->backing_file[n] != '/')
+		return false;
+	const char *id = l->backing_file + n + 1, *slash = strchr(id, '/');
+	if (!slash || strcmp(slash, "/" DATA_FILE) != 0 || (size_t)(slash - id) >= POOL_ID_MAX)
+		return false;
+	memcpy(ret_id, id, (size_t)(slash - id));
+	ret_id[slash - id] = 0;
+	return pool_volume_id_valid(ret_id);
+}
+
+int pool_node_trim_all(Pool *p, uint64_t *ret_trimmed)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/volumes", p->path);
+	_cleanup_free_ char *volumes = realpath(dir, NULL);
+	LoopInfo *loops = NULL;
+	size_t n = 0;
+	uint64_t total = 0;
+	int count = 0;
+
+	if (!volumes)
+		return negative_errno();
+	int r = loop_list_for_dir(volumes, &loops, &n);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		char id[POOL_ID_MAX];
+		uint64_t trimmed = 0;
+		if (!volume_of_backing(volumes, &loops[i], id))
+			continue;
+		r = blocknode_trim(POOL_NODE(p, NULL), id, &trimmed);
+		if (r < 0) {
+			/* Not mounted, or a device that cannot discard (a pool on ramfs). */
+			log_debug_errno(r, "volume %s: not trimmed: %m", id);
+			continue;
+		}
+		total += trimmed;
+		count++;
+	}
+	loop_info_array_free(loops, n);
+	*ret_trimmed = total;
+	return count;
+}
+
+int pool_node_direct_io_check(Pool *p)
+{
+	char name[64];
+
+	/* In tmp/: a name nobody else uses, removed by the next open if we die holding it. */
+	snprintf(name, sizeof(name), ".direct-io-%016" PRIx64, random_u64());
+	int fd = openat(p->tmp_fd, name, O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EINVAL)
+		return -EOPNOTSUPP;
+	if (fd < 0)
+		return negative_errno();
+	close(fd);
+	(void)unlinkat(p->tmp_fd, name, 0);
+	return 0;
 }

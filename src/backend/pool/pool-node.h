@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "pool.h"
+#include "time-util.h"
 
 /* NodeStageVolume: attach, make a filesystem on a blank device (never on one that holds
  * anything) with mkfs's options, check it, mount it at staging_path (r->access.fstype:
@@ -37,3 +38,19 @@ int pool_node_expand(Pool *p, const char *volume_id, const char *volume_path, ui
 /* NodeGetVolumeStats of the volume at volume_path (this volume's, else -ENOENT). */
 int pool_node_stats(Pool *p, const char *volume_id, const char *volume_path, BackendStats *ret,
 		    char **ret_error);
+
+/* Trims the filesystem of every volume staged on this machine (blocknode_trim()), so the
+ * space of files deleted in them goes back to the pool: their loop devices punch holes in the
+ * data files. Returns how many were trimmed, *ret_trimmed the bytes their filesystems
+ * trimmed. Volumes not mounted, or whose devices cannot discard, are skipped. Blocks. */
+int pool_node_trim_all(Pool *p, uint64_t *ret_trimmed);
+
+/* 0 when the pool's filesystem takes direct I/O (a file in tmp/ opens with O_DIRECT),
+ * -EOPNOTSUPP when it refuses it: loop devices over it then work buffered. */
+int pool_node_direct_io_check(Pool *p);
+
+/* Runs pool_node_trim_all() on p every interval in a thread of its own, until
+ * pool_trimmer_stop() (which waits for a trim under way to end, then frees it). */
+typedef struct PoolTrimmer PoolTrimmer;
+int pool_trimmer_start(Pool *p, usec_t interval, PoolTrimmer **ret);
+void pool_trimmer_stop(PoolTrimmer *t);

@@ -53,8 +53,7 @@ int pool_node_register(Pool *p, const PoolNode *n)
 	if (r < 0)
 		return r;
 	_cleanup_free_ char *text = pool_node_to_json(n, &len);
-	return write_file_atomic_via(p->tmp_fd, p->nodes_fd, name, text, len, 0600,
-				     WRITE_FILE_DURABLE);
+	return pool_write_atomic(p, p->nodes_fd, name, text, len, WRITE_FILE_DURABLE);
 }
 
 int pool_node_load(Pool *p, const char *id, PoolNode **ret)
@@ -187,8 +186,7 @@ int pool_node_devices_save(Pool *p, const char *node, const PoolNodeDevice *d, s
 	if (r < 0)
 		return r;
 	_cleanup_free_ char *text = pool_node_devices_to_json(node, d, n, &len);
-	return write_file_atomic_via(p->tmp_fd, p->nodes_fd, name, text, len, 0600,
-				     WRITE_FILE_DURABLE);
+	return pool_write_atomic(p, p->nodes_fd, name, text, len, WRITE_FILE_DURABLE);
 }
 
 /* Adds the nodes whose index holds a name for volume_id to v's attachments. */

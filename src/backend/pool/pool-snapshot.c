@@ -35,6 +35,16 @@ static void snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret)
 	strmap_remove(&ret->params, GROUP_KEY);
 }
 
+/* Why the snapshot `what` (malloc'ed, taken) of size bytes failed; for -ENOSPC, the pool's
+ * space: its limit, or its filesystem full for real. */
+static int snapshot_failed(char **ret_error, PoolBackend *pb, int e, uint64_t size, char *what)
+{
+	_cleanup_free_ char *w = what;
+	_cleanup_free_ char *why = e == -ENOSPC ? pool_space_refusal(pb->pool, size, pb->node_id)
+						: xstrdup(strerror(-e));
+	return errorf(ret_error, e, "%s failed: %s", w, why);
+}
+
 int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, BackendSnapshot *ret,
 				 char **ret_error)
 {
@@ -68,8 +78,9 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 	if (e == -EEXIST && pool_snapshot_load(pool, spec.id, &existing) == 0)
 		snapshot_to_backend(existing, ret); /* another process made it meanwhile */
 	else if (e < 0)
-		e = errorf(ret_error, e, "snapshot '%s' of volume %s failed: %s", r->name,
-			   r->source_volume_id, strerror(-e));
+		e = snapshot_failed(
+			ret_error, pb, e, spec.size,
+			xasprintf("snapshot '%s' of volume %s", r->name, r->source_volume_id));
 	else {
 		snapshot_to_backend(&spec, ret);
 		ret->copy_method = copy_method_to_string(method);
@@ -239,8 +250,8 @@ static int group_snapshot_member(char **ret_error, PoolBackend *pb, const Backen
 	e = pool_snapshot_create(pool, &spec, local, &method);
 	strmap_done(&spec.params);
 	if (e < 0 && e != -EEXIST)
-		return errorf(ret_error, e, "snapshot of volume %s failed: %s", volume_id,
-			      strerror(-e));
+		return snapshot_failed(ret_error, pb, e, spec.size,
+				       xasprintf("snapshot of volume %s", volume_id));
 	memcpy(ret_id, spec.id, POOL_ID_MAX);
 	return 0;
 }

@@ -217,7 +217,8 @@ void pool_lock_release(Pool *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
-static uint64_t data_size_sum(int dir_fd, const char *prefix)
+/* The data files' sizes of one kind of object, or what they really hold on disk (allocated). */
+static uint64_t data_sum(int dir_fd, const char *prefix, bool allocated)
 {
 	char **ids;
 	size_t n;
@@ -230,10 +231,16 @@ static uint64_t data_size_sum(int dir_fd, const char *prefix)
 		struct stat st;
 		snprintf(path, sizeof(path), "%s/" DATA_FILE, ids[i]);
 		if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			sum += (uint64_t)st.st_size;
+			sum += allocated ? (uint64_t)st.st_blocks * 512 : (uint64_t)st.st_size;
 	}
 	strv_free(ids);
 	return sum;
+}
+
+uint64_t pool_allocated(Pool *p)
+{
+	return data_sum(p->volumes_fd, kind_prefix[KIND_VOLUME], true) +
+	       data_sum(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT], true);
 }
 
 /* The bytes a staging directory reserves, from its name; 0 for anything else in tmp/. */
@@ -252,8 +259,8 @@ static uint64_t staging_reserved(const char *name)
 /* What the ledger should say, counted from the pool. Hold the pool lock. */
 static uint64_t ledger_recount(Pool *p)
 {
-	uint64_t sum = data_size_sum(p->volumes_fd, kind_prefix[KIND_VOLUME]) +
-		       data_size_sum(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT]);
+	uint64_t sum = data_sum(p->volumes_fd, kind_prefix[KIND_VOLUME], false) +
+		       data_sum(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT], false);
 	_cleanup_closedir_ DIR *d = pool_opendir(p->tmp_fd);
 	struct dirent *de;
 
@@ -290,28 +297,15 @@ static uint64_t ledger_read(Pool *p)
 	return sum;
 }
 
-/* What the pool may provision in all: its configured capacity or the bytes its filesystem has
- * free now, whichever is smaller. A sparse volume takes its full size from the free bytes as
- * from the capacity, so the pool never promises bytes its disk does not have (what volumes
- * wrote counts twice: the conservative side). */
-static uint64_t pool_limit(Pool *p)
-{
-	uint64_t limit = p->capacity ?: UINT64_MAX;
-	struct statvfs sv;
-
-	if (fstatvfs(p->dir_fd, &sv) == 0)
-		limit = MIN(limit, (uint64_t)sv.f_bavail * sv.f_frsize);
-	return limit;
-}
-
-/* Adds bytes to the ledger: -ENOSPC beyond what the pool may provision. Hold the pool lock. */
+/* Adds bytes to the ledger: -ENOSPC beyond what the pool may provision, or when its
+ * filesystem is full for real. Hold the pool lock. */
 static int ledger_reserve(Pool *p, uint64_t bytes)
 {
 	uint64_t cur = ledger_read(p);
 
 	if (bytes == 0)
 		return 0;
-	if (cur + bytes > pool_limit(p) || cur + bytes < cur)
+	if (cur + bytes < cur || !pool_space_fits(p, cur + bytes))
 		return -ENOSPC;
 	return ledger_write(p, cur + bytes);
 }
@@ -337,12 +331,14 @@ int pool_provisioned(Pool *p, uint64_t *ret_bytes)
 
 void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available)
 {
-	uint64_t total = 0, used = 0;
+	PoolSpace s;
 
-	if (pool_provisioned(p, &used) == 0)
-		total = pool_limit(p);
-	*ret_total = total;
-	*ret_available = total > used ? total - used : 0;
+	if (pool_space(p, &s) < 0) {
+		*ret_total = *ret_available = 0; /* nothing can be promised */
+		return;
+	}
+	*ret_total = s.capacity;
+	*ret_available = pool_space_available(&s);
 }
 
 /* Open and recovery */
@@ -512,6 +508,8 @@ int pool_open(const PoolConfig *config, Pool **ret)
 		return r;
 	}
 	p->capacity = config->capacity;
+	p->overprovision = config->overprovision > 0 ? config->overprovision : 1;
+	pool_reserve_restore(p);
 	*ret = p;
 	return 0;
 }
@@ -793,6 +791,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 		return r;
 	failpoint("pool-delete-after-rename");
 	(void)remove_object_dir(p->tmp_fd, trash);
+	pool_reserve_restore(p); /* with the space it held, where the reserve was given up */
 	return 0;
 }
 
@@ -878,8 +877,7 @@ static int open_source_data(Pool *p, const char *kind, const char *id, int *ret_
  * litter in the object's directory. */
 static int write_meta(Pool *p, int dir_fd, const char *text, size_t len)
 {
-	return write_file_atomic_via(p->tmp_fd, dir_fd, META_FILE, text, len, 0600,
-				     WRITE_FILE_DURABLE);
+	return pool_write_atomic(p, dir_fd, META_FILE, text, len, WRITE_FILE_DURABLE);
 }
 
 /* What a new object is made of. */

@@ -32,10 +32,13 @@ typedef struct Pool Pool;
 
 typedef struct PoolConfig {
 	const char *path;    /* the pool directory; created if missing */
-	uint64_t capacity;   /* bytes; 0: no limit but the filesystem's free space */
+	uint64_t capacity;   /* bytes; 0: no limit but the filesystem's (PoolSpace's capacity) */
 	const char *zone;    /* topology zone of this pool */
 	const char *node_id; /* the node it serves (recorded at first use); NULL: not checked */
 	bool existing;	     /* refuse (-ENOENT) a directory that holds no pool yet */
+	/* Volumes and snapshots may be provisioned up to capacity x this (thin provisioning
+	 * beyond 1: their data files are sparse); 0: 1, every byte provisioned is there. */
+	double overprovision;
 } PoolConfig;
 
 #define POOL_ID_MAX 32
@@ -115,15 +118,49 @@ char *pool_volume_not_found(const char *field, const char *id);
 void pool_volume_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 void pool_snapshot_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 
-/* Capacity: total (the configured capacity or the free bytes of the pool's filesystem now,
- * whichever is smaller) and what is left of it after every volume's and snapshot's size,
- * counted by every process on the pool (creates in flight included). Blocks briefly on the
- * pool lock. */
+/* Capacity: total (PoolSpace's capacity) and what is left to provision
+ * (pool_space_available()), counted by every process on the pool (creates in flight included).
+ * Blocks briefly on the pool lock. */
 void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available);
 /* The bytes provisioned: every volume's and snapshot's size (creates in flight included), which
- * may exceed the total above once volumes have written to the disk. Blocks briefly on the pool
- * lock. */
+ * may exceed the total above with an overprovision ratio above 1, or once the disk has less
+ * free. Blocks briefly on the pool lock. */
 int pool_provisioned(Pool *p, uint64_t *ret_bytes);
+
+/* The pool's space, provisioned and real. */
+typedef struct PoolSpace {
+	uint64_t capacity;	   /* what the filesystem has for the pool now: its free bytes
+				    * plus what the pool's files hold; --pool-capacity when that
+				    * is less or the filesystem reports no size (ramfs) */
+	double overprovision;	   /* provisioned may reach capacity x this */
+	uint64_t provisioned;	   /* the sizes of every volume and snapshot, creates in flight
+				    * included, counted by every process on the pool */
+	uint64_t allocated;	   /* what their data files really hold on disk (shared extents of
+				    * reflinked copies count once per file) */
+	uint64_t fs_size, fs_free; /* the pool's filesystem: its size, what is free (f_bavail) */
+	bool full;		   /* its filesystem is full for real (pool_fs_full()) */
+} PoolSpace;
+
+/* Fills *ret: the ledger under the pool lock (blocks briefly), the data files' allocation
+ * (a stat of each), the filesystem's statvfs. -errno when the ledger cannot be read; the
+ * filesystem's figures are 0 when statvfs fails. */
+int pool_space(Pool *p, PoolSpace *ret);
+
+/* What may still be provisioned: capacity x overprovision - provisioned, and 0 while the
+ * filesystem is full for real. */
+uint64_t pool_space_available(const PoolSpace *s);
+
+/* "the pool's filesystem is full: 0 bytes free of 256 MiB; ...": why thin volumes' writes
+ * fail, for conditions and errors (malloc'ed). */
+char *pool_space_full_message(const PoolSpace *s);
+
+/* pool_space_full_message() while the filesystem is full for real, else NULL. */
+char *pool_space_full_condition(Pool *p);
+
+/* Why bytes more could not be provisioned (after -ENOSPC), in the pool of node (NULL or "": not
+ * named): the filesystem full for real, or what is left, what is provisioned and the limit
+ * (malloc'ed). */
+char *pool_space_refusal(Pool *p, uint64_t bytes, const char *node);
 
 /* Volumes. All block; the per-volume ones take the volume's lock (flock, so also against
  * other processes on the same pool) for their duration. */
@@ -269,6 +306,9 @@ typedef struct PoolCheckItem {
 
 typedef struct PoolCheckReport {
 	size_t volumes, snapshots;
+	/* The data files of volumes and snapshots: their sizes, and what they hold on disk; the
+	 * pool's filesystem: its size and free space (f_bavail). */
+	uint64_t provisioned, allocated, fs_size, fs_free;
 	PoolCheckItem *items; /* the problems, repaired or not */
 	size_t n_items, repaired;
 } PoolCheckReport;
