@@ -46,6 +46,24 @@ static void print_header(json_t *s)
 	       str(s, "not_ready_reason"));
 }
 
+/* What may be provisioned: the capacity, or with thin provisioning the capacity times the
+ * ratio, and that product spelled out. */
+static void print_limit(json_t *p)
+{
+	json_t *r = json_object_get(p, "overprovision_ratio");
+	double ratio = json_is_number(r) ? json_number_value(r) : 1;
+	int64_t capacity = num(p, "capacity_bytes");
+	long double limit = (long double)capacity * ratio;
+	char a[32], b[32];
+
+	if (ratio == 1) {
+		fputs(bytes(capacity, a), stdout);
+		return;
+	}
+	printf("%s (%s x overprovision ratio %g)",
+	       bytes(limit >= 0x1p63 ? INT64_MAX : (int64_t)limit, a), bytes(capacity, b), ratio);
+}
+
 static void print_pool(json_t *p)
 {
 	char a[32], b[32], c[32], d[32];
@@ -54,9 +72,12 @@ static void print_pool(json_t *p)
 		printf("pool: none served\n");
 		return;
 	}
-	printf("pool %s: %s provisioned of %s, %s available; filesystem free %s\n", str(p, "path"),
-	       bytes(num(p, "provisioned_bytes"), a), bytes(num(p, "capacity_bytes"), b),
-	       bytes(num(p, "available_bytes"), c), bytes(num(p, "filesystem_free_bytes"), d));
+	printf("pool %s: %s provisioned of ", str(p, "path"),
+	       bytes(num(p, "provisioned_bytes"), a));
+	print_limit(p);
+	printf(", %s allocated, %s available; filesystem free %s\n",
+	       bytes(num(p, "allocated_bytes"), b), bytes(num(p, "available_bytes"), c),
+	       bytes(num(p, "filesystem_free_bytes"), d));
 	printf("  %lld volumes, %lld snapshots; on this node %lld staged, %lld published, %lld "
 	       "loop devices\n",
 	       (long long)num(p, "volumes"), (long long)num(p, "snapshots"),

@@ -78,12 +78,13 @@ int admin_list_flex_drivers(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 	return 0;
 }
 
-/* A gauge or counter of the registry as an integer; 0 when it has no series. */
+/* A gauge or counter of the registry as an integer; 0 when it has no series. A double beyond
+ * int64's range does not convert: such a figure (a --pool-capacity of exabytes) is clamped. */
 static int64_t figure(const char *name)
 {
 	double v = 0;
 	(void)metrics_sum(name, &v);
-	return (int64_t)v;
+	return v >= 0x1p63 ? INT64_MAX : v <= 0 ? 0 : (int64_t)v;
 }
 
 static Volplug__Admin__V1__PoolStatus *pool_status(const Driver *d)
@@ -96,8 +97,11 @@ static Volplug__Admin__V1__PoolStatus *pool_status(const Driver *d)
 	Volplug__Admin__V1__PoolStatus *p = xnew0(Volplug__Admin__V1__PoolStatus, 1);
 	volplug__admin__v1__pool_status__init(p);
 	p->path = xstrdup(d->pool ?: "");
-	p->capacity_bytes = (int64_t)v;
+	p->capacity_bytes = figure("volplug_pool_capacity_bytes");
+	p->overprovision_ratio = 1;
+	(void)metrics_sum("volplug_pool_overprovision_ratio", &p->overprovision_ratio);
 	p->provisioned_bytes = figure("volplug_pool_provisioned_bytes");
+	p->allocated_bytes = figure("volplug_pool_allocated_bytes");
 	p->available_bytes = figure("volplug_pool_available_bytes");
 	p->filesystem_free_bytes = figure("volplug_pool_filesystem_free_bytes");
 	p->volumes = figure("volplug_pool_volumes");

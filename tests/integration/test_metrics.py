@@ -407,13 +407,27 @@ def test_flex_drivers_and_their_calls(ctx):
     assert len([l for l in d.logs().splitlines() if "volplug.test/broken is not usable" in l]) == 1
 
 
+def write_into(d, volume_id, mib):
+    """Writes mib MiB into a volume's data file, as writes in the volume land there."""
+    path = os.path.join(d.pool, "volumes", volume_id.split(".")[0], "data")
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for i in range(mib):
+            os.pwrite(fd, b"\x5a" * MiB, i * 4 * MiB)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def test_volplugctl_status(ctx):
-    """status shows the pool, the volumes, the drivers and the recent problems, as text and as
-    JSON, from the admin service (metrics endpoint or not)."""
+    """status shows the pool (provisioned and really allocated bytes), the volumes, the drivers
+    and the recent problems, as text and as JSON, from the admin service (metrics endpoint or
+    not)."""
     d = ctx.daemon(args=["--pool-capacity", "1G", "--flexvolume-dir", ""])
     for i in range(3):
-        d.call("CreateVolume", name="pvc-st-%d" % i, capacity_range={"required_bytes": 100 * MiB},
-               volume_capabilities=[mount_cap()])
+        v = d.call("CreateVolume", name="pvc-st-%d" % i, capacity_range={"required_bytes": 100 * MiB},
+                   volume_capabilities=[mount_cap()]).volume.volume_id
+    write_into(d, v, 3)
     d.expect_error(grpc.StatusCode.NOT_FOUND, "ControllerPublishVolume", volume_id="vol-00000000000000aa",
                    node_id="node-1", volume_capability=mount_cap())
     s = d.ctl_json("status")
@@ -421,15 +435,55 @@ def test_volplugctl_status(ctx):
     p = s["pool"]
     assert p["path"] == d.pool and p["volumes"] == 3 and p["capacity_bytes"] == 1 << 30, p
     assert p["provisioned_bytes"] == 300 * MiB and p["available_bytes"] == (1 << 30) - 300 * MiB, p
+    assert p["allocated_bytes"] == 3 * MiB and p["overprovision_ratio"] == 1, p
     assert s["calls"] >= 4 and s.get("calls_in_flight", 0) == 0, s
     assert s.get("flex_enabled", False) is False
     prob = s["recent_problems"][0]
     assert prob["what"] == "NOT_FOUND" and "vol-00000000000000aa" in prob["context"], prob
     text = d.ctl("status").stdout
     assert "test.volplug.io" in text and ": ready" in text, text
-    assert "300.0 MiB provisioned of 1.0 GiB" in text and "3 volumes, 0 snapshots" in text, text
+    assert "300.0 MiB provisioned of 1.0 GiB, 3.0 MiB allocated, 724.0 MiB available;" in text, text
+    assert "3 volumes, 0 snapshots" in text, text
     assert "Flexvolume drivers: off" in text, text
     assert "NOT_FOUND  ControllerPublishVolume volume_id=vol-00000000000000aa:" in text, text
+
+
+def test_thin_pool_gauges_and_status(ctx):
+    """With --overprovision-ratio 2.5 more than the capacity is provisioned: the gauges and
+    status say so, the limit spelled out. The same pool opened again without thin provisioning
+    has more provisioned than it may: 0 available, never a figure wrapped below zero."""
+    d = ctx.daemon(args=ADDR + ["--pool-capacity", "1G", "--overprovision-ratio", "2.5"])
+    for i in range(3):
+        v = d.call("CreateVolume", name="pvc-thin-%d" % i, capacity_range={"required_bytes": 600 * MiB},
+                   volume_capabilities=[mount_cap()]).volume.volume_id
+    write_into(d, v, 2)
+    s = scrape(d, fresh=True)
+    assert value(s, "volplug_pool_capacity_bytes") == 1 << 30
+    assert value(s, "volplug_pool_overprovision_ratio") == 2.5
+    assert value(s, "volplug_pool_provisioned_bytes") == 1800 * MiB
+    assert value(s, "volplug_pool_allocated_bytes") == 2 * MiB
+    assert value(s, "volplug_pool_available_bytes") == 2560 * MiB - 1800 * MiB
+    text = d.ctl("status").stdout
+    assert ("1.8 GiB provisioned of 2.5 GiB (1.0 GiB x overprovision ratio 2.5), 2.0 MiB allocated, "
+            "760.0 MiB available;") in text, text
+    assert d.ctl_json("status")["pool"]["overprovision_ratio"] == 2.5
+
+    d.stop()
+    d = ctx.daemon(args=ADDR + ["--pool-capacity", "1G"], pool=d.pool, name="thick")
+    s = scrape(d)
+    assert value(s, "volplug_pool_provisioned_bytes") == 1800 * MiB
+    assert value(s, "volplug_pool_capacity_bytes") == 1 << 30
+    assert value(s, "volplug_pool_available_bytes") == 0, "not below zero"
+    assert value(s, "volplug_pool_overprovision_ratio") == 1
+    p = d.ctl_json("status")["pool"]
+    assert p["provisioned_bytes"] == 1800 * MiB and p.get("available_bytes", 0) == 0, p
+    text = d.ctl("status").stdout
+    assert "1.8 GiB provisioned of 1.0 GiB, 2.0 MiB allocated, 0 B available;" in text, text
+    d.expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "CreateVolume", name="pvc-more",
+                   capacity_range={"required_bytes": MiB}, volume_capabilities=[mount_cap()],
+                   match="1048576 bytes do not fit in the pool of node node-1 (0 bytes left): "
+                         "1887436800 of 1073741824 bytes are provisioned")
+    assert d.call("GetCapacity").available_capacity == 0
 
 
 def test_docs_name_every_series(ctx):
@@ -470,4 +524,5 @@ if __name__ == "__main__":
     run([test_lifecycle_moves_counters_exactly, test_storm_of_scrapes_and_garbage,
          test_healthz_and_probe_follow_the_pool, test_off_by_default_and_bad_address,
          test_json_logs_and_verbosity, test_flex_drivers_and_their_calls, test_volplugctl_status,
+         test_thin_pool_gauges_and_status,
          test_docs_name_every_series, test_bench_script_runs])

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The pool's gauges, read from the pool when metrics are scraped (at most once a second, see
- * metrics.h): capacity from the ledger, objects and uses from their records, loop devices from
- * the kernel. Counted by every process on the pool alike, so a node and a controller process on
- * one pool report the same pool. */
+ * metrics.h): its space from the ledger, the data files and statvfs (pool_space()), objects and
+ * uses from their records, loop devices from the kernel. Counted by every process on the pool
+ * alike, so a node and a controller process on one pool report the same pool. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 
 #include "loopdev.h"
 #include "metrics.h"
@@ -14,12 +13,21 @@
 #define POOL_GAUGE(var, name, help) METRIC_DEFINE_FULL(var, METRIC_GAUGE, name, help, true, NULL, 0)
 
 POOL_GAUGE(capacity, "volplug_pool_capacity_bytes",
-	   "Bytes the pool may provision: --pool-capacity or its filesystem's free bytes now, "
-	   "whichever is smaller");
+	   "Bytes the pool's filesystem has for it: its free bytes plus what the pool's files "
+	   "hold, or --pool-capacity when less; it may provision this times the overprovision "
+	   "ratio");
+POOL_GAUGE(ratio, "volplug_pool_overprovision_ratio",
+	   "The pool may provision its capacity times this (--overprovision-ratio; above 1: thin "
+	   "provisioning)");
 POOL_GAUGE(provisioned, "volplug_pool_provisioned_bytes",
-	   "Bytes provisioned: the sizes of every volume and snapshot");
+	   "Bytes provisioned: the sizes of every volume and snapshot (above the capacity when "
+	   "thin provisioned)");
+POOL_GAUGE(allocated, "volplug_pool_allocated_bytes",
+	   "Bytes the data files of volumes and snapshots really hold on the filesystem (what was "
+	   "written and not trimmed)");
 POOL_GAUGE(available, "volplug_pool_available_bytes",
-	   "Bytes still free to provision (what GetCapacity reports)");
+	   "Bytes still free to provision (what GetCapacity reports; 0 when the filesystem is "
+	   "full for real)");
 POOL_GAUGE(fs_free, "volplug_pool_filesystem_free_bytes",
 	   "Bytes free on the filesystem that holds the pool (its files are sparse: this is what "
 	   "they can still fill)");
@@ -77,19 +85,27 @@ static void count_loops(Pool *p)
 	loop_info_array_free(list, n);
 }
 
+/* One look at the pool's space for all its byte gauges, so they agree with each other (and
+ * with GetCapacity): none when the ledger cannot be read. */
+static void count_space(Pool *p)
+{
+	PoolSpace s;
+
+	if (pool_space(p, &s) < 0)
+		return;
+	metric_add(&capacity, (double)s.capacity);
+	metric_add(&ratio, s.overprovision);
+	metric_add(&provisioned, (double)s.provisioned);
+	metric_add(&allocated, (double)s.allocated);
+	metric_add(&available, (double)pool_space_available(&s));
+	metric_add(&fs_free, (double)s.fs_free);
+}
+
 static void pool_collect(void *userdata)
 {
 	PoolBackend *pb = userdata;
-	uint64_t total, avail, used;
-	struct statvfs st;
 
-	pool_capacity(pb->pool, &total, &avail);
-	metric_add(&capacity, (double)total);
-	metric_add(&available, (double)avail);
-	if (pool_provisioned(pb->pool, &used) == 0)
-		metric_add(&provisioned, (double)used);
-	if (statvfs(pool_path(pb->pool), &st) == 0)
-		metric_add(&fs_free, (double)st.f_bavail * (double)st.f_frsize);
+	count_space(pb->pool);
 	count_ids(pb->pool, pool_volume_list, &volumes);
 	count_ids(pb->pool, pool_snapshot_list, &snapshots);
 	if (*pb->node_id)
