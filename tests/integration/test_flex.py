@@ -946,7 +946,9 @@ def test_a_full_lifecycle_leaves_no_record(ctx):
         publish_ephemeral(d, "csi-eph", t, TMPFS)
         d.call("NodeUnpublishVolume", volume_id="csi-eph", target_path=t)
         assert json_files(os.path.join(d.pool, "flex")) == [], json_files(os.path.join(d.pool, "flex"))
-        assert pool_check(d) == (0, "0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems\n")
+        rc, out = pool_check(d)
+        assert rc == 0 and out.startswith("0 MiB provisioned, 0 MiB allocated; ") and \
+            out.endswith("\n0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems\n"), out
 
         # Published, then the daemon dies and the mount goes without it (a reboot, the kubelet
         # cleaning up): the record is left, and pool check says so.
