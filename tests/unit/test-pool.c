@@ -325,6 +325,7 @@ static void test_delete(void)
 
 	create(p, "del-published", MIB);
 	pool_volume_load(p, id_of("del-published"), &v);
+	free(v->attachments); /* the empty array the load made */
 	v->attachments = xnew0(PoolAttachment, 1);
 	v->attachments[0] =
 		(PoolAttachment){.node = xstrdup("node-1"), .device = xstrdup("/dev/xvdba")};
@@ -365,6 +366,7 @@ static void test_node_devices(void)
 	create(p, "dev-attached", MIB);
 	create(p, "dev-claim-only", MIB);
 	pool_volume_load(p, id_of("dev-attached"), &v);
+	free(v->attachments); /* the empty array the load made */
 	v->attachments = xnew0(PoolAttachment, 1);
 	v->attachments[0] =
 		(PoolAttachment){.node = xstrdup("node-x"), .device = xstrdup("/dev/xvdbb")};
