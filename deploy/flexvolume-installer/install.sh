@@ -4,8 +4,10 @@
 # and every node gets the drivers, a new node gets them when it joins, and rolling out a new
 # image upgrades them.
 #
-# The image holds one folder per driver under $DRIVERS (default /drivers), named as in the
-# plugin directory: <vendor>~<name>, with the executable <name> in it and any files it needs.
+# The volplug image has it as /usr/bin/volplug-flexvolume-installer, and the example drivers of
+# examples/flexvolume in /drivers (deploy/container/build-image puts them there). The image
+# holds one folder per driver under $DRIVERS (default /drivers), named as in the plugin
+# directory: <vendor>~<name>, with the executable <name> in it and any files it needs.
 # The host's plugin directory is mounted at $FLEXMNT (default /flexmnt).
 #
 # Each file is written under a dot-name (which volplugd and the kubelet ignore), made
