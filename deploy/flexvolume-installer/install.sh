@@ -42,6 +42,10 @@ install_file() {
 	exit 1
 }
 
+# Exit at once on TERM, from here on: a pod stopped while it installs ends too, and one
+# stopped as soon as its drivers are in place is not left waiting for its grace period.
+trap 'exit 0' TERM INT
+
 n=0
 for src in "$DRIVERS"/*; do
 	[ -d "$src" ] || continue
@@ -69,8 +73,7 @@ if [ "$n" -eq 0 ]; then
 fi
 log "$n driver(s) in place in $FLEXMNT; sleeping"
 
-# Stay up so the DaemonSet keeps its pod (and a new image re-installs); exit at once on TERM.
-trap 'exit 0' TERM INT
+# Stay up so the DaemonSet keeps its pod (and a new image re-installs).
 while :; do
 	sleep 3600 &
 	wait $! || true
