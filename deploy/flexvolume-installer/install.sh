@@ -4,8 +4,10 @@
 # and every node gets the drivers, a new node gets them when it joins, and rolling out a new
 # image upgrades them.
 #
-# The image holds one folder per driver under $DRIVERS (default /drivers), named as in the
-# plugin directory: <vendor>~<name>, with the executable <name> in it and any files it needs.
+# The volplug image has it as /usr/bin/volplug-flexvolume-installer, and the example drivers of
+# examples/flexvolume in /drivers (deploy/container/build-image puts them there). The image
+# holds one folder per driver under $DRIVERS (default /drivers), named as in the plugin
+# directory: <vendor>~<name>, with the executable <name> in it and any files it needs.
 # The host's plugin directory is mounted at $FLEXMNT (default /flexmnt).
 #
 # Each file is written under a dot-name (which volplugd and the kubelet ignore), made
@@ -40,6 +42,10 @@ install_file() {
 	exit 1
 }
 
+# Exit at once on TERM, from here on: a pod stopped while it installs ends too, and one
+# stopped as soon as its drivers are in place is not left waiting for its grace period.
+trap 'exit 0' TERM INT
+
 n=0
 for src in "$DRIVERS"/*; do
 	[ -d "$src" ] || continue
@@ -67,8 +73,7 @@ if [ "$n" -eq 0 ]; then
 fi
 log "$n driver(s) in place in $FLEXMNT; sleeping"
 
-# Stay up so the DaemonSet keeps its pod (and a new image re-installs); exit at once on TERM.
-trap 'exit 0' TERM INT
+# Stay up so the DaemonSet keeps its pod (and a new image re-installs).
 while :; do
 	sleep 3600 &
 	wait $! || true

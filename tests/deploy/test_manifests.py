@@ -334,6 +334,18 @@ def check_images(objs):
     assert '"io.containerd.image.name"] = "docker.io/library/volplug:" + version' in build_image
 
 
+def check_installer_image(objs):
+    """The Flexvolume installer runs the image make image builds, with the command
+    deploy/container/build-image installs in it."""
+    (c,) = containers(objs)
+    check_images(objs)
+    command = c.get("command", [])
+    assert len(command) == 1, command
+    with open(os.path.join(ROOT, "deploy", "container", "build-image")) as f:
+        assert '"$1%s"' % command[0] in f.read(), "build-image does not install %s" % command[0]
+    return "%s %s" % (c["image"], command[0])
+
+
 def project_version():
     with open(os.path.join(ROOT, "meson.build")) as f:
         return re.search(r"^\s*version\s*:\s*'([^']+)'", f.read(), re.M).group(1)
@@ -495,6 +507,9 @@ def main():
     tests.append(("flexvolume installer: valid against the API schemas",
                   lambda: check_schemas(load_docs(os.path.join(ROOT, "deploy", "flexvolume-installer",
                                                                "daemonset.yaml")), schemas)))
+    tests.append(("flexvolume installer: the image make image builds, its installer command",
+                  lambda: check_installer_image(load_docs(os.path.join(
+                      ROOT, "deploy", "flexvolume-installer", "daemonset.yaml")))))
     tests.append(("the schema check finds mistakes", lambda: check_schema_catches_mistakes(schemas)))
     tests.append(("the snapshot CRDs are kept, from the sidecar's release", check_crds))
     tests.append(("the example driver's vendor is named alike everywhere", check_example_vendor))

@@ -6,7 +6,9 @@ mounts the manifest's volumeMounts with every hostPath a directory of the test's
 which is the host's (loop devices are made there). From the host, volplugctl then talks to the
 socket in the plugin directory: Probe (what livenessprobe asks), and a whole CSI lifecycle whose
 mounts the host must see (the kubelet directory is mounted Bidirectional). Inside the running
-container, `volplugd --version` and the image's own volplugctl. TAP output.
+container, `volplugd --version` and the image's own volplugctl. Then the Flexvolume installer
+DaemonSet's container (deploy/flexvolume-installer/daemonset.yaml), from the same image: the
+example drivers appear in its host plugin directory, whole and executable. TAP output.
 
 The runtime is crun or runc, whichever runs here (`--version` in the image); skipped, with each
 runtime's own words, only when neither can run a container. Without an image: skipped, but a
@@ -29,6 +31,8 @@ IMAGE = os.environ.get("VOLPLUG_IMAGE", os.path.join(ROOT, "build", "image", "oc
 VERSION = os.environ.get("VOLPLUG_VERSION", "0.1.0")
 VOLPLUGCTL = os.environ.get("VOLPLUGCTL", os.path.join(ROOT, "build", "src", "cmd", "volplugctl"))
 MANIFEST = os.path.join(ROOT, "deploy", "kubernetes", "multi-node", "node.yaml")
+INSTALLER = os.path.join(ROOT, "deploy", "flexvolume-installer", "daemonset.yaml")
+EXAMPLES = os.path.join(ROOT, "examples", "flexvolume")
 NODE = "image-node"
 MiB = 1 << 20
 # The capabilities by number (runc 1.1 and crun 1.8 know these).
@@ -63,13 +67,17 @@ def sh(*argv, check=True, timeout=120, **kw):
     return p
 
 
-def volplugd_container():
-    """The DaemonSet's volplugd container and its pod's volumes, from the manifest."""
-    with open(MANIFEST) as f:
+def daemonset_container(path, name):
+    """The container name of the DaemonSet in the manifest at path, and its pod's volumes."""
+    with open(path) as f:
         ds = [d for d in yaml.safe_load_all(f) if d and d["kind"] == "DaemonSet"][0]
     spec = ds["spec"]["template"]["spec"]
-    c = [c for c in spec["containers"] if c["name"] == "volplugd"][0]
+    c = [c for c in spec["containers"] if c["name"] == name][0]
     return c, {v["name"]: v for v in spec["volumes"]}
+
+
+def volplugd_container():
+    return daemonset_container(MANIFEST, "volplugd")
 
 
 class Bundle:
@@ -89,14 +97,16 @@ class Bundle:
     def host_path(self, path):
         return os.path.join(self.host, path.lstrip("/"))
 
-    def config(self, args, manifest=True):
-        """config.json for args (after the image's entrypoint), privileged, with the
-        manifest's mounts when manifest."""
+    def config(self, args, pod=None):
+        """config.json for args, privileged; after the image's entrypoint, or with pod, a
+        manifest's (container, volumes), after the container's command, with its env and
+        mounts."""
         c = json.loads(json.dumps(self.base))
         p = c["process"]
-        p["args"] = [c["process"]["args"][0]] + args
+        command = pod and pod[0].get("command")
+        p["args"] = (command or [c["process"]["args"][0]]) + args
         p["terminal"] = False
-        env = manifest_env()
+        env = container_env(pod[0]) if pod else {}
         p["env"] = [e for e in p["env"] if e.split("=", 1)[0] not in env] + [
             "%s=%s" % kv for kv in env.items()]
         caps = current_caps()
@@ -112,8 +122,8 @@ class Bundle:
         for m in c["mounts"]:
             if m["destination"] in ("/sys", "/sys/fs/cgroup"):
                 m["options"] = [o for o in m["options"] if o != "ro"] + ["rw"]
-        if manifest:
-            container, volumes = volplugd_container()
+        if pod:
+            container, volumes = pod
             for vm in container["volumeMounts"]:
                 src = volumes[vm["name"]]["hostPath"]["path"]
                 src = "/dev" if src == "/dev" else self.host_path(src)
@@ -142,9 +152,8 @@ POD_IP = "127.0.0.1"
 FIELD_VALUES = {"spec.nodeName": NODE, "status.podIP": POD_IP}
 
 
-def manifest_env():
-    """The volplugd container's env as the kubelet sets it: NAME -> value."""
-    container, _ = volplugd_container()
+def container_env(container):
+    """A manifest container's env as the kubelet sets it: NAME -> value."""
     env = {}
     for e in container.get("env", []):
         field = e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
@@ -156,7 +165,7 @@ def manifest_env():
 def manifest_args():
     """The volplugd container's args with $(VAR) expanded as the kubelet expands them."""
     container, _ = volplugd_container()
-    env = manifest_env()
+    env = container_env(container)
     return [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a)
             for a in container["args"]]
 
@@ -164,7 +173,7 @@ def manifest_args():
 def pick_runtime(bundle):
     """The first of crun and runc that runs `volplugd --version` in the image: (runtime,
     its output). Raises Skip with each runtime's words when none can."""
-    bundle.config(["--version"], manifest=False)
+    bundle.config(["--version"])
     tried = []
     for rt in ("crun", "runc"):
         exe = shutil.which(rt)
@@ -316,6 +325,45 @@ def volume_lifecycle(ctr, bundle, ctl, ctl_json, vid):
         "NodeExpandVolume, snapshots, NodeUnpublish, NodeUnstage, DeleteVolume"
 
 
+def installed(path, want):
+    """path is an executable file holding the bytes want."""
+    try:
+        with open(path, "rb") as f:
+            return f.read() == want and os.stat(path).st_mode & 0o111 == 0o111
+    except FileNotFoundError:
+        return False
+
+
+def installer(runtime, bundle):
+    """The installer DaemonSet's container, from the image, with its host plugin directory:
+    the example drivers appear there, each whole and executable, no dot-file is left, and it
+    stops on SIGTERM."""
+    pod = daemonset_container(INSTALLER, "installer")
+    container, volumes = pod
+    (mount,) = [vm for vm in container["volumeMounts"] if vm["mountPath"] == "/flexmnt"]
+    flexdir = bundle.host_path(volumes[mount["name"]]["hostPath"]["path"])
+    want = {}
+    for name in ("tmpfs", "loop"):
+        with open(os.path.join(EXAMPLES, name), "rb") as f:
+            want["volplug.example~%s/%s" % (name, name)] = f.read()
+    bundle.config(container.get("args", []), pod)
+    ctr = Container(runtime, bundle, "volplug-installer-%d" % os.getpid())
+    ctr.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not all(installed(os.path.join(flexdir, p), b) for p, b in want.items()):
+            assert ctr.proc.poll() is None, "the installer ended: %s" % ctr.logs()
+            assert time.monotonic() < deadline, "no drivers after 30 s: %s" % ctr.logs()
+            time.sleep(0.1)
+        dots = [os.path.join(d, n) for d, dirs, files in os.walk(flexdir)
+                for n in dirs + files if n.startswith(".")]
+        assert not dots, "left behind: %s" % dots
+    finally:
+        code = ctr.stop()
+    assert code == 0, "exit %s on SIGTERM: %s" % (code, ctr.logs())
+    return "%s in the host's plugin directory, stopped on SIGTERM" % ", ".join(sorted(want))
+
+
 def image_size():
     """The bytes of the image's layers, compressed, as a registry would store them."""
     with open(os.path.join(IMAGE, "index.json")) as f:
@@ -327,7 +375,7 @@ def image_size():
 
 def main():
     tests = ["the image runs volplugd --version", "volplugd serves CSI from the image",
-             "volplugd stops on SIGTERM"]
+             "volplugd stops on SIGTERM", "the Flexvolume installer installs the example drivers"]
     print("1..%d" % len(tests))
 
     def skip_all(why):
@@ -361,7 +409,7 @@ def main():
         print("%s 1 - %s: %s" % ("ok" if ok else "not ok", tests[0], note), flush=True)
         failed += not ok
 
-        bundle.config(manifest_args())
+        bundle.config(manifest_args(), volplugd_container())
         ctr = Container(runtime, bundle, "volplug-image-%d" % os.getpid())
         ctr.start()
         try:
@@ -377,6 +425,14 @@ def main():
                                      ctr.logs())
         print("%s 3 - %s: exit %s" % ("ok" if ok else "not ok", tests[2], code), flush=True)
         failed += not ok
+
+        try:
+            print("ok 4 - %s: %s" % (tests[3], installer(runtime, bundle)), flush=True)
+        except Exception as e:  # noqa: BLE001 - reported as a failed test
+            failed += 1
+            print("not ok 4 - %s" % tests[3])
+            for line in repr(e).splitlines():
+                print("#   " + line)
     finally:
         if ctr:
             ctr.stop()

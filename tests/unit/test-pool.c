@@ -465,6 +465,16 @@ static char *use_temporary(void)
 	return found;
 }
 
+/* Whether someone holds tmp/NAME's flock (a probe that gets it lets it go at once). */
+static bool temporary_locked(const char *name)
+{
+	_cleanup_free_ char *rel = xasprintf("tmp/%s", name);
+	_cleanup_free_ char *path = path_in(rel);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	return fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+}
+
 typedef struct Saver {
 	Pool *p;
 	const char *id;
@@ -506,16 +516,20 @@ static void test_use_records(void)
 	is_int(pool_volume_use_lock(p, id, &lock), 0, "take the node lock");
 	Saver s = {.p = p, .id = id, .u = &u};
 	pthread_create(&th, NULL, save_use, &s);
+	/* The writer creates its temporary, then flocks it: wait for both. */
 	_cleanup_free_ char *tmp = NULL;
-	for (int i = 0; i < 150 && !(tmp = use_temporary()); i++)
-		usleep(1000);
+	bool locked = false;
+	for (int i = 0; i < 150 && !locked; i++) {
+		free(tmp);
+		tmp = use_temporary();
+		locked = tmp && temporary_locked(tmp);
+		if (!locked)
+			usleep(1000);
+	}
 	ok(tmp != NULL, "while node.json is written, its temporary is in tmp/ (%s)", tmp ?: "none");
+	ok(locked, "and flock'ed");
 	_cleanup_free_ char *tmp_rel = xasprintf("tmp/%s", tmp ?: "x");
 	_cleanup_free_ char *tmp_path = path_in(tmp_rel);
-	int fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
-	ok(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK, "and flock'ed");
-	if (fd >= 0)
-		close(fd);
 	is_int(pool_check_repair(other, &report), 0, "a repair meanwhile");
 	is_int(report.n_items, 0, "neither reports it");
 	pool_check_report_done(&report);
