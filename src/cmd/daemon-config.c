@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <getopt.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -29,13 +30,21 @@ const char daemon_usage[] =
 	"                                  \"\": no Flexvolume drivers)\n"
 	"  --flexvolume-timeout [CMD=]TIME deadline of Flexvolume driver calls: of every\n"
 	"                                  command, or of one (mount=30s); repeatable\n"
-	"  --workers N                     handler threads (default 8)\n"
+	"  --workers N                     handler threads (default 8; 32 with --backend ebs,\n"
+	"                                  whose calls wait for EC2)\n"
 	"  --shutdown-grace TIME           how long in-flight calls may finish on SIGTERM (30s)\n"
 	"  --fs-group-change-policy P      volume ownership when a volume names none: Always or\n"
 	"                                  OnRootMismatch (default)\n"
 	"  --backend pool|ebs              where volumes live: the pool (default), or EBS\n"
 	"\n"
-	"EBS (--backend ebs; the node service only so far):\n"
+	"EBS (--backend ebs), controller (all, controller): credentials and region as the AWS\n"
+	"SDKs find them (AWS_REGION, or the instance metadata service):\n"
+	"  --ec2-endpoint URL              EC2's endpoint (default "
+	"https://ec2.REGION.amazonaws.com/;\n"
+	"                                  a VPC endpoint, a test peer)\n"
+	"  --extra-volume-tags K=V,...     tags added to every volume and snapshot it makes\n"
+	"                                  (repeatable)\n"
+	"EBS, node (all, node; never reads a credential):\n"
 	"  --node-id, --zone               default: the instance's, from the instance metadata\n"
 	"                                  service (AWS_EC2_METADATA_SERVICE_ENDPOINT)\n"
 	"  --instance-type TYPE            e.g. m5.large (default: from the metadata service):\n"
@@ -71,6 +80,8 @@ enum {
 	OPT_INSTANCE_TYPE,
 	OPT_DEVICE_DIR,
 	OPT_DEVICE_WAIT,
+	OPT_EC2_ENDPOINT,
+	OPT_EXTRA_TAGS,
 
 	OPT_VERSION,
 };
@@ -95,6 +106,8 @@ static const struct option options[] = {
 	{"instance-type", required_argument, NULL, OPT_INSTANCE_TYPE},
 	{"device-dir", required_argument, NULL, OPT_DEVICE_DIR},
 	{"device-wait", required_argument, NULL, OPT_DEVICE_WAIT},
+	{"ec2-endpoint", required_argument, NULL, OPT_EC2_ENDPOINT},
+	{"extra-volume-tags", required_argument, NULL, OPT_EXTRA_TAGS},
 
 	{"verbosity", required_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -149,6 +162,45 @@ static bool driver_name_valid(const char *s)
 			return false;
 	}
 	return true;
+}
+
+/* "k=v,k=v": EC2's rules for tag keys and values, and none of the keys volplug keeps its own
+ * record in. */
+static int extra_tags_apply(DaemonConfig *c, const char *arg, char **ret_error)
+{
+	_cleanup_free_ char *copy = xstrdup(arg);
+	char *save = NULL;
+
+	for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(kv, '=');
+		const char *why = NULL;
+		if (!eq || eq == kv)
+			why = "want KEY=VALUE";
+		else {
+			*eq = 0;
+			if (strlen(kv) > 128 || strlen(eq + 1) > 256)
+				why = "keys have at most 128 characters, values 256";
+			else if (strncasecmp(kv, "aws:", 4) == 0)
+				why = "keys starting with aws: are AWS's";
+			else if (strncmp(kv, "volplug.io/", 11) == 0 ||
+				 strcmp(kv, "CSIVolumeName") == 0 ||
+				 strcmp(kv, "CSIVolumeSnapshotName") == 0)
+				why = "volplug keeps its records under that key";
+		}
+		if (why) {
+			*ret_error = xasprintf("--extra-volume-tags '%s': %s", arg, why);
+			return -EINVAL;
+		}
+		strmap_set(&c->extra_tags, kv, eq + 1);
+	}
+	if (c->extra_tags.n > 40) {
+		*ret_error =
+			xasprintf("--extra-volume-tags: %zu tags, want at most 40 (EC2 takes 50 "
+				  "a volume, volplug uses some)",
+				  c->extra_tags.n);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 /* "TIME" sets every command's deadline, "COMMAND=TIME" one command's. */
@@ -265,11 +317,23 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 	case OPT_FLEX_TIMEOUT:
 		r = flex_timeout_apply(c, arg, ret_error);
 		break;
+	case OPT_EC2_ENDPOINT:
+		if (strncmp(arg, "https://", 8) != 0 && strncmp(arg, "http://", 7) != 0) {
+			*ret_error = xasprintf(
+				"--ec2-endpoint '%s': want an http:// or https:// URL", arg);
+			return -EINVAL;
+		}
+		set_string(&c->ec2_endpoint, arg);
+		break;
+	case OPT_EXTRA_TAGS:
+		r = extra_tags_apply(c, arg, ret_error);
+		break;
 	case OPT_WORKERS:
 		r = parse_uint32(arg, &u32);
 		if (r == 0 && (u32 == 0 || u32 > 1024))
 			r = -ERANGE;
 		c->workers = u32;
+		c->workers_set = true;
 		break;
 	case 'v':
 		r = parse_uint32(arg, &u32);
@@ -342,6 +406,8 @@ int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_err
 			}
 		}
 	}
+	if (strcmp(c.backend, "ebs") == 0 && !c.workers_set)
+		c.workers = 32; /* EBS calls wait for EC2 (seconds): more of them at once */
 	r = positional_mode(&c, argc, argv, ret_error);
 	if (r == 0) {
 		r = endpoint_to_path(c.endpoint, &c.socket_path);
@@ -372,5 +438,7 @@ void daemon_config_done(DaemonConfig *c)
 	free(c->state_dir);
 	free(c->instance_type);
 	free(c->device_dir);
+	free(c->ec2_endpoint);
+	strmap_done(&c->extra_tags);
 	*c = (DaemonConfig){};
 }
