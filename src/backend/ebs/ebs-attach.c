@@ -82,7 +82,32 @@ typedef struct AttachWait {
 	usec_t invisible_ok; /* until then, no attachment means "not shown yet" */
 	char *device;	     /* attached as */
 	char *state;	     /* the attachment's state as last seen; NULL: none */
+	bool read_only;	     /* tagged as published read-only there, as last seen */
 } AttachWait;
+
+/* Whether v is recorded as published read-only to instance. */
+static bool read_only_tagged(const EbsVolume *v, const char *instance)
+{
+	_cleanup_free_ char *key = xasprintf(EBS_TAG_READ_ONLY "%s", instance);
+	return strmap_get(&v->tags, key) != NULL;
+}
+
+/* Records (or, set false, forgets) that volume is published read-only to instance. */
+static int read_only_tag(EbsController *c, const char *volume, const char *instance, bool set,
+			 usec_t deadline, char **ret_error)
+{
+	_cleanup_free_ char *key = xasprintf(EBS_TAG_READ_ONLY "%s", instance);
+	Ec2Params p = {};
+
+	ec2_params_add(&p, "ResourceId.1", volume);
+	ec2_params_add(&p, "Tag.1.Key", key);
+	if (set)
+		ec2_params_add(&p, "Tag.1.Value", "true");
+	int e = ebs_call(c, set ? "CreateTags" : "DeleteTags", &p, deadline, NULL, NULL, ret_error,
+			 NULL);
+	ec2_params_done(&p);
+	return e;
+}
 
 static int attach_check(const void *item, void *userdata, char **ret_error)
 {
@@ -94,6 +119,7 @@ static int attach_check(const void *item, void *userdata, char **ret_error)
 	const EbsAttachment *a = ebs_volume_attachment(v, w->instance);
 	free(w->state);
 	w->state = a ? xstrdup(a->state) : NULL;
+	w->read_only = read_only_tagged(v, w->instance);
 	if (w->detach)
 		return !a || strcmp(a->state, "detached") == 0;
 	if (a && strcmp(a->state, "attached") == 0) {
@@ -110,9 +136,10 @@ static int attach_check(const void *item, void *userdata, char **ret_error)
 }
 
 /* Waits until volume is attached to instance (0, *ret_device) or no longer attached there
- * (detach). */
+ * (detach). *ret_read_only (may be NULL): whether it is then tagged read-only there. */
 static int attachment_wait(EbsController *c, const char *volume, const char *instance, bool detach,
-			   usec_t deadline, char **ret_device, char **ret_error)
+			   usec_t deadline, char **ret_device, bool *ret_read_only,
+			   char **ret_error)
 {
 	AttachWait w = {
 		.instance = instance,
@@ -131,6 +158,8 @@ static int attachment_wait(EbsController *c, const char *volume, const char *ins
 		       instance);
 	if (r == 0 && ret_device)
 		*ret_device = TAKE_PTR(w.device);
+	if (r == 0 && ret_read_only)
+		*ret_read_only = w.read_only;
 	free(w.device);
 	free(w.state);
 	return r;
@@ -162,6 +191,14 @@ static int attach_in_use(EbsController *c, const BackendAttach *r, const char *d
 		return e;
 	const EbsAttachment *here = ebs_volume_attachment(&v, r->node_id);
 	if (here && strcmp(here->state, "detaching") != 0 && strcmp(here->state, "detached") != 0) {
+		bool read_only = read_only_tagged(&v, r->node_id);
+		if (read_only != r->read_only) {
+			e = errorf(ret_error, -EEXIST,
+				   "volume %s is already published to node %s with readonly=%s",
+				   r->volume_id, r->node_id, read_only ? "true" : "false");
+			ebs_volume_done(&v);
+			return e;
+		}
 		if (strcmp(here->device, device) != 0) {
 			devnames_release(c->devnames, r->node_id, r->volume_id);
 			(void)devnames_restore(c->devnames, r->node_id, r->volume_id, here->device);
@@ -171,7 +208,7 @@ static int attach_in_use(EbsController *c, const BackendAttach *r, const char *d
 			attached_as = xstrdup(here->device);
 		else
 			e = attachment_wait(c, r->volume_id, r->node_id, false, deadline,
-					    &attached_as, ret_error);
+					    &attached_as, NULL, ret_error);
 		if (e == 0)
 			attachment_result(attached_as, existed, ret);
 		ebs_volume_done(&v);
@@ -194,8 +231,8 @@ static int attach_in_use(EbsController *c, const BackendAttach *r, const char *d
 	}
 	_cleanup_free_ char *instance = wait_for ? xstrdup(wait_for) : NULL;
 	ebs_volume_done(&v);
-	if (instance &&
-	    (e = attachment_wait(c, r->volume_id, instance, true, deadline, NULL, ret_error)) < 0)
+	if (instance && (e = attachment_wait(c, r->volume_id, instance, true, deadline, NULL, NULL,
+					     ret_error)) < 0)
 		return e;
 	return ATTACH_AGAIN;
 }
@@ -273,6 +310,21 @@ static int attach_refused(EbsController *c, const BackendAttach *r, const char *
 		      device, msg);
 }
 
+/* Recording the attachment failed: it goes, so that a retry starts afresh. Returns e. */
+static int attach_undo(EbsController *c, const BackendAttach *r, usec_t deadline, int e)
+{
+	_cleanup_free_ char *err = NULL;
+	Ec2Params p = {};
+
+	ec2_params_add(&p, "VolumeId", r->volume_id);
+	ec2_params_add(&p, "InstanceId", r->node_id);
+	if (ebs_call(c, "DetachVolume", &p, deadline, NULL, NULL, &err, NULL) < 0)
+		log_debug("volume %s: detaching it from %s after a failed publish failed: %s",
+			  r->volume_id, r->node_id, err);
+	ec2_params_done(&p);
+	return e;
+}
+
 /* One AttachVolume with the name the volume holds (or gets) on the node. */
 static int attach_once(EbsController *c, const BackendAttach *r, usec_t deadline,
 		       BackendAttachment *ret, char **ret_error)
@@ -302,11 +354,18 @@ static int attach_once(EbsController *c, const BackendAttach *r, usec_t deadline
 	/* Between AttachVolume and here a controller may be killed: the next one finds the
 	 * attachment in the instance's block device mapping. */
 	failpoint("ebs-attach-after-call");
-	e = attachment_wait(c, r->volume_id, r->node_id, false, deadline, &attached_as, ret_error);
+	bool read_only;
+	e = attachment_wait(c, r->volume_id, r->node_id, false, deadline, &attached_as, &read_only,
+			    ret_error);
 	if (e == -EIO)
 		devnames_release(c->devnames, r->node_id, r->volume_id);
 	if (e < 0)
 		return e;
+	/* Read-only is only a record for a later publish to compare with; a stale one (a
+	 * read-only attachment that went without its unpublish) goes. */
+	if (read_only != r->read_only &&
+	    (e = read_only_tag(c, r->volume_id, r->node_id, r->read_only, deadline, ret_error)) < 0)
+		return attach_undo(c, r, deadline, e);
 	attachment_result(attached_as, false, ret);
 	return ATTACH_DONE;
 }
@@ -372,7 +431,7 @@ static int detach_refused(EbsController *c, const char *volume, const char *node
 		return 1;
 	if (attaching || detaching) {
 		/* an unpublish while attaching: once attached, detach; while detaching: wait */
-		e = attachment_wait(c, volume, node, detaching, deadline, NULL, ret_error);
+		e = attachment_wait(c, volume, node, detaching, deadline, NULL, NULL, ret_error);
 		if (e < 0)
 			return e;
 		return detaching ? 1 : 0;
@@ -394,11 +453,17 @@ static int detach_one(EbsController *c, const char *volume, const char *node, us
 		int e = ebs_call(c, "DetachVolume", &p, deadline, &reply, &ec2, ret_error, NULL);
 		ec2_params_done(&p);
 		if (e == 0) {
+			bool read_only = false;
 			device = xstrdup(xml_text(reply, "device") ?: "");
 			xml_free(reply);
-			e = attachment_wait(c, volume, node, true, deadline, NULL, ret_error);
+			e = attachment_wait(c, volume, node, true, deadline, NULL, &read_only,
+					    ret_error);
 			if (e < 0)
 				return e;
+			_cleanup_free_ char *err = NULL;
+			if (read_only && read_only_tag(c, volume, node, false, deadline, &err) < 0)
+				log_debug("volume %s: forgetting it was read-only on %s failed: %s",
+					  volume, node, err);
 			devnames_release(c->devnames, node, volume);
 			detached_add(ret, node, device);
 			return 0;

@@ -120,6 +120,9 @@ CONTROLLER_OP(create_snapshot, BackendCreateSnapshot, BackendSnapshot)
 CONTROLLER_OP(delete_snapshot, BackendRef, BackendDeleted)
 CONTROLLER_OP(get_snapshot, BackendRef, BackendSnapshot)
 CONTROLLER_OP(list_snapshots, BackendListRequest, BackendSnapshotList)
+CONTROLLER_OP(create_group, BackendCreateGroup, BackendGroup)
+CONTROLLER_OP(delete_group, BackendGroupRequest, BackendDeleted)
+CONTROLLER_OP(get_group, BackendGroupRequest, BackendGroup)
 
 static int node_info_op(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error)
 {
@@ -154,6 +157,9 @@ static const BackendOps ebs_ops = {
 	.delete_snapshot = delete_snapshot_op,
 	.get_snapshot = get_snapshot_op,
 	.list_snapshots = list_snapshots_op,
+	.create_group = create_group_op,
+	.delete_group = delete_group_op,
+	.get_group = get_group_op,
 	.stage = stage_op,
 	.unstage = unstage_op,
 	.publish = publish_op,

@@ -14,7 +14,8 @@
  *   ebs-controller.c   start, zones, volumes: create, delete, get, list, capacity
  *   ebs-attach.c       attach and detach, device names
  *   ebs-modify.c       the merged expand + modify
- *   ebs-snapshot.c     snapshots */
+ *   ebs-snapshot.c     snapshots
+ *   ebs-group.c        group snapshots */
 #pragma once
 
 #include <pthread.h>
@@ -130,7 +131,20 @@ int ebs_get_snapshot(EbsController *c, const BackendRef *r, BackendSnapshot *ret
 int ebs_list_snapshots(EbsController *c, const BackendListRequest *r, BackendSnapshotList *ret,
 		       char **ret_error);
 
-/* Snapshot helpers the clone path shares (ebs-snapshot.c). */
+int ebs_create_group(EbsController *c, const BackendCreateGroup *r, BackendGroup *ret,
+		     char **ret_error);
+int ebs_delete_group(EbsController *c, const BackendGroupRequest *r, BackendDeleted *ret,
+		     char **ret_error);
+int ebs_get_group(EbsController *c, const BackendGroupRequest *r, BackendGroup *ret,
+		  char **ret_error);
+
+/* Snapshot helpers the clone and group paths share (ebs-snapshot.c). */
+
+/* Every snapshot of this driver tagged key = value, in *ret (an array of *ret_n). */
+int ebs_snapshots_tagged(EbsController *c, const char *key, const char *value, usec_t deadline,
+			 EbsSnapshot **ret, size_t *ret_n, char **ret_error);
+/* DeleteSnapshot: 0 also when there is none. */
+int ebs_snapshot_remove(EbsController *c, const char *id, usec_t deadline, char **ret_error);
 
 /* The snapshot this driver made under a tag (key = value), not in state error: 0 with *ret,
  * -ENOENT when there is none. */

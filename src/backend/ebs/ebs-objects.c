@@ -398,7 +398,7 @@ void ebs_snapshot_to_backend(const EbsSnapshot *s, const Strmap *extra, BackendS
 		.size = s->size_gib * EBS_GIB,
 		.created_ns = (int64_t)s->started * 1000,
 		.ready = strcmp(s->state, "completed") == 0,
-		.group_id = xstrdup(""),
+		.group_id = xstrdup(strmap_get(&s->tags, EBS_TAG_GROUP_ID) ?: ""),
 	};
 	/* the user's tags, as CreateSnapshot's parameters give them */
 	for (size_t i = 0, n = 0; i < s->tags.n; i++)

@@ -14,6 +14,10 @@
  *   volplug.io/kms-key-id                   kmsKeyId as asked (EC2 answers with the key's ARN)
  *   volplug.io/source-volume                a clone's source volume
  *   volplug.io/clone-for                    on a snapshot made for a clone: the clone's name
+ *   volplug.io/group-snapshot, -name        on a member of a group snapshot: the group's id and
+ *   volplug.io/group-index                  name, and its place among the group's members
+ *   volplug.io/read-only/<instance>         published read-only to that instance (EC2 attaches
+ *                                           read-write only: the node mounts it read-only)
  *
  * Every other tag is the user's (tagSpecification_N), except the --extra-volume-tags. */
 #pragma once
@@ -34,6 +38,10 @@
 #define EBS_TAG_KMS_KEY "volplug.io/kms-key-id"
 #define EBS_TAG_SOURCE_VOLUME "volplug.io/source-volume"
 #define EBS_TAG_CLONE_FOR "volplug.io/clone-for"
+#define EBS_TAG_GROUP_ID "volplug.io/group-snapshot"
+#define EBS_TAG_GROUP_NAME "volplug.io/group-snapshot-name"
+#define EBS_TAG_GROUP_INDEX "volplug.io/group-index"
+#define EBS_TAG_READ_ONLY "volplug.io/read-only/" /* + instance id */
 
 #define EBS_GIB (UINT64_C(1) << 30)
 

@@ -194,15 +194,13 @@ void ebs_recent_snapshots_free(EbsController *c)
 
 /* ---- making ---- */
 
-int ebs_snapshot_find_tagged(EbsController *c, const char *key, const char *value, usec_t deadline,
-			     EbsSnapshot *ret, char **ret_error)
+int ebs_snapshots_tagged(EbsController *c, const char *key, const char *value, usec_t deadline,
+			 EbsSnapshot **ret, size_t *ret_n, char **ret_error)
 {
 	_cleanup_free_ char *filter = xasprintf("tag:%s", key);
 	const char *values[] = {value}, *drivers[] = {c->driver_name}, *self[] = {"self"};
 	Ec2Params p = {};
 	XmlNode *reply = NULL;
-	EbsSnapshot *s;
-	ssize_t best = -1;
 
 	ec2_params_add_list(&p, "Owner", self, 1);
 	ec2_params_add_filter(&p, filter, values, 1);
@@ -211,8 +209,21 @@ int ebs_snapshot_find_tagged(EbsController *c, const char *key, const char *valu
 	ec2_params_done(&p);
 	if (r < 0)
 		return r;
-	size_t n = snapshots_parse(reply, &s);
+	*ret_n = snapshots_parse(reply, ret);
 	xml_free(reply);
+	return 0;
+}
+
+int ebs_snapshot_find_tagged(EbsController *c, const char *key, const char *value, usec_t deadline,
+			     EbsSnapshot *ret, char **ret_error)
+{
+	EbsSnapshot *s;
+	size_t n;
+	ssize_t best = -1;
+
+	int r = ebs_snapshots_tagged(c, key, value, deadline, &s, &n, ret_error);
+	if (r < 0)
+		return r;
 	/* the oldest: should two have been made, the one a caller may have seen first */
 	for (size_t i = 0; i < n; i++)
 		if (best < 0 || s[i].started < s[best].started)
@@ -345,12 +356,35 @@ int ebs_create_snapshot(EbsController *c, const BackendCreateSnapshot *r, Backen
 	return 0;
 }
 
+int ebs_snapshot_remove(EbsController *c, const char *id, usec_t deadline, char **ret_error)
+{
+	bool found;
+	return snapshot_delete(c, id, deadline, &found, ret_error);
+}
+
 int ebs_delete_snapshot(EbsController *c, const BackendRef *r, BackendDeleted *ret,
 			char **ret_error)
 {
+	_cleanup_free_ char *err = NULL;
+	usec_t deadline = ebs_deadline();
+	EbsSnapshot s = {};
 	bool found;
 
-	int e = snapshot_delete(c, r->id, ebs_deadline(), &found, ret_error);
+	/* a member of a group goes with its group only; a snapshot EC2 does not show (gone, or
+	 * not yet) is still DeleteSnapshot's to judge */
+	int e = snapshot_describe(c, r->id, deadline, &s, &err);
+	if (e < 0 && e != -ENOENT)
+		return errorf(ret_error, e, "%s", err);
+	const char *group = e == 0 ? strmap_get(&s.tags, EBS_TAG_GROUP_ID) : NULL;
+	if (group) {
+		e = errorf(ret_error, -ENOTEMPTY,
+			   "snapshot %s belongs to group snapshot %s: delete the group", r->id,
+			   group);
+		ebs_snapshot_done(&s);
+		return e;
+	}
+	ebs_snapshot_done(&s);
+	e = snapshot_delete(c, r->id, deadline, &found, ret_error);
 	if (e < 0)
 		return e;
 	*ret = (BackendDeleted){.found = found};
