@@ -64,7 +64,7 @@ class Cloud:
         return True
 
     def skipped(self):
-        return "; ".join(getattr(self, "left_out", []))
+        return "; ".join(dict.fromkeys(getattr(self, "left_out", [])))
 
     def client(self):
         return botocore_client(self.endpoint, self.key, self.secret)
@@ -160,7 +160,8 @@ class MotoCloud(Cloud):
         "faults": "moto injects no fault",
         "cooldown": "moto has no modification cool-down",
         "counting": "moto does not count calls",
-        "single_attach": "moto attaches a volume attached to another instance again",
+        "single_attach": "moto attaches a volume that is attached already (to another "
+                         "instance, or to the same one) again instead of VolumeInUse",
         "zones": "moto attaches a volume to an instance in another zone",
     }
 

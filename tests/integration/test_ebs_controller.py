@@ -10,6 +10,7 @@ EC2 as it should be.
 COMMON lists the tests that run against any EC2 peer: test_ebs_moto.py runs them against moto."""
 
 import json
+import os
 import threading
 import urllib.request
 import time
@@ -17,7 +18,8 @@ import time
 import grpc
 
 from ebs_clouds import (DRIVER, REGION, ZONE_A, ZONE_B, SimCloud, ebs_daemon, http_json)
-from harness import in_background, run, to_dict, wait_for
+from harness import Skip, in_background, is_root, run, to_dict, wait_for
+from test_node import force_cleanup
 
 C = grpc.StatusCode
 GiB = 1 << 30
@@ -129,10 +131,13 @@ def publish_unpublish(ctx, cloud):
     assert publish(d, v1, a) == {"devicePath": "/dev/xvdba"}
     assert publish(d, v1, a) == {"devicePath": "/dev/xvdba"}, "published again: the same"
     assert cloud.attachments() == [(v1, a, "/dev/xvdba", "attached")], cloud.attachments()
-    if cloud.has("single_attach"):
+    if cloud.has("single_attach"):  # and published again to the same node
         expect(d, C.FAILED_PRECONDITION, "ControllerPublishVolume",
                {"volume_id": v1, "node_id": b, "volume_capability": MOUNT}, [v1, a])
     assert publish(d, v2, a) == {"devicePath": "/dev/xvdbb"}
+    ro = {"volume_id": v2, "node_id": a, "volume_capability": MOUNT, "readonly": True}
+    if cloud.has("single_attach"):
+        expect(d, C.ALREADY_EXISTS, "ControllerPublishVolume", ro, [v2, a, "readonly=false"])
     got = to_dict(d.call("ControllerGetVolume", volume_id=v1))
     assert got["status"]["published_node_ids"] == [a], got
     expect(d, C.FAILED_PRECONDITION, "DeleteVolume", {"volume_id": v1}, [v1, "unpublish"])
@@ -150,6 +155,18 @@ def publish_unpublish(ctx, cloud):
     unpublish(d, v1, a)
     unpublish(d, v1, a)
     unpublish(d, v1, b)
+    # published read-only: recorded, so that the other flag is refused, and forgotten after
+    ro_v1 = dict(ro, volume_id=v1)
+    assert dict(d.call("ControllerPublishVolume", ro_v1).publish_context) == \
+        {"devicePath": "/dev/xvdba"}
+    assert dict(d.call("ControllerPublishVolume", ro_v1).publish_context) == \
+        {"devicePath": "/dev/xvdba"}
+    assert cloud.volume(v1)["tags"]["volplug.io/read-only/" + a] == "true"
+    if cloud.has("single_attach"):
+        expect(d, C.ALREADY_EXISTS, "ControllerPublishVolume", dict(ro_v1, readonly=False),
+               "readonly=true")
+    unpublish(d, v1, a)
+    assert "volplug.io/read-only/" + a not in cloud.volume(v1)["tags"], cloud.volume(v1)
     assert cloud.attachments() == [(v2, a, "/dev/xvdbb", "attached")], cloud.attachments()
     d.call("ControllerUnpublishVolume", volume_id=v2)  # no node: every node
     unpublish(d, "vol-0123456789abcdef0", a)
@@ -274,6 +291,39 @@ def clone(ctx, cloud):
     assert len(cloud.live_volumes()) == 2, cloud.volumes()
 
 
+def group_snapshots(ctx, cloud):
+    d = ebs_daemon(ctx, cloud)
+    v1, v2, v3 = (create(d, "grp-%d" % i).volume_id for i in range(3))
+    req = {"name": "grp-1", "source_volume_ids": [v1, v2],
+           "parameters": {"tagSpecification_1": "app=db"}}
+    g = d.call("CreateVolumeGroupSnapshot", req).group_snapshot
+    assert g.group_snapshot_id.startswith("vgs-"), g
+    members = [(x.source_volume_id, x.group_snapshot_id) for x in g.snapshots]
+    assert members == [(v1, g.group_snapshot_id), (v2, g.group_snapshot_id)], g
+    again = d.call("CreateVolumeGroupSnapshot", req).group_snapshot
+    assert [x.snapshot_id for x in again.snapshots] == [x.snapshot_id for x in g.snapshots]
+    expect(d, C.ALREADY_EXISTS, "CreateVolumeGroupSnapshot",
+           {"name": "grp-1", "source_volume_ids": [v1, v3]}, "grp-1")
+    assert sorted(x["volume"] for x in cloud.snapshots()) == sorted([v1, v2]), cloud.snapshots()
+    assert all(x["tags"]["app"] == "db" for x in cloud.snapshots()), cloud.snapshots()
+    ids = [x.snapshot_id for x in g.snapshots]
+    got = d.call("GetVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id,
+                 snapshot_ids=ids).group_snapshot
+    assert [x.snapshot_id for x in got.snapshots] == ids, got
+    expect(d, C.INVALID_ARGUMENT, "GetVolumeGroupSnapshot",
+           {"group_snapshot_id": g.group_snapshot_id, "snapshot_ids": ids[:1]}, "snapshot_ids")
+    expect(d, C.FAILED_PRECONDITION, "DeleteSnapshot", {"snapshot_id": ids[0]},
+           ["belongs to group snapshot", g.group_snapshot_id])
+    listed = {x.snapshot.snapshot_id: x.snapshot.group_snapshot_id
+              for x in d.call("ListSnapshots").entries}
+    assert listed == {i: g.group_snapshot_id for i in ids}, listed
+    d.call("DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id, snapshot_ids=ids)
+    d.call("DeleteVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id)
+    expect(d, C.NOT_FOUND, "GetVolumeGroupSnapshot", {"group_snapshot_id": g.group_snapshot_id},
+           g.group_snapshot_id)
+    assert cloud.snapshots() == [], cloud.snapshots()
+
+
 def paging_and_capacity(ctx, cloud):
     d = ebs_daemon(ctx, cloud)
     ids = sorted(create(d, "page-%d" % i).volume_id for i in range(3))
@@ -295,7 +345,7 @@ def paging_and_capacity(ctx, cloud):
 
 
 COMMON = [volumes_lifecycle, publish_unpublish, restart_recovers_device_names, expand_and_modify,
-          snapshots, clone, paging_and_capacity]
+          snapshots, clone, group_snapshots, paging_and_capacity]
 
 
 def on_sim(fn, *sim_args):
@@ -456,6 +506,61 @@ def test_publish_while_detaching_unpublish_while_attaching(ctx):
     assert cloud.attachments() == [(v, a, "/dev/xvdba", "attached")], cloud.attachments()
 
 
+def test_all_mode_end_to_end(ctx):
+    """volplugd all --backend ebs on an instance of the simulator whose attached volumes appear
+    here as loop devices under their NVMe by-id names: a volume's whole life, as a kubelet and
+    the sidecars drive it, the filesystem on the device EC2 attached."""
+    if not is_root():
+        raise Skip("needs root (loop devices, mkfs, mount)")
+    a = "i-0a000000000000001"
+    devices = os.path.join(ctx.tmp, "devices")
+    cloud = SimCloud(ctx, ["--devices-instance", a, "--devices-dir", devices])
+    state = os.path.join(ctx.tmp, "state")
+    d = ebs_daemon(ctx, cloud, mode="all", args=[
+        "--node-id", a, "--zone", ZONE_A, "--instance-type", "m5.large", "--state-dir", state,
+        "--device-dir", os.path.join(devices, "by-id"), "--device-wait", "5s"])
+    try:
+        info = d.call("NodeGetInfo")
+        assert (info.node_id, info.max_volumes_per_node) == (a, 26), info
+        v = create(d, "e2e", size=GiB, cap=XFS).volume_id
+        ctx_pub = publish(d, v, a, cap=XFS)
+        staging, target = os.path.join(ctx.tmp, "staging"), os.path.join(ctx.tmp, "target")
+        os.makedirs(staging)
+        d.call("NodeStageVolume", volume_id=v, staging_target_path=staging,
+               volume_capability=XFS, publish_context=ctx_pub)
+        d.call("NodePublishVolume", volume_id=v, staging_target_path=staging,
+               target_path=target, volume_capability=XFS, publish_context=ctx_pub)
+        with open(os.path.join(target, "hello"), "w") as f:
+            f.write("hello from EBS")
+        assert os.statvfs(target).f_blocks * os.statvfs(target).f_frsize < GiB
+        grown = d.call("ControllerExpandVolume", volume_id=v,
+                       capacity_range={"required_bytes": 2 * GiB})
+        assert grown.node_expansion_required
+        d.call("NodeExpandVolume", volume_id=v, volume_path=target,
+               capacity_range={"required_bytes": 2 * GiB})
+        st = os.statvfs(target)
+        assert st.f_blocks * st.f_frsize > 1.5 * GiB, "the filesystem grew with the volume"
+        d.call("NodeUnpublishVolume", volume_id=v, target_path=target)
+        d.call("NodeUnstageVolume", volume_id=v, staging_target_path=staging)
+        unpublish(d, v, a)
+        assert os.listdir(os.path.join(devices, "by-id")) == [], "EC2 detached it"
+        # attached again, to the same node: the data is there
+        ctx_pub = publish(d, v, a, cap=XFS)
+        d.call("NodeStageVolume", volume_id=v, staging_target_path=staging,
+               volume_capability=XFS, publish_context=ctx_pub)
+        d.call("NodePublishVolume", volume_id=v, staging_target_path=staging,
+               target_path=target, volume_capability=XFS, publish_context=ctx_pub)
+        with open(os.path.join(target, "hello")) as f:
+            assert f.read() == "hello from EBS"
+        d.call("NodeUnpublishVolume", volume_id=v, target_path=target)
+        d.call("NodeUnstageVolume", volume_id=v, staging_target_path=staging)
+        unpublish(d, v, a)
+        delete(d, v)
+        assert cloud.attachments() == [] and cloud.live_volumes() == []
+    finally:
+        force_cleanup(ctx.tmp)
+
+
 # --- the fault table ----------------------------------------------------------------------------
 
 
@@ -597,6 +702,7 @@ TESTS = [on_sim(fn) for fn in COMMON] + [
     test_throttling_and_server_errors,
     test_eventual_consistency,
     test_publish_while_detaching_unpublish_while_attaching,
+    test_all_mode_end_to_end,
     test_fault_unknown_parameter,
     test_fault_iops_out_of_range,
     test_fault_zone_the_region_lacks,
