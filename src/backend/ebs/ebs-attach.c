@@ -27,21 +27,37 @@
 
 /* ---- instances ---- */
 
+static bool node_known(EbsController *c, const char *node)
+{
+	pthread_mutex_lock(&c->lock);
+	bool known = hashmap_contains(c->instances, node);
+	pthread_mutex_unlock(&c->lock);
+	return known;
+}
+
+static int node_describe(EbsController *c, const char *node, usec_t deadline, char **ret_error);
+
 /* The instance node: DescribeInstances once per process (or again with refresh), its block
  * device mapping restored into the allocator. -ENOENT naming node_id when EC2 has none. */
 static int node_ensure(EbsController *c, const char *node, bool refresh, usec_t deadline,
 		       char **ret_error)
+{
+	if (!refresh && node_known(c, node))
+		return 0;
+	/* concurrent first publishes to an instance: one asks, the others find it known */
+	pthread_mutex_lock(&c->discover_lock);
+	int r = !refresh && node_known(c, node) ? 0 : node_describe(c, node, deadline, ret_error);
+	pthread_mutex_unlock(&c->discover_lock);
+	return r;
+}
+
+static int node_describe(EbsController *c, const char *node, usec_t deadline, char **ret_error)
 {
 	Ec2Params p = {};
 	Ec2Error e = {};
 	XmlNode *reply = NULL;
 	EbsInstance inst = {};
 
-	pthread_mutex_lock(&c->lock);
-	bool known = hashmap_contains(c->instances, node);
-	pthread_mutex_unlock(&c->lock);
-	if (known && !refresh)
-		return 0;
 	ec2_params_add(&p, "InstanceId.1", node);
 	int r = ebs_call(c, "DescribeInstances", &p, deadline, &reply, &e, ret_error, NULL);
 	ec2_params_done(&p);

@@ -92,6 +92,7 @@ int ebs_controller_new(const EbsControllerConfig *config, EbsController **ret, c
 		.userdata = c,
 	});
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->discover_lock, NULL);
 	c->instances = hashmap_new(free_value);
 	c->recent_volumes = hashmap_new(free_value);
 	log_debug("EBS controller: region %s, EC2 at %s, driver tag %s=%s", c->region,
@@ -120,6 +121,7 @@ void ebs_controller_free(EbsController *c)
 	free(c->driver_name);
 	free(c->region);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->discover_lock);
 	free(c);
 }
 
@@ -354,18 +356,33 @@ int ebs_volume_describe(EbsController *c, const char *id, const char *field, use
 
 /* ---- zones ---- */
 
+static char **zones_cached(EbsController *c)
+{
+	pthread_mutex_lock(&c->lock);
+	char **zones = c->zones;
+	pthread_mutex_unlock(&c->lock);
+	return zones;
+}
+
+static int zones_fetch(EbsController *c, usec_t deadline, char ***ret, char **ret_error);
+
 /* The region's zones (borrowed: kept for the controller's life), asked once. */
 static int zones_get(EbsController *c, usec_t deadline, char ***ret, char **ret_error)
+{
+	if ((*ret = zones_cached(c)))
+		return 0;
+	pthread_mutex_lock(&c->discover_lock);
+	int r = (*ret = zones_cached(c)) ? 0 : zones_fetch(c, deadline, ret, ret_error);
+	pthread_mutex_unlock(&c->discover_lock);
+	return r;
+}
+
+static int zones_fetch(EbsController *c, usec_t deadline, char ***ret, char **ret_error)
 {
 	XmlNode *reply = NULL;
 	char **zones = NULL;
 	size_t n = 0, cap = 0;
 
-	pthread_mutex_lock(&c->lock);
-	*ret = c->zones;
-	pthread_mutex_unlock(&c->lock);
-	if (*ret)
-		return 0;
 	int r = ebs_call(c, "DescribeAvailabilityZones", NULL, deadline, &reply, NULL, ret_error,
 			 NULL);
 	if (r < 0)

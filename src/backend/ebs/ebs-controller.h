@@ -65,6 +65,9 @@ typedef struct EbsController {
 	EbsWaiter *modifications; /* DescribeVolumesModifications */
 	EbsWaiter *snapshots;	  /* DescribeSnapshots */
 
+	/* Held across the one call that learns the zones or an instance, so that concurrent
+	 * first requests make it once; taken before lock. */
+	pthread_mutex_t discover_lock;
 	pthread_mutex_t lock;
 	/* guarded by lock: */
 	char **zones;		 /* the region's, asked once; NULL: not yet */
