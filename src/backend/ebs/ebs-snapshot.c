@@ -467,6 +467,30 @@ static bool snapshot_id_valid(const char *s)
 	return true;
 }
 
+/* Adds to the n sorted snapshots of *all those made lately that EC2 does not show yet (of
+ * volume, when given): a snapshot just made is listed. Returns the new count. */
+static size_t recent_merge(EbsController *c, const char *volume, EbsSnapshot **all, size_t n)
+{
+	size_t m = n;
+
+	pthread_mutex_lock(&c->lock);
+	recent_prune(c);
+	for (size_t i = 0; i < c->n_recent_snapshots; i++) {
+		const EbsSnapshot *x = &c->recent_snapshots[i].snapshot;
+		bool listed = false;
+		for (size_t k = 0; k < n && !listed; k++)
+			listed = strcmp((*all)[k].id, x->id) == 0;
+		if (listed || (volume && strcmp(x->volume_id, volume) != 0))
+			continue;
+		*all = xrealloc(*all, (m + 1) * sizeof(EbsSnapshot));
+		ebs_snapshot_copy(x, &(*all)[m++]);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (m > n)
+		qsort(*all, m, sizeof(EbsSnapshot), snapshot_id_cmp);
+	return m;
+}
+
 /* ListSnapshots of one snapshot id: it, or nothing (no such snapshot, another volume's). */
 static int list_one(EbsController *c, const BackendListRequest *r, BackendSnapshotList *ret,
 		    char **ret_error)
@@ -475,6 +499,8 @@ static int list_one(EbsController *c, const BackendListRequest *r, BackendSnapsh
 
 	*ret = (BackendSnapshotList){.snapshots = xnew0(BackendSnapshot, 1)};
 	int e = snapshot_describe(c, r->snapshot_id, ebs_deadline(), &s, ret_error);
+	if (e == -ENOENT && recent_find(c, NULL, r->snapshot_id, &s))
+		e = 0; /* made a moment ago: EC2 will show it */
 	if (e == -ENOENT)
 		return 0;
 	if (e < 0) {
@@ -506,6 +532,7 @@ int ebs_list_snapshots(EbsController *c, const BackendListRequest *r, BackendSna
 	int e = snapshots_list_all(c, volume, ebs_deadline(), &all, &n, ret_error);
 	if (e < 0)
 		return e;
+	n = recent_merge(c, volume, &all, n);
 	while (token && i < n && strcmp(all[i].id, token) <= 0)
 		i++;
 	size_t max = r->max_entries ?: n;
