@@ -208,6 +208,19 @@ static void test_batched_and_learned(void)
 	EbsWaiterStats st;
 	ebs_waiter_stats(w, &st);
 	is_int((int)st.waits, 40, "40 waits counted");
+
+	/* Throttled polls find the next ones done only long after the change: that says how late
+	 * the polls were, not that the change takes longer. */
+	world_reset();
+	pthread_mutex_lock(&lock);
+	fail_next = 4;
+	fail_with = -EAGAIN;
+	pthread_mutex_unlock(&lock);
+	usec_t p50_late = wait_many(w, x, 4, 300 * MS);
+	guess = ebs_waiter_guess(w, "create");
+	ok(p50_late > 600 * MS && guess < 450 * MS,
+	   "a round served late (%llu ms, its polls throttled) leaves the guess at %llu ms",
+	   (unsigned long long)(p50_late / MS), (unsigned long long)(guess / MS));
 	ebs_waiter_free(w);
 }
 

@@ -193,7 +193,8 @@ static void lesson_apply(Kind *k, const Lesson *l)
 		k->lo = MAX(k->lo, l->max_miss);
 	}
 	if (l->hit) {
-		k->hi = l->min_hit;
+		/* A hit late says nothing (the poll was late); only a miss past it raises hi. */
+		k->hi = k->hi ? MIN(k->hi, l->min_hit) : l->min_hit;
 		if (k->lo >= k->hi)
 			k->lo = k->hi * 3 / 4;
 		if (l->hit_first)
@@ -269,6 +270,10 @@ static void poll_judge(EbsWaiter *w, char *const *ids, size_t n, const EbsFound 
 			continue;
 		}
 		usec_t elapsed = t - x->start;
+		log_debug("%s %s: %s after %llu ms (last seen not yet at %llu ms)", x->kind->name,
+			  x->id, r > 0 ? "done" : "failed",
+			  (unsigned long long)(elapsed / USEC_PER_MSEC),
+			  (unsigned long long)(x->last_miss / USEC_PER_MSEC));
 		if (r > 0) {
 			l->min_hit = l->hit ? MIN(l->min_hit, elapsed) : elapsed;
 			l->hit = true;
@@ -326,6 +331,7 @@ static void poll_once(EbsWaiter *w)
 	size_t n = batch_collect(w, &ids);
 	usec_t began = now_usec(CLOCK_MONOTONIC);
 	w->stats.polls++;
+	log_debug("%s of %zu id(s)", w->cfg.name, n);
 	pthread_mutex_unlock(&w->lock);
 	int r = w->cfg.fetch(w->cfg.userdata, ids, n, began + w->cfg.fetch_timeout, &found, &error);
 	pthread_mutex_lock(&w->lock);
