@@ -8,7 +8,8 @@
 #
 # Environment: BUILD (default build), VOLUMES (100), CLIENTS (16), DELAY (1.5), NODES (8
 # m5.large instances the volumes are published to, round robin by client), PYTHON (Debian's
-# python3, with python3-botocore: /usr/bin/python3).
+# python3, with python3-botocore: /usr/bin/python3), VERBOSITY (volplugd's -v, 1; above 1 its
+# log goes to stderr after the run; from 4 on it shows each poll of the waiter).
 set -eu
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -17,6 +18,7 @@ CLIENTS=${CLIENTS:-16}
 DELAY=${DELAY:-1.5}
 NODES=${NODES:-8}
 PYTHON=${PYTHON:-/usr/bin/python3}
+VERBOSITY=${VERBOSITY:-1}
 
 nodes=""
 sim_args=(--zones us-east-1a --state-delay "$DELAY")
@@ -35,7 +37,8 @@ env AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=AKIAEC2SIMULATOR0001 \
 	AWS_SECRET_ACCESS_KEY=ec2sim/secret/key/for/tests/only/00000000 \
 	AWS_EC2_METADATA_DISABLED=true AWS_SHARED_CREDENTIALS_FILE=/nonexistent \
 	"$VOLPLUGD" controller --backend ebs --ec2-endpoint "$ec2" \
-	--endpoint "unix://$BENCH_TMP/ebs.sock" --driver-name ebs.bench -v 1 >"$BENCH_TMP/ebs.log" 2>&1 &
+	--endpoint "unix://$BENCH_TMP/ebs.sock" --driver-name ebs.bench -v "$VERBOSITY" \
+	>"$BENCH_TMP/ebs.log" 2>&1 &
 vp=$!
 BENCH_PIDS+=("$vp")
 wait_socket "$BENCH_TMP/ebs.sock" || { cat "$BENCH_TMP/ebs.log" >&2; exit 1; }
@@ -47,6 +50,7 @@ start=$(date +%s.%N)
 end=$(date +%s.%N)
 curl -s "$ec2/_sim/stats" >"$BENCH_TMP/stats.json"
 curl -s "$ec2/_sim/state" >"$BENCH_TMP/state.json"
+[ "$VERBOSITY" -gt 1 ] && cat "$BENCH_TMP/ebs.log" >&2
 
 echo "$VOLUMES CreateVolume + ControllerPublishVolume, $CLIENTS clients, ec2sim state changes of" \
 	"${DELAY} s, $NODES instances"
