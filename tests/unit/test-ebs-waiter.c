@@ -224,6 +224,26 @@ static void test_batched_and_learned(void)
 	ebs_waiter_free(w);
 }
 
+/* A change that became slower: the bounds learned anew are wide (the last poll before it was
+ * done and the first after, polled at growing intervals). The next wait is not left until the
+ * upper bound: it is asked about halfway there too. */
+static void test_wide_bounds(void)
+{
+	EbsWaiter *w = waiter_new(0);
+	Waiting x[8];
+
+	world_reset();
+	wait_many(w, x, 8, 300 * MS);
+	wait_many(w, x, 8, 300 * MS);
+	usec_t slower = wait_many(w, x, 8, 900 * MS);
+	usec_t next = wait_many(w, x, 8, 900 * MS);
+	ok(next < 900 * MS + 70 * MS,
+	   "a change that became slower (900 ms, served at %llu ms while learning): the next "
+	   "served at %llu ms",
+	   (unsigned long long)(slower / MS), (unsigned long long)(next / MS));
+	ebs_waiter_free(w);
+}
+
 static void test_deadline_and_failures(void)
 {
 	EbsWaiter *w = waiter_new(0);
@@ -296,6 +316,7 @@ static void test_batch_size(void)
 int main(void)
 {
 	test_batched_and_learned();
+	test_wide_bounds();
 	test_deadline_and_failures();
 	test_batch_size();
 	return tap_done();

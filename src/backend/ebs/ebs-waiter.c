@@ -173,7 +173,12 @@ static void reschedule(EbsWaiter *w, Wait *x, usec_t t)
 	usec_t elapsed = t - x->start;
 
 	x->last_miss = elapsed;
-	if (x->kind->known && x->kind->hi > elapsed + w->cfg.window)
+	if (x->kind->known && x->kind->hi > elapsed + 4 * w->cfg.window)
+		/* Far below the upper bound (the bounds are wide): halfway there first. A wait
+		 * served at the bound is late by the width of the bounds; a hit halfway narrows
+		 * them for the next ones. */
+		x->next_due = t + (x->kind->hi - elapsed) / 2;
+	else if (x->kind->known && x->kind->hi > elapsed + w->cfg.window)
 		x->next_due = x->start + x->kind->hi;
 	else
 		x->next_due = t + backoff(w, x->late++);
