@@ -4,10 +4,15 @@ against volplugd all --backend ebs on ec2sim: the Controller Service specs, and 
 whole suite with mount and with block volumes, on an instance whose attached volumes the
 simulator presents here as loop devices under their NVMe by-id names. Each run must fail no
 spec, and leave no volume, snapshot or attachment in EC2 and no loop device here. Skipped,
-saying why, where csi-sanity is not found ($CSI_SANITY, else csi-sanity on PATH)."""
+saying why, where csi-sanity is not found ($CSI_SANITY, else csi-sanity on PATH).
+
+$EBS_SANITY_SIM adds ec2sim flags, e.g. EBS_SANITY_SIM="--state-delay 0.3
+--consistency-window 1 --throttle-rate 0.05 --error-rate 0.02" for a slower, less reliable
+EC2 (the runs then take minutes)."""
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 
@@ -34,7 +39,8 @@ def sanity(ctx, access, focus=None):
     cloud = SimCloud(ctx, ["--zones", ZONE_A, "--instance", INSTANCE + ":m5.large:" + ZONE_A,
                            "--instance", OTHER + ":m5.large:" + ZONE_A]
                      + (["--devices-instance", INSTANCE, "--devices-dir", devices]
-                        if is_root() else []))
+                        if is_root() else [])
+                     + shlex.split(os.environ.get("EBS_SANITY_SIM", "")))
     d = ebs_daemon(ctx, cloud, mode="all", args=[
         "--node-id", INSTANCE, "--zone", ZONE_A, "--instance-type", "m5.large",
         "--state-dir", os.path.join(ctx.tmp, "state"),
