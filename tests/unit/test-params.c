@@ -37,6 +37,11 @@ static bool starts_with(const char *s, const char *prefix)
 	return s && strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+static bool streq(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
 static const char *kv_get(const ParamKV *kv, size_t n, const char *key)
 {
 	for (size_t i = 0; i < n; i++)
@@ -63,13 +68,43 @@ static void test_create(void)
 	is_int(parse((ParamKV[]){P("foo", "bar")}, 1, GiB), -EINVAL, "unknown key: -EINVAL");
 	is_str(err,
 	       "parameter 'foo' is not supported (known: type, iops, iopsPerGB, "
-	       "allowAutoIOPSPerGBIncrease, throughput, tagSpecification_N, "
+	       "allowAutoIOPSPerGBIncrease, throughput, encrypted, kmsKeyId, tagSpecification_N, "
 	       "csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "
 	       "ext4BigAlloc, ext4ClusterSize, fsGroupChangePolicy)",
 	       "unknown key: the message names it and lists the known ones");
-	parse_error1("encrypted", "true", GiB);
-	ok(starts_with(err, "parameter 'encrypted' is not supported (known: "),
+	parse_error1("blockExpress", "true", GiB);
+	ok(starts_with(err, "parameter 'blockExpress' is not supported (known: "),
 	   "EBS keys volplug does not serve are refused: %s", err);
+
+	ParamKV enc[] = {P("encrypted", "true"), P("kmsKeyId", "alias/volumes")};
+	is_int(parse(enc, N(enc), GiB), 0, "encrypted with a KMS key: success");
+	ok(vp.encrypted && strcmp(vp.kms_key_id, "alias/volumes") == 0,
+	   "encrypted and the key recorded");
+	ParamKV *ekv;
+	size_t en;
+	volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &ekv, &en);
+	ok(streq(kv_get(ekv, en, "encrypted"), "true") &&
+		   streq(kv_get(ekv, en, "kmsKeyId"), "alias/volumes"),
+	   "encryption serialised with the volume's parameters");
+	VolumeParams loaded = {};
+	is_int(volume_params_load(ekv, en, &loaded, NULL), 0, "and read back");
+	ok(volume_params_equal(&loaded, &vp), "read back equal");
+	volume_params_done(&loaded);
+	param_kv_free_many(ekv, en);
+	volume_params_to_kv(&vp, VOLUME_PARAMS_NODE, &ekv, &en);
+	ok(!kv_get(ekv, en, "encrypted") && !kv_get(ekv, en, "kmsKeyId"),
+	   "the node is not told the key");
+	param_kv_free_many(ekv, en);
+	ParamKV plain[] = {P("encrypted", "false")};
+	VolumeParams enc_vp = {};
+	volume_params_copy(&vp, &enc_vp);
+	is_int(parse(plain, N(plain), GiB), 0, "encrypted false: success");
+	ok(!volume_params_equal(&enc_vp, &vp), "encrypted and plain volumes differ");
+	volume_params_done(&enc_vp);
+	is_str(parse_error1("kmsKeyId", "alias/volumes", GiB),
+	       "kmsKeyId: needs encrypted set to \"true\"", "a key without encryption: message");
+	is_str(parse_error1("encrypted", "yes", GiB),
+	       "encrypted: wanted \"true\" or \"false\", got 'yes'", "bad encrypted: message");
 	is_str(parse_error1("type", "gp4", GiB),
 	       "type: wanted one of gp3, gp2, io1, io2, sc1, st1, standard, got 'gp4'",
 	       "bad type: message");
