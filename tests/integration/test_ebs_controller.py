@@ -3,9 +3,10 @@
 attachments, the merged expand + modify, snapshots and clones, each checked against what EC2
 then holds (/_sim/state: nothing leaked, nothing made twice), and what the simulator models
 that simpler peers lack: states that take time, batched waits, ClientToken idempotency across
-restarts, attachment limits, throttling and 5xx at a rate, eventual consistency. Then the fault
-table: each fault ends with the right gRPC code, a message naming the field or EC2's code, and
-EC2 as it should be.
+restarts, attachment limits, throttling and 5xx at a rate (and the EC2 series of /metrics
+counting what the simulator served), eventual consistency. Then the fault table: each fault
+ends with the right gRPC code, a message naming the field or EC2's code, and EC2 as it should
+be.
 
 COMMON lists the tests that run against any EC2 peer: test_ebs_moto.py runs them against moto."""
 
@@ -19,6 +20,7 @@ import grpc
 
 from ebs_clouds import (DRIVER, REGION, ZONE_A, ZONE_B, SimCloud, ebs_daemon, http_json)
 from harness import Skip, in_background, is_root, run, to_dict, wait_for
+from test_metrics import scrape
 from test_node import force_cleanup
 
 C = grpc.StatusCode
@@ -503,6 +505,54 @@ def test_throttling_and_server_errors(ctx):
         faults, len(retried))
 
 
+def test_ec2_series_count_the_calls(ctx):
+    """The EC2 series of /metrics (docs/metrics.md) count the controller's calls as ec2sim
+    served them, with a quarter of the requests throttled: for each action, the calls and
+    their retries are the requests the simulator served, the retries and failed calls its error
+    replies, the throttles its RequestLimitExceeded; one duration a call."""
+    cloud = SimCloud(ctx, ["--throttle-rate", "0.25", "--seed", "11"])
+    d = ebs_daemon(ctx, cloud, args=["--metrics-address", "127.0.0.1:0"])
+    a = cloud.instances["a1"]
+    v = create(d, "metered").volume_id
+    publish(d, v, a)
+    d.call("ControllerExpandVolume", volume_id=v, capacity_range={"required_bytes": 2 * GiB})
+    snap = d.call("CreateSnapshot", name="metered-snap", source_volume_id=v).snapshot
+    d.call("DeleteSnapshot", snapshot_id=snap.snapshot_id)
+    unpublish(d, v, a)
+    delete(d, v)
+    expect(d, C.NOT_FOUND, "ControllerGetVolume", {"volume_id": v}, v)
+    samples, stats = scrape(d), cloud.stats()
+
+    got = {}  # action: {"calls": {code: n}, "retries", "throttles", "seconds"}
+    for (name, labels), n in samples.items():
+        labels = dict(labels)
+        if not name.startswith("volplug_ec2_"):
+            continue
+        m = got.setdefault(labels["action"], {"calls": {}, "retries": 0, "throttles": 0,
+                                              "seconds": 0})
+        if name == "volplug_ec2_requests_total":
+            m["calls"][labels["code"]] = int(n)
+        elif name in ("volplug_ec2_retries_total", "volplug_ec2_throttles_total"):
+            m[name.split("_")[2]] = int(n)
+        elif name == "volplug_ec2_request_duration_seconds_count":
+            m["seconds"] = int(n)
+    want = {"CreateVolume", "AttachVolume", "ModifyVolume", "CreateSnapshot", "DeleteSnapshot",
+            "DetachVolume", "DeleteVolume", "DescribeVolumes", "DescribeSnapshots"}
+    assert want <= set(got) and set(got) == set(stats["calls"]), (sorted(got), stats["calls"])
+    for action, m in sorted(got.items()):
+        calls, errors = sum(m["calls"].values()), stats["errors"].get(action, {})
+        failed = calls - m["calls"].get("Success", 0)
+        assert calls + m["retries"] == stats["calls"][action], (action, m, stats)
+        assert failed + m["retries"] == sum(errors.values()), (action, m, errors)
+        assert m["throttles"] == errors.get("RequestLimitExceeded", 0), (action, m, errors)
+        assert m["seconds"] == calls, (action, m)
+    throttled = sum(m["throttles"] for m in got.values())
+    assert throttled == stats["faults"]["RequestLimitExceeded"] > 0, stats["faults"]
+    return "%d actions; %d calls, %d retried after %d throttles, as ec2sim counted" % (
+        len(got), sum(sum(m["calls"].values()) for m in got.values()),
+        sum(m["retries"] for m in got.values()), throttled)
+
+
 def test_eventual_consistency(ctx):
     cloud = SimCloud(ctx, ["--consistency-window", "2"])
     d = ebs_daemon(ctx, cloud)
@@ -735,6 +785,7 @@ TESTS = [on_sim(fn) for fn in COMMON] + [
     test_create_ending_in_error_is_deleted,
     test_attachment_limit,
     test_throttling_and_server_errors,
+    test_ec2_series_count_the_calls,
     test_eventual_consistency,
     test_publish_while_detaching_unpublish_while_attaching,
     test_all_mode_end_to_end,
