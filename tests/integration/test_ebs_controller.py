@@ -344,6 +344,14 @@ def paging_and_capacity(ctx, cloud):
     cap = d.call("GetCapacity", accessible_topology={"segments": {
         "topology.kubernetes.io/zone": "us-east-1z"}})
     assert cap.available_capacity == 0, cap
+    # a StorageClass's type: that type's sizes
+    for params, smallest, largest in (({"type": "io2"}, 4, 65536), ({"type": "st1"}, 125, 16384)):
+        cap = d.call("GetCapacity", parameters=params, accessible_topology={"segments": {
+            "topology.kubernetes.io/zone": ZONE_A}})
+        assert (cap.available_capacity, cap.minimum_volume_size.value,
+                cap.maximum_volume_size.value) == (largest * GiB, smallest * GiB, largest * GiB), \
+            (params, cap)
+    expect(d, C.INVALID_ARGUMENT, "GetCapacity", {"parameters": {"type": "gp9"}}, "type")
 
 
 COMMON = [volumes_lifecycle, publish_unpublish, restart_recovers_device_names, expand_and_modify,
