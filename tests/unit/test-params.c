@@ -569,6 +569,28 @@ static void test_modify(void)
 	volume_params_done(&cur);
 }
 
+/* GetCapacity's sizes: a type's own range, and the range the parameters allow. */
+static void test_sizes(void)
+{
+	uint64_t min = 0, max = 0;
+
+	is_int(volume_type_sizes("io2", &min, &max), 0, "io2's sizes");
+	ok(min == 4 * GiB && max == 65536 * GiB, "io2: 4 GiB to 64 TiB");
+	is_int(volume_type_sizes(VOLUME_TYPE_DEFAULT, &min, &max), 0, "the default type's sizes");
+	ok(min == GiB && max == 16384 * GiB, "gp3: 1 GiB to 16 TiB");
+	is_int(volume_type_sizes("gp9", &min, &max), -EINVAL, "no such type: -EINVAL");
+	ok(min == GiB && max == 16384 * GiB, "and nothing written");
+
+	ParamKV st1[] = {P("type", "st1")};
+	free(err);
+	err = NULL;
+	is_int(volume_params_size_range(st1, 1, &min, &max, &err), 0, "st1's range");
+	ok(min == 124 * GiB + 1 && max == 16384 * GiB,
+	   "a byte over 124 GiB (counts as 125) to 16 TiB");
+	is_int(volume_params_size_range(NULL, 0, &min, &max, &err), 0, "no parameters");
+	ok(min == 0 && max == 0, "no bound");
+}
+
 int main(void)
 {
 	test_create();
@@ -576,6 +598,7 @@ int main(void)
 	test_tags();
 	test_serialise();
 	test_modify();
+	test_sizes();
 	volume_params_done(&vp);
 	free(err);
 	return tap_done();
