@@ -391,6 +391,24 @@ static char *use_temporary(void)
 	return found;
 }
 
+/* Whether the file at path is flock'ed by another open file. The writer may be between its
+ * create and its flock: a probe that gets the lock lets go at once (the writer waits for it)
+ * and looks again, so as not to leave the temporary unlocked for a cleaner to take. */
+static bool flocked_by_another(const char *path)
+{
+	for (int i = 0; i < 50; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return false;
+		bool held = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+		close(fd);
+		if (held)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
 typedef struct Saver {
 	Pool *p;
 	const char *id;
@@ -438,10 +456,7 @@ static void test_use_records(void)
 	ok(tmp != NULL, "while node.json is written, its temporary is in tmp/ (%s)", tmp ?: "none");
 	_cleanup_free_ char *tmp_rel = xasprintf("tmp/%s", tmp ?: "x");
 	_cleanup_free_ char *tmp_path = path_in(tmp_rel);
-	int fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
-	ok(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK, "and flock'ed");
-	if (fd >= 0)
-		close(fd);
+	ok(flocked_by_another(tmp_path), "and flock'ed");
 	is_int(pool_check_repair(other, &report), 0, "a repair meanwhile");
 	is_int(report.n_items, 0, "neither reports it");
 	pool_check_report_done(&report);
