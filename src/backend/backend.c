@@ -55,6 +55,16 @@ Backend *backend_default(Backend **backends)
 	return backends[0];
 }
 
+uint64_t backend_size_unit(const Backend *b)
+{
+	return b->ops->size_unit ?: UINT64_C(1) << 20;
+}
+
+uint64_t backend_default_size(const Backend *b)
+{
+	return b->ops->default_size ?: UINT64_C(1) << 30;
+}
+
 BackendTopologyFit backend_topology_fit(const BackendTopology *ours, const BackendTopology *t,
 					const char **ret_key)
 {

@@ -339,6 +339,12 @@ typedef struct BackendNodeInfo {
 struct BackendOps {
 	const char *name; /* "pool", "flex" */
 
+	/* Its volumes' sizes are multiples of size_unit bytes (0: 1 MiB): the CSI layer rounds a
+	 * capacity range up to it (EBS allocates whole GiB). default_size: the size of a volume
+	 * whose request gives none (0: 1 GiB). */
+	uint64_t size_unit;
+	uint64_t default_size;
+
 	/* Whether this backend serves the volume, judged from what a request carries: its id,
 	 * and the volume context when the request has one (NULL otherwise). The default backend
 	 * (the first of the driver) serves what no other claims; it may leave this NULL. */
@@ -455,6 +461,9 @@ typedef struct BackendConfig {
 	const char *device_dir;	   /* EBS: its devices' by-id links; NULL: /dev/disk/by-id */
 	usec_t device_wait;	   /* EBS: how long a stage waits for the device; 0: 10 s */
 	const char *imds_endpoint; /* EBS: NULL: the default; "": there is none */
+	const char *driver_name;   /* the CSI driver's name: EBS tags what it makes with it */
+	const char *ec2_endpoint;  /* EBS: NULL: EC2's own for the region */
+	const Strmap *extra_tags;  /* EBS: added to every volume and snapshot; NULL: none */
 } BackendConfig;
 
 /* What makes a backend of a name (its folder defines it): fills *ret, or a negative errno with
@@ -475,6 +484,11 @@ Backend *backend_for_volume(Backend **backends, const char *volume_id,
 
 /* The default backend: where volumes and snapshots are created. */
 Backend *backend_default(Backend **backends);
+
+/* What a backend's sizes are multiples of (BackendOps.size_unit), and the size of a volume
+ * whose request gives none (BackendOps.default_size), the defaults filled in. */
+uint64_t backend_size_unit(const Backend *b);
+uint64_t backend_default_size(const Backend *b);
 
 /* How a requested topology segment t stands to a node's own segment ours. */
 typedef enum BackendTopologyFit {

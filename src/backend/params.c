@@ -39,6 +39,7 @@ static const TypeInfo types[] = {
 #define DEFAULT_IOPS 3000
 #define GP3_MIN_THROUGHPUT 125
 #define GP3_MAX_THROUGHPUT 1000
+#define KMS_KEY_ID_MAX 2048
 
 static bool streq(const char *a, const char *b)
 {
@@ -64,6 +65,8 @@ typedef enum Key {
 	K_IOPS_PER_GB,
 	K_ALLOW_AUTO,
 	K_THROUGHPUT,
+	K_ENCRYPTED,
+	K_KMS_KEY_ID,
 	K_FSTYPE,
 	K_BLOCK_SIZE,
 	K_INODE_SIZE,
@@ -84,6 +87,8 @@ static const char *const key_names[_K_NAMED] = {
 	[K_IOPS_PER_GB] = "iopsPerGB",
 	[K_ALLOW_AUTO] = "allowAutoIOPSPerGBIncrease",
 	[K_THROUGHPUT] = "throughput",
+	[K_ENCRYPTED] = "encrypted",
+	[K_KMS_KEY_ID] = "kmsKeyId",
 	[K_FSTYPE] = "csi.storage.k8s.io/fstype",
 	[K_BLOCK_SIZE] = "blockSize",
 	[K_INODE_SIZE] = "inodeSize",
@@ -94,9 +99,10 @@ static const char *const key_names[_K_NAMED] = {
 	[K_FS_GROUP_POLICY] = "fsGroupChangePolicy",
 };
 
-#define KNOWN_KEYS                                                                            \
-	"type, iops, iopsPerGB, allowAutoIOPSPerGBIncrease, throughput, tagSpecification_N, " \
-	"csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "    \
+#define KNOWN_KEYS                                                                             \
+	"type, iops, iopsPerGB, allowAutoIOPSPerGBIncrease, throughput, encrypted, kmsKeyId, " \
+	"tagSpecification_N, "                                                                 \
+	"csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "     \
 	"ext4BigAlloc, ext4ClusterSize, fsGroupChangePolicy"
 
 #define TAG_PREFIX "tagSpecification_"
@@ -192,6 +198,7 @@ static void tags_free(VolumeTag *tags, size_t n)
 void volume_params_done(VolumeParams *p)
 {
 	tags_free(p->tags, p->n_tags);
+	free(p->kms_key_id);
 	*p = (VolumeParams){};
 }
 
@@ -225,6 +232,7 @@ static void tag_set(VolumeTag **tags, size_t *n, const char *key, const char *va
 void volume_params_copy(const VolumeParams *src, VolumeParams *ret)
 {
 	*ret = *src;
+	ret->kms_key_id = src->kms_key_id ? xstrdup(src->kms_key_id) : NULL;
 	ret->tags = NULL;
 	ret->n_tags = 0;
 	for (size_t i = 0; i < src->n_tags; i++)
@@ -248,8 +256,9 @@ typedef struct Parsed {
 	const char *spelled[_K_NAMED]; /* each key as the caller wrote it; NULL: absent */
 	const TypeInfo *type;
 	uint32_t iops, iops_per_gb, throughput;
-	bool allow_auto;
-	VolumeParams fs; /* fstype and the mkfs options */
+	bool allow_auto, encrypted;
+	const char *kms_key_id; /* borrowed from the request */
+	VolumeParams fs;	/* fstype and the mkfs options */
 	VolumeTag *tags;
 	size_t n_tags;
 } Parsed;
@@ -344,6 +353,16 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 		return parse_bool(key, value, &x->allow_auto, ret_error);
 	case K_THROUGHPUT:
 		return parse_positive(key, value, &x->throughput, ret_error);
+	case K_ENCRYPTED:
+		return parse_bool(key, value, &x->encrypted, ret_error);
+	case K_KMS_KEY_ID:
+		if (!*value || strlen(value) > KMS_KEY_ID_MAX)
+			return fail(ret_error,
+				    "%s: wanted a KMS key ID, alias or ARN of 1-%d "
+				    "characters",
+				    key, KMS_KEY_ID_MAX);
+		x->kms_key_id = value;
+		return 0;
 	case K_FSTYPE:
 		if (!is_fstype(value))
 			return fail(ret_error, "%s: wanted one of ext2, ext3, ext4, xfs, got '%s'",
@@ -526,6 +545,12 @@ static void take_fs(VolumeParams *ret, const Parsed *x)
 	ret->fs_group_change_policy = x->fs.fs_group_change_policy;
 }
 
+static void take_encryption(VolumeParams *ret, const Parsed *x)
+{
+	ret->encrypted = x->encrypted;
+	ret->kms_key_id = x->kms_key_id ? xstrdup(x->kms_key_id) : NULL;
+}
+
 static void take_tags(VolumeParams *ret, Parsed *x)
 {
 	ret->tags = TAKE_PTR(x->tags);
@@ -619,6 +644,17 @@ int volume_params_size_range(const ParamKV *kv, size_t n, uint64_t *ret_min, uin
 	return 0;
 }
 
+int volume_type_sizes(const char *type, uint64_t *ret_min, uint64_t *ret_max)
+{
+	const TypeInfo *t = type_find(type);
+
+	if (!t)
+		return -EINVAL;
+	*ret_min = t->min_gib * GIB;
+	*ret_max = t->max_gib * GIB;
+	return 0;
+}
+
 int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, VolumeParams *ret,
 			char **ret_error)
 {
@@ -641,6 +677,9 @@ int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, Volume
 		r = resolve_throughput(t, x.spelled[K_THROUGHPUT], x.throughput,
 				       key_name(&x, K_THROUGHPUT), GP3_MIN_THROUGHPUT,
 				       &p.throughput, ret_error);
+	if (r >= 0 && x.kms_key_id && !x.encrypted)
+		r = fail(ret_error, "%s: needs %s set to \"true\"", x.spelled[K_KMS_KEY_ID],
+			 key_names[K_ENCRYPTED]);
 	if (r >= 0)
 		/* without the fstype parameter the volume capability decides: see
 		 * volume_params_check_capability() */
@@ -650,6 +689,7 @@ int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, Volume
 		return r;
 	}
 	snprintf(p.type, sizeof(p.type), "%s", t->name);
+	take_encryption(&p, &x);
 	take_fs(&p, &x);
 	take_tags(&p, &x);
 	*ret = p;
@@ -669,6 +709,7 @@ int volume_params_load(const ParamKV *kv, size_t n, VolumeParams *ret, char **re
 	snprintf(p.type, sizeof(p.type), "%s", t->name);
 	p.iops = x.iops;
 	p.throughput = x.throughput;
+	take_encryption(&p, &x);
 	take_fs(&p, &x);
 	take_tags(&p, &x);
 	*ret = p;
@@ -815,6 +856,10 @@ int volume_params_to_kv(const VolumeParams *p, VolumeParamsScope scope, ParamKV 
 		       xstrdup(p->type[0] ? p->type : VOLUME_TYPE_DEFAULT));
 		kv_add_u32(&kv, &n, K_IOPS, p->iops);
 		kv_add_u32(&kv, &n, K_THROUGHPUT, p->throughput);
+		if (p->encrypted)
+			kv_add(&kv, &n, key_names[K_ENCRYPTED], xstrdup("true"));
+		if (p->kms_key_id)
+			kv_add(&kv, &n, key_names[K_KMS_KEY_ID], xstrdup(p->kms_key_id));
 	}
 	if (p->fstype[0])
 		kv_add(&kv, &n, key_names[K_FSTYPE], xstrdup(p->fstype));
@@ -869,6 +914,8 @@ int volume_params_load_strmap(const Strmap *m, VolumeParams *ret, char **ret_err
 
 bool volume_params_equal(const VolumeParams *a, const VolumeParams *b)
 {
+	if (a->encrypted != b->encrypted || !streq(a->kms_key_id ?: "", b->kms_key_id ?: ""))
+		return false;
 	if (!streq(a->type, b->type) || a->iops != b->iops || a->throughput != b->throughput ||
 	    !streq(a->fstype, b->fstype) || a->block_size != b->block_size ||
 	    a->inode_size != b->inode_size || a->bytes_per_inode != b->bytes_per_inode ||

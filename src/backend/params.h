@@ -12,7 +12,8 @@
  * same here. On the pool, IOPS and throughput are recorded and reported, not enforced.
  *
  * Keys are case-insensitive. CreateVolume accepts: type (gp3 when absent; gp2, io1, io2, sc1,
- * st1, standard), iops, iopsPerGB, allowAutoIOPSPerGBIncrease, throughput, tagSpecification_N
+ * st1, standard), iops, iopsPerGB, allowAutoIOPSPerGBIncrease, throughput, encrypted ("true" or
+ * "false"), kmsKeyId (with encrypted "true"), tagSpecification_N
  * ("key=value"), csi.storage.k8s.io/fstype (ext2, ext3, ext4, xfs), blockSize, inodeSize,
  * bytesPerInode, numberOfInodes, ext4BigAlloc, ext4ClusterSize, fsGroupChangePolicy (Always,
  * OnRootMismatch). Ignored, as the EBS driver does: every other csi.storage.k8s.io/ key (the
@@ -71,12 +72,14 @@ typedef struct VolumeTag {
 #define VOLUME_TYPE_DEFAULT "gp3"
 
 typedef struct VolumeParams {
-	char type[16];		   /* always set: "gp3" when not given */
-	uint32_t iops;		   /* provisioned IOPS, resolved; 0 for types that take none */
-	uint32_t throughput;	   /* MiB/s; gp3 only, else 0 */
-	char fstype[8];		   /* "" when not given: the volume capability decides */
-	uint32_t block_size;	   /* bytes; 0: mkfs's default, as are the fields below */
-	uint32_t inode_size;	   /* bytes */
+	char type[16];	     /* always set: "gp3" when not given */
+	uint32_t iops;	     /* provisioned IOPS, resolved; 0 for types that take none */
+	uint32_t throughput; /* MiB/s; gp3 only, else 0 */
+	bool encrypted;
+	char *kms_key_id;    /* with encrypted: the KMS key; NULL: the account's default; owned */
+	char fstype[8];	     /* "" when not given: the volume capability decides */
+	uint32_t block_size; /* bytes; 0: mkfs's default, as are the fields below */
+	uint32_t inode_size; /* bytes */
 	uint32_t bytes_per_inode;  /* bytes */
 	uint32_t number_of_inodes; /* count */
 	bool ext4_bigalloc;
@@ -98,6 +101,10 @@ int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, Volume
  * bound) when they name none. Returns 0 or -EINVAL. */
 int volume_params_size_range(const ParamKV *kv, size_t n, uint64_t *ret_min, uint64_t *ret_max,
 			     char **ret_error);
+
+/* The smallest and largest sizes in bytes of an EBS volume type (e.g. VOLUME_TYPE_DEFAULT).
+ * Returns 0, or -EINVAL for a name that is no type. */
+int volume_type_sizes(const char *type, uint64_t *ret_min, uint64_t *ret_max);
 
 /* Reads back what volume_params_to_kv(VOLUME_PARAMS_ALL) wrote (pool metadata): the same keys
  * and value syntax, without size rules or capping. Returns 0 and fills *ret, or -EINVAL. */

@@ -33,3 +33,15 @@ int parse_duration(const char *s, usec_t *ret)
 	}
 	return -EINVAL;
 }
+
+static _Thread_local usec_t thread_call_deadline = USEC_INFINITY;
+
+void call_deadline_set(usec_t deadline)
+{
+	thread_call_deadline = deadline;
+}
+
+usec_t call_deadline(void)
+{
+	return thread_call_deadline;
+}

@@ -32,3 +32,9 @@ static inline int poll_timeout_ms(usec_t now, usec_t until)
 
 /* Parses "1.5s", "250ms", "2m", "10us" or a plain number of seconds. Returns 0 or -EINVAL. */
 int parse_duration(const char *s, usec_t *ret);
+
+/* The deadline of the request the calling thread serves (CLOCK_MONOTONIC), for the layers
+ * below the one that received it: the CSI layer sets it around each handler, a backend reads
+ * it to bound its waits and retries. USEC_INFINITY when none is set or the client gave none. */
+void call_deadline_set(usec_t deadline);
+usec_t call_deadline(void);

@@ -108,6 +108,7 @@ int bench_sequence_single_rpc(const char *method, const char *request_json, Benc
 #define SEQ_CALL_TIMEOUT (300 * USEC_PER_SEC) /* a mkfs of a large volume takes a while */
 #define SEQ_DEFAULT_SIZE "1Gi"
 #define SEQ_MAX_SLOTS 256
+#define SEQ_MAX_NODES 64
 
 typedef enum {
 	M_CREATE_VOLUME,
@@ -147,7 +148,8 @@ static pthread_once_t methods_once = PTHREAD_ONCE_INIT;
 
 /* Parameters the sequences read themselves; any other --param goes into
  * CreateVolume.parameters. */
-static const char *const seq_keys[] = {"size", "access", "fstype", "dir", "source", "volumes"};
+static const char *const seq_keys[] = {"size",	 "access",  "fstype", "dir",
+				       "source", "volumes", "nodes"};
 
 /* How far a volume got, so a failed iteration undoes exactly what it did. */
 typedef enum {
@@ -185,6 +187,10 @@ typedef struct SeqState {
 
 	unsigned n_slots; /* publish: volumes staged once by prepare */
 	SeqVolume *slots[SEQ_MAX_SLOTS];
+
+	char nodes_text[4096]; /* create-publish: the nodes, split in place */
+	const char *nodes[SEQ_MAX_NODES];
+	size_t n_nodes;
 } SeqState;
 
 static void seq_warn(const SeqState *s, const char *fmt, ...) _printf_(2, 3);
@@ -339,13 +345,15 @@ static int volume_create(BenchThread *t, const BenchSeqConfig *cfg, const SeqSta
 	return 0;
 }
 
-static int volume_attach(BenchThread *t, const SeqState *s, RpcClient *client, SeqVolume *v)
+/* ControllerPublishVolume to node (NULL: the driver's own node). */
+static int volume_attach_to(BenchThread *t, const SeqState *s, RpcClient *client, SeqVolume *v,
+			    const char *node)
 {
 	json_t *reply = NULL;
 	v->progress = VOL_ATTACHED; /* a failed attempt is undone like a finished one */
 	if (s->controller_publish) {
 		json_t *req = json_pack("{s:s, s:s, s:o, s:b, s:O}", "volume_id", v->id, "node_id",
-					s->node_id, "volume_capability", seq_capability(s),
+					node ?: s->node_id, "volume_capability", seq_capability(s),
 					"readonly", false, "volume_context", v->context);
 		int r = seq_call(t, s, client, M_CONTROLLER_PUBLISH, req, &reply);
 		if (r < 0)
@@ -354,6 +362,11 @@ static int volume_attach(BenchThread *t, const SeqState *s, RpcClient *client, S
 	v->publish_context = json_copy_or_empty(reply, "publish_context");
 	json_decref(reply);
 	return 0;
+}
+
+static int volume_attach(BenchThread *t, const SeqState *s, RpcClient *client, SeqVolume *v)
+{
+	return volume_attach_to(t, s, client, v, NULL);
 }
 
 static int volume_stage(BenchThread *t, const SeqState *s, RpcClient *client, const char *name,
@@ -624,6 +637,59 @@ static int populate_prepare(_unused_ RpcClient *client, BenchSeqConfig *cfg, cha
 	return seq_state_new(cfg, &populate, ret_error) ? 0 : -EINVAL;
 }
 
+/* create-publish: CreateVolume, then ControllerPublishVolume of it to a node of --param
+ * nodes=ID[,ID...] (client c publishes to the (c mod n)th), both timed: a controller against
+ * its cloud, no node service needed. The volumes stay published, as populate's stay, for the
+ * caller to count what they cost and to remove. */
+
+static void create_publish_iterate(BenchThread *t, RpcClient *client, BenchSeqConfig *cfg,
+				   unsigned client_id, uint64_t i)
+{
+	SeqState *s = cfg->state;
+	_cleanup_free_ char *name = seq_name(cfg, "cp", client_id, i);
+	SeqVolume v = {};
+
+	if (volume_create(t, cfg, s, client, name, &v) == 0)
+		(void)volume_attach_to(t, s, client, &v, s->nodes[client_id % s->n_nodes]);
+	free(v.id);
+	json_decref(v.context);
+	json_decref(v.publish_context);
+}
+
+static int create_publish_prepare(RpcClient *client, BenchSeqConfig *cfg, char **ret_error);
+
+static BenchSequence create_publish = {
+	.name = "create-publish",
+	.steps = {"CreateVolume", "ControllerPublishVolume"},
+	.n_steps = 2,
+	.prepare = create_publish_prepare,
+	.iterate = create_publish_iterate,
+};
+
+static int create_publish_prepare(_unused_ RpcClient *client, BenchSeqConfig *cfg, char **ret_error)
+{
+	const char *nodes = bench_seq_param(cfg, "nodes", NULL);
+	SeqState *s = seq_state_new(cfg, &create_publish, ret_error);
+
+	if (!s)
+		return -EINVAL;
+	if (!nodes || !*nodes) {
+		*ret_error = xstrdup("--param nodes=ID[,ID...]: the nodes to publish to");
+		return -EINVAL;
+	}
+	if (strlen(nodes) >= sizeof(s->nodes_text)) {
+		*ret_error = xstrdup("--param nodes: too long");
+		return -EINVAL;
+	}
+	snprintf(s->nodes_text, sizeof(s->nodes_text), "%s", nodes);
+	char *save = NULL;
+	for (char *n = strtok_r(s->nodes_text, ",", &save); n && s->n_nodes < SEQ_MAX_NODES;
+	     n = strtok_r(NULL, ",", &save))
+		s->nodes[s->n_nodes++] = n;
+	s->controller_publish = true;
+	return 0;
+}
+
 /* stage-publish: a volume's whole life on one node, every step timed. */
 
 static void stage_publish_iterate(BenchThread *t, RpcClient *client, BenchSeqConfig *cfg,
@@ -792,7 +858,7 @@ static int snapshot_prepare(_unused_ RpcClient *client, BenchSeqConfig *cfg, cha
 
 /* Named lifecycle sequences. */
 static const BenchSequence *const sequences[] = {
-	&create_delete, &stage_publish, &publish, &snapshot, &populate, NULL,
+	&create_delete, &stage_publish, &publish, &snapshot, &populate, &create_publish, NULL,
 };
 
 int bench_sequence_find(const char *name, RpcClient *client, BenchSeqConfig *cfg,

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <getopt.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -45,13 +46,21 @@ const char daemon_usage[] =
 	"                                  Flexvolume drivers' environment: volplugd's own\n"
 	"                                  (default, as the kubelet), only PATH and LC_ALL=C,\n"
 	"                                  or those plus the variables named\n"
-	"  --workers N                     handler threads (default 8)\n"
+	"  --workers N                     handler threads (default 8; 32 with --backend ebs,\n"
+	"                                  whose calls wait for EC2)\n"
 	"  --shutdown-grace TIME           how long in-flight calls may finish on SIGTERM (30s)\n"
 	"  --fs-group-change-policy P      volume ownership when a volume names none: Always or\n"
 	"                                  OnRootMismatch (default)\n"
 	"  --backend pool|ebs              where volumes live: the pool (default), or EBS\n"
 	"\n"
-	"EBS (--backend ebs; the node service only so far):\n"
+	"EBS (--backend ebs), controller (all, controller): credentials and region as the AWS\n"
+	"SDKs find them (AWS_REGION, or the instance metadata service):\n"
+	"  --ec2-endpoint URL              EC2's endpoint (default "
+	"https://ec2.REGION.amazonaws.com/;\n"
+	"                                  a VPC endpoint, a test peer)\n"
+	"  --extra-volume-tags K=V,...     tags added to every volume and snapshot it makes\n"
+	"                                  (repeatable)\n"
+	"EBS, node (all, node; never reads a credential):\n"
 	"  --node-id, --zone               default: the instance's, from the instance metadata\n"
 	"                                  service (AWS_EC2_METADATA_SERVICE_ENDPOINT)\n"
 	"  --instance-type TYPE            e.g. m5.large (default: from the metadata service):\n"
@@ -99,6 +108,8 @@ enum {
 	OPT_DEVICE_WAIT,
 	OPT_METRICS_ADDRESS,
 	OPT_LOG_FORMAT,
+	OPT_EC2_ENDPOINT,
+	OPT_EXTRA_TAGS,
 
 	OPT_VERSION,
 };
@@ -130,6 +141,8 @@ static const struct option options[] = {
 	{"device-wait", required_argument, NULL, OPT_DEVICE_WAIT},
 	{"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
 	{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+	{"ec2-endpoint", required_argument, NULL, OPT_EC2_ENDPOINT},
+	{"extra-volume-tags", required_argument, NULL, OPT_EXTRA_TAGS},
 
 	{"verbosity", required_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -237,6 +250,45 @@ static int parse_ratio(const char *s, double *ret)
 	if (v < 1 || v > 100)
 		return -ERANGE;
 	*ret = v;
+	return 0;
+}
+
+/* "k=v,k=v": EC2's rules for tag keys and values, and none of the keys volplug keeps its own
+ * record in. */
+static int extra_tags_apply(DaemonConfig *c, const char *arg, char **ret_error)
+{
+	_cleanup_free_ char *copy = xstrdup(arg);
+	char *save = NULL;
+
+	for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(kv, '=');
+		const char *why = NULL;
+		if (!eq || eq == kv)
+			why = "want KEY=VALUE";
+		else {
+			*eq = 0;
+			if (strlen(kv) > 128 || strlen(eq + 1) > 256)
+				why = "keys have at most 128 characters, values 256";
+			else if (strncasecmp(kv, "aws:", 4) == 0)
+				why = "keys starting with aws: are AWS's";
+			else if (strncmp(kv, "volplug.io/", 11) == 0 ||
+				 strcmp(kv, "CSIVolumeName") == 0 ||
+				 strcmp(kv, "CSIVolumeSnapshotName") == 0)
+				why = "volplug keeps its records under that key";
+		}
+		if (why) {
+			*ret_error = xasprintf("--extra-volume-tags '%s': %s", arg, why);
+			return -EINVAL;
+		}
+		strmap_set(&c->extra_tags, kv, eq + 1);
+	}
+	if (c->extra_tags.n > 40) {
+		*ret_error =
+			xasprintf("--extra-volume-tags: %zu tags, want at most 40 (EC2 takes 50 "
+				  "a volume, volplug uses some)",
+				  c->extra_tags.n);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -378,11 +430,23 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 		c->flexvolume_env = env;
 		break;
 	}
+	case OPT_EC2_ENDPOINT:
+		if (strncmp(arg, "https://", 8) != 0 && strncmp(arg, "http://", 7) != 0) {
+			*ret_error = xasprintf(
+				"--ec2-endpoint '%s': want an http:// or https:// URL", arg);
+			return -EINVAL;
+		}
+		set_string(&c->ec2_endpoint, arg);
+		break;
+	case OPT_EXTRA_TAGS:
+		r = extra_tags_apply(c, arg, ret_error);
+		break;
 	case OPT_WORKERS:
 		r = parse_uint32(arg, &u32);
 		if (r == 0 && (u32 == 0 || u32 > 1024))
 			r = -ERANGE;
 		c->workers = u32;
+		c->workers_set = true;
 		break;
 	case OPT_METRICS_ADDRESS:
 		/* "" turns it off again; the address itself is checked when it is bound. */
@@ -484,6 +548,8 @@ int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_err
 			}
 		}
 	}
+	if (strcmp(c.backend, "ebs") == 0 && !c.workers_set)
+		c.workers = 32; /* EBS calls wait for EC2 (seconds): more of them at once */
 	r = positional_mode(&c, argc, argv, ret_error);
 	if (r == 0) {
 		r = endpoint_to_path(c.endpoint, &c.socket_path);
@@ -517,5 +583,7 @@ void daemon_config_done(DaemonConfig *c)
 	free(c->device_dir);
 	strv_free(c->flexvolume_env);
 	free(c->metrics_address);
+	free(c->ec2_endpoint);
+	strmap_done(&c->extra_tags);
 	*c = (DaemonConfig){};
 }

@@ -38,6 +38,9 @@ typedef struct DaemonConfig {
 	char *instance_type;  /* EBS: NULL: from the instance metadata */
 	char *device_dir;     /* EBS: where volumes' by-id links are; NULL: /dev/disk/by-id */
 	usec_t device_wait;   /* EBS: how long NodeStageVolume waits for the device */
+	char *ec2_endpoint;   /* EBS: NULL: EC2's own for the region */
+	Strmap extra_tags;    /* EBS: tags added to every volume and snapshot */
+	bool workers_set;
 	usec_t flexvolume_timeout[_FLEX_COMMAND_MAX]; /* 0: the command's default */
 	char **flexvolume_env; /* a strv (flex_env_parse()); NULL: volplugd's own */
 	enum {

@@ -203,6 +203,9 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		.device_dir = cfg->device_dir,
 		.device_wait = cfg->device_wait,
 		.imds_endpoint = imds_endpoint(),
+		.driver_name = cfg->driver_name,
+		.ec2_endpoint = cfg->ec2_endpoint,
+		.extra_tags = &cfg->extra_tags,
 		.report = driver_backend_report,
 	};
 
@@ -292,7 +295,9 @@ static int run(const DaemonConfig *cfg)
 	if (backend_is_ebs(cfg))
 		ebs_node_log(&driver);
 	_cleanup_free_ char *ebs_state = xasprintf("%s/ebs", cfg->state_dir);
-	exec_registry_start(backend_is_ebs(cfg) ? ebs_state : cfg->pool);
+	/* An EBS controller runs no program: only where there is a node */
+	if (!backend_is_ebs(cfg) || driver_has_node(&driver))
+		exec_registry_start(backend_is_ebs(cfg) ? ebs_state : cfg->pool);
 	r = driver_init(&driver);
 	if (r < 0) {
 		run_done(&driver, &flex);

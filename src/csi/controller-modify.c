@@ -85,7 +85,7 @@ int controller_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 	if (r->volume_capability &&
 	    (e = capability_check(b, r->volume_capability, "volume_capability", ret_error)) < 0)
 		return e;
-	if ((e = capacity_range_size(r->capacity_range, 0, &size, &err)) < 0)
+	if ((e = capacity_range_size(r->capacity_range, 0, backend_size_unit(b), &size, &err)) < 0)
 		return errorf(ret_error, e, "%s", err);
 	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;

@@ -250,8 +250,9 @@ static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolume
 	if ((e = create_check_source(ret_error, d, r->volume_content_source, spec, &source_size)) <
 	    0)
 		return e;
-	e = capacity_range_size(r->capacity_range, MAX(DEFAULT_VOLUME_SIZE, source_size),
-				&spec->size, &err);
+	Backend *b = backend_default(d->backends);
+	e = capacity_range_size(r->capacity_range, MAX(backend_default_size(b), source_size),
+				backend_size_unit(b), &spec->size, &err);
 	if (e < 0)
 		return errorf(ret_error, e, "%s", err);
 	if (spec->size < source_size)

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -89,11 +90,23 @@ int capability_check(Backend *b, const Csi__V1__VolumeCapability *cap, const cha
 	return b->ops->check_access(b, &q, NULL, ret_error);
 }
 
-int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, uint64_t *ret,
-			char **ret_error)
+/* "MiB", "GiB", or the unit in bytes, for messages. */
+static const char *unit_name(uint64_t unit, char buf[static 32])
+{
+	if (unit == MIB)
+		return "MiB";
+	if (unit == GIB)
+		return "GiB";
+	snprintf(buf, 32, "%llu-byte units", (unsigned long long)unit);
+	return buf;
+}
+
+int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, uint64_t unit,
+			uint64_t *ret, char **ret_error)
 {
 	int64_t required = range ? range->required_bytes : 0,
 		limit = range ? range->limit_bytes : 0;
+	char buf[32];
 
 	if (required < 0 || limit < 0) {
 		*ret_error = xstrdup("capacity_range: bytes must not be negative");
@@ -106,13 +119,14 @@ int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, 
 		return -ERANGE;
 	}
 	uint64_t size = required > 0 ? (uint64_t)required : fallback;
-	size = (size + MIB - 1) / MIB * MIB;
+	size = (size + unit - 1) / unit * unit;
 	if (limit > 0 && size > (uint64_t)limit) {
-		size = (uint64_t)limit / MIB * MIB;
+		size = (uint64_t)limit / unit * unit;
 		if (size < (uint64_t)required || size == 0) {
-			*ret_error = xasprintf("capacity_range: no size in whole MiB lies between "
+			*ret_error = xasprintf("capacity_range: no size in whole %s lies between "
 					       "%lld and %lld bytes",
-					       (long long)required, (long long)limit);
+					       unit_name(unit, buf), (long long)required,
+					       (long long)limit);
 			return -ERANGE;
 		}
 	}

@@ -14,7 +14,6 @@
 
 #define MIB (1024ULL * 1024ULL)
 #define GIB (1024ULL * MIB)
-#define DEFAULT_VOLUME_SIZE GIB
 #define TOPOLOGY_KEY BACKEND_TOPOLOGY_ZONE
 
 /* A protobuf map field (an array of key/value entry messages) as borrowed ParamKVs: the
@@ -48,11 +47,11 @@ bool access_mode_multi_node(Csi__V1__VolumeCapability__AccessMode__Mode m);
 /* Name of an access mode ("SINGLE_NODE_WRITER"). */
 const char *access_mode_name(Csi__V1__VolumeCapability__AccessMode__Mode m);
 
-/* The size a CreateVolume capacity range asks for: required rounded up to a MiB, or the
- * default, kept within limit. -EINVAL for negative values, -ERANGE when the range cannot be
- * met. */
-int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, uint64_t *ret,
-			char **ret_error);
+/* The size a capacity range asks for: required (or fallback when it gives none) rounded up to
+ * a multiple of unit (the backend's: backend_size_unit()), kept within limit. -EINVAL for
+ * negative values, -ERANGE when the range cannot be met. */
+int capacity_range_size(const Csi__V1__CapacityRange *range, uint64_t fallback, uint64_t unit,
+			uint64_t *ret, char **ret_error);
 
 /* Whether size satisfies the range. */
 bool capacity_range_allows(const Csi__V1__CapacityRange *range, uint64_t size);

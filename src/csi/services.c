@@ -94,7 +94,10 @@ static int csi_adapter(RpcCall *call, const ProtobufCMessage *req, ProtobufCMess
 	const CsiMethod *m = rpc_call_method_data(call);
 	_cleanup_free_ char *error = NULL;
 
+	/* The backends bound their waits and retries by the client's deadline. */
+	call_deadline_set(rpc_call_deadline(call));
 	int r = m->handler(rpc_call_userdata(call), req, ret, &error);
+	call_deadline_set(USEC_INFINITY);
 	if (r < 0)
 		return rpc_fail(call, r, "%s", error ?: strerror(-r));
 	return r;

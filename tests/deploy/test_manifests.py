@@ -1,15 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The Kubernetes manifests of deploy/kubernetes, checked offline: each layout (single-node,
-multi-node) is built the way kustomize builds it (resources, recursively; the images
-transformer), and the objects are checked for what a cluster would trip over: every reference
-(service account, role, volume, socket path, driver name) resolves, every sidecar has the roles
-it needs, the images are the versions deploy/README.md names, and each layout has the shape its
-README promises (the multi-node one: distributed provisioning with capacity tracking, per-node
-snapshots, one resizer, no attacher; the single-node one: one pool node). When kubectl is on the
-machine, `kubectl kustomize` must build the same objects. Every metrics port (volplugd's, the
-sidecars' own) is named, annotated where Prometheus annotations apply, and scraped by the
-Services and ServiceMonitor of deploy/kubernetes/monitoring in either layout. TAP output."""
+"""The Kubernetes manifests of deploy/, checked offline: each layout (deploy/kubernetes's
+single-node and multi-node, and deploy/ebs, the single-node one patched for the EBS backend) is
+built the way kustomize builds it (resources, recursively; patches, strategic merge with the
+merge keys of the API schemas, or JSON 6902; the images transformer), and the objects are
+checked for what a cluster would trip over: every reference (service account, role, volume,
+socket path, driver name) resolves, every volplugd container mounts what its mode and backend
+use, every sidecar has the roles it needs, the images are the versions deploy/README.md names,
+and each layout has the shape its README promises (the multi-node one: distributed provisioning
+with capacity tracking, per-node snapshots, one resizer, no attacher; the single-node one: one
+pool node; the EBS one: the controller anywhere and unprivileged, credentials in it only). When
+kubectl is on the machine, `kubectl kustomize` must build the same objects. Every metrics port
+(volplugd's, the sidecars' own) is named, annotated where Prometheus annotations apply, and
+scraped by the Services and ServiceMonitor of deploy/kubernetes/monitoring in every layout. TAP
+output."""
 
+import functools
 import glob
 import json
 import os
@@ -22,8 +27,12 @@ import yaml
 
 ROOT = os.environ.get("VOLPLUG_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 DEPLOY = os.path.join(ROOT, "deploy", "kubernetes")
-LAYOUTS = ("single-node", "multi-node")
-DRIVER = "pool.volplug.io"
+# Each layout: the directory kubectl apply -k takes, and the CSI driver it deploys.
+LAYOUTS = {
+    "single-node": (os.path.join(DEPLOY, "single-node"), "pool.volplug.io"),
+    "multi-node": (os.path.join(DEPLOY, "multi-node"), "pool.volplug.io"),
+    "ebs": (os.path.join(ROOT, "deploy", "ebs"), "ebs.volplug.io"),
+}
 SOCKET = "/csi/csi.sock"
 # Each sidecar and the ClusterRole (rbac.yaml) its service account must be bound to.
 SIDECAR_ROLES = {
@@ -52,20 +61,125 @@ def load_docs(path):
 
 def build(directory):
     """The objects of the kustomization in directory: its resources (files, or directories
-    with a kustomization of their own, built first), then its image overrides."""
+    with a kustomization of their own, built first), then its patches, then its image
+    overrides. A field of the kustomization this does not apply fails the build."""
     with open(os.path.join(directory, "kustomization.yaml")) as f:
         k = yaml.safe_load(f)
     assert k.get("kind") == "Kustomization", directory
+    unknown = set(k) - {"apiVersion", "kind", "resources", "patches", "images"}
+    assert not unknown, "%s: kustomization fields not built here: %s" % (directory, unknown)
     objs = []
     for r in k.get("resources", []):
         path = os.path.normpath(os.path.join(directory, r))
         objs += build(path) if os.path.isdir(path) else load_docs(path)
+    for p in k.get("patches", []):
+        apply_patch(objs, directory, p)
     for img in k.get("images", []):
         for c in containers(objs):
             name, _, tag = c["image"].rpartition(":")
             if name == img["name"]:
                 c["image"] = "%s:%s" % (img.get("newName", name), img.get("newTag", tag))
     return objs
+
+
+def apply_patch(objs, directory, p):
+    """One entry of a kustomization's patches, as kustomize applies it: a strategic merge patch
+    (a file, or inline) or a JSON 6902 patch (a list of operations) on each object its target
+    selects, or on the object a strategic merge patch names when there is no target. A patch
+    that selects nothing fails the build here (kustomize says so only when it has no target)."""
+    unknown = set(p) - {"path", "patch", "target"}
+    assert not unknown, "patch fields not applied here: %s" % unknown
+    docs = load_docs(os.path.join(directory, p["path"])) if "path" in p else [yaml.safe_load(p["patch"])]
+    for doc in docs:
+        if "target" in p:
+            targets = [o for o in objs if selected(o, p["target"])]
+        else:
+            targets = [o for o in objs if o["kind"] == doc["kind"] and
+                       o["metadata"]["name"] == doc["metadata"]["name"] and
+                       o["metadata"].get("namespace") == doc["metadata"].get("namespace")]
+        assert targets, "%s: a patch selects nothing: %s" % (directory, p.get("target") or p.get("path"))
+        for o in targets:
+            if isinstance(doc, list):
+                json6902(o, doc)
+            elif doc.get("$patch") == "delete":
+                objs[:] = [x for x in objs if x is not o]
+            else:
+                # With a target the patch's own kind and name are placeholders.
+                body = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")}
+                body["metadata"] = {k: v for k, v in doc.get("metadata", {}).items()
+                                    if k not in ("name", "namespace")}
+                strategic_merge(o, body, api_schemas().schema_of(o))
+
+
+def selected(obj, target):
+    """Whether a patch's target selects obj: each field given a regular expression that must
+    match the whole of the object's."""
+    group, _, version = obj["apiVersion"].rpartition("/")
+    have = {"kind": obj["kind"], "name": obj["metadata"]["name"], "group": group,
+            "version": version, "namespace": obj["metadata"].get("namespace", "")}
+    unknown = set(target) - set(have)
+    assert not unknown, "target fields not matched here: %s" % unknown
+    return all(re.fullmatch(str(v), have[k]) for k, v in target.items())
+
+
+def strategic_merge(orig, patch, schema):
+    """patch merged into the map orig as a strategic merge patch: maps merge, a null removes a
+    key; the list of a field whose schema says patch strategy merge merges item by item on the
+    field's merge key (an item with $patch: delete removes its match; the patch's items come
+    first, in the patch's order, then the others), any other list is replaced."""
+    schema = api_schemas().resolve(schema)
+    props = schema.get("properties", {})
+    extra = schema.get("additionalProperties")
+    for k, v in patch.items():
+        assert not k.startswith("$"), "patch directive not applied here: %s" % k
+        field = props.get(k) or (extra if isinstance(extra, dict) else {})
+        if v is None:
+            orig.pop(k, None)
+        elif isinstance(v, dict):
+            if not isinstance(orig.get(k), dict):
+                orig[k] = {}
+            strategic_merge(orig[k], v, field)
+        elif isinstance(v, list) and "merge" in field.get("x-kubernetes-patch-strategy", "").split(","):
+            orig[k] = merge_list(orig.get(k) or [], v, field)
+        else:
+            orig[k] = v
+
+
+def merge_list(orig, patch, field):
+    key = field["x-kubernetes-patch-merge-key"]
+    merged, patched = [], set()
+    for p in patch:
+        assert isinstance(p, dict) and key in p, "a list item without its merge key %s: %s" % (key, p)
+        patched.add(p[key])
+        if p.get("$patch") == "delete":
+            assert set(p) == {key, "$patch"}, p
+            continue
+        item = next((dict(o) for o in orig if o.get(key) == p[key]), {})
+        strategic_merge(item, p, field["items"])
+        merged.append(item)
+    return merged + [o for o in orig if o.get(key) not in patched]
+
+
+def json6902(obj, ops):
+    """JSON patch operations add, replace and remove (RFC 6902) on obj, in place."""
+    for op in ops:
+        assert op["op"] in ("add", "replace", "remove"), "JSON patch op not applied here: %s" % op
+        path = [x.replace("~1", "/").replace("~0", "~") for x in op["path"].split("/")[1:]]
+        parent = obj
+        for x in path[:-1]:
+            parent = parent[int(x)] if isinstance(parent, list) else parent[x]
+        last = path[-1]
+        if isinstance(parent, list):
+            last = len(parent) if last == "-" else int(last)
+            if op["op"] == "add":
+                parent.insert(last, op["value"])
+                continue
+        else:
+            assert op["op"] == "add" or last in parent, "%s: no %s" % (op, op["path"])
+        if op["op"] == "remove":
+            del parent[last]
+        else:
+            parent[last] = op["value"]
 
 
 def pod_specs(objs):
@@ -121,6 +235,10 @@ class Schemas:
             for v in spec["versions"]:
                 api = "%s/%s" % (spec["group"], v["name"])
                 self.kinds[(api, spec["names"]["kind"])] = v["schema"]["openAPIV3Schema"]
+
+    def schema_of(self, obj):
+        """The schema of obj's apiVersion and kind, {} when none is kept."""
+        return self.kinds.get((obj.get("apiVersion"), obj.get("kind")), {})
 
     def resolve(self, schema):
         while "$ref" in schema or ("allOf" in schema and len(schema["allOf"]) == 1):
@@ -204,6 +322,11 @@ class Schemas:
                 seen.add(k)
 
 
+@functools.lru_cache(maxsize=None)
+def api_schemas():
+    return Schemas()
+
+
 def check_schemas(objs, schemas):
     problems = [p for o in objs for p in schemas.check(o)]
     assert not problems, "\n".join(problems)
@@ -233,6 +356,27 @@ def check_schema_catches_mistakes(schemas):
     return "%d mistakes found" % len(want)
 
 
+def check_mounts_catch_a_dropped_mount():
+    """The mounts check fails where a patch took volplugd's mounts away, naming the first one
+    missing: deploy/ebs with every volumeMount of its node plugin's volplugd deleted."""
+    objs = build(LAYOUTS["ebs"][0])
+    paths = [m["mountPath"] for _, spec in pod_specs(find(objs, "DaemonSet"))
+             for m in volplugd(spec)["volumeMounts"]]
+    apply_patch(objs, LAYOUTS["ebs"][0], {
+        "target": {"kind": "DaemonSet", "name": "volplug-node"},
+        "patch": yaml.safe_dump({"spec": {"template": {"spec": {"containers": [{
+            "name": "volplugd", "volumeMounts": [{"mountPath": p, "$patch": "delete"}
+                                                 for p in paths]}]}}}})})
+    (_, spec), = pod_specs(find(objs, "DaemonSet"))
+    assert volplugd(spec)["volumeMounts"] == [], volplugd(spec)
+    try:
+        check_mounts(objs)
+    except AssertionError as e:
+        assert str(e) == "volplug-node/volplugd: /var/lib/kubelet is not mounted from the host", e
+        return "%d mounts dropped: %s" % (len(paths), e)
+    raise AssertionError("no mount missed")
+
+
 def check_crds():
     """The snapshot CRDs are in the repository, from the external-snapshotter release whose
     csi-snapshotter the layouts run, and the README installs them from there."""
@@ -257,8 +401,9 @@ def check_crds():
 # --- the checks ----------------------------------------------------------------------------------
 
 
-def check_common(objs):
-    """What any layout needs: unique, well-formed objects whose references resolve."""
+def check_common(objs, driver):
+    """What any layout needs: unique, well-formed objects whose references resolve, all of
+    one CSI driver."""
     seen = set()
     for o in objs:
         assert o.get("apiVersion") and o.get("kind") and o.get("metadata", {}).get("name"), o
@@ -267,7 +412,7 @@ def check_common(objs):
         seen.add(key)
         if o["metadata"].get("namespace"):
             assert o["metadata"]["namespace"] == "volplug", key
-    assert len(find(objs, "CSIDriver", DRIVER)) == 1
+    assert [d["metadata"]["name"] for d in find(objs, "CSIDriver")] == [driver]
     accounts = {o["metadata"]["name"] for o in find(objs, "ServiceAccount")}
     roles = {(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in ("Role", "ClusterRole")}
     for b in [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]:
@@ -297,11 +442,65 @@ def check_common(objs):
                 assert bound(objs, spec["serviceAccountName"], "volplug-leader-election", "Role"), c["name"]
             if c["name"] == "node-driver-registrar":
                 path = flag(c, "kubelet-registration-path")
-                assert path == "/var/lib/kubelet/plugins/%s/csi.sock" % DRIVER, path
+                assert path == "/var/lib/kubelet/plugins/%s/csi.sock" % driver, path
                 assert volumes["plugin-dir"]["hostPath"]["path"] == os.path.dirname(path), name
+            if c["name"] == "volplugd":
+                assert flag(c, "driver-name") in (None if driver == "pool.volplug.io" else driver,
+                                                  driver), (name, c["args"])
     for sc in find(objs, "StorageClass"):
-        assert sc["provisioner"] == DRIVER and sc["volumeBindingMode"] == "WaitForFirstConsumer", sc
+        assert sc["provisioner"] == driver and sc["volumeBindingMode"] == "WaitForFirstConsumer", sc
+    for vsc in find(objs, "VolumeSnapshotClass"):
+        assert vsc["driver"] == driver, vsc
     return len(objs)
+
+
+def mounted(spec, container, path):
+    """The volume of container that holds path (its mount whose mountPath is path or above it,
+    the deepest), with the mount: (volume, mount), or (None, None)."""
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    best = None
+    for m in container.get("volumeMounts", []):
+        top = m["mountPath"].rstrip("/") or "/"
+        if path == top or path.startswith(top.rstrip("/") + "/"):
+            if not best or len(top) > len(best["mountPath"]):
+                best = m
+    return (volumes[best["name"]], best) if best else (None, None)
+
+
+def check_mounts(objs):
+    """Each volplugd container mounts what its mode and backend use, from the host: every
+    node service the kubelet's directory (its mounts propagating back: Bidirectional) and /dev
+    (loop devices, the volumes EC2 attached); the pool backend its pool and the Flexvolume
+    plugin directory, where it runs; the EBS node its --state-dir. A patch that drops a mount
+    leaves volplugd writing into its container, its volumes unreachable by the kubelet."""
+    n = 0
+    for w, spec in pod_specs(objs):
+        for c in spec["containers"]:
+            if c["name"] != "volplugd":
+                continue
+            mode = c["args"][0] if c["args"][0] in ("all", "controller", "node") else "all"
+            backend = flag(c, "backend") or "pool"
+            need = []
+            if mode != "controller":
+                devices = "/dev/loop-control" if backend == "pool" else "/dev/disk/by-id"
+                need += [("/var/lib/kubelet", "Bidirectional"), (devices, None)]
+            if backend == "pool":
+                need += [(flag(c, "pool") or "/var/lib/volplug/pool", None)]
+                flex = flag(c, "flexvolume-dir")
+                if flex != "":
+                    need += [(flex or "/usr/libexec/kubernetes/kubelet-plugins/volume/exec", None)]
+            elif mode != "controller":
+                need += [(flag(c, "state-dir") or "/var/lib/volplug", None)]
+            for path, propagation in need:
+                what = "%s/%s" % (w["metadata"]["name"], c["name"])
+                volume, mount = mounted(spec, c, path)
+                assert volume and "hostPath" in volume, "%s: %s is not mounted from the host" % (
+                    what, path)
+                if propagation:
+                    assert mount.get("mountPropagation") == propagation, "%s: %s not %s" % (
+                        what, path, propagation)
+                n += 1
+    return "%d mounts volplugd uses, each from the host" % n
 
 
 def bound(objs, account, role, kind="ClusterRole"):
@@ -356,7 +555,7 @@ def volplugd(spec):
 
 
 def check_multi_node(objs):
-    d = find(objs, "CSIDriver", DRIVER)[0]["spec"]
+    d = find(objs, "CSIDriver", "pool.volplug.io")[0]["spec"]
     assert d["attachRequired"] is False and d["storageCapacity"] is True, d
     assert not find(objs, "Deployment"), "no central controller"
     (ds, spec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "DaemonSet"]
@@ -386,7 +585,7 @@ def check_multi_node(objs):
 
 
 def check_single_node(objs):
-    d = find(objs, "CSIDriver", DRIVER)[0]["spec"]
+    d = find(objs, "CSIDriver", "pool.volplug.io")[0]["spec"]
     assert d["attachRequired"] is True, d
     (ctrl, cspec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "Deployment"]
     (node, nspec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "DaemonSet"]
@@ -399,6 +598,34 @@ def check_single_node(objs):
         assert flag(c, f) and flag(c, f) == flag(n, f), "--%s differs: %s, %s" % (f, flag(c, f), flag(n, f))
     names = {x["name"] for x in cspec["containers"]}
     assert set(SIDECAR_ROLES) <= names, names
+
+
+def check_ebs(objs):
+    """The single-node layout with the EBS backend: the controller on any node, two replicas,
+    unprivileged, with no host path and the only one with AWS credentials; the node plugin on
+    every Linux node, with no token and no credential; both volplugd with --backend ebs and the
+    driver's name, no pool."""
+    d = find(objs, "CSIDriver", "ebs.volplug.io")[0]["spec"]
+    assert d["attachRequired"] is True, d
+    (ctrl, cspec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "Deployment"]
+    (node, nspec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "DaemonSet"]
+    assert ctrl["spec"]["replicas"] == 2 and ctrl["spec"]["strategy"]["type"] == "RollingUpdate"
+    for spec in (cspec, nspec):
+        assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}, spec["nodeSelector"]
+    c, n = volplugd(cspec), volplugd(nspec)
+    assert c["args"][0] == "controller" and n["args"][0] == "node", (c["args"], n["args"])
+    for v in (c, n):
+        assert flag(v, "backend") == "ebs" and flag(v, "pool") is None, v["args"]
+    assert not c["securityContext"].get("privileged") and \
+        c["securityContext"]["allowPrivilegeEscalation"] is False, c["securityContext"]
+    assert not [v for v in cspec["volumes"] if "hostPath" in v], cspec["volumes"]
+    secrets = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"] if "secretKeyRef" in
+               e.get("valueFrom", {})}
+    assert {k: (r["name"], r.get("optional")) for k, r in secrets.items()} == {
+        "AWS_ACCESS_KEY_ID": ("aws-secret", True), "AWS_SECRET_ACCESS_KEY": ("aws-secret", True)}
+    assert not [e for x in nspec["containers"] for e in x.get("env", []) if e["name"].startswith("AWS_")]
+    assert nspec["automountServiceAccountToken"] is False, "the node calls no API"
+    assert set(SIDECAR_ROLES) <= {x["name"] for x in cspec["containers"]}
 
 
 def selects(selector, labels):
@@ -448,22 +675,21 @@ def check_metrics(objs):
     return "%d metrics ports, each scraped" % n
 
 
-def check_kubectl(layout, objs):
-    """kubectl kustomize builds the same objects, when kubectl is there."""
+def check_kubectl(directory, objs):
+    """kubectl kustomize builds the same objects, field for field, when kubectl is there."""
     kubectl = shutil.which("kubectl")
     if not kubectl:
         return "kubectl not found: the kustomize build itself is not checked"
-    p = subprocess.run([kubectl, "kustomize", os.path.join(DEPLOY, layout)], capture_output=True,
-                       text=True)
+    p = subprocess.run([kubectl, "kustomize", directory], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     built = [d for d in yaml.safe_load_all(p.stdout) if d]
 
-    def keys(docs):
-        return sorted((d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in docs)
+    def keyed(docs):
+        return {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in docs}
 
-    assert keys(built) == keys(objs), (keys(built), keys(objs))
-    images = sorted(c["image"] for c in containers(built))
-    assert images == sorted(c["image"] for c in containers(objs)), images
+    assert sorted(keyed(built)) == sorted(keyed(objs)), (sorted(keyed(built)), sorted(keyed(objs)))
+    differ = [k for k, d in keyed(built).items() if keyed(objs)[k] != d]
+    assert not differ, "built otherwise by kubectl: %s" % differ
     return "kubectl kustomize builds the same %d objects" % len(built)
 
 
@@ -488,22 +714,23 @@ def check_example_vendor():
 
 def main():
     tests = []
-    for layout in LAYOUTS:
+    shapes = {"single-node": check_single_node, "multi-node": check_multi_node, "ebs": check_ebs}
+    for layout, (directory, driver) in LAYOUTS.items():
         tests.append(("%s: objects and references" % layout,
-                      lambda l=layout: "%d objects" % check_common(build(os.path.join(DEPLOY, l)))))
+                      lambda d=directory, v=driver: "%d objects" % check_common(build(d), v)))
+        tests.append(("%s: volplugd's mounts" % layout, lambda d=directory: check_mounts(build(d))))
         tests.append(("%s: images are the versions README.md names" % layout,
-                      lambda l=layout: check_images(build(os.path.join(DEPLOY, l)))))
-        shape = check_multi_node if layout == "multi-node" else check_single_node
+                      lambda d=directory: check_images(build(d))))
         tests.append(("%s: the layout's shape" % layout,
-                      lambda l=layout, f=shape: f(build(os.path.join(DEPLOY, l)))))
+                      lambda d=directory, f=shapes[layout]: f(build(d))))
         tests.append(("%s: metrics ports, annotations, scraped by monitoring/" % layout,
-                      lambda l=layout: check_metrics(build(os.path.join(DEPLOY, l)))))
+                      lambda d=directory: check_metrics(build(d))))
         tests.append(("%s: kubectl kustomize" % layout,
-                      lambda l=layout: check_kubectl(l, build(os.path.join(DEPLOY, l)))))
-    schemas = Schemas()
-    for layout in LAYOUTS:
+                      lambda d=directory: check_kubectl(d, build(d))))
+    schemas = api_schemas()
+    for layout, (directory, _) in LAYOUTS.items():
         tests.append(("%s: valid against the API schemas" % layout,
-                      lambda l=layout: check_schemas(build(os.path.join(DEPLOY, l)), schemas)))
+                      lambda d=directory: check_schemas(build(d), schemas)))
     tests.append(("flexvolume installer: valid against the API schemas",
                   lambda: check_schemas(load_docs(os.path.join(ROOT, "deploy", "flexvolume-installer",
                                                                "daemonset.yaml")), schemas)))
@@ -511,6 +738,7 @@ def main():
                   lambda: check_installer_image(load_docs(os.path.join(
                       ROOT, "deploy", "flexvolume-installer", "daemonset.yaml")))))
     tests.append(("the schema check finds mistakes", lambda: check_schema_catches_mistakes(schemas)))
+    tests.append(("the mounts check finds a mount a patch dropped", check_mounts_catch_a_dropped_mount))
     tests.append(("the snapshot CRDs are kept, from the sidecar's release", check_crds))
     tests.append(("the example driver's vendor is named alike everywhere", check_example_vendor))
     tests.append(("no kustomization at the top: a layout is chosen",

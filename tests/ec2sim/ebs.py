@@ -140,6 +140,7 @@ class Cloud:
     def __init__(self, cfg):
         self.lock = threading.RLock()
         self.cfg = cfg
+        self.devices = None  # devices.Devices of one instance, when asked for
         self.reset()
 
     # --- bookkeeping -------------------------------------------------------------------------
@@ -147,6 +148,8 @@ class Cloud:
     def reset(self):
         """Forgets every object and recreates the configured instances with their root volumes."""
         with self.lock:
+            if self.devices:
+                self.devices.close()
             self.rng = random.Random(self.cfg["seed"])
             self.events = []
             self.seq = itertools.count()
@@ -173,6 +176,11 @@ class Cloud:
 
     def _delay(self, kind):
         return float(self.cfg["delays"].get(kind, self.cfg["state_delay"]))
+
+    def _device(self, event, *args):
+        """Tells the instance's devices (devices.py), if any, what happened."""
+        if self.devices:
+            getattr(self.devices, event)(*args)
 
     def _after(self, due, fn):
         heapq.heappush(self.events, (due, next(self.seq), fn))
@@ -423,6 +431,7 @@ class Cloud:
         vol = Volume(self._new_id("vol"), zone, size, vtype, iops, throughput, encrypted, kms,
                      snap.id if snap else "", tags, self._now + self.cfg["consistency_window"])
         self.volumes[vol.id] = vol
+        self._device("created", vol)
         if "ClientToken" in p:
             vol.client_token = p["ClientToken"]
             self.tokens[p["ClientToken"]] = (self._fingerprint(p), vol.id)
@@ -447,6 +456,7 @@ class Cloud:
             def deleted(due):
                 self.volumes.pop(vol.id, None)
                 self.modifications.pop(vol.id, None)
+                self._device("removed", vol.id)
             self._after(self._now + self._delay("delete"), deleted)
         return {"return": True}
 
@@ -514,6 +524,7 @@ class Cloud:
         def attached_now(due):
             if vol.attachment is att and att.state == "attaching":
                 att.state = "attached"
+                self._device("attached", vol)
         self._after(self._now + self._delay("attach"), attached_now)
         return self._attachment_body(vol)
 
@@ -545,6 +556,7 @@ class Cloud:
             if vol.attachment is att:
                 vol.attachment = None
                 vol.state = "available"
+                self._device("detached", vol, att.instance_id)
         self._after(self._now + self._delay("detach"), detached)
         return body
 
@@ -590,6 +602,7 @@ class Cloud:
                 mod.state, mod.message, mod.end = "failed", "injected failure", time.time()
                 return
             vol.size, vol.type, vol.iops, vol.throughput = mod.target
+            self._device("resized", vol)
             mod.state, mod.progress = "optimizing", 50
             self._after(due + self._delay("optimize"), completed)
 
@@ -638,6 +651,7 @@ class Cloud:
         snap = Snapshot(self._new_id("snap"), vol, description, self.cfg["account_id"], tags,
                         self._now + self.cfg["consistency_window"])
         self.snapshots[snap.id] = snap
+        self._device("snapshot", snap)
         fails = self._chance("snapshot_error_next", None)
 
         def completed(due):
@@ -649,6 +663,7 @@ class Cloud:
     def DeleteSnapshot(self, p):
         snap = self._snapshot(p.get("SnapshotId"))
         del self.snapshots[snap.id]
+        self._device("removed", snap.id)
         return {"return": True}
 
     SNAPSHOT_FILTERS = {

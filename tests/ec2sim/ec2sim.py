@@ -69,6 +69,10 @@ Settings (flags set them at start, POST /_sim/config while running; see config.p
                             [{id, type, zone, state, enis, tags}] (default: two m5.large in
                             zone a, one t2.medium in zone b; each has a root volume at /dev/xvda)
 
+Devices (--devices-instance ID --devices-dir DIR, as root): the volumes attached to that instance
+appear on this machine as a Nitro instance sees them, loop devices linked as
+DIR/by-id/nvme-Amazon_Elastic_Block_Store_vol... (devices.py), for an EBS node service to stage.
+
 Default credentials: access key AKIAEC2SIMULATOR0001, secret ec2sim/secret/key/for/tests/only/
 00000000 (config.py). Requests must be signed with SigV4 for service ec2 in the simulator's
 region; a wrong secret, a changed body, an unknown key or a bad session token is AuthFailure
@@ -129,6 +133,9 @@ def parse_args(argv):
     a.add_argument("--role-name")
     a.add_argument("--imds-instance")
     a.add_argument("--imds-v1", action="store_true", help="IMDS answers without a token too")
+    a.add_argument("--devices-instance", help="present the volumes attached to this instance "
+                   "as loop devices (needs root)")
+    a.add_argument("--devices-dir", help="where: DIR/by-id links, DIR/files backing files")
     a.add_argument("-v", "--verbose", action="store_true", help="one line per call on stderr")
     return a.parse_args(argv)
 
@@ -213,6 +220,12 @@ def main(argv):
     except Ec2Error as e:
         print("ec2sim: bad instances: %s" % e.message, file=sys.stderr)
         return 2
+    if args.devices_instance:
+        import devices
+        if not args.devices_dir:
+            print("ec2sim: --devices-instance needs --devices-dir", file=sys.stderr)
+            return 2
+        sim.cloud.devices = devices.Devices(args.devices_instance, args.devices_dir)
     ec2 = server.serve(sim, server.Ec2Handler, args.host, args.port)
     imds = None
     if args.imds_port is not None:
@@ -226,6 +239,9 @@ def main(argv):
         write_port_file(args.port_file, info)
     print("ec2sim: ec2 %s imds %s" % (info["ec2"], info["imds"] or "-"), flush=True)
     signal.sigwait(STOP_SIGNALS)
+    with sim.cloud.lock:
+        if sim.cloud.devices:
+            sim.cloud.devices.close()
     return 0
 
 

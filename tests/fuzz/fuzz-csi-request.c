@@ -34,7 +34,7 @@ static void validate_create(const Csi__V1__CreateVolumeRequest *r)
 		free(err);
 		err = NULL;
 	}
-	if (capacity_range_size(r->capacity_range, DEFAULT_VOLUME_SIZE, &size, &err) == 0)
+	if (capacity_range_size(r->capacity_range, GIB, MIB, &size, &err) == 0)
 		FUZZ_ASSERT(size % MIB == 0 && size > 0);
 	free(err);
 	err = NULL;

@@ -204,6 +204,8 @@ def test_bad_names_ids_and_parameters(ctx):
         assert e.details().startswith("parameters:"), e.details()
     d.expect_error(INVALID, "CreateVolume", create_req("pvc-p", parameters={"type": "fast"}), match="type")
     d.expect_error(INVALID, "CreateVolume", create_req("pvc-p", parameters={"iops": "lots"}), match="iops")
+    d.expect_error(INVALID, "CreateVolume", create_req("pvc-p", parameters={"encrypted": "true"}),
+                   match="encrypted: pool volumes are not encrypted")
     d.expect_error(INVALID, "CreateVolume",
                    create_req("pvc-p", cap={"access_mode": {"mode": "SINGLE_NODE_WRITER"},
                                             "mount": {"fs_type": "ntfs"}}),

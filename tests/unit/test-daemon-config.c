@@ -126,6 +126,28 @@ int main(void)
 	ok(!c.zone_set && !c.node_id_set && !c.max_volumes_set, "nothing given");
 	daemon_config_done(&c);
 
+	is_int(parse(ARGV("controller", "--backend", "ebs", "--ec2-endpoint",
+			  "http://127.0.0.1:5000/", "--extra-volume-tags",
+			  "cluster=ci,env=", "--extra-volume-tags", "team=storage"),
+		     &c, &error),
+	       0, "EBS controller flags parse");
+	is_str(c.ec2_endpoint, "http://127.0.0.1:5000/", "EC2 endpoint");
+	is_int(c.extra_tags.n, 3, "extra tags from every --extra-volume-tags");
+	is_str(strmap_get(&c.extra_tags, "cluster"), "ci", "tag cluster");
+	is_str(strmap_get(&c.extra_tags, "env"), "", "tag env, an empty value kept");
+	is_str(strmap_get(&c.extra_tags, "team"), "storage", "tag team");
+	is_int(c.workers, 32, "32 workers with --backend ebs");
+	daemon_config_done(&c);
+	is_int(parse(ARGV("--backend", "ebs", "--workers", "4"), &c, &error), 0, "--workers 4");
+	is_int(c.workers, 4, "workers given win over the EBS default");
+	ok(!c.ec2_endpoint && c.extra_tags.n == 0, "EC2's own endpoint, no extra tags by default");
+	daemon_config_done(&c);
+	is_int(parse(ARGV("--ec2-endpoint=-", "--extra-volume-tags=-k=v"), &c, &error), -EINVAL,
+	       "--ec2-endpoint=-: a value starting with '-', then checked");
+	is_str(error, "--ec2-endpoint '-': want an http:// or https:// URL",
+	       "named as the endpoint's own fault");
+	free(error);
+
 	is_int(parse(ARGV("--topology-label", "topology.kubernetes.io/region=eu-1",
 			  "--topology-label", "rack=", "--distributed"),
 		     &c, &error),
@@ -204,6 +226,23 @@ int main(void)
 		 "--flexvolume-env 'HOME PATH': want inherit, clean or a comma-separated list of "
 		 "variable names ('HOME PATH' is none)"},
 		{ARGV("--log-format", "xml"), "--log-format 'xml': invalid value"},
+		{ARGV("--ec2-endpoint", "ec2.amazonaws.com"),
+		 "--ec2-endpoint 'ec2.amazonaws.com': want an http:// or https:// URL"},
+		{ARGV("--extra-volume-tags", "cluster"),
+		 "--extra-volume-tags 'cluster': want KEY=VALUE"},
+		{ARGV("--extra-volume-tags", "a=1,aws:x=2"),
+		 "--extra-volume-tags 'a=1,aws:x=2': keys starting with aws: are AWS's"},
+		{ARGV("--extra-volume-tags", "volplug.io/driver=x"),
+		 "--extra-volume-tags 'volplug.io/driver=x': volplug keeps its records under that "
+		 "key"},
+		{ARGV("--ec2-endpoint"), "--ec2-endpoint: missing its value"},
+		{ARGV("--extra-volume-tags"), "--extra-volume-tags: missing its value"},
+		{ARGV("--backend", "ebs", "--ec2-endpoint", "--extra-volume-tags", "a=b"),
+		 "--ec2-endpoint: missing its value (next is the option '--extra-volume-tags'; "
+		 "--ec2-endpoint=VALUE takes a value starting with '-')"},
+		{ARGV("--extra-volume-tags", "-v", "3"),
+		 "--extra-volume-tags: missing its value (next is the option '-v'; "
+		 "--extra-volume-tags=VALUE takes a value starting with '-')"},
 
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -29,7 +29,7 @@ static void test_encoding(void)
 	is_str(body,
 	       "Action=DescribeVolumes&Version=2016-11-15&VolumeId.1=vol-1&VolumeId.2=vol-2"
 	       "&Filter.1.Name=status&Filter.1.Value.1=available&Filter.1.Value.2=in-use"
-	       "&Filter.2.Name=tag%3Akubernetes.io%2Fcluster%2Fc1&Filter.2.Value.1=owned%20by%20me"
+	       "&Filter.2.Name=tag%3Akubernetes.io%2Fcluster%2Fc1&Filter.2.Value.1=owned+by+me"
 	       "&MaxResults=500",
 	       "lists X.N, filters Filter.N.Name/Value.M numbered in order, values encoded");
 	ec2_params_done(&p);
@@ -69,6 +69,9 @@ static void test_encoding(void)
 	_cleanup_free_ char *enc = http_url_encode("aZ09-_.~ +/=&%é\x01");
 	is_str(enc, "aZ09-_.~%20%2B%2F%3D%26%25%C3%A9%01",
 	       "URL encoding keeps only RFC 3986 unreserved bytes, UTF-8 byte by byte");
+	_cleanup_free_ char *form = http_form_encode("aZ09-_.~ +/=&%é\x01");
+	is_str(form, "aZ09-_.~+%2B%2F%3D%26%25%C3%A9%01",
+	       "form encoding: the same, a space as '+' (what the SDKs send)");
 }
 
 static void test_errno_table(void)

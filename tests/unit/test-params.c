@@ -37,6 +37,11 @@ static bool starts_with(const char *s, const char *prefix)
 	return s && strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+static bool streq(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
 static const char *kv_get(const ParamKV *kv, size_t n, const char *key)
 {
 	for (size_t i = 0; i < n; i++)
@@ -63,13 +68,43 @@ static void test_create(void)
 	is_int(parse((ParamKV[]){P("foo", "bar")}, 1, GiB), -EINVAL, "unknown key: -EINVAL");
 	is_str(err,
 	       "parameter 'foo' is not supported (known: type, iops, iopsPerGB, "
-	       "allowAutoIOPSPerGBIncrease, throughput, tagSpecification_N, "
+	       "allowAutoIOPSPerGBIncrease, throughput, encrypted, kmsKeyId, tagSpecification_N, "
 	       "csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "
 	       "ext4BigAlloc, ext4ClusterSize, fsGroupChangePolicy)",
 	       "unknown key: the message names it and lists the known ones");
-	parse_error1("encrypted", "true", GiB);
-	ok(starts_with(err, "parameter 'encrypted' is not supported (known: "),
+	parse_error1("blockExpress", "true", GiB);
+	ok(starts_with(err, "parameter 'blockExpress' is not supported (known: "),
 	   "EBS keys volplug does not serve are refused: %s", err);
+
+	ParamKV enc[] = {P("encrypted", "true"), P("kmsKeyId", "alias/volumes")};
+	is_int(parse(enc, N(enc), GiB), 0, "encrypted with a KMS key: success");
+	ok(vp.encrypted && strcmp(vp.kms_key_id, "alias/volumes") == 0,
+	   "encrypted and the key recorded");
+	ParamKV *ekv;
+	size_t en;
+	volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &ekv, &en);
+	ok(streq(kv_get(ekv, en, "encrypted"), "true") &&
+		   streq(kv_get(ekv, en, "kmsKeyId"), "alias/volumes"),
+	   "encryption serialised with the volume's parameters");
+	VolumeParams loaded = {};
+	is_int(volume_params_load(ekv, en, &loaded, NULL), 0, "and read back");
+	ok(volume_params_equal(&loaded, &vp), "read back equal");
+	volume_params_done(&loaded);
+	param_kv_free_many(ekv, en);
+	volume_params_to_kv(&vp, VOLUME_PARAMS_NODE, &ekv, &en);
+	ok(!kv_get(ekv, en, "encrypted") && !kv_get(ekv, en, "kmsKeyId"),
+	   "the node is not told the key");
+	param_kv_free_many(ekv, en);
+	ParamKV plain[] = {P("encrypted", "false")};
+	VolumeParams enc_vp = {};
+	volume_params_copy(&vp, &enc_vp);
+	is_int(parse(plain, N(plain), GiB), 0, "encrypted false: success");
+	ok(!volume_params_equal(&enc_vp, &vp), "encrypted and plain volumes differ");
+	volume_params_done(&enc_vp);
+	is_str(parse_error1("kmsKeyId", "alias/volumes", GiB),
+	       "kmsKeyId: needs encrypted set to \"true\"", "a key without encryption: message");
+	is_str(parse_error1("encrypted", "yes", GiB),
+	       "encrypted: wanted \"true\" or \"false\", got 'yes'", "bad encrypted: message");
 	is_str(parse_error1("type", "gp4", GiB),
 	       "type: wanted one of gp3, gp2, io1, io2, sc1, st1, standard, got 'gp4'",
 	       "bad type: message");
@@ -534,6 +569,28 @@ static void test_modify(void)
 	volume_params_done(&cur);
 }
 
+/* GetCapacity's sizes: a type's own range, and the range the parameters allow. */
+static void test_sizes(void)
+{
+	uint64_t min = 0, max = 0;
+
+	is_int(volume_type_sizes("io2", &min, &max), 0, "io2's sizes");
+	ok(min == 4 * GiB && max == 65536 * GiB, "io2: 4 GiB to 64 TiB");
+	is_int(volume_type_sizes(VOLUME_TYPE_DEFAULT, &min, &max), 0, "the default type's sizes");
+	ok(min == GiB && max == 16384 * GiB, "gp3: 1 GiB to 16 TiB");
+	is_int(volume_type_sizes("gp9", &min, &max), -EINVAL, "no such type: -EINVAL");
+	ok(min == GiB && max == 16384 * GiB, "and nothing written");
+
+	ParamKV st1[] = {P("type", "st1")};
+	free(err);
+	err = NULL;
+	is_int(volume_params_size_range(st1, 1, &min, &max, &err), 0, "st1's range");
+	ok(min == 124 * GiB + 1 && max == 16384 * GiB,
+	   "a byte over 124 GiB (counts as 125) to 16 TiB");
+	is_int(volume_params_size_range(NULL, 0, &min, &max, &err), 0, "no parameters");
+	ok(min == 0 && max == 0, "no bound");
+}
+
 int main(void)
 {
 	test_create();
@@ -541,6 +598,7 @@ int main(void)
 	test_tags();
 	test_serialise();
 	test_modify();
+	test_sizes();
 	volume_params_done(&vp);
 	free(err);
 	return tap_done();

@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* EBS as a backend: backend.h's table over the node service (ebs-node.c). The controller's
- * operations (EC2 calls, with credentials) are not here yet: they stay NULL, and a process
- * that would serve them refuses to start rather than pretend. */
+/* EBS as a backend: backend.h's table over the controller (ebs-controller.h: EC2 calls, with
+ * credentials) and the node service (ebs-node.c: no credentials). A process makes only the
+ * half its mode serves: a node never reads a credential. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "backend.h"
+#include "ebs-controller.h"
 #include "ebs-node.h"
 #include "error-util.h"
 
 typedef struct EbsBackend {
 	Backend base;
-	EbsNode *node; /* NULL unless this process serves the node role */
+	EbsController *controller; /* NULL unless this process serves the controller role */
+	EbsNode *node;		   /* NULL unless this process serves the node role */
 } EbsBackend;
 
 static EbsBackend *ebs_of(Backend *b)
@@ -99,6 +101,29 @@ static int node_stats_op(Backend *b, const BackendStatsRequest *r, BackendStats 
 			       ret_error);
 }
 
+/* The controller's operations: the CSI layer calls them only in a mode that serves them. */
+#define CONTROLLER_OP(op, request, result)                                              \
+	static int op##_op(Backend *b, const request *r, result *ret, char **ret_error) \
+	{                                                                               \
+		return ebs_##op(ebs_of(b)->controller, r, ret, ret_error);              \
+	}
+
+CONTROLLER_OP(create_volume, BackendCreateVolume, BackendVolume)
+CONTROLLER_OP(delete_volume, BackendRef, BackendDeleted)
+CONTROLLER_OP(get_volume, BackendRef, BackendVolume)
+CONTROLLER_OP(list_volumes, BackendListRequest, BackendVolumeList)
+CONTROLLER_OP(get_capacity, BackendCapacityRequest, BackendCapacity)
+CONTROLLER_OP(attach, BackendAttach, BackendAttachment)
+CONTROLLER_OP(detach, BackendDetach, BackendDetached)
+CONTROLLER_OP(change_volume, BackendChange, BackendChanged)
+CONTROLLER_OP(create_snapshot, BackendCreateSnapshot, BackendSnapshot)
+CONTROLLER_OP(delete_snapshot, BackendRef, BackendDeleted)
+CONTROLLER_OP(get_snapshot, BackendRef, BackendSnapshot)
+CONTROLLER_OP(list_snapshots, BackendListRequest, BackendSnapshotList)
+CONTROLLER_OP(create_group, BackendCreateGroup, BackendGroup)
+CONTROLLER_OP(delete_group, BackendGroupRequest, BackendDeleted)
+CONTROLLER_OP(get_group, BackendGroupRequest, BackendGroup)
+
 static int node_info_op(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error)
 {
 	(void)r;
@@ -109,14 +134,32 @@ static int node_info_op(Backend *b, const void *r, BackendNodeInfo *ret, char **
 
 static void ebs_backend_free(Backend *b)
 {
+	ebs_controller_free(ebs_of(b)->controller);
 	ebs_node_free(ebs_of(b)->node);
 	free(b);
 }
 
 static const BackendOps ebs_ops = {
 	.name = "ebs",
+	.size_unit = EBS_GIB,
+	.default_size = EBS_DEFAULT_SIZE,
 	.probe = ebs_probe,
 	.check_access = check_access_op,
+	.create_volume = create_volume_op,
+	.delete_volume = delete_volume_op,
+	.get_volume = get_volume_op,
+	.list_volumes = list_volumes_op,
+	.get_capacity = get_capacity_op,
+	.attach = attach_op,
+	.detach = detach_op,
+	.change_volume = change_volume_op,
+	.create_snapshot = create_snapshot_op,
+	.delete_snapshot = delete_snapshot_op,
+	.get_snapshot = get_snapshot_op,
+	.list_snapshots = list_snapshots_op,
+	.create_group = create_group_op,
+	.delete_group = delete_group_op,
+	.get_group = get_group_op,
 	.stage = stage_op,
 	.unstage = unstage_op,
 	.publish = publish_op,
@@ -146,18 +189,23 @@ static int node_start(const BackendConfig *config, EbsNode **ret, char **ret_err
 BACKEND_NEW(ebs);
 BACKEND_NEW(ebs)
 {
-	EbsBackend *eb;
-	int r;
+	EbsBackend *eb = xnew0(EbsBackend, 1);
+	int r = 0;
 
-	if (config->roles & BACKEND_ROLE_CONTROLLER)
-		return errorf(ret_error, -EOPNOTSUPP,
-			      "the EBS backend serves the node service only so far: run it in "
-			      "node mode");
-	eb = xnew0(EbsBackend, 1);
 	eb->base.ops = &ebs_ops;
-	if ((config->roles & BACKEND_ROLE_NODE) &&
-	    (r = node_start(config, &eb->node, ret_error)) < 0) {
-		free(eb);
+	if (config->roles & BACKEND_ROLE_CONTROLLER)
+		r = ebs_controller_new(
+			&(EbsControllerConfig){
+				.driver_name = config->driver_name,
+				.endpoint = config->ec2_endpoint,
+				.imds_endpoint = config->imds_endpoint,
+				.extra_tags = config->extra_tags,
+			},
+			&eb->controller, ret_error);
+	if (r >= 0 && (config->roles & BACKEND_ROLE_NODE))
+		r = node_start(config, &eb->node, ret_error);
+	if (r < 0) {
+		ebs_backend_free(&eb->base);
 		return r;
 	}
 	*ret = &eb->base;

@@ -249,7 +249,7 @@ int http_perform(HttpPool *p, const HttpRequest *req, HttpReply *ret, char **ret
 	return 0;
 }
 
-char *http_url_encode(const char *s)
+static char *encode(const char *s, bool form)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	StrBuf b = {};
@@ -259,10 +259,22 @@ char *http_url_encode(const char *s)
 		if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
 		    (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.' || *c == '~') {
 			strbuf_add(&b, c, 1);
+		} else if (form && *c == ' ') {
+			strbuf_adds(&b, "+");
 		} else {
 			char esc[3] = {'%', hex[*c >> 4], hex[*c & 15]};
 			strbuf_add(&b, esc, 3);
 		}
 	}
 	return strbuf_steal(&b);
+}
+
+char *http_url_encode(const char *s)
+{
+	return encode(s, false);
+}
+
+char *http_form_encode(const char *s)
+{
+	return encode(s, true);
 }

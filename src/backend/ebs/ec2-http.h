@@ -58,3 +58,7 @@ bool http_error_transient(int r);
 /* The string with every byte but RFC 3986's unreserved ones (A-Z a-z 0-9 - _ . ~) as %XX,
  * as the AWS Query APIs want form values; a new string. */
 char *http_url_encode(const char *s);
+/* As http_url_encode(), with a space as '+', as HTML forms and the AWS SDKs encode a form body
+ * (application/x-www-form-urlencoded): a peer that checks the signature of the body it decoded
+ * and encoded again (moto) computes the same. */
+char *http_form_encode(const char *s);

@@ -85,7 +85,7 @@ void ec2_params_add_tag_spec(Ec2Params *p, const char *resource_type, const Strm
 
 static void add_pair(StrBuf *b, const char *key, const char *value)
 {
-	_cleanup_free_ char *k = http_url_encode(key), *v = http_url_encode(value);
+	_cleanup_free_ char *k = http_form_encode(key), *v = http_form_encode(value);
 
 	if (b->len > 0)
 		strbuf_adds(b, "&");

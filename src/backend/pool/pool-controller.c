@@ -305,6 +305,11 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	int e = create_check_topology(pb, r, ret_error);
 	if (e < 0)
 		return e;
+	if (r->params->encrypted)
+		/* A pool volume is a plain file: saying yes would be a lie about the data. */
+		return errorf(ret_error, -EINVAL,
+			      "parameters: encrypted: pool volumes are not encrypted (only EBS "
+			      "volumes are)");
 	if (r->source_kind && *r->source_kind && (e = create_source(pb, r, source, ret_error)) < 0)
 		return e;
 	create_spec(pb, r, &spec);
