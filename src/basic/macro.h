@@ -75,3 +75,11 @@ static inline int negative_errno(void)
 {
 	return errno > 0 ? -errno : -EIO;
 }
+
+/* qsort() that takes an empty array as it is: qsort(NULL, 0, ...) is undefined behaviour. */
+static inline void qsort_safe(void *base, size_t n, size_t size,
+			      int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}

@@ -374,8 +374,7 @@ static void family_render(StrBuf *b, MetricFamily *f)
 	strbuf_adds(b, "\n");
 
 	pthread_mutex_lock(&f->lock);
-	if (f->n_series > 1) /* qsort() of a NULL array is undefined, even of none */
-		qsort(f->series, f->n_series, sizeof(*f->series), series_cmp);
+	qsort_safe(f->series, f->n_series, sizeof(*f->series), series_cmp);
 	for (size_t i = 0; i < f->n_series; i++) {
 		const MetricSeries *s = f->series[i];
 		if (f->type == METRIC_HISTOGRAM) {

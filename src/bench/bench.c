@@ -121,7 +121,7 @@ static void step_stats(const BenchThread *threads, unsigned clients, unsigned s,
 		memcpy(all + k, threads[c].lat[s], threads[c].n[s] * sizeof(double));
 		k += threads[c].n[s];
 	}
-	qsort(all, total, sizeof(double), cmp_double);
+	qsort_safe(all, total, sizeof(double), cmp_double);
 	double secs = (double)elapsed / 1e6;
 	ret->calls = total;
 	ret->calls_per_sec = secs > 0 ? (double)total / secs : 0;

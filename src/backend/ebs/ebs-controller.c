@@ -880,7 +880,7 @@ static int volumes_list_all(EbsController *c, usec_t deadline, EbsVolume **ret, 
 				ebs_volume_done(&v[i]);
 		free(v);
 	} while (next);
-	qsort(all, n, sizeof(EbsVolume), volume_id_cmp);
+	qsort_safe(all, n, sizeof(EbsVolume), volume_id_cmp);
 	*ret = all;
 	*ret_n = n;
 	return 0;

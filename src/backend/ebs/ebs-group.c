@@ -49,7 +49,7 @@ static int members_find(EbsController *c, const char *id, usec_t deadline, EbsSn
 	int r = ebs_snapshots_tagged(c, EBS_TAG_GROUP_ID, id, deadline, ret, ret_n, ret_error);
 	if (r < 0)
 		return r;
-	qsort(*ret, *ret_n, sizeof(EbsSnapshot), member_cmp);
+	qsort_safe(*ret, *ret_n, sizeof(EbsSnapshot), member_cmp);
 	return 0;
 }
 
@@ -144,7 +144,7 @@ int ebs_create_group(EbsController *c, const BackendCreateGroup *r, BackendGroup
 		strmap_done(&tags);
 	}
 	if (e == 0) {
-		qsort(m, n, sizeof(EbsSnapshot), member_cmp);
+		qsort_safe(m, n, sizeof(EbsSnapshot), member_cmp);
 		group_to_backend(c, id, m, n, ret);
 	}
 	members_free(m, n);

@@ -451,7 +451,7 @@ static int snapshots_list_all(EbsController *c, const char *volume_id, usec_t de
 			all[n++] = s[i];
 		free(s);
 	} while (next);
-	qsort(all, n, sizeof(EbsSnapshot), snapshot_id_cmp);
+	qsort_safe(all, n, sizeof(EbsSnapshot), snapshot_id_cmp);
 	*ret = all;
 	*ret_n = n;
 	return 0;
