@@ -18,6 +18,11 @@
 #include "strbuf.h"
 #include "time-util.h"
 
+METRIC_DEFINE(dropped, METRIC_COUNTER, "volplug_metrics_connections_dropped_total",
+	      "Connections to the metrics endpoint it closed: a request not in or an answer not "
+	      "taken in time, or evicted for a new client",
+	      "reason");
+
 /* One connection libmicrohttpd holds, from its accept to its close. */
 typedef struct Conn Conn;
 struct Conn {
@@ -275,9 +280,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 /* Ends a connection from outside libmicrohttpd, which has no call for it: a shutdown() makes
  * its socket hang up, and libmicrohttpd closes it at its next turn. Only on the server's
  * thread, where the socket cannot be closed (and its number reused) under us. */
-static void conn_drop(MetricsServer *s, Conn *c, const char *why)
+static void conn_drop(MetricsServer *s, Conn *c, const char *reason, const char *why)
 {
 	log_debug("metrics endpoint: dropping a connection: %s", why);
+	metric_inc(&dropped, reason);
 	if (c->fd >= 0)
 		(void)shutdown(c->fd, SHUT_RDWR);
 	c->dropped = true;
@@ -329,7 +335,7 @@ static void accept_some(MetricsServer *s)
 		}
 		if (full) {
 			Conn *victim = conn_to_evict(s, now);
-			conn_drop(s, victim,
+			conn_drop(s, victim, "evicted",
 				  victim->answering
 					  ? "too slow to take its answer, and a client came"
 					  : "its request is unfinished, and a client came");
@@ -353,9 +359,10 @@ static usec_t drop_late(MetricsServer *s, usec_t now)
 		usec_t deadline = conn_deadline(c);
 		if (deadline <= now) {
 			if (c->answering)
-				conn_drop(s, c, "its answer is not taken in time");
+				conn_drop(s, c, "answer_timeout",
+					  "its answer is not taken in time");
 			else
-				conn_drop(s, c, "its request is not in in time");
+				conn_drop(s, c, "request_timeout", "its request is not in in time");
 			continue;
 		}
 		next = MIN(next, deadline);

@@ -111,7 +111,17 @@ def probe(host, port, path):
     return status, time.monotonic() - t
 
 
-def attack(ctx, clients):
+def dropped(host, port):
+    """volplug_metrics_connections_dropped_total by reason."""
+    c = http.client.HTTPConnection(host, port, timeout=5)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    return {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^volplug_metrics_connections_dropped_total\{reason="(\w+)"\} (\S+)$', text, re.M)}
+
+
+def attack(ctx, clients, reason):
     d = ctx.daemon(args=ADDR)
     host, port = address(d)
     loris = subprocess.Popen([sys.executable, __file__, "loris", host, str(port), str(clients)],
@@ -143,19 +153,22 @@ def attack(ctx, clients):
     assert len(probes) >= 10 and not failed, "%s: %s" % (summary, failed[:6])
     assert lifetimes and longest <= DEADLINE + SLACK, \
         "every slow connection closed within %.0f s of its accept: %s" % (DEADLINE, summary)
-    # The endpoint serves as before once the attack is over.
+    # The endpoint serves as before once the attack is over, and its counter says why it
+    # closed what it closed.
     assert probe(host, port, "/healthz")[0] == 200
-    return summary
+    counts = dropped(host, port)
+    assert counts.get(reason, 0) > 0 and sum(counts.values()) >= len(lifetimes), (counts, summary)
+    return summary + "; dropped %s" % counts
 
 
 def test_slowloris_40(ctx):
     """40 slow clients, more than the 32 slots the endpoint had."""
-    return attack(ctx, 40)
+    return attack(ctx, 40, "request_timeout")
 
 
 def test_slowloris_200(ctx):
     """200 slow clients, more than the 64 slots: each new client evicts a slow one."""
-    return attack(ctx, 200)
+    return attack(ctx, 200, "evicted")
 
 
 def test_kept_alive_connection(ctx):
@@ -170,7 +183,7 @@ def test_kept_alive_connection(ctx):
             time.sleep(4)
         c.request("GET", "/metrics")
         r = c.getresponse()
-        assert r.status == 200 and b"# TYPE volplug_" in r.read()
+        assert r.status == 200 and b"volplug_metrics_connections_dropped_total" in r.read()
         answered = time.monotonic()
     c.sock.settimeout(10)
     try:
@@ -180,6 +193,7 @@ def test_kept_alive_connection(ctx):
     idle = time.monotonic() - answered
     c.close()
     assert eof and DEADLINE - 0.5 <= idle <= DEADLINE + SLACK, "closed after %.1f s idle" % idle
+    assert dropped(host, port) == {"request_timeout": 1}
     return "closed after %.1f s idle" % idle
 
 
