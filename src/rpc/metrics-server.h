@@ -1,17 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The operator's HTTP endpoint: GET /metrics (the metrics registry in the Prometheus text
  * format) and GET /healthz (200 "ok" when ready, 503 with the reason when not), on
- * libmicrohttpd: one thread polling every connection with epoll, so that no number of clients
- * makes threads, at most METRICS_SERVER_CONNECTIONS at once, each with a bounded buffer and an
- * idle timeout. It serves nothing else and reads no request body. */
+ * libmicrohttpd: one thread of ours accepts and runs its epoll loop, so that no number of
+ * clients makes threads, at most METRICS_SERVER_CONNECTIONS at once, each with a bounded buffer
+ * and deadlines for its whole request and its whole answer; when every slot is taken, a new
+ * client evicts a slow one. It serves nothing else and reads no request body. */
 #pragma once
 
-#define METRICS_SERVER_CONNECTIONS 32
-/* Connections the kernel queues until one of those slots is free: beyond it, a client's SYN
- * is retried with backoff, seconds later. */
+#define METRICS_SERVER_CONNECTIONS 64
+/* Connections the kernel queues until the thread takes them: beyond it, a client's SYN is
+ * retried with backoff, seconds later. */
 #define METRICS_SERVER_BACKLOG 1024
 #define METRICS_SERVER_REQUEST_MAX (16 * 1024) /* request line and headers */
-#define METRICS_SERVER_TIMEOUT_SEC 10	       /* an idle connection is closed */
+/* A connection is dropped when its request is not all in this long after its accept (or after
+ * its previous answer), however it trickles: a slowloris client holds a slot for no longer. */
+#define METRICS_SERVER_REQUEST_SEC 5
+#define METRICS_SERVER_ANSWER_SEC 5 /* ... or when it has not taken its answer this long after */
+/* When every slot is taken, a new client evicts the oldest connection that has not sent its
+ * request within this grace (a client sends it at once), or one that has not taken its answer
+ * within a second. */
+#define METRICS_SERVER_GRACE_MSEC 100
+/* Connections taken from the listen queue at once, before those are read. */
+#define METRICS_SERVER_ACCEPT_BATCH 8
 
 typedef struct MetricsServer MetricsServer;
 
