@@ -720,7 +720,9 @@ static char *problem_message(const char *driver, const char *cmd_name, const Fle
 	/* What the driver wrote goes into logs: secrets cut out of all of it. */
 	_cleanup_free_ char *st = scrub(rep->status_text, secrets);
 	_cleanup_free_ char *key = scrub(run->type_error, secrets);
-	const char *how = how_it_ended(&run->res), *text = rep->message ?: ex;
+	/* An empty message says nothing: what the driver printed says more, as the kubelet logs. */
+	const char *how = how_it_ended(&run->res);
+	const char *text = rep->message && *rep->message ? rep->message : ex;
 
 	switch (run->verdict) {
 	case FLEX_VERDICT_TIMEOUT:

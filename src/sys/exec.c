@@ -341,6 +341,7 @@ int exec_run(const ExecOptions *o, ExecResult *ret)
 	}
 
 	ssize_t slot = registry_add(pid);
+	int failed = 0; /* the loop could not go on: the child is killed and this returned */
 	usec_t deadline = (o->timeout == 0 || o->timeout == USEC_INFINITY) ? USEC_INFINITY
 									   : start + o->timeout;
 	usec_t kill_at = USEC_INFINITY, drain_until = USEC_INFINITY;
@@ -366,7 +367,7 @@ int exec_run(const ExecOptions *o, ExecResult *ret)
 		if (pidfd < 0 && !exited && (ms < 0 || ms > 50))
 			ms = 50;
 		if (poll(pfd, n, ms) < 0 && errno != EINTR) {
-			r = negative_errno();
+			failed = negative_errno();
 			break;
 		}
 		for (int i = 0; i < 2; i++)
@@ -394,11 +395,19 @@ int exec_run(const ExecOptions *o, ExecResult *ret)
 			kill_at = USEC_INFINITY;
 		}
 	}
+	/* Nothing watches the child any more: it must not outlive this call, deadline or not. */
+	if (failed < 0 && !exited)
+		(void)kill(-pid, SIGKILL);
 	if (!exited)
 		(void)waitpid(pid, &status, 0);
 	registry_remove(slot);
 	for (int i = 0; i < 2; i++)
 		closep(&streams[i].fd);
+	if (failed < 0) {
+		free(streams[0].buf);
+		free(streams[1].buf);
+		return failed;
+	}
 
 	res.elapsed = now_usec(CLOCK_MONOTONIC) - start;
 	if (WIFEXITED(status))

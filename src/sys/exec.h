@@ -34,9 +34,10 @@ extern const char *const exec_default_env[];
 
 /* Runs a program to completion (or its deadline) and fills *ret. Returns 0 whenever the
  * program was started, whatever its exit, -ENOENT/-EACCES/-ENOEXEC when it could not be, or
- * -EINVAL for a relative path. Blocks; safe in threaded processes (a vfork-style clone, never
- * a fork). The child runs in its own process group, and the whole group is signalled on
- * timeout.
+ * -EINVAL for a relative path, or another negative errno when it could not be watched (its
+ * group is then killed and reaped before this returns; *ret is not written). Blocks; safe in
+ * threaded processes (a vfork-style clone, never a fork). The child runs in its own process group,
+ * and the whole group is signalled on timeout.
  *
  * The child gets SIGKILL when the thread that called exec_run() ends (PR_SET_PDEATHSIG: the
  * kernel ties it to the thread, not the process). Since exec_run() returns only once the child

@@ -2,6 +2,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/file.h>
@@ -298,6 +300,50 @@ static void test_registry(const char *dir)
 	reaped(recycled, USEC_PER_SEC);
 }
 
+static void *lower_fd_limit(void *arg)
+{
+	const struct rlimit *saved = arg;
+
+	poll(NULL, 0, 300);
+	/* poll() refuses more fds than the soft limit (EINVAL): exec_run() can watch no more. */
+	(void)setrlimit(RLIMIT_NOFILE, &(struct rlimit){1, saved->rlim_max});
+	return NULL;
+}
+
+/* A child that exec_run() can no longer watch is killed and reaped, and the call fails: it
+ * never waits without a deadline on a program that may hang. */
+static void test_watch_fails(const char *dir)
+{
+	struct rlimit saved;
+	pthread_t t;
+	ExecResult r = {};
+	_cleanup_free_ char *pidfile = xasprintf("%s/watched.pid", dir);
+	_cleanup_free_ char *script = xasprintf(
+		"echo $$ > %s; i=0; while [ $i -lt 100 ]; do echo x; sleep 0.05; i=$((i+1)); done",
+		pidfile);
+
+	getrlimit(RLIMIT_NOFILE, &saved);
+	pthread_create(&t, NULL, lower_fd_limit, &saved);
+	usec_t t0 = now_usec(CLOCK_MONOTONIC);
+	int e = run(&r, 0, 0, script);
+	usec_t took = now_usec(CLOCK_MONOTONIC) - t0;
+	pthread_join(t, NULL);
+	setrlimit(RLIMIT_NOFILE, &saved);
+
+	is_int(e, -EINVAL, "poll() failing: the call fails with its errno");
+	ok(took < 2 * USEC_PER_SEC, "at once, not when the program ends on its own (%llu ms)",
+	   (unsigned long long)(took / USEC_PER_MSEC));
+	FILE *f = fopen(pidfile, "re");
+	int pid = 0;
+	ok(f && fscanf(f, "%d", &pid) == 1 && pid > 0, "the program had started (pid %d)", pid);
+	if (f)
+		fclose(f);
+	ok(pid > 0 && !running(pid) && kill(pid, 0) < 0 && errno == ESRCH,
+	   "and was killed and reaped: no such process left");
+	if (e == 0)
+		exec_result_done(&r);
+}
+
 int main(void)
 {
 	ExecResult r;
@@ -368,5 +414,6 @@ int main(void)
 	_cleanup_free_ char *registry = scratch_path("children");
 	test_dies_with_the_daemon(registry);
 	test_registry(registry);
+	test_watch_fails(scratch);
 	return tap_done();
 }

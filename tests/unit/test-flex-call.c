@@ -413,6 +413,11 @@ static void test_verdicts(void)
 		 true,
 		 "driver \"test/record\" mount failed (exit status 1): stdout "
 		 "\"{\"status\":\"Failure\"}\"; stderr \"see the log\""},
+		{"Failure with an empty message: the output instead", "test/record", rec,
+		 "{\"status\":\"Failure\",\"message\":\"\"}\n", "mount: no such device\n", "1",
+		 FLEX_VERDICT_FAILURE, -EIO, true,
+		 "driver \"test/record\" mount failed (exit status 1): stdout "
+		 "\"{\"status\":\"Failure\",\"message\":\"\"}\"; stderr \"mount: no such device\""},
 		{"no status", "test/record", rec, "{\"message\":\"hm\"}", NULL, NULL,
 		 FLEX_VERDICT_NO_STATUS, -EIO, true,
 		 "driver \"test/record\" mount failed (exit status 0, no \"status\"): hm"},
