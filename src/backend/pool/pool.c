@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "failpoint.h"
 #include "fileio.h"
 #include "hash-util.h"
@@ -18,6 +19,7 @@
 #include "loopdev.h"
 #include "pool-internal.h"
 #include "pool-meta.h"
+#include "pinned-path.h"
 #include "random-util.h"
 
 typedef enum {
@@ -135,12 +137,14 @@ int pool_list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n
 	return 0;
 }
 
+/* An object's directory: -ENOENT when there is none, -EUCLEAN when something else is at its
+ * name (a symlink is never followed). */
 static int object_open(const Pool *p, ObjectKind k, const char *id)
 {
 	if (!id_valid(id, kind_prefix[k]))
 		return -ENOENT; /* never a path from an unchecked ID */
-	int fd = openat(kind_fd(p, k), id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? negative_errno() : fd;
+	int fd = open_beneath(kind_fd(p, k), id, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
+	return fd == -ELOOP || fd == -ENOTDIR ? -EUCLEAN : fd;
 }
 
 int pool_volume_dir_open(const Pool *p, const char *id)
@@ -230,7 +234,8 @@ static uint64_t data_sum(int dir_fd, const char *prefix, bool allocated)
 		char path[POOL_ID_MAX + 8];
 		struct stat st;
 		snprintf(path, sizeof(path), "%s/" DATA_FILE, ids[i]);
-		if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		/* What a symlink points to is no file of the pool. */
+		if (stat_beneath(dir_fd, path, S_IFREG, &st) == 0)
 			sum += allocated ? (uint64_t)st.st_blocks * 512 : (uint64_t)st.st_size;
 	}
 	strv_free(ids);
@@ -713,11 +718,16 @@ static int staging_write_meta(Staging *s, const char *text, size_t len)
  * staging path when it has them. Hold the volume's node lock. */
 static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found)
 {
-	_cleanup_free_ char *data = pool_volume_data_path(p, id);
 	NodeUse u = {};
 	char *dev;
 
-	int r = loop_find(data, &dev);
+	/* Through the data file the pool holds: a symlink's target is not the volume's. */
+	_cleanup_close_ int data = pool_volume_data_open(p, id, O_PATH);
+	if (data == -ENOENT || data == -EUCLEAN)
+		return 0;
+	if (data < 0)
+		return data;
+	int r = loop_find_fd(data, &dev);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
@@ -756,6 +766,32 @@ static int pool_volume_check_unused(Pool *p, int dir_fd, const char *id, PoolVol
 	return volume_check_unstaged(p, id, found);
 }
 
+/* Removes what is at an object's name and is no directory (a symlink, a file): that entry
+ * itself, never what a symlink points to. */
+static int object_remove_entry(Pool *p, ObjectKind k, const char *id)
+{
+	struct stat st;
+
+	int r = pool_lock_take(p);
+	if (r < 0)
+		return r;
+	if (fstatat(kind_fd(p, k), id, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		r = negative_errno();
+	else if (S_ISDIR(st.st_mode))
+		r = -EBUSY; /* replaced by a directory meanwhile: not ours to judge here */
+	else if (unlinkat(kind_fd(p, k), id, 0) < 0)
+		r = negative_errno();
+	pool_lock_release(p);
+	if (r < 0)
+		return r;
+	log_debug("pool: removed %s%s, which was no directory",
+		  k == KIND_VOLUME     ? "volumes/"
+		  : k == KIND_SNAPSHOT ? "snapshots/"
+				       : "groups/",
+		  id);
+	return fsync_dir(kind_fd(p, k));
+}
+
 /* Removes an object: one rename makes it gone, and gives its data's size back to the ledger in
  * the same critical section; the files go after. A volume (found non-NULL) is checked unused
  * first, under the same hold of its lock and of its node lock: a NodeStageVolume waiting for
@@ -767,6 +803,8 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 	_cleanup_close_ int fd = -EBADF, node_lock = -EBADF;
 
 	int r = object_lock(p, k, id, &fd);
+	if (r == -EUCLEAN)
+		return object_remove_entry(p, k, id);
 	if (r < 0)
 		return r;
 	if (found && ((r = pool_volume_use_lock_at(fd, &node_lock)) < 0 ||
@@ -1032,7 +1070,7 @@ static PoolVolume *volume_damaged(int dir_fd, const char *id)
 	v->source_kind = xstrdup("");
 	v->source_id = xstrdup("");
 	v->access_mode = xstrdup("");
-	if (fstatat(dir_fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	if (dir_fd >= 0 && stat_beneath(dir_fd, DATA_FILE, S_IFREG, &st) == 0)
 		v->size = (uint64_t)st.st_size;
 	return v;
 }
@@ -1046,18 +1084,46 @@ static char *volume_meta_damage(int dir_fd, const char *id, PoolVolume **ret_v)
 
 	int r = read_file_at(dir_fd, META_FILE, META_MAX, &text, &len);
 	if (r == -ENOENT)
-		return xstrdup("meta.json is missing");
+		return xasprintf("volumes/%s/" META_FILE " is missing", id);
+	if (r == -ELOOP)
+		return xasprintf("volumes/%s/" META_FILE " is a symbolic link, not a file of the "
+				 "pool",
+				 id);
+	if (r == -EBADF)
+		return xasprintf("volumes/%s/" META_FILE " is not a regular file", id);
 	if (r < 0)
-		return xasprintf("meta.json cannot be read: %s", strerror(-r));
+		return xasprintf("volumes/%s/" META_FILE " cannot be read: %s", id, strerror(-r));
 	if (pool_volume_from_json(text, len, &v) < 0)
-		return xstrdup("meta.json is damaged: not a volume record of this pool");
+		return xasprintf("volumes/%s/" META_FILE " is damaged: not a volume record of this "
+				 "pool",
+				 id);
 	if (strcmp(v->id, id) != 0) {
-		char *damage = xasprintf("meta.json names another volume (%s)", v->id);
+		char *damage =
+			xasprintf("volumes/%s/" META_FILE " names another volume (%s)", id, v->id);
 		pool_volume_free(v);
 		return damage;
 	}
 	*ret_v = v;
 	return NULL;
+}
+
+/* What is wrong with the files of the volume whose directory is dir_fd beyond its meta.json,
+ * or NULL: its data file must be a file of the pool (a missing one is its condition's
+ * concern). */
+static char *volume_data_damage(int dir_fd, const char *id)
+{
+	struct stat st;
+
+	int r = stat_beneath(dir_fd, DATA_FILE, S_IFREG, &st);
+	if (r == 0 || r == -ENOENT)
+		return NULL;
+	if (r == -ELOOP)
+		return xasprintf("volumes/%s/" DATA_FILE " is a symbolic link, not a file of the "
+				 "pool",
+				 id);
+	if (r == -EISDIR || r == -EBADFD)
+		return xasprintf("volumes/%s/" DATA_FILE " is not a regular file", id);
+	return xasprintf("volumes/%s/" DATA_FILE " cannot be read: %s", id, strerror(-r));
 }
 
 int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_damage)
@@ -1066,9 +1132,24 @@ int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_da
 	struct stat held, there;
 
 	_cleanup_close_ int fd = object_open(p, KIND_VOLUME, id);
+	if (fd == -EUCLEAN) {
+		/* Something else at the volume's name: a volume still, damaged beyond use. */
+		bool link = fstatat(p->volumes_fd, id, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(there.st_mode);
+		*ret = volume_damaged(-EBADF, id);
+		*ret_damage = xasprintf("volumes/%s is %s, not a directory of the pool", id,
+					link ? "a symbolic link" : "no directory");
+		pool_node_devices_attachments(p, *ret);
+		return 0;
+	}
 	if (fd < 0)
 		return fd;
 	char *damage = volume_meta_damage(fd, id, &v);
+	if (!damage && (damage = volume_data_damage(fd, id))) {
+		*ret = v;
+		*ret_damage = damage;
+		return 0;
+	}
 	if (damage) {
 		/* A volume being deleted loses its files after it left volumes/: that is no
 		 * damage, it is gone. */
@@ -1084,6 +1165,28 @@ int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_da
 	*ret = v;
 	*ret_damage = damage;
 	return 0;
+}
+
+int pool_volume_damaged(Pool *p, const char *id, const char *shown, char **ret_error)
+{
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_free_ char *damage = NULL;
+
+	if (pool_volume_inspect(p, id, &v, &damage) < 0 || !damage)
+		return 0;
+	return errorf(ret_error, -EUCLEAN, "volume %s is damaged: %s: it can only be deleted",
+		      shown ?: id, damage);
+}
+
+int pool_volume_data_open(Pool *p, const char *id, int flags)
+{
+	char path[POOL_ID_MAX + 8];
+
+	if (!pool_volume_id_valid(id))
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/" DATA_FILE, id);
+	int fd = open_beneath(p->volumes_fd, path, flags, 0, S_IFREG);
+	return fd == -ELOOP || fd == -ENOTDIR || fd == -EISDIR || fd == -EBADFD ? -EUCLEAN : fd;
 }
 
 char *pool_volume_data_path(const Pool *p, const char *id)

@@ -177,11 +177,20 @@ int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, Copy
  * meta.json is damaged. */
 int pool_volume_load(Pool *p, const char *id, PoolVolume **ret);
 
-/* Loads a volume for listing: as pool_volume_load(), but a volume whose meta.json is damaged
- * is returned too, with its ID, its data file's size and the attachments the nodes' device
- * indexes hold for it only, and *ret_damage (malloc'ed) says what is wrong; NULL for a sound
- * volume. -ENOENT when there is no such volume. */
+/* Loads a volume for listing: as pool_volume_load(), but a damaged volume is returned too, and
+ * *ret_damage (malloc'ed) says what is wrong, naming the file; NULL for a sound volume. Damaged
+ * are: a meta.json that is missing or no record of this volume (then *ret has its ID, its data
+ * file's size and the attachments the nodes' device indexes hold for it only), a data file that
+ * is a symlink or no regular file (*ret is the volume as recorded), and a name in volumes/ that
+ * is no directory (a symlink is never followed; *ret has its ID only). -ENOENT when there is no
+ * such volume. */
 int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_damage);
+
+/* 0 when volume id is sound, or absent (the caller decides what that means), else -EUCLEAN
+ * with *ret_error: "volume SHOWN is damaged: WHAT (naming the file): it can only be deleted",
+ * the one answer of every call that needs the volume sound (shown: how the request named it;
+ * NULL: id). */
+int pool_volume_damaged(Pool *p, const char *id, const char *shown, char **ret_error);
 
 /* What keeps a volume from being deleted. */
 typedef enum {
@@ -225,6 +234,11 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size);
 
 /* The data file of a volume (for the node's loop device). Caller frees. */
 char *pool_volume_data_path(const Pool *p, const char *id);
+
+/* Opens a volume's data file with flags (O_RDWR, O_PATH, ...) beneath the pool, never through a
+ * symlink: -ENOENT when there is no such file, -EUCLEAN when something else than a regular file
+ * is there or a symlink is on the way (pool_volume_inspect() says what). */
+int pool_volume_data_open(Pool *p, const char *id, int flags);
 
 /* All volume IDs, sorted: a strv (free it with strv_free()) and its length. */
 int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
