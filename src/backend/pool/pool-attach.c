@@ -104,6 +104,12 @@ static int attach_new(char **ret_error, PoolBackend *pb, PoolVolume *v, const Po
 	int lock = -EBADF;
 
 	int e = pool_node_lock(pb->pool, node->id, &lock);
+	if (e == -ELOOP || e == -EISDIR || e == -EBADFD)
+		return errorf(ret_error, -EUCLEAN,
+			      "node %s: cannot lock its device names: nodes/%s.lock is %s, not a "
+			      "file of the pool",
+			      node->id, node->id,
+			      e == -ELOOP ? "a symbolic link" : "no regular file");
 	if (e < 0)
 		return errorf(ret_error, e, "node %s: cannot lock its device names: %s", node->id,
 			      strerror(-e));
@@ -216,8 +222,11 @@ static int detach_locked(PoolBackend *pb, const char *local, const BackendDetach
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	BackendDetached gone;
 
-	int e = pool_backend_volume_load(pb, "volume_id", r->volume_id, local, &v, ret_error);
-	if (e < 0)
+	/* A volume whose record is sound can always be unpublished, damaged elsewhere or not:
+	 * its attachments are known, and the CO must be able to detach it before a delete. */
+	int e = pool_volume_load(pb->pool, local, &v);
+	if (e < 0 &&
+	    (e = pool_backend_volume_load(pb, "volume_id", r->volume_id, local, &v, ret_error)) < 0)
 		return e;
 	attachments_remove(v, r->node_id, &gone);
 	if (gone.nodes && (e = pool_volume_save(pb->pool, v)) < 0) {

@@ -100,12 +100,13 @@ static void volume_condition(PoolBackend *pb, const char *local, BackendVolume *
 		e = fstat(data, &st) < 0 ? negative_errno() : 0;
 	v->abnormal = true;
 	v->damage = damage;
-	if (damage)
-		v->condition = xasprintf("volume %s is damaged: %s (%s; it can only be deleted)",
-					 v->id, damage,
-					 *v->name ? "as its record says"
-						  : "published nodes as the nodes' device indexes "
-						    "record them");
+	if (damage && *v->name)
+		v->condition = xasprintf("volume %s is damaged: %s (it can only be deleted)", v->id,
+					 damage);
+	else if (damage)
+		v->condition = xasprintf("volume %s is damaged: %s (published nodes as the nodes' "
+					 "device indexes record them; it can only be deleted)",
+					 v->id, damage);
 	else if (e < 0)
 		v->condition =
 			xasprintf("data file of volume %s is missing: %s", v->id, strerror(-e));
@@ -371,6 +372,13 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	else if (e == -ERANGE)
 		e = errorf(ret_error, e, "capacity_range: smaller than the source %s '%s'",
 			   spec.source_kind, spec.source_id);
+	else if (e == -EUCLEAN)
+		e = errorf(ret_error, e,
+			   "volume_content_source: %s %s is damaged: %s/%s/data is no regular "
+			   "file of the pool (a symbolic link is never followed)",
+			   spec.source_kind, spec.source_id,
+			   strcmp(spec.source_kind, "snapshot") == 0 ? "snapshots" : "volumes",
+			   source);
 	else if (e < 0)
 		e = errorf(ret_error, e, "creating volume '%s' (%s) failed: %s", r->name, spec.id,
 			   strerror(-e));

@@ -180,6 +180,10 @@ static const BlockNodeOps pool_node_ops = {
 int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r,
 		    const BlockfsMkfsOptions *mkfs, char **ret_error)
 {
+	/* A damaged volume is never staged, not even found staged: it can only be deleted. */
+	int e = pool_volume_damaged(p, r->volume_id, NULL, ret_error);
+	if (e < 0)
+		return e;
 	return blocknode_stage(POOL_NODE(p, node_id), r, mkfs, ret_error);
 }
 

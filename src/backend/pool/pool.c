@@ -360,9 +360,21 @@ static int pool_layout(int dir_fd)
 	return 0;
 }
 
+bool pool_tmp_name_ours(const char *name)
+{
+	static const char *const prefixes[] = {STAGING_PREFIX, "del-", ".direct-io-"};
+
+	for (size_t i = 0; i < ELEMENTSOF(prefixes); i++)
+		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0 && !strchr(name, '/'))
+			return true;
+	return write_file_is_temporary(name);
+}
+
 /* Removes tmp/name unless a live operation holds its flock. Hold the pool lock. */
 static int tmp_clean_locked(Pool *p, const char *name)
 {
+	if (!pool_tmp_name_ours(name))
+		return -EPERM; /* nothing the pool made: left as it is */
 	/* O_NONBLOCK: a FIFO someone left here must not hang the open. */
 	_cleanup_close_ int fd =
 		openat(p->tmp_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -401,6 +413,11 @@ static void pool_recover(Pool *p)
 	while (d && (de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
+		if (!pool_tmp_name_ours(de->d_name)) {
+			log_debug("pool: tmp/%s is nothing the pool made: left as it is",
+				  de->d_name);
+			continue;
+		}
 		int r = tmp_clean_locked(p, de->d_name);
 		if (r == -EBUSY)
 			continue;
@@ -415,8 +432,7 @@ static void pool_recover(Pool *p)
 
 static int open_subdir(int dir_fd, const char *name)
 {
-	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? negative_errno() : fd;
+	return open_beneath(dir_fd, name, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 }
 
 /* The pinned pool directory, laid out unless it must hold a pool already. */
@@ -504,11 +520,10 @@ int pool_open(const PoolConfig *config, Pool **ret)
 		pool_close(p);
 		return r;
 	}
-	p->ledger_fd =
-		openat(p->dir_fd, LEDGER_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	p->ledger_fd = open_beneath(p->dir_fd, LEDGER_FILE, O_RDWR | O_CREAT, 0600, S_IFREG);
 	if (p->ledger_fd < 0 || (r = pool_recover_and_count(p, &provisioned)) < 0 ||
 	    (r = pool_node_check(p, config->node_id)) < 0) {
-		r = p->ledger_fd < 0 ? negative_errno() : r;
+		r = p->ledger_fd < 0 ? p->ledger_fd : r;
 		pool_close(p);
 		return r;
 	}
@@ -578,9 +593,9 @@ static int staging_mkdir(Pool *p, Staging *s)
 {
 	if (mkdirat(p->tmp_fd, s->name, 0700) < 0)
 		return negative_errno();
-	s->fd = openat(p->tmp_fd, s->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	s->fd = open_beneath(p->tmp_fd, s->name, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 	if (s->fd < 0 || flock(s->fd, LOCK_EX) < 0) {
-		int r = negative_errno();
+		int r = s->fd < 0 ? s->fd : negative_errno();
 		(void)unlinkat(p->tmp_fd, s->name, AT_REMOVEDIR);
 		closep(&s->fd);
 		return r;
@@ -792,6 +807,19 @@ static int object_remove_entry(Pool *p, ObjectKind k, const char *id)
 	return fsync_dir(kind_fd(p, k));
 }
 
+/* The node lock of a volume being deleted (its directory dir_fd, locked): a node.lock that is no
+ * file of the pool (a symlink) is a damage the delete repairs, by removing that name itself,
+ * never what it points to. Nobody can hold a lock on it. */
+static int volume_use_lock_for_delete(int dir_fd, int *ret_lock_fd)
+{
+	int r = pool_volume_use_lock_at(dir_fd, ret_lock_fd);
+	if (r != -ELOOP && r != -EBADFD)
+		return r;
+	if (unlinkat(dir_fd, USE_LOCK, 0) < 0)
+		return negative_errno();
+	return pool_volume_use_lock_at(dir_fd, ret_lock_fd);
+}
+
 /* Removes an object: one rename makes it gone, and gives its data's size back to the ledger in
  * the same critical section; the files go after. A volume (found non-NULL) is checked unused
  * first, under the same hold of its lock and of its node lock: a NodeStageVolume waiting for
@@ -807,8 +835,9 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 		return object_remove_entry(p, k, id);
 	if (r < 0)
 		return r;
-	if (found && ((r = pool_volume_use_lock_at(fd, &node_lock)) < 0 ||
-		      (r = pool_volume_check_unused(p, fd, id, found)) < 0))
+	if (found && (r = volume_use_lock_for_delete(fd, &node_lock)) < 0)
+		return r;
+	if (found && (r = pool_volume_check_unused(p, fd, id, found)) < 0)
 		return r;
 	failpoint("pool-delete-after-check");
 	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
@@ -903,9 +932,11 @@ static int open_source_data(Pool *p, const char *kind, const char *id, int *ret_
 	/* The source stays put (no delete, no grow) while it is copied. */
 	if (flock(fd, LOCK_EX) < 0)
 		return negative_errno();
-	int data = openat(fd, DATA_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int data = open_beneath(fd, DATA_FILE, O_RDONLY, 0, S_IFREG);
+	if (data == -ELOOP || data == -EISDIR || data == -EBADFD)
+		return -EUCLEAN; /* never what a symlink there points to */
 	if (data < 0)
-		return errno == ENOENT ? -ENOENT : negative_errno();
+		return data;
 	*ret_lock_fd = TAKE_FD(fd);
 	*ret_data_fd = data;
 	return 0;
@@ -1108,22 +1139,25 @@ static char *volume_meta_damage(int dir_fd, const char *id, PoolVolume **ret_v)
 }
 
 /* What is wrong with the files of the volume whose directory is dir_fd beyond its meta.json,
- * or NULL: its data file must be a file of the pool (a missing one is its condition's
- * concern). */
-static char *volume_data_damage(int dir_fd, const char *id)
+ * or NULL: its data file and its node records must be files of the pool (a missing one is not
+ * damage: a missing data file is its condition's concern, the node records come and go). */
+static char *volume_files_damage(int dir_fd, const char *id)
 {
+	static const char *const files[] = {DATA_FILE, USE_FILE, USE_LOCK};
 	struct stat st;
 
-	int r = stat_beneath(dir_fd, DATA_FILE, S_IFREG, &st);
-	if (r == 0 || r == -ENOENT)
-		return NULL;
-	if (r == -ELOOP)
-		return xasprintf("volumes/%s/" DATA_FILE " is a symbolic link, not a file of the "
-				 "pool",
-				 id);
-	if (r == -EISDIR || r == -EBADFD)
-		return xasprintf("volumes/%s/" DATA_FILE " is not a regular file", id);
-	return xasprintf("volumes/%s/" DATA_FILE " cannot be read: %s", id, strerror(-r));
+	for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+		int r = stat_beneath(dir_fd, files[i], S_IFREG, &st);
+		if (r == 0 || r == -ENOENT)
+			continue;
+		if (r == -ELOOP)
+			return xasprintf("volumes/%s/%s is a symbolic link, not a file of the pool",
+					 id, files[i]);
+		if (r == -EISDIR || r == -EBADFD)
+			return xasprintf("volumes/%s/%s is not a regular file", id, files[i]);
+		return xasprintf("volumes/%s/%s cannot be read: %s", id, files[i], strerror(-r));
+	}
+	return NULL;
 }
 
 int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_damage)
@@ -1145,7 +1179,7 @@ int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_da
 	if (fd < 0)
 		return fd;
 	char *damage = volume_meta_damage(fd, id, &v);
-	if (!damage && (damage = volume_data_damage(fd, id))) {
+	if (!damage && (damage = volume_files_damage(fd, id))) {
 		*ret = v;
 		*ret_damage = damage;
 		return 0;

@@ -168,8 +168,9 @@ char *pool_space_refusal(Pool *p, uint64_t bytes, const char *node);
 /* Makes a volume of spec->size bytes (spec->id derived from spec->name), blank or with the
  * content of the snapshot or volume of local ID source (spec->source_kind says which;
  * spec->source_id is what the record keeps). Returns -EEXIST when a volume with that ID exists
- * already (the caller loads and compares it), -ENOENT when the source does not exist, -ENOSPC
- * beyond capacity, -ERANGE when the source is larger than spec->size. *ret_method tells how
+ * already (the caller loads and compares it), -ENOENT when the source does not exist, -EUCLEAN
+ * when its data file is a symlink or no regular file, -ENOSPC beyond capacity, -ERANGE when the
+ * source is larger than spec->size. *ret_method tells how
  * content was copied, when it was. */
 int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, CopyMethod *ret_method);
 
