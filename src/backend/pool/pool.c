@@ -843,8 +843,8 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
 	if ((r = pool_lock_take(p)) < 0)
 		return r;
-	if (fstatat(fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		st.st_size = 0;
+	if (stat_beneath(fd, DATA_FILE, S_IFREG, &st) < 0)
+		st.st_size = 0; /* no data file of the pool: nothing counted for it */
 	if (renameat2(kind_fd(p, k), id, p->tmp_fd, trash, RENAME_NOREPLACE) < 0)
 		r = errno == ENOENT ? -ENOENT : negative_errno();
 	else
@@ -1069,9 +1069,9 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size)
 	_cleanup_close_ int fd = object_open(p, KIND_VOLUME, v->id);
 	if (fd < 0)
 		return fd;
-	_cleanup_close_ int data = openat(fd, DATA_FILE, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int data = open_beneath(fd, DATA_FILE, O_RDWR, 0, S_IFREG);
 	if (data < 0)
-		return negative_errno();
+		return data == -ELOOP || data == -EISDIR || data == -EBADFD ? -EUCLEAN : data;
 	int r = data_grow(p, data, new_size);
 	if (r < 0)
 		return r;
