@@ -834,6 +834,54 @@ static void test_symlinks_in_the_pool(void)
 	b->ops->free(b);
 }
 
+/* The pool's own layout: each subdirectory or the ledger replaced by a symlink to a canary
+ * outside stops the backend at start, naming it, and the canary is untouched. */
+static void test_symlinked_layout(void)
+{
+	static const char *const names[] = {"volumes", "snapshots", "groups",
+					    "nodes",   "tmp",	    "ledger"};
+	char *types[] = {(char *)"pool", NULL};
+
+	for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+		_cleanup_free_ char *pool = xasprintf("layout-%s", names[i]);
+		_cleanup_free_ char *canary_name = xasprintf("layout-canary-%s", names[i]);
+		use_pool(pool);
+		Backend *b = start("node-a", 0);
+		b->ops->free(b);
+		_cleanup_free_ char *canary = scratch_mkdir(canary_name);
+		_cleanup_free_ char *keep = xasprintf("%s/keep", canary);
+		_cleanup_free_ char *entry = xasprintf("%s/%s", pool_dir, names[i]);
+		_cleanup_free_ char *moved = xasprintf("%s/moved", canary);
+		close(open(keep, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+		ok(rename(entry, moved) == 0 && symlink(canary, entry) == 0,
+		   "%s: replaced by a symlink to a directory outside", names[i]);
+
+		_cleanup_free_ char *err = NULL;
+		Backend **list = NULL;
+		BackendConfig config = {
+			.roles = BACKEND_ROLE_CONTROLLER | BACKEND_ROLE_NODE,
+			.node_id = "node-a",
+			.zone = "z1",
+			.pool_path = pool_dir,
+			.pool_capacity = 64 * MIB,
+		};
+		int r = backends_new(types, &config, &list, &err);
+		ok(r < 0, "%s: the backend does not start", names[i]);
+		_cleanup_free_ char *want = xasprintf("%s%s is a symbolic link", names[i],
+						      strcmp(names[i], "ledger") == 0 ? "" : "/");
+		ok(err && strstr(err, want), "%s: saying so: %s", names[i], err);
+		struct stat st;
+		_cleanup_free_ char *made = xasprintf("%s/volumes", canary);
+		ok(stat(keep, &st) == 0 && st.st_size == 0 && lstat(made, &st) < 0,
+		   "%s: the directory outside is untouched", names[i]);
+		if (r == 0) {
+			for (Backend **p = list; *p; p++)
+				(*p)->ops->free(*p);
+			free(list);
+		}
+	}
+}
+
 int main(void)
 {
 	scratch_init("pool-backend");
@@ -848,6 +896,7 @@ int main(void)
 	test_long_node_ids();
 	test_topology();
 	test_symlinks_in_the_pool();
+	test_symlinked_layout();
 	free(error);
 	free(reported);
 	free(pool_dir);

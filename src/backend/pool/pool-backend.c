@@ -316,6 +316,10 @@ static void segment_make(PoolBackend *pb, const BackendConfig *config)
 
 static char *open_error(const BackendConfig *config, int r)
 {
+	_cleanup_free_ char *damage = r != -EXDEV ? pool_layout_damage(config->pool_path) : NULL;
+	if (damage)
+		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
+				 damage);
 	if (r != -EXDEV)
 		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
 				 strerror(-r));

@@ -468,6 +468,27 @@ static int pool_recover_and_count(Pool *p, uint64_t *ret_provisioned)
 #define NODE_FILE "node"
 #define NODE_MAX 256
 
+char *pool_layout_damage(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+
+	for (size_t i = 0; fd >= 0 && i <= ELEMENTSOF(pool_subdirs); i++) {
+		bool dir = i < ELEMENTSOF(pool_subdirs);
+		const char *name = dir ? pool_subdirs[i] : LEDGER_FILE;
+		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode))
+			return xasprintf("%s%s is a symbolic link, not a %s of the pool (never "
+					 "followed)",
+					 name, dir ? "/" : "", dir ? "directory" : "file");
+		if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+			return xasprintf("%s%s is not a %s", name, dir ? "/" : "",
+					 dir ? "directory" : "regular file");
+	}
+	return NULL;
+}
+
 char *pool_recorded_node(const char *path)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -95,6 +95,11 @@ typedef struct PoolNode {
  * (POOL/node; pool_recorded_node() says which). Blocks. */
 int pool_open(const PoolConfig *config, Pool **ret);
 
+/* What is wrong with the pool's own layout at path (a subdirectory or the ledger that is a
+ * symlink, or of the wrong type), for pool_open()'s -ELOOP, -ENOTDIR, ...; NULL when nothing
+ * is. Caller frees. */
+char *pool_layout_damage(const char *path);
+
 /* The node recorded in the pool at path (POOL/node), or NULL when none is. Caller frees. */
 char *pool_recorded_node(const char *path);
 void pool_close(Pool *p);
