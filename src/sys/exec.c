@@ -751,23 +751,25 @@ static int owner_create(int dir_fd)
 	return -EBUSY;
 }
 
-/* Opens sub beneath state_fd, each missing component made, none followed if a symlink. */
+/* Opens sub beneath state_fd, each missing component made, none followed if a symlink: each
+ * is made and opened in the directory opened before it. */
 static int registry_dir_open(int state_fd, const char *sub)
 {
 	_cleanup_free_ char *path = xstrdup(sub);
+	_cleanup_close_ int fd = -EBADF;
+	char *save = NULL;
 
-	for (char *slash = path;; slash++) {
-		slash = strchrnul(slash, '/');
-		char c = *slash;
-		*slash = 0;
-		if (mkdirat(state_fd, path, 0700) < 0 && errno != EEXIST)
+	for (char *c = strtok_r(path, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		int at = fd >= 0 ? fd : state_fd;
+		if (mkdirat(at, c, 0700) < 0 && errno != EEXIST)
 			return negative_errno();
-		int fd = open_beneath(state_fd, path, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
-		if (fd < 0 || !c)
-			return fd;
-		close(fd);
-		*slash = c;
+		int next = open_beneath(at, c, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
+		if (next < 0)
+			return next;
+		closep(&fd);
+		fd = next;
 	}
+	return fd >= 0 ? TAKE_FD(fd) : -EINVAL;
 }
 
 int exec_registry_open(const char *state, const char *sub, ExecLeftoverFn on_leftover,
