@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "alloc.h"
@@ -132,7 +133,9 @@ int main(int argc, char **argv)
 	int r;
 
 	if (argc >= 3 && strcmp(argv[1], "--registry") == 0) {
-		if ((r = exec_registry_open(argv[2], NULL, NULL)) < 0) {
+		/* A directory of the caller's: itself, as given. */
+		if ((mkdir(argv[2], 0700) < 0 && errno != EEXIST && (r = -errno) < 0) ||
+		    (r = exec_registry_open(argv[2], ".", NULL, NULL)) < 0) {
 			fprintf(stderr, "%s: --registry %s: %s\n", prog, argv[2], strerror(-r));
 			return 1;
 		}

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "meta-json.h"
 #include "node-use.h"
+#include "pinned-path.h"
 
 #define USE_FORMAT 1
 #define USE_MAX (1024 * 1024)
@@ -182,10 +183,10 @@ char *node_use_boot_id(void)
 
 int node_use_lock_at(int dir_fd, const char *name, int *ret_lock_fd)
 {
-	_cleanup_close_ int fd =
-		openat(dir_fd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* A regular file of the directory, never what a symlink there points to. */
+	_cleanup_close_ int fd = open_beneath(dir_fd, name, O_RDWR | O_CREAT, 0600, S_IFREG);
 	if (fd < 0)
-		return negative_errno();
+		return fd;
 	if (flock(fd, LOCK_EX) < 0)
 		return negative_errno();
 	*ret_lock_fd = TAKE_FD(fd);

@@ -148,10 +148,16 @@ static void exec_registry_start(const char *state)
 {
 	_cleanup_free_ char *dir = xasprintf("%s/run/children", state);
 
-	int r = mkdir_parents(dir, 0700);
+	int r = mkdir_p(state, 0700);
 	if (r >= 0)
-		r = exec_registry_open(dir, leftover_killed, NULL);
-	if (r < 0)
+		r = exec_registry_open(state, "run/children", leftover_killed, NULL);
+	if (r == -ELOOP || r == -ENOTDIR)
+		/* Someone put something else there: never follow it, never clean it. */
+		log_error("%s: run/ or run/children is %s, not a directory of volplugd's own: "
+			  "refusing to use it (nothing there is read or removed); what a crash "
+			  "leaves running will not be found until it is replaced by a directory",
+			  dir, r == -ELOOP ? "a symbolic link" : "no directory");
+	else if (r < 0)
 		log_warning_errno(r,
 				  "%s: cannot record the programs volplugd runs (%m): what a "
 				  "crash leaves running will not be found",

@@ -161,8 +161,12 @@ int volume_lookup(Backend *b, const char *id, BackendVolume *ret, char **ret_err
 	if (e < 0)
 		return e;
 	if (v.damage) {
+		/* The one answer of every call that needs the volume sound (the backend's own
+		 * calls say the same): what is damaged, and what can be done. */
+		e = errorf(ret_error, -EUCLEAN, "volume %s is damaged: %s: it can only be deleted",
+			   id, v.damage);
 		backend_volume_done(&v);
-		return errorf(ret_error, -ENOENT, "volume_id: volume %s not found", id);
+		return e;
 	}
 	*ret = v;
 	return 0;

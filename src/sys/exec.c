@@ -17,6 +17,7 @@
 #include "exec.h"
 #include "fileio.h"
 #include "log.h"
+#include "pinned-path.h"
 
 #define DEFAULT_CAP (64 * 1024)
 #define DEFAULT_KILL_GRACE (10 * USEC_PER_SEC)
@@ -651,19 +652,43 @@ static void owner_read(Recovery *rc, int dir_fd, const char *name)
 	}
 }
 
+/* Whether name is one owner_create() makes: the pid, a dot, hex digits. */
+static bool owner_name_valid(const char *name)
+{
+	const char *c = name;
+
+	if (*c < '0' || *c > '9')
+		return false;
+	while (*c >= '0' && *c <= '9')
+		c++;
+	if (*c++ != '.' || !*c)
+		return false;
+	for (; *c; c++)
+		if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
+			return false;
+	return true;
+}
+
 /* Collects the records of every owner whose process is gone (the lock on its file is free),
- * keeping the files locked until they are removed. */
+ * keeping the files locked until they are removed. Only the regular files named as
+ * owner_create() names them are records: anything else here is left as it is. */
 static void owners_scan(Recovery *rc, int dir_fd)
 {
 	_cleanup_closedir_ DIR *d = fdopendir(fcntl(dir_fd, F_DUPFD_CLOEXEC, 3));
 	struct dirent *de;
 
 	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
+		if (!owner_name_valid(de->d_name)) {
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+				log_debug("exec registry: %s is no record of ours, left alone",
+					  de->d_name);
 			continue;
-		int fd = openat(dir_fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
+		}
+		int fd = open_beneath(dir_fd, de->d_name, O_RDONLY, 0, S_IFREG);
+		if (fd < 0) {
+			log_debug_errno(fd, "exec registry: %s left alone: %m", de->d_name);
 			continue;
+		}
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			close(fd); /* a live process's, or one being cleaned by another */
 			continue;
@@ -735,18 +760,41 @@ static int owner_create(int dir_fd)
 	return -EBUSY;
 }
 
-int exec_registry_open(const char *dir, ExecLeftoverFn on_leftover, void *userdata)
+/* Opens sub beneath state_fd, each missing component made, none followed if a symlink: each
+ * is made and opened in the directory opened before it. */
+static int registry_dir_open(int state_fd, const char *sub)
+{
+	_cleanup_free_ char *path = xstrdup(sub);
+	_cleanup_close_ int fd = -EBADF;
+	char *save = NULL;
+
+	for (char *c = strtok_r(path, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		int at = fd >= 0 ? fd : state_fd;
+		if (mkdirat(at, c, 0700) < 0 && errno != EEXIST)
+			return negative_errno();
+		int next = open_beneath(at, c, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
+		if (next < 0)
+			return next;
+		closep(&fd);
+		fd = next;
+	}
+	return fd >= 0 ? TAKE_FD(fd) : -EINVAL;
+}
+
+int exec_registry_open(const char *state, const char *sub, ExecLeftoverFn on_leftover,
+		       void *userdata)
 {
 	char boot[40];
 	struct stat ns;
 
 	if (registry_fd >= 0)
 		return -EBUSY;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+	_cleanup_close_ int state_fd = open(state, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (state_fd < 0)
 		return negative_errno();
-	_cleanup_close_ int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int dir_fd = registry_dir_open(state_fd, sub);
 	if (dir_fd < 0)
-		return negative_errno();
+		return dir_fd;
 	if (proc_read("/proc/sys/kernel/random/boot_id", boot, sizeof(boot)) < 0)
 		strcpy(boot, "-");
 	boot[strcspn(boot, "\n")] = 0;

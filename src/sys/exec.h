@@ -88,7 +88,7 @@ typedef struct ExecLeftover {
 
 typedef void (*ExecLeftoverFn)(const ExecLeftover *leftover, void *userdata);
 
-/* Makes dir (its parent must exist) the registry of this process, after dealing with the
+/* Makes state/sub the registry of this process, after dealing with the
  * records of processes that died: whatever a record still names, the child itself (same pid
  * and start time) or processes of its group and session that started no earlier, gets
  * SIGKILL, and the call waits until they are gone, 10 s at most in all. on_leftover (may be
@@ -97,5 +97,10 @@ typedef void (*ExecLeftoverFn)(const ExecLeftover *leftover, void *userdata);
  * are only removed, with the dead owner's file. Files of live processes (locked) are left
  * alone, so several daemons may share dir. Call once, before any thread calls exec_run().
  * Returns 0, -EBUSY when a registry is open already, or a negative errno when dir cannot be
- * used: exec_run() then keeps no records. Blocks. */
-int exec_registry_open(const char *dir, ExecLeftoverFn on_leftover, void *userdata);
+ * used: exec_run() then keeps no records. state (the daemon's state directory) is taken as
+ * it is given; sub (relative: "run/children") is data on a disk others may write: its missing
+ * components are made, none is ever followed if it is a symlink (-ELOOP; -ENOTDIR when one is
+ * no directory), and only the regular files named as this function names them (PID.HEX) are
+ * ever read or removed there. Blocks. */
+int exec_registry_open(const char *state, const char *sub, ExecLeftoverFn on_leftover,
+		       void *userdata);

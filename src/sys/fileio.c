@@ -146,7 +146,9 @@ static int read_fd(int fd, size_t max, char **ret, size_t *ret_len)
 
 int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_len)
 {
-	_cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO left at name must not hang the open (read_fd() refuses it). */
+	_cleanup_close_ int fd =
+		openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return negative_errno();
 	return read_fd(fd, max, ret, ret_len);

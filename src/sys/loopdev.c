@@ -277,20 +277,32 @@ static int open_loop_control(int *ret_fd)
 int loop_attach(const char *backing_file, const LoopAttach *how, char **ret_devpath)
 {
 	static const LoopAttach defaults = {};
-	struct stat st;
-	int r;
 
 	if (!backing_file || !ret_devpath)
 		return -EINVAL;
 	how = how ?: &defaults;
 	_cleanup_close_ int file_fd =
-		open(backing_file, (how->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		open(backing_file,
+		     (how->read_only ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (file_fd < 0)
 		return errno == EISDIR ? -EINVAL : negative_errno();
+	return loop_attach_fd(file_fd, backing_file, how, ret_devpath);
+}
+
+int loop_attach_fd(int file_fd, const char *name, const LoopAttach *how, char **ret_devpath)
+{
+	static const LoopAttach defaults = {};
+	struct stat st;
+	int r;
+
+	if (file_fd < 0 || !name || !ret_devpath)
+		return -EINVAL;
+	how = how ?: &defaults;
 	if (fstat(file_fd, &st) < 0)
 		return negative_errno();
 	if (!S_ISREG(st.st_mode))
 		return -EINVAL;
+	const char *backing_file = name;
 
 	_cleanup_close_ int ctl_fd = -EBADF;
 	r = open_loop_control(&ctl_fd);
@@ -326,14 +338,22 @@ int loop_attach(const char *backing_file, const LoopAttach *how, char **ret_devp
 
 int loop_block_size_for(const char *backing_file, uint32_t *ret)
 {
+	_cleanup_close_ int fd = open(backing_file, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	return loop_block_size_for_fd(fd, ret);
+}
+
+int loop_block_size_for_fd(int file_fd, uint32_t *ret)
+{
 	struct statfs sf;
 	struct statx sx;
 
-	if (statfs(backing_file, &sf) < 0)
+	if (fstatfs(file_fd, &sf) < 0)
 		return negative_errno();
 	uint32_t size =
 		sf.f_bsize > 0 ? (uint32_t)MIN((uint64_t)sf.f_bsize, BLOCK_SIZE_MAX) : SECTOR_SIZE;
-	if (statx(AT_FDCWD, backing_file, 0, STATX_DIOALIGN, &sx) == 0 &&
+	if (statx(file_fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) == 0 &&
 	    (sx.stx_mask & STATX_DIOALIGN) && sx.stx_dio_offset_align > size)
 		size = sx.stx_dio_offset_align;
 	/* A power of two in 512..4096: anything else is a filesystem we do not understand. */
@@ -401,6 +421,19 @@ static int find_one(unsigned n, void *userdata)
 	return 0;
 }
 
+static int find_stat(FindState *s, char **ret_devpath)
+{
+	if (!S_ISREG(s->want.st_mode))
+		return -ENOENT;
+	int r = foreach_loop(find_one, s);
+	if (r < 0)
+		return r;
+	if (!s->found)
+		return -ENOENT;
+	*ret_devpath = xasprintf("/dev/loop%u", s->lowest);
+	return 0;
+}
+
 int loop_find(const char *backing_file, char **ret_devpath)
 {
 	FindState s = {};
@@ -409,15 +442,18 @@ int loop_find(const char *backing_file, char **ret_devpath)
 		return -EINVAL;
 	if (stat(backing_file, &s.want) < 0)
 		return negative_errno();
-	if (!S_ISREG(s.want.st_mode))
-		return -ENOENT;
-	int r = foreach_loop(find_one, &s);
-	if (r < 0)
-		return r;
-	if (!s.found)
-		return -ENOENT;
-	*ret_devpath = xasprintf("/dev/loop%u", s.lowest);
-	return 0;
+	return find_stat(&s, ret_devpath);
+}
+
+int loop_find_fd(int file_fd, char **ret_devpath)
+{
+	FindState s = {};
+
+	if (file_fd < 0 || !ret_devpath)
+		return -EINVAL;
+	if (fstat(file_fd, &s.want) < 0)
+		return negative_errno();
+	return find_stat(&s, ret_devpath);
 }
 
 /* Waits until loopN no longer shows the binding it had (old_backing). */

@@ -49,19 +49,28 @@ void loop_info_array_free(LoopInfo *infos, size_t n);
  * takes the free device first. Direct I/O and the block size are asked for, not promised:
  * loop_get_info() tells what the device got. -EINVAL if backing_file is not a regular file,
  * -EROFS/-EACCES if it cannot be opened for writing when read_only is false (no silent
- * read-only fallback). Blocks briefly. */
+ * read-only fallback), -ELOOP if backing_file is a symlink (never followed). Blocks briefly. */
 int loop_attach(const char *backing_file, const LoopAttach *how, char **ret_devpath);
+
+/* loop_attach() of the regular file open as file_fd (O_RDWR, or O_RDONLY for read_only), named
+ * name in the debug log and the device's informational name: the caller opened it as it must
+ * (the pool: beneath its directory, never through a symlink). Does not take file_fd. */
+int loop_attach_fd(int file_fd, const char *name, const LoopAttach *how, char **ret_devpath);
 
 /* The logical block size under which a loop device over backing_file passes direct I/O
  * straight to the file: the block size of the file's filesystem, at most 4096 (what the
  * filesystems made on it use) and at least the file's direct I/O alignment (statx
  * STATX_DIOALIGN, where the kernel tells it). */
 int loop_block_size_for(const char *backing_file, uint32_t *ret);
+/* loop_block_size_for() of the file open as file_fd (O_PATH will do). */
+int loop_block_size_for_fd(int file_fd, uint32_t *ret);
 
 /* Finds a loop device bound to backing_file, compared by st_dev/st_ino, so any path to the
  * same file matches. When several are bound, the lowest-numbered one. -ENOENT if none, or
  * -errno if backing_file cannot be stat'ed. */
 int loop_find(const char *backing_file, char **ret_devpath);
+/* loop_find() of the file open as file_fd (O_PATH will do). */
+int loop_find_fd(int file_fd, char **ret_devpath);
 
 /* Detaches devpath with LOOP_CLR_FD. Returns 0 when it is detached, also when it already was
  * (or does not exist). -EBUSY when the device is in use, leaving it attached and unchanged:

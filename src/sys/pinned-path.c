@@ -185,3 +185,84 @@ int dir_is_empty(int dir_fd)
 		}
 	}
 }
+
+/* open_beneath() without openat2: every component but the last opened O_PATH|O_DIRECTORY, all
+ * of them O_NOFOLLOW. */
+static int open_beneath_walk(int dir_fd, const char *path, int flags, mode_t mode)
+{
+	_cleanup_free_ char *copy = xstrdup(path);
+	_cleanup_close_ int fd = -EBADF;
+	char *save = NULL, *c = strtok_r(copy, "/", &save);
+
+	if (path[0] == '/')
+		return -EXDEV;
+	while (c) {
+		char *next = strtok_r(NULL, "/", &save);
+		if (strcmp(c, "..") == 0)
+			return -EXDEV;
+		int at = fd >= 0 ? fd : dir_fd;
+		int f = next ? O_PATH | O_DIRECTORY : flags;
+		int n = openat(at, c, f | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (n < 0) {
+			int r = negative_errno();
+			struct stat st;
+			/* O_NOFOLLOW|O_DIRECTORY on a symlink says ENOTDIR: say what it is. */
+			if (r == -ENOTDIR && fstatat(at, c, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(st.st_mode))
+				r = -ELOOP;
+			return r;
+		}
+		closep(&fd);
+		fd = n;
+		c = next;
+	}
+	return fd >= 0 ? TAKE_FD(fd) : -EINVAL;
+}
+
+int open_beneath(int dir_fd, const char *path, int flags, mode_t mode, mode_t type)
+{
+	/* A FIFO or a device someone left must not hang or wake anything: O_NONBLOCK until its
+	 * type is known. */
+	bool nonblock = !(flags & (O_PATH | O_NONBLOCK));
+	int f = flags | (nonblock ? O_NONBLOCK | O_NOCTTY : 0);
+	struct open_how how = {
+		.flags = (uint64_t)(f | O_NOFOLLOW | O_CLOEXEC),
+		.mode = (flags & O_CREAT) ? mode : 0,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	_cleanup_close_ int fd = -EBADF;
+	struct stat st;
+
+	if (!path || !*path)
+		return -EINVAL;
+	for (unsigned attempt = 0; !force_fallback && attempt < 8; attempt++) {
+		fd = (int)syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
+		if (fd >= 0 || errno != EAGAIN) /* EAGAIN: a rename raced the lookup */
+			break;
+	}
+	/* ENOTDIR: O_DIRECTORY|O_NOFOLLOW met a symlink, or a file is on the way: the walk
+	 * tells the two apart. */
+	if (fd < 0 && (force_fallback || errno == ENOSYS || errno == EPERM || errno == ENOTDIR))
+		fd = open_beneath_walk(dir_fd, path, f, mode);
+	else if (fd < 0)
+		fd = negative_errno();
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (S_ISLNK(st.st_mode)) /* O_PATH|O_NOFOLLOW opens a symlink itself */
+		return -ELOOP;
+	if (type && (st.st_mode & S_IFMT) != type)
+		return type == S_IFDIR ? -ENOTDIR : S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
+	if (nonblock && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
+		return negative_errno();
+	return TAKE_FD(fd);
+}
+
+int stat_beneath(int dir_fd, const char *path, mode_t type, struct stat *ret)
+{
+	_cleanup_close_ int fd = open_beneath(dir_fd, path, O_PATH, 0, type);
+	if (fd < 0)
+		return fd;
+	return fstat(fd, ret) < 0 ? negative_errno() : 0;
+}

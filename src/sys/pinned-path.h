@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "macro.h"
@@ -53,3 +54,19 @@ int dir_is_empty(int dir_fd);
 
 /* Forces the component-by-component walk instead of openat2 (for tests of that path). */
 void pinned_path_force_fallback(bool on);
+
+/* The pool's own files are data on a disk that others can write: they are opened like request
+ * paths, never through a symlink. */
+
+/* Opens path, relative and of one or more components, beneath dir_fd without following any
+ * symlink on the way, the last component included (openat2 with RESOLVE_BENEATH and
+ * RESOLVE_NO_SYMLINKS, or one O_NOFOLLOW component at a time where openat2 is missing), and
+ * checks that it is of type (S_IFREG or S_IFDIR; 0: any). flags as for openat() (O_CLOEXEC is
+ * added; O_CREAT takes mode); the open does not block on a FIFO or a device. Returns the fd, or
+ * -ELOOP when a component is a symlink, -EXDEV for "..", -ENOTDIR when a directory was asked
+ * for and something else is there, -EISDIR (a directory) or -EBADFD (anything else) when a
+ * regular file was asked for, -ENOENT when nothing is there. */
+int open_beneath(int dir_fd, const char *path, int flags, mode_t mode, mode_t type);
+
+/* fstat() of what open_beneath(dir_fd, path, O_PATH, 0, type) finds, with its errors. */
+int stat_beneath(int dir_fd, const char *path, mode_t type, struct stat *ret);

@@ -275,14 +275,15 @@ static void test_create_source(void)
 		  "a snapshot that does not exist");
 	is_status(no_vol, "NOT_FOUND", "volume_content_source: volume 'nope' not found",
 		  "a source volume that does not exist");
-	is_status(damaged, "NOT_FOUND", "volume_content_source: volume 'fake-vol-bad' not found",
-		  "a damaged source volume counts as absent");
+	is_status(damaged, "FAILED_PRECONDITION",
+		  "volume fake-vol-bad is damaged: meta.json: not JSON: it can only be deleted",
+		  "a damaged source volume: the one answer for a damaged volume");
 	is_status(theirs, "NOT_FOUND", "volume_content_source: volume 'other-vol-1' not found",
 		  "sources are the default backend's: another backend's volume is not one");
 	is_int(env->fake->n_volumes, n_volumes, "the backend made none of them");
-	is_int(fake_calls(env->fake, FAKE_CREATE_VOLUME), 4,
+	is_int(fake_calls(env->fake, FAKE_CREATE_VOLUME), 3,
 	       "a source the backend does not find is its create_volume's to refuse, not the "
-	       "sizes'");
+	       "sizes' (a damaged one is refused before)");
 	is_int(fake_calls(env->other, FAKE_GET_VOLUME), 0, "the other backend was not asked");
 
 	/* A backend's create_volume knows a source of another node from a missing one. */
@@ -593,8 +594,9 @@ static void test_validate(void)
 		  "without capabilities");
 	is_status(unknown, "NOT_FOUND", "volume_id: volume nope not found",
 		  "an unknown volume: the backend's NOT_FOUND");
-	is_status(damaged, "NOT_FOUND", "volume_id: volume fake-vol-bad not found",
-		  "a damaged volume: NOT_FOUND");
+	is_status(damaged, "FAILED_PRECONDITION",
+		  "volume fake-vol-bad is damaged: meta.json: not JSON: it can only be deleted",
+		  "a damaged volume: FAILED_PRECONDITION, saying what is damaged");
 	is_reply(yes,
 		 "{'confirmed':{'volume_context':{'a':'1'},'parameters':{'type':'gp3'},"
 		 "'volume_capabilities':[" CAP_SNW "," CAP_BLOCK_SNW "]}}",
@@ -1071,7 +1073,8 @@ static void test_expand(void)
 		  "capacity_range: required_bytes 3221225472 exceeds limit_bytes 2147483648",
 		  "required above limit");
 	is_status(unknown, "NOT_FOUND", "volume_id: volume nope not found", "an unknown volume");
-	is_status(damaged, "NOT_FOUND", "volume_id: volume fake-vol-bad not found",
+	is_status(damaged, "FAILED_PRECONDITION",
+		  "volume fake-vol-bad is damaged: bad: it can only be deleted",
 		  "a damaged volume");
 	is_status(shrink, "OUT_OF_RANGE",
 		  "capacity_range.limit_bytes: volume fake-vol-1 is 2147483648 bytes already, more "

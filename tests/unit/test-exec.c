@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "exec.h"
@@ -109,6 +110,16 @@ static pid_t sleeper(const char *seconds)
 	return pid;
 }
 
+/* exec_registry_open() of the directory dir: its parent is the state, its name the sub. */
+static int registry_open(const char *dir, ExecLeftoverFn fn, void *userdata)
+{
+	_cleanup_free_ char *state = xstrdup(dir);
+	char *slash = strrchr(state, '/');
+
+	*slash = 0;
+	return exec_registry_open(state, slash + 1, fn, userdata);
+}
+
 /* A process that opens the registry in dir, then runs argv through exec_run() and hangs there:
  * a daemon in the middle of a call, to be killed. */
 static pid_t daemon_running(const char *dir, const char *const *argv)
@@ -116,7 +127,7 @@ static pid_t daemon_running(const char *dir, const char *const *argv)
 	pid_t pid = fork();
 	if (pid == 0) {
 		ExecResult r;
-		if (exec_registry_open(dir, NULL, NULL) < 0)
+		if (registry_open(dir, NULL, NULL) < 0)
 			_exit(2);
 		exec_run(&(ExecOptions){.argv = argv}, &r);
 		_exit(0);
@@ -233,6 +244,62 @@ static void test_dies_with_the_daemon(const char *dir)
 	   "its sleep died with it, of SIGKILL, within a second (status %d)", status);
 }
 
+/* The exit status of a child that opens the registry state/sub and says what it found: 0 when
+ * it opened, else the errno. */
+static int registry_open_in_child(const char *state, const char *sub)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int r = exec_registry_open(state, sub, NULL, NULL);
+		_exit(r < 0 ? -r : 0);
+	}
+	int status = reaped(pid, 15 * USEC_PER_SEC);
+	return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The registry lies in a directory others can write (the pool's run/): a symlink there is
+ * refused, never followed, and nothing but the files it makes is ever removed. */
+static void test_registry_hostile(void)
+{
+	_cleanup_free_ char *state = scratch_mkdir("hostile-state");
+	_cleanup_free_ char *canary = scratch_mkdir("hostile-canary");
+	_cleanup_free_ char *run = xasprintf("%s/run", state);
+	_cleanup_free_ char *children = xasprintf("%s/run/children", state);
+	_cleanup_free_ char *victim = xasprintf("%s/victim", canary);
+	_cleanup_free_ char *named = xasprintf("%s/4242.1f", canary);
+	struct stat st;
+
+	close(open(victim, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+	close(open(named, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+	ok(mkdir(run, 0700) == 0 && symlink(canary, children) == 0, "run/children -> %s", canary);
+	is_int(registry_open_in_child(state, "run/children"), ELOOP,
+	       "run/children as a symlink: ELOOP");
+	ok(stat(victim, &st) == 0 && stat(named, &st) == 0,
+	   "the files it points to are untouched, even one named like a record");
+	ok(unlink(children) == 0 && rmdir(run) == 0 && symlink(canary, run) == 0, "run -> %s",
+	   canary);
+	is_int(registry_open_in_child(state, "run/children"), ELOOP, "run as a symlink: ELOOP");
+	_cleanup_free_ char *made = xasprintf("%s/children", canary);
+	ok(lstat(made, &st) < 0 && errno == ENOENT, "nothing made where it points");
+	ok(unlink(run) == 0 && mkdir(run, 0700) == 0 && mkdir(children, 0700) == 0,
+	   "run/children a real directory");
+
+	/* Strays in the registry: only regular files named PID.HEX are records. */
+	_cleanup_free_ char *notes = xasprintf("%s/notes", children);
+	_cleanup_free_ char *fifo = xasprintf("%s/77.1", children);
+	_cleanup_free_ char *link = xasprintf("%s/78.2", children);
+	_cleanup_free_ char *dir = xasprintf("%s/79.3", children);
+	close(open(notes, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+	ok(mkfifo(fifo, 0600) == 0 && symlink(named, link) == 0 && mkdir(dir, 0700) == 0,
+	   "a FIFO, a symlink and a directory named like records");
+	is_int(registry_open_in_child(state, "run/children"), 0,
+	       "the registry opens (and did not hang on the FIFO)");
+	ok(stat(notes, &st) == 0 && lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode) &&
+		   lstat(link, &st) == 0 && S_ISLNK(st.st_mode) && stat(dir, &st) == 0,
+	   "none of them removed");
+	ok(stat(named, &st) == 0, "what the symlink points to is untouched");
+}
+
 /* What the kernel cannot do and the registry does: a daemon dies, its child dies with it, but
  * the child's own child lives on in the group; records of a sleep of our own, of a recycled
  * pid, and of a daemon still alive. Then one exec_registry_open(). */
@@ -253,7 +320,8 @@ static void test_registry(const char *dir)
 	ok(running(grandchild), "its grandchild did not: only the registry finds it");
 
 	/* A dead daemon's records, made by hand as its contract says. */
-	_cleanup_free_ char *dead = xasprintf("%s/dead", dir), *live = xasprintf("%s/live", dir);
+	_cleanup_free_ char *dead = xasprintf("%s/1.dead", dir),
+			    *live = xasprintf("%s/2.11fe", dir);
 	pid_t mine = sleeper("63"), recycled = sleeper("64"), others = sleeper("65");
 	poll(NULL, 0, 50); /* the sleepers have exec'd */
 	write_record(dead, mine, start_of(mine));
@@ -265,7 +333,7 @@ static void test_registry(const char *dir)
 
 	Seen seen = {};
 	usec_t t0 = now_usec(CLOCK_MONOTONIC);
-	is_int(exec_registry_open(dir, on_leftover, &seen), 0, "registry opened");
+	is_int(registry_open(dir, on_leftover, &seen), 0, "registry opened");
 	usec_t took = now_usec(CLOCK_MONOTONIC) - t0;
 	ok(took < 2 * USEC_PER_SEC, "in %llu ms", (unsigned long long)(took / USEC_PER_MSEC));
 	is_int(seen.n, 2, "two leftovers reported");
@@ -282,7 +350,7 @@ static void test_registry(const char *dir)
 	_cleanup_free_ char *live_record = record_of(dir, others);
 	ok(live_record, "the live daemon's record stays");
 	is_int(entries_in(dir), 2, "left: the live daemon's file and ours");
-	is_int(exec_registry_open(dir, NULL, NULL), -EBUSY, "opened once per process");
+	is_int(registry_open(dir, NULL, NULL), -EBUSY, "opened once per process");
 
 	/* Our own records go when the child is reaped. */
 	close(live_fd);
@@ -412,6 +480,7 @@ int main(void)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	scratch_init("exec");
 	_cleanup_free_ char *registry = scratch_path("children");
+	test_registry_hostile();
 	test_dies_with_the_daemon(registry);
 	test_registry(registry);
 	test_watch_fails(scratch);

@@ -422,6 +422,26 @@ static void test_bad_input(void)
 
 	is_int(loop_attach(scratch, NULL, &dev), -EINVAL, "a directory cannot back a device");
 	is_int(loop_attach("/nonexistent/f", NULL, &dev), -ENOENT, "missing file");
+
+	/* A symlink is never followed to its file; an fd opened as the caller must is taken. */
+	_cleanup_free_ char *target = scratch_file("target.img", MiB);
+	_cleanup_free_ char *link = scratch_path("link.img");
+	ok(symlink(target, link) == 0, "a symlink to a file");
+	is_int(loop_attach(link, NULL, &dev), -ELOOP, "attach through a symlink: -ELOOP");
+	is_int(loop_find(target, &dev), -ENOENT, "nothing attached to its target");
+	_cleanup_close_ int fd = open(target, O_RDWR | O_CLOEXEC);
+	is_int(loop_attach_fd(fd, target, NULL, &dev), 0, "attach through an fd");
+	_cleanup_close_ int path_fd = open(target, O_PATH | O_CLOEXEC);
+	char *found = NULL;
+	is_int(loop_find_fd(path_fd, &found), 0, "found through an O_PATH fd");
+	is_str(found, dev, "the device attached");
+	uint32_t bs = 0;
+	is_int(loop_block_size_for_fd(path_fd, &bs), 0, "block size through an fd");
+	ok(bs >= 512 && bs <= 4096, "%u bytes", bs);
+	is_int(loop_detach(dev), 0, "detached");
+	free(found);
+	free(dev);
+	dev = NULL;
 	is_int(loop_detach("/dev/sda"), -EINVAL, "not a loop device path");
 	is_int(loop_detach("/dev/loop1x"), -EINVAL, "junk after the number");
 	is_int(loop_detach("/dev/loop999999"), 0, "a device that does not exist is detached");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Request paths: the string rules, the parent opened without following symlinks (openat2 and
- * the component walk), what is seen at a path (mount roots through fds), empty directories.
- * The mount parts need root; the rest runs anywhere. */
+ * the component walk), the pool's names opened beneath a directory, what is seen at a path (mount
+ * roots through fds), empty directories. The mount parts need root; the rest runs anywhere. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -135,12 +135,62 @@ static void test_mount_root(void)
 	umount2(m, 0);
 }
 
+/* The pool's own names: open_beneath() never goes through a symlink, never leaves the
+ * directory, and says when it found another type than asked for. */
+static void test_beneath(bool fallback)
+{
+	const char *how = fallback ? "component walk" : "openat2";
+	_cleanup_free_ char *dir = scratch_mkdir(fallback ? "beneath-walk" : "beneath-at2");
+	_cleanup_free_ char *canary = scratch_mkdir(fallback ? "canary-walk" : "canary-at2");
+	_cleanup_close_ int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_free_ char *cfile = xasprintf("%s/file", canary);
+	struct stat st;
+
+	pinned_path_force_fallback(fallback);
+	close(open(cfile, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+	ok(mkdirat(fd, "d", 0700) == 0 && symlinkat(canary, fd, "d/dirlink") == 0 &&
+		   symlinkat(cfile, fd, "d/filelink") == 0 && symlinkat(canary, fd, "top") == 0 &&
+		   mkfifoat(fd, "d/fifo", 0600) == 0,
+	   "%s: tree made", how);
+	int f = open_beneath(fd, "d/new", O_RDWR | O_CREAT | O_EXCL, 0600, S_IFREG);
+	ok(f >= 0, "%s: a file made beneath", how);
+	if (f >= 0)
+		close(f);
+	f = open_beneath(fd, "d", O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
+	ok(f >= 0, "%s: a directory opens as one", how);
+	if (f >= 0)
+		close(f);
+	is_int(open_beneath(fd, "d/filelink", O_RDWR, 0, S_IFREG), -ELOOP,
+	       "%s: a symlink to a file is refused", how);
+	is_int(open_beneath(fd, "d/filelink", O_RDWR | O_CREAT, 0600, S_IFREG), -ELOOP,
+	       "%s: O_CREAT does not follow it either", how);
+	is_int(open_beneath(fd, "d/dirlink", O_RDONLY | O_DIRECTORY, 0, S_IFDIR), -ELOOP,
+	       "%s: a symlink to a directory is refused", how);
+	is_int(open_beneath(fd, "top/file", O_RDONLY, 0, S_IFREG), -ELOOP,
+	       "%s: a symlink on the way is refused", how);
+	is_int(open_beneath(fd, "d/dirlink", O_PATH, 0, 0), -ELOOP,
+	       "%s: O_PATH sees the symlink and refuses it", how);
+	is_int(stat_beneath(fd, "top", S_IFDIR, &st), -ELOOP, "%s: stat_beneath refuses it", how);
+	is_int(open_beneath(fd, "../x", O_RDONLY, 0, 0), -EXDEV, "%s: '..' leaves: refused", how);
+	is_int(open_beneath(fd, "d/fifo", O_RDONLY, 0, S_IFREG), -EBADFD,
+	       "%s: a FIFO is no regular file (and the open did not hang)", how);
+	is_int(open_beneath(fd, "d", O_RDONLY, 0, S_IFREG), -EISDIR,
+	       "%s: a directory is no regular file", how);
+	is_int(open_beneath(fd, "d/new", O_RDONLY, 0, S_IFDIR), -ENOTDIR,
+	       "%s: a file is no directory", how);
+	is_int(open_beneath(fd, "d/none", O_RDONLY, 0, S_IFREG), -ENOENT, "%s: missing", how);
+	ok(stat(cfile, &st) == 0 && st.st_size == 0, "%s: the canary is untouched", how);
+	pinned_path_force_fallback(false);
+}
+
 int main(void)
 {
 	scratch_init("pinned");
 	test_strings();
 	test_open(false);
 	test_open(true);
+	test_beneath(false);
+	test_beneath(true);
 	test_empty();
 	if (geteuid() == 0)
 		test_mount_root();

@@ -6,6 +6,7 @@
  * nodes of a cluster. No loop devices: no root. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -331,7 +332,7 @@ static void test_capacity_and_change(void)
 	is_int(CALL(b, change_volume, &ch, &changed), -ENOSPC, "change: beyond capacity");
 	ch = (BackendChange){.volume_id = "vol-0123456789abcdef", .new_size = 4 * MIB};
 	is_int(CALL(b, change_volume, &ch, &changed), -ENOENT, "change: an unknown volume");
-	is_str(error, "volume vol-0123456789abcdef not found", "message");
+	is_str(error, "volume_id: volume vol-0123456789abcdef not found", "message");
 	backend_volume_done(&v);
 	b->ops->free(b);
 }
@@ -685,6 +686,202 @@ static void test_topology(void)
 	b->ops->free(b);
 }
 
+/* Reads a whole small file; NULL when it cannot. */
+static char *slurp(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *buf = xnew0(char, 2 * MIB + 1);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, 2 * MIB);
+
+	if (n < 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	_cleanup_free_ char *text = slurp(from);
+	struct stat st;
+	FILE *f = fopen(to, "we");
+
+	if (!text || !f || stat(from, &st) < 0 ||
+	    fwrite(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		printf("Bail out! cannot copy %s\n", from);
+		exit(1);
+	}
+	fclose(f);
+}
+
+/* The pool's own names are data on a disk others can write: each one of a volume replaced by a
+ * symlink to a copy outside the pool (which would work, if it were followed) makes the volume
+ * damaged, the same answer from every call, deletable, and the copy is never touched. */
+static void test_symlinks_in_the_pool(void)
+{
+	static const struct {
+		const char *name;   /* in the volume's directory; "" the directory itself */
+		const char *object; /* what the messages name, after "volumes/<local>" */
+		bool garbage;	    /* not a symlink: the file's content is damaged */
+	} rows[] = {
+		{"data", "/data is a symbolic link"},
+		{"meta.json", "/meta.json is a symbolic link"},
+		{"", " is a symbolic link, not a directory of the pool"},
+		{"meta.json", "/meta.json is damaged: not a volume record", true},
+	};
+
+	use_pool("symlinks");
+	Backend *b = start("node-a", 0);
+	_cleanup_free_ char *canaries = scratch_mkdir("symlink-canaries");
+
+	for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+		const char *row = rows[i].garbage ? "damaged meta.json"
+				  : *rows[i].name ? rows[i].name
+						  : "the volume's directory";
+		char name[32];
+		BackendVolume v, a, clone;
+		BackendVolumeList l = {};
+		BackendSnapshot snap;
+		BackendAttachment at;
+		BackendDeleted del = {};
+		struct stat st;
+
+		snprintf(name, sizeof(name), "sym-%zu", i);
+		create(b, name, MIB, NULL, NULL, &v);
+		_cleanup_free_ char *local = xstrndup(v.id, strcspn(v.id, "."));
+		_cleanup_free_ char *entry = pool_file(v.id, rows[i].name);
+		if (!*rows[i].name)
+			entry[strlen(entry) - 1] = 0; /* no trailing slash */
+		_cleanup_free_ char *canary = xasprintf("%s/%zu", canaries, i);
+		_cleanup_free_ char *meta = pool_file(v.id, "meta.json");
+		_cleanup_free_ char *data = pool_file(v.id, "data");
+		if (rows[i].garbage) {
+			FILE *f = fopen(entry, "we");
+			ok(f && fputs("{ not json", f) >= 0 && fclose(f) == 0, "%s: made", row);
+		} else if (*rows[i].name) {
+			copy_file(entry, canary);
+		} else {
+			_cleanup_free_ char *cm = xasprintf("%s/meta.json", canary);
+			_cleanup_free_ char *cd = xasprintf("%s/data", canary);
+			mkdir(canary, 0700);
+			copy_file(meta, cm);
+			copy_file(data, cd);
+			unlink(meta);
+			unlink(data);
+		}
+		_cleanup_free_ char *gone = xasprintf("%s.gone", canary);
+		if (!rows[i].garbage)
+			ok(rename(entry, gone) == 0 && symlink(canary, entry) == 0,
+			   "%s: replaced by a symlink to a working copy outside the pool", row);
+		_cleanup_free_ char *object = xasprintf("volumes/%s%s", local, rows[i].object);
+
+		is_int(get(b, v.id, &a), 0, "%s: get answers", row);
+		ok(a.abnormal && a.damage && strstr(a.condition, object) &&
+			   strstr(a.condition, "it can only be deleted"),
+		   "%s: damaged, naming it: %s", row, a.condition);
+		backend_volume_done(&a);
+		is_int(CALL(b, list_volumes, &(BackendListRequest){}, &l), 0, "%s: list answers",
+		       row);
+		bool listed = false;
+		for (size_t j = 0; j < l.n_volumes; j++)
+			if (strcmp(l.volumes[j].id, v.id) == 0)
+				listed = l.volumes[j].abnormal && l.volumes[j].damage;
+		ok(listed, "%s: listed, damaged", row);
+		backend_volume_list_done(&l);
+
+		_cleanup_free_ char *want = xasprintf("volume %s is damaged: %s", v.id, object);
+		BackendChange ch = {.volume_id = v.id, .new_size = 2 * MIB};
+		BackendChanged changed;
+		is_int(CALL(b, change_volume, &ch, &changed), -EUCLEAN, "%s: expand refused", row);
+		ok(error && strstr(error, want), "%s: message: %s", row, error);
+		is_int(attach(b, v.id, "node-a", false, &at), -EUCLEAN, "%s: publish refused", row);
+		ok(error && strstr(error, want), "%s: message: %s", row, error);
+		BackendCreateSnapshot cs = {.name = name, .source_volume_id = v.id};
+		is_int(CALL(b, create_snapshot, &cs, &snap), -EUCLEAN, "%s: snapshot refused", row);
+		ok(error && strstr(error, want), "%s: message: %s", row, error);
+		_cleanup_free_ char *clone_name = xasprintf("%s-clone", name);
+		is_int(create(b, clone_name, MIB, "volume", v.id, &clone), -EUCLEAN,
+		       "%s: clone refused", row);
+		ok(error && strstr(error, want), "%s: message: %s", row, error);
+		backend_volume_done(&clone);
+
+		is_int(CALL(b, delete_volume, &(BackendRef){.id = v.id}, &del), 0,
+		       "%s: delete works", row);
+		/* Its name is known as long as its record is. */
+		ok(del.found && del.damaged == (strcmp(rows[i].name, "data") != 0),
+		   "%s: says what it deleted", row);
+		backend_deleted_done(&del);
+		ok(lstat(entry, &st) < 0 && errno == ENOENT, "%s: no trace left in the pool", row);
+		is_int(get(b, v.id, &a), -ENOENT, "%s: the volume is gone", row);
+		if (rows[i].garbage) {
+			/* nothing outside */
+		} else if (*rows[i].name) {
+			_cleanup_free_ char *c = slurp(canary), *w = slurp(gone);
+			struct stat was;
+			bool same = c && w && stat(canary, &st) == 0 && stat(gone, &was) == 0 &&
+				    st.st_size == was.st_size &&
+				    memcmp(c, w, (size_t)st.st_size) == 0;
+			ok(same, "%s: the copy outside is untouched (%lld bytes)", row,
+			   (long long)st.st_size);
+		} else {
+			_cleanup_free_ char *cm = xasprintf("%s/meta.json", canary);
+			_cleanup_free_ char *cd = xasprintf("%s/data", canary);
+			ok(stat(cm, &st) == 0 && stat(cd, &st) == 0 && st.st_size == (off_t)MIB,
+			   "%s: the directory outside and its files are untouched", row);
+		}
+		backend_volume_done(&v);
+	}
+	b->ops->free(b);
+}
+
+/* The pool's own layout: each subdirectory or the ledger replaced by a symlink to a canary
+ * outside stops the backend at start, naming it, and the canary is untouched. */
+static void test_symlinked_layout(void)
+{
+	static const char *const names[] = {"volumes", "snapshots", "groups",
+					    "nodes",   "tmp",	    "ledger"};
+	char *types[] = {(char *)"pool", NULL};
+
+	for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+		_cleanup_free_ char *pool = xasprintf("layout-%s", names[i]);
+		_cleanup_free_ char *canary_name = xasprintf("layout-canary-%s", names[i]);
+		use_pool(pool);
+		Backend *b = start("node-a", 0);
+		b->ops->free(b);
+		_cleanup_free_ char *canary = scratch_mkdir(canary_name);
+		_cleanup_free_ char *keep = xasprintf("%s/keep", canary);
+		_cleanup_free_ char *entry = xasprintf("%s/%s", pool_dir, names[i]);
+		_cleanup_free_ char *moved = xasprintf("%s/moved", canary);
+		close(open(keep, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+		ok(rename(entry, moved) == 0 && symlink(canary, entry) == 0,
+		   "%s: replaced by a symlink to a directory outside", names[i]);
+
+		_cleanup_free_ char *err = NULL;
+		Backend **list = NULL;
+		BackendConfig config = {
+			.roles = BACKEND_ROLE_CONTROLLER | BACKEND_ROLE_NODE,
+			.node_id = "node-a",
+			.zone = "z1",
+			.pool_path = pool_dir,
+			.pool_capacity = 64 * MIB,
+		};
+		int r = backends_new(types, &config, &list, &err);
+		ok(r < 0, "%s: the backend does not start", names[i]);
+		_cleanup_free_ char *want = xasprintf("%s%s is a symbolic link", names[i],
+						      strcmp(names[i], "ledger") == 0 ? "" : "/");
+		ok(err && strstr(err, want), "%s: saying so: %s", names[i], err);
+		struct stat st;
+		_cleanup_free_ char *made = xasprintf("%s/volumes", canary);
+		ok(stat(keep, &st) == 0 && st.st_size == 0 && lstat(made, &st) < 0,
+		   "%s: the directory outside is untouched", names[i]);
+		if (r == 0) {
+			for (Backend **p = list; *p; p++)
+				(*p)->ops->free(*p);
+			free(list);
+		}
+	}
+}
+
 int main(void)
 {
 	scratch_init("pool-backend");
@@ -698,6 +895,8 @@ int main(void)
 	test_ids_carry_their_node();
 	test_long_node_ids();
 	test_topology();
+	test_symlinks_in_the_pool();
+	test_symlinked_layout();
 	free(error);
 	free(reported);
 	free(pool_dir);

@@ -104,6 +104,12 @@ static int attach_new(char **ret_error, PoolBackend *pb, PoolVolume *v, const Po
 	int lock = -EBADF;
 
 	int e = pool_node_lock(pb->pool, node->id, &lock);
+	if (e == -ELOOP || e == -EISDIR || e == -EBADFD)
+		return errorf(ret_error, -EUCLEAN,
+			      "node %s: cannot lock its device names: nodes/%s.lock is %s, not a "
+			      "file of the pool",
+			      node->id, node->id,
+			      e == -ELOOP ? "a symbolic link" : "no regular file");
 	if (e < 0)
 		return errorf(ret_error, e, "node %s: cannot lock its device names: %s", node->id,
 			      strerror(-e));
@@ -120,10 +126,9 @@ static int attach_volume_locked(char **ret_error, PoolBackend *pb, const char *l
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *device = NULL;
 
-	int e = pool_volume_load(pb->pool, local, &v);
+	int e = pool_backend_volume_load(pb, "volume_id", r->volume_id, local, &v, ret_error);
 	if (e < 0)
-		return errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
-			      strerror(-e));
+		return e;
 	ssize_t i = attachment_find(v, r->node_id);
 	if (i >= 0) {
 		if (v->attachments[i].readonly != r->read_only)
@@ -162,12 +167,9 @@ int pool_backend_attach(Backend *b, const BackendAttach *r, BackendAttachment *r
 		return errorf(ret_error, -ENOENT,
 			      "node_id: volume %s is on node %s and cannot be published to node %s",
 			      r->volume_id, pb->node_id, r->node_id);
-	e = pool_volume_lock(pb->pool, local, &lock);
-	if (e == -ENOENT)
-		return errorf(ret_error, -ENOENT, "volume_id: volume %s not found", r->volume_id);
+	e = pool_backend_volume_lock(pb, "volume_id", r->volume_id, local, &lock, ret_error);
 	if (e < 0)
-		return errorf(ret_error, -EIO, "volume %s: cannot lock it: %s", r->volume_id,
-			      strerror(-e));
+		return e;
 	if (pool_node_load(pb->pool, r->node_id, &node) < 0)
 		e = errorf(ret_error, -ENOENT,
 			   "node %s not found: no volplugd node serves this pool under that id",
@@ -220,10 +222,12 @@ static int detach_locked(PoolBackend *pb, const char *local, const BackendDetach
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	BackendDetached gone;
 
+	/* A volume whose record is sound can always be unpublished, damaged elsewhere or not:
+	 * its attachments are known, and the CO must be able to detach it before a delete. */
 	int e = pool_volume_load(pb->pool, local, &v);
-	if (e < 0)
-		return errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
-			      strerror(-e));
+	if (e < 0 &&
+	    (e = pool_backend_volume_load(pb, "volume_id", r->volume_id, local, &v, ret_error)) < 0)
+		return e;
 	attachments_remove(v, r->node_id, &gone);
 	if (gone.nodes && (e = pool_volume_save(pb->pool, v)) < 0) {
 		backend_detached_done(&gone);
@@ -254,6 +258,8 @@ int pool_backend_detach(Backend *b, const BackendDetach *r, BackendDetached *ret
 		*ret = (BackendDetached){}; /* no volume: nothing is attached */
 		return 0;
 	}
+	if (e == -EUCLEAN && pool_volume_damaged(pb->pool, local, r->volume_id, ret_error) < 0)
+		return -EUCLEAN;
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: cannot lock it: %s", r->volume_id,
 			      strerror(-e));

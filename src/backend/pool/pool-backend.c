@@ -60,7 +60,7 @@ static int check_access_op(Backend *b, const BackendAccessCheck *r, void *ret, c
 }
 
 /* The node service names a volume by its local ID: its messages name it as the request did
- * (id), node part and all. Returns e. */
+ * (id), node part and all, except in the pool's paths ("volumes/<local>/data"). Returns e. */
 static int node_message(int e, const char *local, const char *id, char **ret_error)
 {
 	size_t n = strlen(local);
@@ -75,7 +75,7 @@ static int node_message(int e, const char *local, const char *id, char **ret_err
 			break;
 		}
 		strbuf_add(&b, m, (size_t)(hit - m));
-		strbuf_adds(&b, hit[n] == '.' ? local : id);
+		strbuf_adds(&b, hit[n] == '.' || (hit > *ret_error && hit[-1] == '/') ? local : id);
 	}
 	free(*ret_error);
 	*ret_error = strbuf_steal(&b);
@@ -316,6 +316,10 @@ static void segment_make(PoolBackend *pb, const BackendConfig *config)
 
 static char *open_error(const BackendConfig *config, int r)
 {
+	_cleanup_free_ char *damage = r != -EXDEV ? pool_layout_damage(config->pool_path) : NULL;
+	if (damage)
+		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
+				 damage);
 	if (r != -EXDEV)
 		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
 				 strerror(-r));

@@ -61,6 +61,16 @@ static inline int pool_backend_id_find(const PoolBackend *pb, PoolIdKind kind, c
 	return e == -EXDEV ? -ENOENT : e;
 }
 
+/* The volume of local ID local, sound, for a call that needs it (id: as the request named it;
+ * field: where): -ENOENT "FIELD: volume ID not found", -EUCLEAN with pool_volume_damaged()'s
+ * message for a damaged one, or another errno with a message. Blocks. */
+int pool_backend_volume_load(PoolBackend *pb, const char *field, const char *id, const char *local,
+			     PoolVolume **ret, char **ret_error);
+
+/* pool_volume_lock() with the answers of pool_backend_volume_load(). Blocks. */
+int pool_backend_volume_lock(PoolBackend *pb, const char *field, const char *id, const char *local,
+			     int *ret_lock_fd, char **ret_error);
+
 /* The operations, with backend.h's contracts. */
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error);

@@ -15,6 +15,7 @@
 #include "fileio.h"
 #include "loopdev.h"
 #include "mount-util.h"
+#include "pinned-path.h"
 #include "pool-internal.h"
 #include "pool-meta.h"
 
@@ -134,13 +135,14 @@ static void check_use_record(Checker *c, int obj_fd, const char *where)
 static void repair_size(Checker *c, PoolCheckItem *item, const char *id)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
-	_cleanup_free_ char *path = pool_volume_data_path(c->repair, id);
 	struct stat st;
 	int lock = -EBADF;
 
 	if (pool_volume_lock(c->repair, id, &lock) < 0)
 		return;
-	if (pool_volume_load(c->repair, id, &v) == 0 && stat(path, &st) == 0 &&
+	/* The pool's own data file: never the size of what a symlink points to. */
+	_cleanup_close_ int data = pool_volume_data_open(c->repair, id, O_PATH);
+	if (data >= 0 && pool_volume_load(c->repair, id, &v) == 0 && fstat(data, &st) == 0 &&
 	    (uint64_t)st.st_size > v->size) {
 		v->size = (uint64_t)st.st_size;
 		if (pool_volume_save(c->repair, v) == 0)
@@ -160,7 +162,9 @@ static void check_data(Checker *c, int obj_fd, const char *where, const char *vo
 		return;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		problem(c, where, "data is not a regular file");
+		problem(c, where,
+			S_ISLNK(st.st_mode) ? "data is a symbolic link, not a file of the pool"
+					    : "data is not a regular file");
 		return;
 	}
 	c->report->provisioned += (uint64_t)st.st_size;
@@ -237,9 +241,10 @@ static void check_dir(Checker *c, const ObjectDir *k)
 {
 	bool volumes = k->check == check_volume;
 
-	_cleanup_close_ int fd = openat(c->dir_fd, k->sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int fd =
+		open_beneath(c->dir_fd, k->sub, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 	if (fd < 0) {
-		problem(c, k->sub, "missing or unreadable: %s", strerror(errno));
+		problem(c, k->sub, "missing or unreadable: %s", strerror(-fd));
 		return;
 	}
 	_cleanup_closedir_ DIR *d = pool_opendir(fd);
@@ -254,9 +259,21 @@ static void check_dir(Checker *c, const ObjectDir *k)
 			continue;
 		}
 		_cleanup_close_ int obj =
-			openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			open_beneath(fd, de->d_name, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 		_cleanup_free_ char *text = NULL;
 		size_t len;
+		if (obj == -ELOOP || obj == -ENOTDIR) {
+			/* Never followed: what it points to is not the pool's. */
+			PoolCheckItem *item = problem(
+				c, where, "%s, not a directory of the pool (a delete removes it)",
+				obj == -ELOOP ? "a symbolic link" : "no directory");
+			if (volumes) {
+				c->report->volumes++;
+				snprintf(item->volume_id, sizeof(item->volume_id), "%.*s",
+					 POOL_ID_MAX - 1, de->d_name);
+			}
+			continue;
+		}
 		if (obj >= 0)
 			check_entries(c, obj, where, k->files);
 		if (obj >= 0 && volumes)
@@ -276,14 +293,15 @@ static void check_dir(Checker *c, const ObjectDir *k)
 
 static void check_nodes(Checker *c)
 {
-	_cleanup_close_ int fd = openat(c->dir_fd, "nodes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int fd =
+		open_beneath(c->dir_fd, "nodes", O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 	if (fd >= 0)
 		check_entries(c, fd, "nodes", NULL);
 }
 
 static void check_tmp(Checker *c)
 {
-	_cleanup_close_ int fd = openat(c->dir_fd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int fd = open_beneath(c->dir_fd, "tmp", O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 	if (fd < 0)
 		return;
 	/* What pool_open() removed before we looked. */
@@ -300,6 +318,10 @@ static void check_tmp(Checker *c)
 		    held(fd, de->d_name))
 			continue; /* an operation in flight */
 		snprintf(where, sizeof(where), "tmp/%s", de->d_name);
+		if (!pool_tmp_name_ours(de->d_name)) {
+			problem(c, where, "unknown: no file of the pool (left as it is)");
+			continue;
+		}
 		if (!c->repair) {
 			problem(c, where,
 				"left by an interrupted operation (removed when volplugd next "

@@ -2,6 +2,7 @@
 /* The pool's volumes as backend operations: create (blank, from a snapshot, or a clone),
  * delete (refused while published or staged), get and list with their condition, capacity,
  * and one merged expand + modify. */
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -29,6 +30,37 @@ size_t pool_page_start(char *const *ids, size_t n, const char *token)
 		while (start < n && strcmp(ids[start], token) < 0)
 			start++;
 	return start;
+}
+
+int pool_backend_volume_load(PoolBackend *pb, const char *field, const char *id, const char *local,
+			     PoolVolume **ret, char **ret_error)
+{
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_free_ char *damage = NULL;
+
+	int e = pool_volume_inspect(pb->pool, local, &v, &damage);
+	if (e == -ENOENT)
+		return errorf(ret_error, e, "%s: volume %s not found", field, id);
+	if (e < 0)
+		return errorf(ret_error, e, "volume %s: cannot read it: %s", id, strerror(-e));
+	if (damage)
+		return errorf(ret_error, -EUCLEAN,
+			      "volume %s is damaged: %s: it can only be deleted", id, damage);
+	*ret = TAKE_PTR(v);
+	return 0;
+}
+
+int pool_backend_volume_lock(PoolBackend *pb, const char *field, const char *id, const char *local,
+			     int *ret_lock_fd, char **ret_error)
+{
+	int e = pool_volume_lock(pb->pool, local, ret_lock_fd);
+	if (e == -ENOENT)
+		return errorf(ret_error, e, "%s: volume %s not found", field, id);
+	if (e == -EUCLEAN && pool_volume_damaged(pb->pool, local, id, ret_error) < 0)
+		return -EUCLEAN;
+	if (e < 0)
+		return errorf(ret_error, e, "volume %s: cannot lock it: %s", id, strerror(-e));
+	return 0;
 }
 
 static void volume_to_backend(PoolBackend *pb, const PoolVolume *v, BackendVolume *ret)
@@ -60,17 +92,24 @@ static void volume_to_backend(PoolBackend *pb, const PoolVolume *v, BackendVolum
 static void volume_condition(PoolBackend *pb, const char *local, BackendVolume *v, char *damage,
 			     const char *full)
 {
-	_cleanup_free_ char *path = pool_volume_data_path(pb->pool, local);
 	struct stat st;
+	int e = -ENOENT;
 
+	_cleanup_close_ int data = pool_volume_data_open(pb->pool, local, O_PATH);
+	if (data >= 0)
+		e = fstat(data, &st) < 0 ? negative_errno() : 0;
 	v->abnormal = true;
 	v->damage = damage;
-	if (damage)
+	if (damage && *v->name)
+		v->condition = xasprintf("volume %s is damaged: %s (it can only be deleted)", v->id,
+					 damage);
+	else if (damage)
 		v->condition = xasprintf("volume %s is damaged: %s (published nodes as the nodes' "
 					 "device indexes record them; it can only be deleted)",
 					 v->id, damage);
-	else if (stat(path, &st) < 0)
-		v->condition = xasprintf("data file of volume %s is missing: %m", v->id);
+	else if (e < 0)
+		v->condition =
+			xasprintf("data file of volume %s is missing: %s", v->id, strerror(-e));
 	else if ((uint64_t)st.st_size < v->size)
 		v->condition = xasprintf("data file of volume %s is %lld bytes, %llu expected",
 					 v->id, (long long)st.st_size, (unsigned long long)v->size);
@@ -94,7 +133,7 @@ static int volume_get(PoolBackend *pb, const char *local, const char *full, Back
 	if (e < 0)
 		return e;
 	/* A damaged record does not say which form its ID had: this node's, as made now. */
-	if (damage)
+	if (damage && !*v->name)
 		v->node = xstrdup(pb->node_part);
 	volume_to_backend(pb, v, ret);
 	volume_condition(pb, local, ret, damage, full);
@@ -258,7 +297,11 @@ static int create_existing(PoolBackend *pb, const BackendCreateVolume *r, const 
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 
-	int e = pool_volume_load(pb->pool, id, &v);
+	_cleanup_free_ char *shown = pool_backend_id(id, pb->node_part);
+	int e = pool_volume_damaged(pb->pool, id, shown, ret_error);
+	if (e < 0)
+		return e;
+	e = pool_volume_load(pb->pool, id, &v);
 	if (e < 0)
 		return errorf(ret_error, e, "volume '%s' (%s) exists but cannot be read: %s",
 			      r->name, id, strerror(-e));
@@ -287,7 +330,9 @@ static int create_source(PoolBackend *pb, const BackendCreateVolume *r, char ret
 	/* A damaged source is no source. */
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
-	e = snap ? pool_snapshot_load(pb->pool, ret, &s) : pool_volume_load(pb->pool, ret, &v);
+	if (!snap)
+		return pool_backend_volume_load(pb, field, r->source_id, ret, &v, ret_error);
+	e = pool_snapshot_load(pb->pool, ret, &s);
 	if (e < 0)
 		return errorf(ret_error, -ENOENT, "volume_content_source: %s '%s' not found",
 			      r->source_kind, r->source_id);
@@ -327,6 +372,13 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	else if (e == -ERANGE)
 		e = errorf(ret_error, e, "capacity_range: smaller than the source %s '%s'",
 			   spec.source_kind, spec.source_id);
+	else if (e == -EUCLEAN)
+		e = errorf(ret_error, e,
+			   "volume_content_source: %s %s is damaged: %s/%s/data is no regular "
+			   "file of the pool (a symbolic link is never followed)",
+			   spec.source_kind, spec.source_id,
+			   strcmp(spec.source_kind, "snapshot") == 0 ? "snapshots" : "volumes",
+			   source);
 	else if (e < 0)
 		e = errorf(ret_error, e, "creating volume '%s' (%s) failed: %s", r->name, spec.id,
 			   strerror(-e));
@@ -421,10 +473,9 @@ static int change_locked(PoolBackend *pb, const char *local, const BackendChange
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	Pool *pool = pb->pool;
 
-	int e = pool_volume_load(pool, local, &v);
+	int e = pool_backend_volume_load(pb, "volume_id", r->volume_id, local, &v, ret_error);
 	if (e < 0)
-		return errorf(ret_error, e, "volume %s: cannot read it: %s", r->volume_id,
-			      strerror(-e));
+		return e;
 	uint64_t size = MAX(v->size, r->new_size);
 	if (r->n_params > 0) {
 		Strmap next = {};
@@ -453,7 +504,6 @@ static int change_locked(PoolBackend *pb, const char *local, const BackendChange
 int pool_backend_change_volume(Backend *b, const BackendChange *r, BackendChanged *ret,
 			       char **ret_error)
 {
-	Pool *pool = pool_of(b)->pool;
 	char local[POOL_ID_MAX];
 	int lock = -EBADF;
 
@@ -461,8 +511,9 @@ int pool_backend_change_volume(Backend *b, const BackendChange *r, BackendChange
 				     ret_error);
 	if (e < 0)
 		return e;
-	if ((e = pool_volume_lock(pool, local, &lock)) < 0)
-		return errorf(ret_error, e, "volume %s not found", r->volume_id);
+	if ((e = pool_backend_volume_lock(pool_of(b), "volume_id", r->volume_id, local, &lock,
+					  ret_error)) < 0)
+		return e;
 	e = change_locked(pool_of(b), local, r, ret, ret_error);
 	pool_unlock(lock);
 	return e;

@@ -61,8 +61,13 @@ int pool_write_atomic(Pool *p, int dir_fd, const char *name, const char *text, s
 int pool_lock_take(Pool *p);
 void pool_lock_release(Pool *p);
 
-/* Removes tmp/name unless a live operation holds it (-EBUSY); a staging directory's reserved
- * bytes go back to the ledger. Takes the pool lock. */
+/* Whether name is one the pool makes in tmp/ (a staging directory, a removal, a temporary of
+ * an atomic write, the direct I/O probe): nothing else there is ever removed. */
+bool pool_tmp_name_ours(const char *name);
+
+/* Removes tmp/name unless a live operation holds it (-EBUSY) or the pool never makes such a
+ * name (-EPERM); a staging directory's reserved bytes go back to the ledger. Takes the pool
+ * lock. */
 int pool_tmp_clean(Pool *p, const char *name);
 
 /* A directory stream of its own on dir_fd's directory: a dup of dir_fd would share its offset

@@ -24,12 +24,17 @@
 static int pool_device_find(void *userdata, const char *id, const Strmap *publish_context,
 			    BlockDevice *ret)
 {
-	_cleanup_free_ char *data = pool_volume_data_path(userdata, id);
 	_cleanup_free_ char *dev = NULL;
 	struct stat st;
 
 	(void)publish_context;
-	int r = loop_find(data, &dev);
+	/* The file the pool holds: what a symlink there points to is not the volume. */
+	_cleanup_close_ int data = pool_volume_data_open(userdata, id, O_PATH);
+	if (data == -ENOENT || data == -EUCLEAN)
+		return -ENODEV;
+	if (data < 0)
+		return data;
+	int r = loop_find_fd(data, &dev);
 	if (r == -ENOENT)
 		return -ENODEV;
 	if (r < 0)
@@ -44,12 +49,15 @@ static int pool_device_find(void *userdata, const char *id, const Strmap *publis
  * the pool's filesystem (loop_block_size_for()), lowered to the unit of a filesystem already
  * on the volume (made under 512-byte sectors before volplug chose larger ones, it would not
  * mount under larger ones) and to what the stage allows (max). */
-static uint32_t block_size_for(const char *data, uint32_t max)
+static uint32_t block_size_for(int data_fd, uint32_t max)
 {
 	uint32_t size = SECTOR_SIZE, unit = 0;
+	char path[64];
 
-	(void)loop_block_size_for(data, &size);
-	if (blockfs_probe_block_size(data, &unit) == 0 && unit >= SECTOR_SIZE && unit < size)
+	(void)loop_block_size_for_fd(data_fd, &size);
+	/* The file open as data_fd, whatever happens to its name meanwhile. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", data_fd);
+	if (blockfs_probe_block_size(path, &unit) == 0 && unit >= SECTOR_SIZE && unit < size)
 		size = unit;
 	if (max >= SECTOR_SIZE && max < size)
 		size = max;
@@ -68,10 +76,24 @@ static int pool_device_get(void *userdata, const char *id, const Strmap *publish
 		return r < 0 ? errorf(ret_error, r, "volume %s: looking for its loop device: %s",
 				      id, strerror(-r))
 			     : 0;
-	_cleanup_free_ char *data = pool_volume_data_path(p, id);
+	_cleanup_free_ char *name = pool_volume_data_path(p, id);
 	_cleanup_free_ char *dev = NULL;
+	/* A damaged volume is never attached: a symlinked data file would give the node a file
+	 * from outside the pool to format and mount. */
+	if ((r = pool_volume_damaged(p, id, NULL, ret_error)) < 0)
+		return r;
+	_cleanup_close_ int data = pool_volume_data_open(p, id, O_RDWR);
+	if (data == -EUCLEAN) /* changed since the look above */
+		return errorf(
+			ret_error, data,
+			"volume %s is damaged: volumes/%s/data is no file of the pool: it can "
+			"only be deleted",
+			id, id);
+	if (data < 0)
+		return errorf(ret_error, data, "volume %s: opening its data file failed: %s", id,
+			      strerror(-data));
 	LoopAttach how = {.direct_io = true, .block_size = block_size_for(data, block_size_max)};
-	if ((r = loop_attach(data, &how, &dev)) < 0)
+	if ((r = loop_attach_fd(data, name, &how, &dev)) < 0)
 		return errorf(ret_error, r, "volume %s: attaching a loop device failed: %s", id,
 			      strerror(-r));
 	failpoint("node-stage-after-attach");
@@ -158,6 +180,10 @@ static const BlockNodeOps pool_node_ops = {
 int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r,
 		    const BlockfsMkfsOptions *mkfs, char **ret_error)
 {
+	/* A damaged volume is never staged, not even found staged: it can only be deleted. */
+	int e = pool_volume_damaged(p, r->volume_id, NULL, ret_error);
+	if (e < 0)
+		return e;
 	return blocknode_stage(POOL_NODE(p, node_id), r, mkfs, ret_error);
 }
 

@@ -17,6 +17,7 @@
 
 #include "alloc.h"
 #include "fileio.h"
+#include "pinned-path.h"
 #include "pool-internal.h"
 #include "pool-meta.h"
 
@@ -86,10 +87,9 @@ int pool_node_lock(Pool *p, const char *node, int *ret_lock_fd)
 	int r = node_file(node, ".lock", name);
 	if (r < 0)
 		return r;
-	_cleanup_close_ int fd =
-		openat(p->nodes_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	_cleanup_close_ int fd = open_beneath(p->nodes_fd, name, O_RDWR | O_CREAT, 0600, S_IFREG);
 	if (fd < 0)
-		return negative_errno();
+		return fd;
 	if (flock(fd, LOCK_EX) < 0)
 		return negative_errno();
 	*ret_lock_fd = TAKE_FD(fd);

@@ -65,9 +65,9 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 				     local, ret_error);
 	if (e < 0)
 		return e;
-	if (pool_volume_load(pool, local, &source) < 0)
-		return errorf(ret_error, -ENOENT, "source_volume_id: volume %s not found",
-			      r->source_volume_id);
+	if ((e = pool_backend_volume_load(pb, "source_volume_id", r->source_volume_id, local,
+					  &source, ret_error)) < 0)
+		return e;
 	spec.name = (char *)r->name;
 	spec.source_volume_id = (char *)r->source_volume_id;
 	spec.size = source->size;
@@ -237,9 +237,9 @@ static int group_snapshot_member(char **ret_error, PoolBackend *pb, const Backen
 				     ret_error);
 	if (e < 0)
 		return e;
-	if (pool_volume_load(pool, local, &v) < 0)
-		return errorf(ret_error, -ENOENT, "source_volume_ids: volume %s not found",
-			      volume_id);
+	if ((e = pool_backend_volume_load(pb, "source_volume_ids", volume_id, local, &v,
+					  ret_error)) < 0)
+		return e;
 	spec.name = name = xasprintf("%s/%s", r->name, local);
 	pool_snapshot_id_for_name(name, spec.id);
 	if (r->params)

@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "fileio.h"
+#include "pinned-path.h"
 #include "pool-internal.h"
 
 #define MIB (1024ULL * 1024ULL)
@@ -154,7 +155,7 @@ void pool_reserve_restore(Pool *p)
 	struct stat st;
 
 	_cleanup_close_ int fd =
-		openat(p->dir_fd, RESERVE_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		open_beneath(p->dir_fd, RESERVE_FILE, O_RDWR | O_CREAT, 0600, S_IFREG);
 	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_blocks * 512 >= RESERVE_BYTES ||
 	    pool_fs_full(p))
 		return;
@@ -165,7 +166,7 @@ bool pool_reserve_release(Pool *p)
 {
 	struct stat st;
 
-	_cleanup_close_ int fd = openat(p->dir_fd, RESERVE_FILE, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int fd = open_beneath(p->dir_fd, RESERVE_FILE, O_RDWR, 0, S_IFREG);
 	return fd >= 0 && fstat(fd, &st) == 0 && st.st_blocks > 0 && ftruncate(fd, 0) == 0;
 }
 

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "failpoint.h"
 #include "fileio.h"
 #include "hash-util.h"
@@ -18,6 +19,7 @@
 #include "loopdev.h"
 #include "pool-internal.h"
 #include "pool-meta.h"
+#include "pinned-path.h"
 #include "random-util.h"
 
 typedef enum {
@@ -135,12 +137,14 @@ int pool_list_ids(int dir_fd, const char *prefix, char ***ret_ids, size_t *ret_n
 	return 0;
 }
 
+/* An object's directory: -ENOENT when there is none, -EUCLEAN when something else is at its
+ * name (a symlink is never followed). */
 static int object_open(const Pool *p, ObjectKind k, const char *id)
 {
 	if (!id_valid(id, kind_prefix[k]))
 		return -ENOENT; /* never a path from an unchecked ID */
-	int fd = openat(kind_fd(p, k), id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? negative_errno() : fd;
+	int fd = open_beneath(kind_fd(p, k), id, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
+	return fd == -ELOOP || fd == -ENOTDIR ? -EUCLEAN : fd;
 }
 
 int pool_volume_dir_open(const Pool *p, const char *id)
@@ -230,7 +234,8 @@ static uint64_t data_sum(int dir_fd, const char *prefix, bool allocated)
 		char path[POOL_ID_MAX + 8];
 		struct stat st;
 		snprintf(path, sizeof(path), "%s/" DATA_FILE, ids[i]);
-		if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		/* What a symlink points to is no file of the pool. */
+		if (stat_beneath(dir_fd, path, S_IFREG, &st) == 0)
 			sum += allocated ? (uint64_t)st.st_blocks * 512 : (uint64_t)st.st_size;
 	}
 	strv_free(ids);
@@ -355,9 +360,21 @@ static int pool_layout(int dir_fd)
 	return 0;
 }
 
+bool pool_tmp_name_ours(const char *name)
+{
+	static const char *const prefixes[] = {STAGING_PREFIX, "del-", ".direct-io-"};
+
+	for (size_t i = 0; i < ELEMENTSOF(prefixes); i++)
+		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0 && !strchr(name, '/'))
+			return true;
+	return write_file_is_temporary(name);
+}
+
 /* Removes tmp/name unless a live operation holds its flock. Hold the pool lock. */
 static int tmp_clean_locked(Pool *p, const char *name)
 {
+	if (!pool_tmp_name_ours(name))
+		return -EPERM; /* nothing the pool made: left as it is */
 	/* O_NONBLOCK: a FIFO someone left here must not hang the open. */
 	_cleanup_close_ int fd =
 		openat(p->tmp_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -396,6 +413,11 @@ static void pool_recover(Pool *p)
 	while (d && (de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
+		if (!pool_tmp_name_ours(de->d_name)) {
+			log_debug("pool: tmp/%s is nothing the pool made: left as it is",
+				  de->d_name);
+			continue;
+		}
 		int r = tmp_clean_locked(p, de->d_name);
 		if (r == -EBUSY)
 			continue;
@@ -410,8 +432,7 @@ static void pool_recover(Pool *p)
 
 static int open_subdir(int dir_fd, const char *name)
 {
-	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? negative_errno() : fd;
+	return open_beneath(dir_fd, name, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 }
 
 /* The pinned pool directory, laid out unless it must hold a pool already. */
@@ -446,6 +467,27 @@ static int pool_recover_and_count(Pool *p, uint64_t *ret_provisioned)
 
 #define NODE_FILE "node"
 #define NODE_MAX 256
+
+char *pool_layout_damage(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+
+	for (size_t i = 0; fd >= 0 && i <= ELEMENTSOF(pool_subdirs); i++) {
+		bool dir = i < ELEMENTSOF(pool_subdirs);
+		const char *name = dir ? pool_subdirs[i] : LEDGER_FILE;
+		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode))
+			return xasprintf("%s%s is a symbolic link, not a %s of the pool (never "
+					 "followed)",
+					 name, dir ? "/" : "", dir ? "directory" : "file");
+		if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+			return xasprintf("%s%s is not a %s", name, dir ? "/" : "",
+					 dir ? "directory" : "regular file");
+	}
+	return NULL;
+}
 
 char *pool_recorded_node(const char *path)
 {
@@ -499,11 +541,10 @@ int pool_open(const PoolConfig *config, Pool **ret)
 		pool_close(p);
 		return r;
 	}
-	p->ledger_fd =
-		openat(p->dir_fd, LEDGER_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	p->ledger_fd = open_beneath(p->dir_fd, LEDGER_FILE, O_RDWR | O_CREAT, 0600, S_IFREG);
 	if (p->ledger_fd < 0 || (r = pool_recover_and_count(p, &provisioned)) < 0 ||
 	    (r = pool_node_check(p, config->node_id)) < 0) {
-		r = p->ledger_fd < 0 ? negative_errno() : r;
+		r = p->ledger_fd < 0 ? p->ledger_fd : r;
 		pool_close(p);
 		return r;
 	}
@@ -573,9 +614,9 @@ static int staging_mkdir(Pool *p, Staging *s)
 {
 	if (mkdirat(p->tmp_fd, s->name, 0700) < 0)
 		return negative_errno();
-	s->fd = openat(p->tmp_fd, s->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	s->fd = open_beneath(p->tmp_fd, s->name, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 	if (s->fd < 0 || flock(s->fd, LOCK_EX) < 0) {
-		int r = negative_errno();
+		int r = s->fd < 0 ? s->fd : negative_errno();
 		(void)unlinkat(p->tmp_fd, s->name, AT_REMOVEDIR);
 		closep(&s->fd);
 		return r;
@@ -713,11 +754,16 @@ static int staging_write_meta(Staging *s, const char *text, size_t len)
  * staging path when it has them. Hold the volume's node lock. */
 static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found)
 {
-	_cleanup_free_ char *data = pool_volume_data_path(p, id);
 	NodeUse u = {};
 	char *dev;
 
-	int r = loop_find(data, &dev);
+	/* Through the data file the pool holds: a symlink's target is not the volume's. */
+	_cleanup_close_ int data = pool_volume_data_open(p, id, O_PATH);
+	if (data == -ENOENT || data == -EUCLEAN)
+		return 0;
+	if (data < 0)
+		return data;
+	int r = loop_find_fd(data, &dev);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
@@ -756,6 +802,45 @@ static int pool_volume_check_unused(Pool *p, int dir_fd, const char *id, PoolVol
 	return volume_check_unstaged(p, id, found);
 }
 
+/* Removes what is at an object's name and is no directory (a symlink, a file): that entry
+ * itself, never what a symlink points to. */
+static int object_remove_entry(Pool *p, ObjectKind k, const char *id)
+{
+	struct stat st;
+
+	int r = pool_lock_take(p);
+	if (r < 0)
+		return r;
+	if (fstatat(kind_fd(p, k), id, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		r = negative_errno();
+	else if (S_ISDIR(st.st_mode))
+		r = -EBUSY; /* replaced by a directory meanwhile: not ours to judge here */
+	else if (unlinkat(kind_fd(p, k), id, 0) < 0)
+		r = negative_errno();
+	pool_lock_release(p);
+	if (r < 0)
+		return r;
+	log_debug("pool: removed %s%s, which was no directory",
+		  k == KIND_VOLUME     ? "volumes/"
+		  : k == KIND_SNAPSHOT ? "snapshots/"
+				       : "groups/",
+		  id);
+	return fsync_dir(kind_fd(p, k));
+}
+
+/* The node lock of a volume being deleted (its directory dir_fd, locked): a node.lock that is no
+ * file of the pool (a symlink) is a damage the delete repairs, by removing that name itself,
+ * never what it points to. Nobody can hold a lock on it. */
+static int volume_use_lock_for_delete(int dir_fd, int *ret_lock_fd)
+{
+	int r = pool_volume_use_lock_at(dir_fd, ret_lock_fd);
+	if (r != -ELOOP && r != -EBADFD)
+		return r;
+	if (unlinkat(dir_fd, USE_LOCK, 0) < 0)
+		return negative_errno();
+	return pool_volume_use_lock_at(dir_fd, ret_lock_fd);
+}
+
 /* Removes an object: one rename makes it gone, and gives its data's size back to the ledger in
  * the same critical section; the files go after. A volume (found non-NULL) is checked unused
  * first, under the same hold of its lock and of its node lock: a NodeStageVolume waiting for
@@ -767,17 +852,20 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 	_cleanup_close_ int fd = -EBADF, node_lock = -EBADF;
 
 	int r = object_lock(p, k, id, &fd);
+	if (r == -EUCLEAN)
+		return object_remove_entry(p, k, id);
 	if (r < 0)
 		return r;
-	if (found && ((r = pool_volume_use_lock_at(fd, &node_lock)) < 0 ||
-		      (r = pool_volume_check_unused(p, fd, id, found)) < 0))
+	if (found && (r = volume_use_lock_for_delete(fd, &node_lock)) < 0)
+		return r;
+	if (found && (r = pool_volume_check_unused(p, fd, id, found)) < 0)
 		return r;
 	failpoint("pool-delete-after-check");
 	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
 	if ((r = pool_lock_take(p)) < 0)
 		return r;
-	if (fstatat(fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		st.st_size = 0;
+	if (stat_beneath(fd, DATA_FILE, S_IFREG, &st) < 0)
+		st.st_size = 0; /* no data file of the pool: nothing counted for it */
 	if (renameat2(kind_fd(p, k), id, p->tmp_fd, trash, RENAME_NOREPLACE) < 0)
 		r = errno == ENOENT ? -ENOENT : negative_errno();
 	else
@@ -865,9 +953,11 @@ static int open_source_data(Pool *p, const char *kind, const char *id, int *ret_
 	/* The source stays put (no delete, no grow) while it is copied. */
 	if (flock(fd, LOCK_EX) < 0)
 		return negative_errno();
-	int data = openat(fd, DATA_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int data = open_beneath(fd, DATA_FILE, O_RDONLY, 0, S_IFREG);
+	if (data == -ELOOP || data == -EISDIR || data == -EBADFD)
+		return -EUCLEAN; /* never what a symlink there points to */
 	if (data < 0)
-		return errno == ENOENT ? -ENOENT : negative_errno();
+		return data;
 	*ret_lock_fd = TAKE_FD(fd);
 	*ret_data_fd = data;
 	return 0;
@@ -1000,9 +1090,9 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size)
 	_cleanup_close_ int fd = object_open(p, KIND_VOLUME, v->id);
 	if (fd < 0)
 		return fd;
-	_cleanup_close_ int data = openat(fd, DATA_FILE, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int data = open_beneath(fd, DATA_FILE, O_RDWR, 0, S_IFREG);
 	if (data < 0)
-		return negative_errno();
+		return data == -ELOOP || data == -EISDIR || data == -EBADFD ? -EUCLEAN : data;
 	int r = data_grow(p, data, new_size);
 	if (r < 0)
 		return r;
@@ -1032,7 +1122,7 @@ static PoolVolume *volume_damaged(int dir_fd, const char *id)
 	v->source_kind = xstrdup("");
 	v->source_id = xstrdup("");
 	v->access_mode = xstrdup("");
-	if (fstatat(dir_fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0)
+	if (dir_fd >= 0 && stat_beneath(dir_fd, DATA_FILE, S_IFREG, &st) == 0)
 		v->size = (uint64_t)st.st_size;
 	return v;
 }
@@ -1046,17 +1136,48 @@ static char *volume_meta_damage(int dir_fd, const char *id, PoolVolume **ret_v)
 
 	int r = read_file_at(dir_fd, META_FILE, META_MAX, &text, &len);
 	if (r == -ENOENT)
-		return xstrdup("meta.json is missing");
+		return xasprintf("volumes/%s/" META_FILE " is missing", id);
+	if (r == -ELOOP)
+		return xasprintf("volumes/%s/" META_FILE " is a symbolic link, not a file of the "
+				 "pool",
+				 id);
+	if (r == -EBADF)
+		return xasprintf("volumes/%s/" META_FILE " is not a regular file", id);
 	if (r < 0)
-		return xasprintf("meta.json cannot be read: %s", strerror(-r));
+		return xasprintf("volumes/%s/" META_FILE " cannot be read: %s", id, strerror(-r));
 	if (pool_volume_from_json(text, len, &v) < 0)
-		return xstrdup("meta.json is damaged: not a volume record of this pool");
+		return xasprintf("volumes/%s/" META_FILE " is damaged: not a volume record of this "
+				 "pool",
+				 id);
 	if (strcmp(v->id, id) != 0) {
-		char *damage = xasprintf("meta.json names another volume (%s)", v->id);
+		char *damage =
+			xasprintf("volumes/%s/" META_FILE " names another volume (%s)", id, v->id);
 		pool_volume_free(v);
 		return damage;
 	}
 	*ret_v = v;
+	return NULL;
+}
+
+/* What is wrong with the files of the volume whose directory is dir_fd beyond its meta.json,
+ * or NULL: its data file and its node records must be files of the pool (a missing one is not
+ * damage: a missing data file is its condition's concern, the node records come and go). */
+static char *volume_files_damage(int dir_fd, const char *id)
+{
+	static const char *const files[] = {DATA_FILE, USE_FILE, USE_LOCK};
+	struct stat st;
+
+	for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+		int r = stat_beneath(dir_fd, files[i], S_IFREG, &st);
+		if (r == 0 || r == -ENOENT)
+			continue;
+		if (r == -ELOOP)
+			return xasprintf("volumes/%s/%s is a symbolic link, not a file of the pool",
+					 id, files[i]);
+		if (r == -EISDIR || r == -EBADFD)
+			return xasprintf("volumes/%s/%s is not a regular file", id, files[i]);
+		return xasprintf("volumes/%s/%s cannot be read: %s", id, files[i], strerror(-r));
+	}
 	return NULL;
 }
 
@@ -1066,9 +1187,24 @@ int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_da
 	struct stat held, there;
 
 	_cleanup_close_ int fd = object_open(p, KIND_VOLUME, id);
+	if (fd == -EUCLEAN) {
+		/* Something else at the volume's name: a volume still, damaged beyond use. */
+		bool link = fstatat(p->volumes_fd, id, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(there.st_mode);
+		*ret = volume_damaged(-EBADF, id);
+		*ret_damage = xasprintf("volumes/%s is %s, not a directory of the pool", id,
+					link ? "a symbolic link" : "no directory");
+		pool_node_devices_attachments(p, *ret);
+		return 0;
+	}
 	if (fd < 0)
 		return fd;
 	char *damage = volume_meta_damage(fd, id, &v);
+	if (!damage && (damage = volume_files_damage(fd, id))) {
+		*ret = v;
+		*ret_damage = damage;
+		return 0;
+	}
 	if (damage) {
 		/* A volume being deleted loses its files after it left volumes/: that is no
 		 * damage, it is gone. */
@@ -1084,6 +1220,28 @@ int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_da
 	*ret = v;
 	*ret_damage = damage;
 	return 0;
+}
+
+int pool_volume_damaged(Pool *p, const char *id, const char *shown, char **ret_error)
+{
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	_cleanup_free_ char *damage = NULL;
+
+	if (pool_volume_inspect(p, id, &v, &damage) < 0 || !damage)
+		return 0;
+	return errorf(ret_error, -EUCLEAN, "volume %s is damaged: %s: it can only be deleted",
+		      shown ?: id, damage);
+}
+
+int pool_volume_data_open(Pool *p, const char *id, int flags)
+{
+	char path[POOL_ID_MAX + 8];
+
+	if (!pool_volume_id_valid(id))
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/" DATA_FILE, id);
+	int fd = open_beneath(p->volumes_fd, path, flags, 0, S_IFREG);
+	return fd == -ELOOP || fd == -ENOTDIR || fd == -EISDIR || fd == -EBADFD ? -EUCLEAN : fd;
 }
 
 char *pool_volume_data_path(const Pool *p, const char *id)

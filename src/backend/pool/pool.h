@@ -95,6 +95,11 @@ typedef struct PoolNode {
  * (POOL/node; pool_recorded_node() says which). Blocks. */
 int pool_open(const PoolConfig *config, Pool **ret);
 
+/* What is wrong with the pool's own layout at path (a subdirectory or the ledger that is a
+ * symlink, or of the wrong type), for pool_open()'s -ELOOP, -ENOTDIR, ...; NULL when nothing
+ * is. Caller frees. */
+char *pool_layout_damage(const char *path);
+
 /* The node recorded in the pool at path (POOL/node), or NULL when none is. Caller frees. */
 char *pool_recorded_node(const char *path);
 void pool_close(Pool *p);
@@ -168,8 +173,9 @@ char *pool_space_refusal(Pool *p, uint64_t bytes, const char *node);
 /* Makes a volume of spec->size bytes (spec->id derived from spec->name), blank or with the
  * content of the snapshot or volume of local ID source (spec->source_kind says which;
  * spec->source_id is what the record keeps). Returns -EEXIST when a volume with that ID exists
- * already (the caller loads and compares it), -ENOENT when the source does not exist, -ENOSPC
- * beyond capacity, -ERANGE when the source is larger than spec->size. *ret_method tells how
+ * already (the caller loads and compares it), -ENOENT when the source does not exist, -EUCLEAN
+ * when its data file is a symlink or no regular file, -ENOSPC beyond capacity, -ERANGE when the
+ * source is larger than spec->size. *ret_method tells how
  * content was copied, when it was. */
 int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, CopyMethod *ret_method);
 
@@ -177,11 +183,20 @@ int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, Copy
  * meta.json is damaged. */
 int pool_volume_load(Pool *p, const char *id, PoolVolume **ret);
 
-/* Loads a volume for listing: as pool_volume_load(), but a volume whose meta.json is damaged
- * is returned too, with its ID, its data file's size and the attachments the nodes' device
- * indexes hold for it only, and *ret_damage (malloc'ed) says what is wrong; NULL for a sound
- * volume. -ENOENT when there is no such volume. */
+/* Loads a volume for listing: as pool_volume_load(), but a damaged volume is returned too, and
+ * *ret_damage (malloc'ed) says what is wrong, naming the file; NULL for a sound volume. Damaged
+ * are: a meta.json that is missing or no record of this volume (then *ret has its ID, its data
+ * file's size and the attachments the nodes' device indexes hold for it only), a data file that
+ * is a symlink or no regular file (*ret is the volume as recorded), and a name in volumes/ that
+ * is no directory (a symlink is never followed; *ret has its ID only). -ENOENT when there is no
+ * such volume. */
 int pool_volume_inspect(Pool *p, const char *id, PoolVolume **ret, char **ret_damage);
+
+/* 0 when volume id is sound, or absent (the caller decides what that means), else -EUCLEAN
+ * with *ret_error: "volume SHOWN is damaged: WHAT (naming the file): it can only be deleted",
+ * the one answer of every call that needs the volume sound (shown: how the request named it;
+ * NULL: id). */
+int pool_volume_damaged(Pool *p, const char *id, const char *shown, char **ret_error);
 
 /* What keeps a volume from being deleted. */
 typedef enum {
@@ -225,6 +240,11 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size);
 
 /* The data file of a volume (for the node's loop device). Caller frees. */
 char *pool_volume_data_path(const Pool *p, const char *id);
+
+/* Opens a volume's data file with flags (O_RDWR, O_PATH, ...) beneath the pool, never through a
+ * symlink: -ENOENT when there is no such file, -EUCLEAN when something else than a regular file
+ * is there or a symlink is on the way (pool_volume_inspect() says what). */
+int pool_volume_data_open(Pool *p, const char *id, int flags);
 
 /* All volume IDs, sorted: a strv (free it with strv_free()) and its length. */
 int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
