@@ -14,6 +14,7 @@
 #include "params.h"
 #include "pinned-path.h"
 #include "random-util.h"
+#include "strv.h"
 #include "blocknode.h"
 
 #define MAX_STACKED 64
@@ -791,6 +792,20 @@ static int unstage_busy(const char *id, const char *staging_path, const BlockDev
 	return errorf(ret_error, -EBUSY, "volume %s: %s is still in use", id, dev->path);
 }
 
+/* Whether the kernel's table has a mount of the volume's filesystem at path, seen or under
+ * whatever was mounted over it later. */
+static bool volume_mounted_at(const BlockDevice *dev, const char *path)
+{
+	_cleanup_strv_free_ char **targets = NULL;
+
+	if (!dev->path || mount_list_by_devno(dev->rdev, &targets) < 0)
+		return false;
+	for (size_t i = 0; targets && targets[i]; i++)
+		if (strcmp(targets[i], path) == 0)
+			return true;
+	return false;
+}
+
 int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_path,
 		      char **ret_error)
 {
@@ -813,12 +828,20 @@ int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_pa
 	e = device_find(n, id, &dev);
 	if (e < 0 && e != -ENODEV)
 		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));
+	/* Not staged there (CSI: OK): nothing of the volume to undo, and whatever is there, or
+	 * wherever the volume is staged, stays as it is. */
+	PathObject o;
+	e = stat_or_fail("staging_target_path", staging_path, &pin, &o, ret_error);
+	if (e < 0 && e != -ENOENT)
+		return e; /* a symlink, or what cannot be looked at */
+	bool here = u.rec.staging.path && strcmp(u.rec.staging.path, staging_path) == 0;
+	if (!here && !volume_mounted_at(&dev, staging_path))
+		return 0;
 	if ((e = unstage_check_published(&u, &dev, id, ret_error)) < 0)
 		return e;
 	if ((e = unmount_volume("staging_target_path", staging_path, &pin, &dev, id, ret_error)) <
 	    0)
 		return e;
-	bool here = u.rec.staging.path && strcmp(u.rec.staging.path, staging_path) == 0;
 	if ((e = undo_place("staging_target_path", staging_path, &pin, here ? &u.rec.staging : NULL,
 			    id, ret_error)) < 0)
 		return e;

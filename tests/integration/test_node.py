@@ -1161,6 +1161,55 @@ def test_raw_stage_takes_the_mark_of_a_half_made_filesystem(ctx):
         safely(v.teardown)
 
 
+@node_test
+def test_unstage_where_not_staged_is_ok(ctx):
+    """NodeUnstageVolume at a path where nothing of the volume is staged answers OK (CSI: the
+    call is idempotent) and changes nothing: not the staging elsewhere, not its device, not
+    what is at the path."""
+    d = ctx.daemon()
+    v = Vol(ctx, d, "fs", 32 * MiB)
+    raw = Vol(ctx, d, "raw", 16 * MiB, block_cap())
+    tmpfs = os.path.join(ctx.tmp, "foreign")
+    empty = os.path.join(ctx.tmp, "plugins", "empty")
+    os.makedirs(tmpfs)
+    os.makedirs(empty)
+    tool("mount", "-t", "tmpfs", "-o", "size=1m", "foreign", tmpfs)
+    with open(os.path.join(tmpfs, "data"), "w") as f:
+        f.write("precious\n")
+    elsewhere = [os.path.join(ctx.tmp, "plugins", "never-made"), empty, tmpfs, v.staging]
+    answers = []
+    try:
+        v.stage()
+        target = v.publish()
+        dev = v.device()
+        raw.stage()
+        raw_dev = raw.device()
+        for vol, paths in ((v, elsewhere[:3]), (raw, elsewhere)):
+            for path in paths:
+                try:
+                    vol.d.call("NodeUnstageVolume", volume_id=vol.id, staging_target_path=path)
+                    answers.append("OK")
+                except grpc.RpcError as e:
+                    answers.append("%s at %s: %s" % (e.code().name, path, e.details()))
+        assert answers == ["OK"] * len(answers), answers
+        assert not os.path.exists(elsewhere[0]) and os.listdir(empty) == []
+        assert mount_at(tmpfs)["fstype"] == "tmpfs"
+        with open(os.path.join(tmpfs, "data")) as f:
+            assert f.read() == "precious\n"
+        assert mount_at(v.staging)["source"] == dev and mount_at(target)["source"] == dev
+        assert raw.device() == raw_dev, "the raw volume's loop device stays attached"
+        raw_target = raw.publish()
+        assert stat.S_ISBLK(os.stat(raw_target).st_mode)
+        # Its own staging path still unstages it.
+        v.teardown()
+        raw.teardown()
+        assert_detached(v)
+        assert_detached(raw)
+    finally:
+        safely(v.teardown, raw.teardown, lambda: tool("umount", tmpfs))
+    return "%d unstages elsewhere: all OK" % len(answers)
+
+
 def entries(root):
     """(relative path, lstat) for every entry below root, root included."""
     out = [(".", os.lstat(root))]
@@ -1391,5 +1440,6 @@ if __name__ == "__main__":
          test_kill9_mid_stage_and_mid_publish, test_kill9_during_mkfs_leaves_no_mkfs,
          test_kill9_during_mkfs_xfs_never_wedges, test_kill9_during_mkfs_ext4_never_wedges,
          test_raw_stage_takes_the_mark_of_a_half_made_filesystem,
+         test_unstage_where_not_staged_is_ok,
          test_volume_mount_group, test_delete_refused_while_staged,
          test_two_processes_stage_never_races_delete])
