@@ -79,7 +79,7 @@ typedef struct BlockNodeOps {
 	void (*use_unlock)(void *userdata, const char *id, int lock_fd);
 	/* The record: an absent or void one loads empty. Hold the lock. */
 	int (*use_load)(void *userdata, const char *id, NodeUse *ret);
-	/* Writes it (removes it when empty and without a mkfs mark); durable: synced before
+	/* Writes it (removes it when empty and not marked "started"); durable: synced before
 	 * this returns (a change of the mkfs mark must survive a crash of the machine). Hold
 	 * the lock. */
 	int (*use_save)(void *userdata, const char *id, const NodeUse *u, bool durable);

@@ -270,7 +270,9 @@ int node_use_save_at(int tmp_fd, int dir_fd, const char *name, const char *boot_
 {
 	size_t len;
 
-	if (node_use_empty(u) && u->mkfs == NODE_MKFS_NONE) {
+	/* "done" says no more than no mark: it goes with the rest. Its removal needs no sync: a
+	 * crash brings back the durable "done", never the "started" before it. */
+	if (node_use_empty(u) && u->mkfs != NODE_MKFS_STARTED) {
 		if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
 			return negative_errno();
 		return 0;

@@ -15,15 +15,16 @@
  *      "targets": [{"path": "...", "created": true, "dev": 64768, "ino": 13}]}
  *
  * ("device" only where the backend records the device it staged.) And, once the node service
- * formatted the volume, the mark of that mkfs, which outlives the boot and the stage (the
- * record stays while it carries one):
+ * formatted the volume, the mark of that mkfs:
  *
  *     "mkfs": {"state": "started", "fstype": "xfs", "uuid": "..."}
  *
  * "started" is written (durably) before mkfs runs on a blank device, with the UUID mkfs is
  * given; "done" after mkfs succeeded, before anything mounts the filesystem. A filesystem
  * whose UUID is that of a "started" mark is half made by volplug and holds nothing: it is
- * made again. See docs/node-safety.md, "Formatting". */
+ * made again. A "started" mark outlives the boot and the stage (the record stays while it
+ * carries one); a "done" one lives as long as the rest of the record, since no mark at all
+ * means the same: never format a filesystem. See docs/node-safety.md, "Formatting". */
 #pragma once
 
 #include <stdbool.h>
@@ -83,7 +84,7 @@ int node_use_lock_at(int dir_fd, const char *name, int *ret_lock_fd);
 int node_use_load_at(int dir_fd, const char *name, const char *boot_id, NodeUse *ret);
 
 /* Writes dir_fd/name through a flock'ed temporary in tmp_fd renamed into place (a crash leaves
- * the old record or the new one), or removes it when u is empty and has no mkfs mark. Synced
+ * the old record or the new one), or removes it when u is empty and has no "started" mark. Synced
  * only when durable (a change of the mkfs mark): the rest describes the running machine. Hold
  * the record's lock. */
 int node_use_save_at(int tmp_fd, int dir_fd, const char *name, const char *boot_id,

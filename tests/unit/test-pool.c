@@ -564,9 +564,9 @@ static void test_use_records(void)
 	pool_close(other);
 }
 
-/* The mark of the node service's mkfs is the volume's for good: it stays in node.json when
- * nothing is staged any more, outlives the boot that voids the rest of the record, is no
- * problem for pool check, and does not keep the volume from being deleted. */
+/* A "started" mark of the node service's mkfs stays in node.json when nothing is staged any
+ * more, outlives the boot that voids the rest of the record, is no problem for pool check,
+ * and does not keep the volume from being deleted; a "done" one goes with the record. */
 static void test_mkfs_mark(void)
 {
 	new_pool("mark");
@@ -592,18 +592,22 @@ static void test_mkfs_mark(void)
 	   "with the mark: started, xfs, its UUID");
 	node_use_done(&loaded);
 
-	/* Unstaged: the record holds only the mark, and stays. */
-	node_use_set_mkfs(&u, NODE_MKFS_DONE, "xfs", uuid);
+	/* Unstaged before mkfs finished: the record holds only the mark, and stays. */
 	free(u.staging.path);
 	free(u.fstype);
 	u.staging = (NodeTarget){};
 	u.fstype = NULL;
-	is_int(pool_volume_use_save(p, id, &u, true), 0, "unstaged, mkfs done");
+	is_int(pool_volume_use_save(p, id, &u, false), 0, "unstaged, mkfs started");
 	ok(access(use_path, F_OK) == 0, "node.json stays for the mark");
 	is_int(pool_volume_use_load(p, id, &loaded), 0, "loaded");
-	ok(loaded.mkfs == NODE_MKFS_DONE && !loaded.staging.path && node_use_empty(&loaded),
-	   "done, nothing staged");
+	ok(loaded.mkfs == NODE_MKFS_STARTED && !loaded.staging.path && node_use_empty(&loaded),
+	   "started, nothing staged");
 	node_use_done(&loaded);
+
+	/* A mark "done" says no more than none: it goes with the rest. */
+	node_use_set_mkfs(&u, NODE_MKFS_DONE, "xfs", uuid);
+	is_int(pool_volume_use_save(p, id, &u, true), 0, "unstaged, mkfs done");
+	ok(access(use_path, F_OK) < 0 && errno == ENOENT, "node.json is gone");
 
 	/* Another boot: where it was staged is void, the mark is not. */
 	use_record(&loaded, "/var/lib/kubelet/plugins/staging/marked");

@@ -270,7 +270,7 @@ int pool_volume_use_lock(Pool *p, const char *id, int *ret_lock_fd);
 /* Loads the record; an absent one loads empty, a void one (another boot's) with its mkfs mark
  * only. Hold the node lock. */
 int pool_volume_use_load(Pool *p, const char *id, NodeUse *ret);
-/* Writes the record (removes it when empty and without a mkfs mark). Atomic; synced only when
+/* Writes the record (removes it when empty and not marked "started"). Atomic; synced only when
  * durable (a change of the mkfs mark): the rest describes the running machine. Hold the node
  * lock. */
 int pool_volume_use_save(Pool *p, const char *id, const NodeUse *u, bool durable);
