@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -12,6 +13,8 @@
 #include "mount-util.h"
 #include "params.h"
 #include "pinned-path.h"
+#include "random-util.h"
+#include "strv.h"
 #include "blocknode.h"
 
 #define MAX_STACKED 64
@@ -328,9 +331,9 @@ static int use_begin(const BlockNode *n, const char *id, Use *ret, char **ret_er
 	return 0;
 }
 
-static int use_save(Use *u, char **ret_error)
+static int use_save(Use *u, bool durable, char **ret_error)
 {
-	int r = u->n->ops->use_save(u->n->userdata, u->id, &u->rec);
+	int r = u->n->ops->use_save(u->n->userdata, u->id, &u->rec, durable);
 	if (r < 0)
 		return errorf(ret_error, r, "volume %s: writing its node record failed: %s", u->id,
 			      strerror(-r));
@@ -340,7 +343,7 @@ static int use_save(Use *u, char **ret_error)
 /* Saving on the way out of a failed step: the step's own error is what the caller hears. */
 static void use_save_quietly(Use *u)
 {
-	(void)u->n->ops->use_save(u->n->userdata, u->id, &u->rec);
+	(void)u->n->ops->use_save(u->n->userdata, u->id, &u->rec, false);
 }
 
 static void use_set_staging(Use *u, const NodeTarget *t, bool block, const char *fstype)
@@ -363,7 +366,7 @@ static int use_set_device(Use *u, const BlockDevice *dev, char **ret_error)
 		return 0;
 	free(u->rec.device);
 	u->rec.device = xstrdup(dev->path);
-	return use_save(u, ret_error);
+	return use_save(u, false, ret_error);
 }
 
 static void use_clear_staging(Use *u)
@@ -454,8 +457,58 @@ int blocknode_stage_defaults(const BackendStage *r, const char **ret_fstype,
 	return 0;
 }
 
-/* Formats the device when it is blank, checks it when not; never destroys data. */
-static int stage_prepare_fs(const BackendStage *r, const BlockfsMkfsOptions *mkfs,
+/* A UUID for a new filesystem (version 4, random). Caller frees. */
+static char *new_uuid(void)
+{
+	uint64_t a = random_u64(), b = random_u64();
+
+	a = (a & ~UINT64_C(0xf000)) | UINT64_C(0x4000);	      /* version 4 */
+	b = (b & ~(UINT64_C(3) << 62)) | (UINT64_C(2) << 62); /* RFC 4122 variant */
+	return xasprintf("%08x-%04x-%04x-%04x-%012llx", (unsigned)(a >> 32),
+			 (unsigned)((a >> 16) & 0xffff), (unsigned)(a & 0xffff),
+			 (unsigned)(b >> 48), (unsigned long long)(b & UINT64_C(0xffffffffffff)));
+}
+
+/* Whether what is on the device is the filesystem a mkfs of the volume's "started" mark left:
+ * it has the UUID that mkfs was given, and no mark says the mkfs finished. */
+static bool is_half_made(const Use *u, const BlockDevice *dev)
+{
+	_cleanup_free_ char *uuid = NULL;
+
+	if (u->rec.mkfs != NODE_MKFS_STARTED || !u->rec.mkfs_uuid || !*u->rec.mkfs_uuid)
+		return false;
+	if (blockfs_probe_uuid(dev->path, &uuid) < 0)
+		return false;
+	return strcasecmp(uuid, u->rec.mkfs_uuid) == 0;
+}
+
+/* mkfs under the volume's mark: "started" (durable) before, "done" (durable) after, so that a
+ * crash at any point leaves either a blank device, a filesystem the mark proves half made (made
+ * again by the next try), or a finished one marked done. A failed mkfs leaves "started". */
+static int stage_mkfs(const BackendStage *r, Use *u, const BlockfsMkfsOptions *mkfs,
+		      const BlockDevice *dev, const char *uuid, char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+	BlockfsMkfsOptions o = mkfs ? *mkfs : (BlockfsMkfsOptions){};
+	int e;
+
+	_cleanup_free_ char *id = xstrdup(uuid); /* uuid may be the record's own */
+	node_use_set_mkfs(&u->rec, NODE_MKFS_STARTED, r->access.fstype, id);
+	if ((e = use_save(u, true, ret_error)) < 0)
+		return e;
+	o.uuid = id;
+	e = blockfs_mkfs(dev->path, r->access.fstype, &o, &err);
+	if (e < 0)
+		return errorf(ret_error, e, "volume %s: %s", r->volume_id, err ?: strerror(-e));
+	log_debug("volume %s: made %s on %s", r->volume_id, r->access.fstype, dev->path);
+	failpoint("node-stage-after-mkfs");
+	node_use_set_mkfs(&u->rec, NODE_MKFS_DONE, r->access.fstype, id);
+	return use_save(u, true, ret_error);
+}
+
+/* Formats the device when it is blank (or holds only what an interrupted mkfs of ours left),
+ * checks it when not; never destroys data. */
+static int stage_prepare_fs(const BackendStage *r, Use *u, const BlockfsMkfsOptions *mkfs,
 			    const BlockDevice *dev, char **ret_error)
 {
 	_cleanup_free_ char *found = NULL, *err = NULL;
@@ -465,13 +518,21 @@ static int stage_prepare_fs(const BackendStage *r, const BlockfsMkfsOptions *mkf
 		return errorf(ret_error, e, "volume %s: probing %s failed: %s", r->volume_id,
 			      dev->path, strerror(-e));
 	if (!*found) {
-		e = blockfs_mkfs(dev->path, r->access.fstype, mkfs, &err);
-		if (e < 0)
-			return errorf(ret_error, e, "volume %s: %s", r->volume_id,
-				      err ?: strerror(-e));
-		log_debug("volume %s: made %s on %s", r->volume_id, r->access.fstype, dev->path);
-		failpoint("node-stage-after-mkfs");
-		return 0;
+		_cleanup_free_ char *uuid = new_uuid();
+		return stage_mkfs(r, u, mkfs, dev, uuid, ret_error);
+	}
+	if (is_half_made(u, dev)) {
+		/* Only the mkfs that was interrupted ever wrote to it: nothing to keep. */
+		log_warning("volume %s: %s on %s is what an interrupted mkfs left (uuid %s): "
+			    "making it again",
+			    r->volume_id, found, dev->path, u->rec.mkfs_uuid);
+		if ((e = blockfs_wipe(dev->path)) < 0)
+			return errorf(
+				ret_error, e,
+				"volume %s: erasing the half-made filesystem on %s failed: %s",
+				r->volume_id, dev->path, strerror(-e));
+		_cleanup_free_ char *uuid = xstrdup(u->rec.mkfs_uuid);
+		return stage_mkfs(r, u, mkfs, dev, uuid, ret_error);
 	}
 	if (strcmp(found, r->access.fstype) != 0)
 		return errorf(ret_error, -ENOTEMPTY,
@@ -606,7 +667,12 @@ static int stage_block(const BackendStage *r, Use *u, char **ret_error)
 	if ((e = stage_check_elsewhere(r, u, &dev, ret_error)) < 0)
 		return e;
 	use_set_staging(u, &t, true, NULL);
-	if ((e = use_save(u, ret_error)) < 0)
+	/* Handed out raw, whatever is on the device is the user's from now on: a mkfs of ours
+	 * that stopped half-way is no reason to erase it any more. */
+	bool unmark = u->rec.mkfs == NODE_MKFS_STARTED;
+	if (unmark)
+		node_use_set_mkfs(&u->rec, NODE_MKFS_NONE, NULL, NULL);
+	if ((e = use_save(u, unmark, ret_error)) < 0)
 		return e;
 	if ((e = stage_get(r, u, RAW_BLOCK_SIZE, &dev, ret_error)) < 0)
 		return stage_undo(u, &dev, NULL, NULL, e);
@@ -627,7 +693,7 @@ static int stage_existing(const BackendStage *r, Use *u, const PinnedPath *pin, 
 		return 0; /* staged there already */
 	/* Staged before use records existed: record it now (made elsewhere). */
 	use_set_staging(u, &(NodeTarget){.path = (char *)r->staging_path}, false, r->access.fstype);
-	return use_save(u, ret_error);
+	return use_save(u, false, ret_error);
 }
 
 static int stage_fs(const BackendStage *r, const BlockfsMkfsOptions *mkfs, Use *u,
@@ -657,11 +723,11 @@ static int stage_fs(const BackendStage *r, const BlockfsMkfsOptions *mkfs, Use *
 	/* Recorded before anything is done: a crash leaves a record of a step not taken, never
 	 * a step without its record. */
 	use_set_staging(u, &t, false, r->access.fstype);
-	if ((e = use_save(u, ret_error)) < 0)
+	if ((e = use_save(u, false, ret_error)) < 0)
 		return stage_undo(u, &dev, pin, &t, e);
 	/* A filesystem asked for with blocks smaller than the device's would not be made. */
 	if ((e = stage_get(r, u, mkfs ? mkfs->block_size : 0, &dev, ret_error)) < 0 ||
-	    (e = stage_prepare_fs(r, mkfs, &dev, ret_error)) < 0 ||
+	    (e = stage_prepare_fs(r, u, mkfs, &dev, ret_error)) < 0 ||
 	    (e = stage_mount(r, &dev, pin, &t, ret_error)) < 0)
 		return stage_undo(u, &dev, pin, &t, e);
 	return 0;
@@ -726,6 +792,20 @@ static int unstage_busy(const char *id, const char *staging_path, const BlockDev
 	return errorf(ret_error, -EBUSY, "volume %s: %s is still in use", id, dev->path);
 }
 
+/* Whether the kernel's table has a mount of the volume's filesystem at path, seen or under
+ * whatever was mounted over it later. */
+static bool volume_mounted_at(const BlockDevice *dev, const char *path)
+{
+	_cleanup_strv_free_ char **targets = NULL;
+
+	if (!dev->path || mount_list_by_devno(dev->rdev, &targets) < 0)
+		return false;
+	for (size_t i = 0; targets && targets[i]; i++)
+		if (strcmp(targets[i], path) == 0)
+			return true;
+	return false;
+}
+
 int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_path,
 		      char **ret_error)
 {
@@ -748,12 +828,20 @@ int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_pa
 	e = device_find(n, id, &dev);
 	if (e < 0 && e != -ENODEV)
 		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));
+	/* Not staged there (CSI: OK): nothing of the volume to undo, and whatever is there, or
+	 * wherever the volume is staged, stays as it is. */
+	PathObject o;
+	e = stat_or_fail("staging_target_path", staging_path, &pin, &o, ret_error);
+	if (e < 0 && e != -ENOENT)
+		return e; /* a symlink, or what cannot be looked at */
+	bool here = u.rec.staging.path && strcmp(u.rec.staging.path, staging_path) == 0;
+	if (!here && !volume_mounted_at(&dev, staging_path))
+		return 0;
 	if ((e = unstage_check_published(&u, &dev, id, ret_error)) < 0)
 		return e;
 	if ((e = unmount_volume("staging_target_path", staging_path, &pin, &dev, id, ret_error)) <
 	    0)
 		return e;
-	bool here = u.rec.staging.path && strcmp(u.rec.staging.path, staging_path) == 0;
 	if ((e = undo_place("staging_target_path", staging_path, &pin, here ? &u.rec.staging : NULL,
 			    id, ret_error)) < 0)
 		return e;
@@ -764,7 +852,7 @@ int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_pa
 	for (size_t i = 0; i < u.rec.n_targets; i++)
 		free(u.rec.targets[i].path);
 	u.rec.n_targets = 0;
-	return use_save(&u, ret_error);
+	return use_save(&u, false, ret_error);
 }
 
 /* ---- NodePublishVolume ---- */
@@ -863,7 +951,7 @@ static int publish_existing(const BackendPublish *r, Use *u, const PinnedPath *p
 	if (!node_use_target(&u->rec, r->target_path)) {
 		/* Published before use records existed: record it now (made elsewhere). */
 		node_use_add_target(&u->rec, &(NodeTarget){.path = (char *)r->target_path});
-		int e = use_save(u, ret_error);
+		int e = use_save(u, false, ret_error);
 		if (e < 0)
 			return e;
 	}
@@ -911,7 +999,7 @@ int blocknode_publish(const BlockNode *n, const BackendPublish *r, char **ret_er
 	node_use_add_target(&u.rec, &t);
 	if (!u.rec.node)
 		u.rec.node = xstrdup(n->node_id);
-	if ((e = use_save(&u, ret_error)) < 0)
+	if ((e = use_save(&u, false, ret_error)) < 0)
 		return publish_undo(r, &u, &pin, &t, e);
 	_cleanup_close_ int target_fd = mountpoint_open("target_path", &pin, &t, ret_error);
 	if (target_fd < 0)
@@ -956,7 +1044,7 @@ int blocknode_unpublish(const BlockNode *n, const char *id, const char *target_p
 		return e;
 	if (t) {
 		node_use_remove_target(&u.rec, target_path);
-		if ((e = use_save(&u, ret_error)) < 0)
+		if ((e = use_save(&u, false, ret_error)) < 0)
 			return e;
 	}
 	return 0;

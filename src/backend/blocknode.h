@@ -79,8 +79,10 @@ typedef struct BlockNodeOps {
 	void (*use_unlock)(void *userdata, const char *id, int lock_fd);
 	/* The record: an absent or void one loads empty. Hold the lock. */
 	int (*use_load)(void *userdata, const char *id, NodeUse *ret);
-	/* Writes it (removes it when empty). Hold the lock. */
-	int (*use_save)(void *userdata, const char *id, const NodeUse *u);
+	/* Writes it (removes it when empty and not marked "started"); durable: synced before
+	 * this returns (a change of the mkfs mark must survive a crash of the machine). Hold
+	 * the lock. */
+	int (*use_save)(void *userdata, const char *id, const NodeUse *u, bool durable);
 } BlockNodeOps;
 
 /* A backend's node service: its operations, their userdata, and the node id records name. */

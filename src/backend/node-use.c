@@ -25,7 +25,33 @@ void node_use_done(NodeUse *u)
 	for (size_t i = 0; i < u->n_targets; i++)
 		free(u->targets[i].path);
 	free(u->targets);
+	free(u->mkfs_fstype);
+	free(u->mkfs_uuid);
 	*u = (NodeUse){};
+}
+
+void node_use_set_mkfs(NodeUse *u, NodeMkfs state, const char *fstype, const char *uuid)
+{
+	char *f = state != NODE_MKFS_NONE ? xstrdup(fstype ?: "") : NULL;
+	char *id = state != NODE_MKFS_NONE ? xstrdup(uuid ?: "") : NULL;
+
+	free(u->mkfs_fstype);
+	free(u->mkfs_uuid);
+	u->mkfs = state;
+	u->mkfs_fstype = f;
+	u->mkfs_uuid = id;
+}
+
+/* Only the mkfs mark of u stays: what a record of an earlier boot still says. */
+static void keep_mkfs_only(NodeUse *u)
+{
+	NodeUse kept = {
+		.mkfs = u->mkfs,
+		.mkfs_fstype = TAKE_PTR(u->mkfs_fstype),
+		.mkfs_uuid = TAKE_PTR(u->mkfs_uuid),
+	};
+	node_use_done(u);
+	*u = kept;
 }
 
 bool node_use_empty(const NodeUse *u)
@@ -106,6 +132,14 @@ char *node_use_to_json(const NodeUse *u, const char *boot_id, size_t *ret_len)
 	for (size_t i = 0; i < u->n_targets; i++)
 		json_array_append_new(targets, target_to_json(&u->targets[i]));
 	json_object_set_new(o, "targets", targets);
+	if (u->mkfs != NODE_MKFS_NONE) {
+		json_t *m = json_object();
+		json_object_set_new(m, "state",
+				    json_string(u->mkfs == NODE_MKFS_DONE ? "done" : "started"));
+		json_object_set_new(m, "fstype", json_string(u->mkfs_fstype ?: ""));
+		json_object_set_new(m, "uuid", json_string(u->mkfs_uuid ?: ""));
+		json_object_set_new(o, "mkfs", m);
+	}
 	return meta_json_dump(o, ret_len);
 }
 
@@ -126,6 +160,22 @@ static int staging_from_json(json_t *staging, NodeUse *u)
 	return 0;
 }
 
+static int mkfs_from_json(json_t *m, NodeUse *u)
+{
+	const char *state = meta_json_string(m, "state"), *fstype = meta_json_string(m, "fstype"),
+		   *uuid = meta_json_string(m, "uuid");
+
+	if (!state || !fstype || !uuid)
+		return -EBADMSG;
+	if (strcmp(state, "started") == 0)
+		node_use_set_mkfs(u, NODE_MKFS_STARTED, fstype, uuid);
+	else if (strcmp(state, "done") == 0)
+		node_use_set_mkfs(u, NODE_MKFS_DONE, fstype, uuid);
+	else
+		return -EBADMSG;
+	return 0;
+}
+
 static int use_fields(json_t *o, NodeUse *u)
 {
 	json_t *staging = json_object_get(o, "staging"), *targets = json_object_get(o, "targets"),
@@ -137,6 +187,9 @@ static int use_fields(json_t *o, NodeUse *u)
 		return -EBADMSG;
 	u->node = xstrdup(node);
 	if (staging && staging_from_json(staging, u) < 0)
+		return -EBADMSG;
+	json_t *mkfs = json_object_get(o, "mkfs");
+	if (mkfs && mkfs_from_json(mkfs, u) < 0)
 		return -EBADMSG;
 	u->targets = xnew0(NodeTarget, json_array_size(targets));
 	json_array_foreach (targets, i, t) {
@@ -207,22 +260,25 @@ int node_use_load_at(int dir_fd, const char *name, const char *boot_id, NodeUse 
 	if ((r = node_use_from_json(text, len, ret, &boot)) < 0)
 		return r;
 	if (strcmp(boot, boot_id) != 0) {
-		log_debug("%s is from an earlier boot: void", name);
-		node_use_done(ret);
+		log_debug("%s is from an earlier boot: void but for its mkfs mark", name);
+		keep_mkfs_only(ret);
 	}
 	return 0;
 }
 
 int node_use_save_at(int tmp_fd, int dir_fd, const char *name, const char *boot_id,
-		     const NodeUse *u)
+		     const NodeUse *u, bool durable)
 {
 	size_t len;
 
-	if (node_use_empty(u)) {
+	/* "done" says no more than no mark: it goes with the rest. Its removal needs no sync: a
+	 * crash brings back the durable "done", never the "started" before it. */
+	if (node_use_empty(u) && u->mkfs != NODE_MKFS_STARTED) {
 		if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
 			return negative_errno();
 		return 0;
 	}
 	_cleanup_free_ char *text = node_use_to_json(u, boot_id, &len);
-	return write_file_atomic_via(tmp_fd, dir_fd, name, text, len, 0600, 0);
+	return write_file_atomic_via(tmp_fd, dir_fd, name, text, len, 0600,
+				     durable ? WRITE_FILE_DURABLE : 0);
 }

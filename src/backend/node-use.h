@@ -14,7 +14,17 @@
  *                  "fstype": "ext4", "device": "/dev/xvdba"},
  *      "targets": [{"path": "...", "created": true, "dev": 64768, "ino": 13}]}
  *
- * ("device" only where the backend records the device it staged.) */
+ * ("device" only where the backend records the device it staged.) And, once the node service
+ * formatted the volume, the mark of that mkfs:
+ *
+ *     "mkfs": {"state": "started", "fstype": "xfs", "uuid": "..."}
+ *
+ * "started" is written (durably) before mkfs runs on a blank device, with the UUID mkfs is
+ * given; "done" after mkfs succeeded, before anything mounts the filesystem. A filesystem
+ * whose UUID is that of a "started" mark is half made by volplug and holds nothing: it is
+ * made again. A "started" mark outlives the boot and the stage (the record stays while it
+ * carries one); a "done" one lives as long as the rest of the record, since no mark at all
+ * means the same: never format a filesystem. See docs/node-safety.md, "Formatting". */
 #pragma once
 
 #include <stdbool.h>
@@ -27,6 +37,12 @@ typedef struct NodeTarget {
 	uint64_t dev, ino; /* what was at path before anything was mounted on it */
 } NodeTarget;
 
+typedef enum NodeMkfs {
+	NODE_MKFS_NONE,	   /* never formatted by this machine's node service */
+	NODE_MKFS_STARTED, /* mkfs was started and has not been seen to succeed */
+	NODE_MKFS_DONE,	   /* mkfs succeeded */
+} NodeMkfs;
+
 typedef struct NodeUse {
 	char *node;	    /* the node id that uses it */
 	NodeTarget staging; /* where it is staged; .path NULL: not staged */
@@ -35,10 +51,16 @@ typedef struct NodeUse {
 	char *device;	    /* the device it was staged from, where the backend records it; NULL */
 	NodeTarget *targets;
 	size_t n_targets;
+	NodeMkfs mkfs;	   /* the mark of the node service's mkfs of the volume */
+	char *mkfs_fstype; /* what it makes or made (NODE_MKFS_NONE: NULL) */
+	char *mkfs_uuid;   /* the UUID it gives the filesystem (NODE_MKFS_NONE: NULL) */
 } NodeUse;
 
 void node_use_done(NodeUse *u);
+/* Nothing of the volume staged or published (a mkfs mark may remain). */
 bool node_use_empty(const NodeUse *u);
+/* Sets the mkfs mark (NODE_MKFS_NONE clears it), taking copies. */
+void node_use_set_mkfs(NodeUse *u, NodeMkfs state, const char *fstype, const char *uuid);
 /* The publish target at path in u, or NULL. */
 NodeTarget *node_use_target(const NodeUse *u, const char *path);
 /* Adds (or replaces) the target at t->path, taking a copy. */
@@ -57,12 +79,13 @@ char *node_use_boot_id(void);
 /* Opens dir_fd/name (made when missing, never through a symlink) and takes its flock. Blocks. */
 int node_use_lock_at(int dir_fd, const char *name, int *ret_lock_fd);
 
-/* Loads dir_fd/name: an absent record, or one of another boot than boot_id, loads empty.
- * -EBADMSG when it is damaged. */
+/* Loads dir_fd/name: an absent record loads empty, one of another boot than boot_id loads
+ * with its mkfs mark only. -EBADMSG when it is damaged. */
 int node_use_load_at(int dir_fd, const char *name, const char *boot_id, NodeUse *ret);
 
 /* Writes dir_fd/name through a flock'ed temporary in tmp_fd renamed into place (a crash leaves
- * the old record or the new one), or removes it when u is empty. Not synced: the record
- * describes the running machine. Hold the record's lock. */
+ * the old record or the new one), or removes it when u is empty and has no "started" mark. Synced
+ * only when durable (a change of the mkfs mark): the rest describes the running machine. Hold
+ * the record's lock. */
 int node_use_save_at(int tmp_fd, int dir_fd, const char *name, const char *boot_id,
-		     const NodeUse *u);
+		     const NodeUse *u, bool durable);

@@ -139,6 +139,7 @@ static int probe(const char *dev, blkid_probe *ret)
 		return errno > 0 ? -errno : -EIO;
 	if (blkid_probe_enable_superblocks(pr, 1) < 0 ||
 	    blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_USAGE |
+							  BLKID_SUBLKS_UUID |
 							  BLKID_SUBLKS_BADCSUM) < 0 ||
 	    blkid_probe_enable_partitions(pr, 1) < 0)
 		return -EIO;
@@ -176,6 +177,61 @@ int blockfs_probe(const char *dev, char **ret_fstype)
 	else
 		*ret_fstype = xstrdup(BLOCKFS_AMBIVALENT); /* found something without a name */
 	return 0;
+}
+
+int blockfs_probe_uuid(const char *dev, char **ret_uuid)
+{
+	_cleanup_(blkid_free_probep) blkid_probe pr = NULL;
+	const char *v;
+
+	if (!dev || !ret_uuid)
+		return -EINVAL;
+	int r = probe(dev, &pr);
+	if (r < 0)
+		return r;
+	if (r == 0 && blkid_probe_lookup_value(pr, "UUID", &v, NULL) == 0 && v)
+		*ret_uuid = xstrdup(v);
+	else
+		*ret_uuid = xstrdup("");
+	return 0;
+}
+
+int blockfs_wipe(const char *dev)
+{
+	if (!dev)
+		return -EINVAL;
+	_cleanup_close_ int fd = open(dev, O_RDWR | O_EXCL | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	_cleanup_(blkid_free_probep) blkid_probe pr = blkid_new_probe();
+	if (!pr || blkid_probe_set_device(pr, fd, 0, 0) < 0 ||
+	    blkid_probe_enable_superblocks(pr, 1) < 0 ||
+	    blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_MAGIC | BLKID_SUBLKS_BADCSUM) < 0 ||
+	    blkid_probe_enable_partitions(pr, 1) < 0 ||
+	    blkid_probe_set_partitions_flags(pr, BLKID_PARTS_MAGIC) < 0)
+		return -EIO;
+	/* Each wipe steps the probe back, so the next probe looks at the same place again. */
+	for (int i = 0; i < 64; i++) {
+		errno = 0;
+		int r = blkid_do_probe(pr);
+		if (r == 1)
+			return fsync(fd) < 0 ? negative_errno() : 0;
+		if (r < 0 || blkid_do_wipe(pr, 0) < 0)
+			return errno > 0 ? -errno : -EIO;
+	}
+	return -ELOOP;
+}
+
+bool blockfs_uuid_valid(const char *s)
+{
+	if (!s || strlen(s) != 36)
+		return false;
+	for (size_t i = 0; i < 36; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+		if (dash ? s[i] != '-' : !strchr("0123456789abcdefABCDEF", s[i]))
+			return false;
+	}
+	return true;
 }
 
 int blockfs_probe_block_size(const char *path, uint32_t *ret)
@@ -238,8 +294,14 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 			return -EINVAL;
 		}
 
+	if (opt.uuid && !blockfs_uuid_valid(opt.uuid)) {
+		SET_ERROR(ret_error, "uuid '%s' is not a UUID", opt.uuid);
+		return -EINVAL;
+	}
+
 	snprintf(tool, sizeof(tool), "mkfs.%s", fstype);
 	args[n++] = "-q";
+	_cleanup_free_ char *xfs_uuid = NULL;
 	if (is_xfs(fstype)) {
 		const char *bad = opt.bytes_per_inode	  ? "bytes_per_inode"
 				  : opt.number_of_inodes  ? "number_of_inodes"
@@ -254,6 +316,11 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 			add_opt(args, &n, &bufs[0], "-b", "size=", opt.block_size);
 		if (opt.inode_size)
 			add_opt(args, &n, &bufs[1], "-i", "size=", opt.inode_size);
+		if (opt.uuid) {
+			xfs_uuid = xasprintf("uuid=%s", opt.uuid);
+			args[n++] = "-m";
+			args[n++] = xfs_uuid;
+		}
 	} else {
 		bool ext4 = streq(fstype, "ext4");
 		if ((opt.ext4_bigalloc || opt.ext4_cluster_size) && !ext4) {
@@ -283,6 +350,10 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 		}
 		if (opt.ext4_cluster_size)
 			add_opt(args, &n, &bufs[4], "-C", "", opt.ext4_cluster_size);
+		if (opt.uuid) {
+			args[n++] = "-U";
+			args[n++] = opt.uuid;
+		}
 	}
 	args[n++] = dev;
 	args[n] = NULL;

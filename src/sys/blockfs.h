@@ -36,6 +36,19 @@ int blockfs_probe(const char *dev, char **ret_fstype);
  * or holds nothing that names one. Blocks (reads path). */
 int blockfs_probe_block_size(const char *path, uint32_t *ret);
 
+/* The UUID of the filesystem on dev as its superblock says (libblkid's UUID): "" when dev is
+ * blank or what is on it names none. Blocks (reads dev). */
+int blockfs_probe_uuid(const char *dev, char **ret_uuid);
+
+/* Erases every signature libblkid finds on dev (superblocks, partition tables: what
+ * blockfs_probe() sees), as wipefs -a does, and flushes the device: afterwards it probes
+ * blank. Destroys what dev holds: only for a filesystem known to hold nothing (one mkfs left
+ * half made). Opens dev exclusively: -EBUSY while it is mounted. Blocks. */
+int blockfs_wipe(const char *dev);
+
+/* Whether s is a UUID as mkfs takes one: 8-4-4-4-12 hex digits. */
+bool blockfs_uuid_valid(const char *s);
+
 /* mkfs options; 0 / false means the tool's default. */
 typedef struct BlockfsMkfsOptions {
 	uint32_t block_size;	    /* ext -b, xfs -b size= */
@@ -44,14 +57,15 @@ typedef struct BlockfsMkfsOptions {
 	uint64_t number_of_inodes;  /* ext -N (not xfs) */
 	bool ext4_bigalloc;	    /* ext4 -O bigalloc */
 	uint32_t ext4_cluster_size; /* ext4 -C, requires bigalloc */
+	const char *uuid;	    /* ext -U, xfs -m uuid= (NULL: a random one) */
 } BlockfsMkfsOptions;
 
 /* Makes a filesystem of fstype ("ext2", "ext3", "ext4", "xfs") on dev. Never forces: the
  * caller must have seen blockfs_probe() return "" (mkfs.xfs refuses a device with a
  * signature by itself; mkfs.ext4 run without a terminal does NOT, so the probe is the only
  * guard). o may be NULL. -EINVAL, with a message naming the option, for options the type
- * does not support or values that are not powers of two where they must be. Blocks up to
- * BLOCKFS_MKFS_TIMEOUT. */
+ * does not support, values that are not powers of two where they must be, or a uuid that is
+ * not one. Blocks up to BLOCKFS_MKFS_TIMEOUT. */
 int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *o,
 		 char **ret_error);
 

@@ -950,9 +950,11 @@ def test_kill9_mid_stage_and_mid_publish(ctx):
         assert tool("blkid", "-o", "value", "-s", "TYPE", dev).strip() == "ext4"
         assert mount_at(v.staging) is None
 
+        # Killed after mkfs, before its mark said done: the retry makes the filesystem again
+        # (nothing was ever mounted on it), and says so.
         d = v.d = daemon(3, "node-publish-after-mount")
         v.stage()
-        assert "made ext4" not in d.logs(), "a retried stage does not format again"
+        assert "an interrupted mkfs left" in d.logs() and "made ext4" in d.logs(), d.logs()
         assert mount_at(v.staging)["source"] == dev
         crash_call(d, v.publish)
         assert mount_at(v.target())["source"] == dev
@@ -967,6 +969,7 @@ def test_kill9_mid_stage_and_mid_publish(ctx):
                                                                         mounts_under(ctx.tmp))
         v.targets = []
         v.stage()
+        assert "made ext4" not in d.logs(), "a filesystem marked done is never made again"
         assert sha_of(os.path.join(v.publish(), "survivor")) == digest
     finally:
         safely(v.teardown)
@@ -1007,6 +1010,204 @@ def test_kill9_during_mkfs_leaves_no_mkfs(ctx):
             "nothing was left for the new daemon to kill"
     finally:
         safely(v.teardown)
+
+
+def mkfs_children(d, fstype):
+    """The mkfs.<fstype> volplugd runs now: [pid] or []. Reads only the daemon's children
+    (fast: a mkfs may run for less than 100 ms)."""
+    for children in glob.glob("/proc/%d/task/*/children" % d.proc.pid):
+        try:
+            with open(children) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            p = process(pid)
+            if p and p["args"] and os.path.basename(p["args"][0]) == "mkfs." + fstype:
+                return [pid]
+    return []
+
+
+def wait_for_mkfs(d, fstype, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = mkfs_children(d, fstype)
+        if found:
+            return found[0]
+    raise AssertionError("timed out waiting for volplugd to run mkfs." + fstype)
+
+
+def kill_during_mkfs(ctx, fstype, size, points, params=None):
+    """Kills volplugd (SIGKILL; its mkfs dies with it) at `points` moments spread over a real
+    mkfs of fstype, restarts it on the same pool and retries NodeStageVolume, which must mount a
+    whole filesystem every time. Returns (kill points, how many left a signature blkid sees,
+    how many of those the retry made again, how many retries failed)."""
+    # Sparse volumes large enough for mkfs to run a while: thin, whatever the disk has free.
+    args = ["--overprovision-ratio", "100"]
+    d = ctx.daemon(name="d0", args=args)
+    pool = d.pool
+    cap = mount_cap(fstype)
+    # How long mkfs runs here: the kill points spread over that (and a little past it).
+    v = Vol(ctx, d, "timing", size, cap=cap, params=params, controller_publish=False)
+    t, stage = in_background(v.stage)
+    mkfs = wait_for_mkfs(d, fstype)
+    start = time.monotonic()
+    wait_for(lambda: process(mkfs) is None, timeout=60, what="mkfs to end")
+    duration = time.monotonic() - start
+    t.join(60)
+    assert "value" in stage, stage
+    v.unstage()
+    d.call("DeleteVolume", volume_id=v.id)
+
+    half_made = made_again = failed = 0
+    failures = []
+    for i in range(points):
+        delay = duration * 1.2 * i / points
+        v = Vol(ctx, d, "kill-%d" % i, size, cap=cap, params=params, controller_publish=False)
+        t, stage = in_background(v.stage)
+        wait_for_mkfs(d, fstype)
+        time.sleep(delay)
+        d.proc.kill()
+        assert d.proc.wait(10) == -9, d.proc.returncode
+        t.join(30)
+        wait_for(lambda: not [p for p in processes() if v.device() in p["args"]], timeout=5,
+                 what="nothing to hold the device")
+        dev = v.device()
+        left = subprocess.run(["blkid", "-p", "-o", "value", "-s", "TYPE", dev],
+                              capture_output=True, text=True).stdout.strip()
+        d = v.d = ctx.daemon(name="d%d" % (i + 1), pool=pool, args=args)
+        try:
+            v.stage()
+        except grpc.RpcError as e:
+            failed += 1
+            failures.append("kill %d (%.0f ms, blkid: %r): %s: %s" % (
+                i, delay * 1000, left, e.code().name, e.details()))
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+            d.call("DeleteVolume", volume_id=v.id)
+            continue
+        half_made += left == fstype
+        made_again += "an interrupted mkfs left" in d.logs()
+        m = mount_at(v.staging)
+        assert m and m["source"] == dev and m["fstype"] == fstype, m
+        with open(os.path.join(v.staging, "written"), "w") as f:
+            f.write("after kill %d\n" % i)
+        v.unstage()
+        assert_detached(v)
+        # The filesystem is whole: its own checker finds nothing, and it keeps what was written.
+        check = (["xfs_repair", "-n", "-f", v.data] if fstype == "xfs"
+                 else ["e2fsck", "-f", "-n", v.data])
+        p = subprocess.run(check, capture_output=True, text=True)
+        assert p.returncode == 0, "kill %d: %s: %s" % (i, " ".join(check), p.stdout + p.stderr)
+        v.stage()
+        with open(os.path.join(v.staging, "written")) as f:
+            assert f.read() == "after kill %d\n" % i
+        v.unstage()
+        d.call("DeleteVolume", volume_id=v.id)
+    assert not failures, "%d of %d retries failed:\n%s" % (failed, points, "\n".join(failures))
+    return "%d kill points over %.0f ms of mkfs.%s: %d left a %s signature, %d made again" % (
+        points, duration * 1000, fstype, half_made, fstype, made_again)
+
+
+@node_test
+def test_kill9_during_mkfs_xfs_never_wedges(ctx):
+    return kill_during_mkfs(ctx, "xfs", 2 << 30, 16)
+
+
+@node_test
+def test_kill9_during_mkfs_ext4_never_wedges(ctx):
+    # 1 KiB blocks: more for mkfs.ext4 to write, a longer window.
+    return kill_during_mkfs(ctx, "ext4", 16 << 30, 16, params={"blockSize": "1024"})
+
+
+@node_test
+def test_raw_stage_takes_the_mark_of_a_half_made_filesystem(ctx):
+    """A volume whose mkfs was killed, then staged for raw block access, is the user's: a later
+    filesystem stage never makes it again."""
+    first = ctx.daemon(name="d0")
+    pool = first.pool
+    v = Vol(ctx, first, "raw-after-crash", 64 * MiB)
+    first.stop()
+    try:
+        d = v.d = ctx.daemon(env={"VOLPLUG_FAILPOINTS": "node-stage-after-mkfs=crash"}, pool=pool,
+                             name="d1")
+        crash_call(d, v.stage)
+        dev = v.device()
+        d = v.d = ctx.daemon(pool=pool, name="d2")
+        v.unstage()
+        assert_detached(v)
+        raw = block_cap()
+        v.stage(cap=raw)
+        target = v.publish(cap=raw)
+        data = os.urandom(4096)
+        fd = os.open(target, os.O_RDWR)
+        try:
+            os.pwrite(fd, data, v.size - 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        v.unpublish(target)
+        v.targets = []
+        v.unstage()
+        assert_detached(v)
+        v.stage()
+        dev = v.device()
+        assert "an interrupted mkfs left" not in d.logs() and "made ext4" not in d.logs(), \
+            "what the user had raw is never formatted"
+        with open(v.data, "rb") as f:
+            f.seek(v.size - 4096)
+            assert f.read() == data, "the user's bytes are where they were written"
+        assert mount_at(v.staging)["source"] == dev
+    finally:
+        safely(v.teardown)
+
+
+@node_test
+def test_unstage_where_not_staged_is_ok(ctx):
+    """NodeUnstageVolume at a path where nothing of the volume is staged answers OK (CSI: the
+    call is idempotent) and changes nothing: not the staging elsewhere, not its device, not
+    what is at the path."""
+    d = ctx.daemon()
+    v = Vol(ctx, d, "fs", 32 * MiB)
+    raw = Vol(ctx, d, "raw", 16 * MiB, block_cap())
+    tmpfs = os.path.join(ctx.tmp, "foreign")
+    empty = os.path.join(ctx.tmp, "plugins", "empty")
+    os.makedirs(tmpfs)
+    os.makedirs(empty)
+    tool("mount", "-t", "tmpfs", "-o", "size=1m", "foreign", tmpfs)
+    with open(os.path.join(tmpfs, "data"), "w") as f:
+        f.write("precious\n")
+    elsewhere = [os.path.join(ctx.tmp, "plugins", "never-made"), empty, tmpfs, v.staging]
+    answers = []
+    try:
+        v.stage()
+        target = v.publish()
+        dev = v.device()
+        raw.stage()
+        raw_dev = raw.device()
+        for vol, paths in ((v, elsewhere[:3]), (raw, elsewhere)):
+            for path in paths:
+                try:
+                    vol.d.call("NodeUnstageVolume", volume_id=vol.id, staging_target_path=path)
+                    answers.append("OK")
+                except grpc.RpcError as e:
+                    answers.append("%s at %s: %s" % (e.code().name, path, e.details()))
+        assert answers == ["OK"] * len(answers), answers
+        assert not os.path.exists(elsewhere[0]) and os.listdir(empty) == []
+        assert mount_at(tmpfs)["fstype"] == "tmpfs"
+        with open(os.path.join(tmpfs, "data")) as f:
+            assert f.read() == "precious\n"
+        assert mount_at(v.staging)["source"] == dev and mount_at(target)["source"] == dev
+        assert raw.device() == raw_dev, "the raw volume's loop device stays attached"
+        raw_target = raw.publish()
+        assert stat.S_ISBLK(os.stat(raw_target).st_mode)
+        # Its own staging path still unstages it.
+        v.teardown()
+        raw.teardown()
+        assert_detached(v)
+        assert_detached(raw)
+    finally:
+        safely(v.teardown, raw.teardown, lambda: tool("umount", tmpfs))
+    return "%d unstages elsewhere: all OK" % len(answers)
 
 
 def entries(root):
@@ -1237,5 +1438,8 @@ if __name__ == "__main__":
          test_full_pool_under_a_thin_volume,
          test_node_info_and_capabilities,
          test_kill9_mid_stage_and_mid_publish, test_kill9_during_mkfs_leaves_no_mkfs,
+         test_kill9_during_mkfs_xfs_never_wedges, test_kill9_during_mkfs_ext4_never_wedges,
+         test_raw_stage_takes_the_mark_of_a_half_made_filesystem,
+         test_unstage_where_not_staged_is_ok,
          test_volume_mount_group, test_delete_refused_while_staged,
          test_two_processes_stage_never_races_delete])

@@ -373,6 +373,45 @@ static void test_xfs(void)
 	is_int(loop_detach(dev), 0, "detach");
 }
 
+/* A filesystem made with a given UUID shows it to the probe; a wipe leaves the device blank for
+ * a plain mkfs again; a bad UUID never reaches mkfs. */
+static void test_uuid_and_wipe(void)
+{
+	_cleanup_free_ char *dev = scratch_loop("wipe.img", 320 * MiB, NULL);
+	_cleanup_free_ char *err = NULL, *t = NULL, *uuid = NULL;
+	const char *id = "6f1d2c3b-4a59-4e8d-9c7b-1a2b3c4d5e6f";
+
+	ok(blockfs_uuid_valid(id), "a UUID is valid");
+	ok(!blockfs_uuid_valid("6f1d2c3b-4a59-4e8d-9c7b-1a2b3c4d5e6") &&
+		   !blockfs_uuid_valid("6f1d2c3b04a59-4e8d-9c7b-1a2b3c4d5e6f") &&
+		   !blockfs_uuid_valid("6f1d2c3b-4a59-4e8d-9c7b-1a2b3c4d5e6g") &&
+		   !blockfs_uuid_valid(""),
+	   "short, misplaced dash, not hex, empty: not UUIDs");
+	is_int(blockfs_probe_uuid(dev, &uuid), 0, "the UUID of a blank device");
+	is_str(uuid, "", "none");
+	free(TAKE_PTR(uuid));
+	BlockfsMkfsOptions o = {.uuid = "-L evil"};
+	is_int(blockfs_mkfs(dev, "xfs", &o, &err), -EINVAL, "a uuid that is not one");
+	ok(contains(err, "uuid '-L evil' is not a UUID"), "message: %s", err ?: "(none)");
+	free(TAKE_PTR(err));
+
+	const char *types[] = {"xfs", "ext4"};
+	for (size_t i = 0; i < ELEMENTSOF(types); i++) {
+		o = (BlockfsMkfsOptions){.uuid = id};
+		is_int(blockfs_mkfs(dev, types[i], &o, &err), 0, "mkfs.%s with a UUID (%s)",
+		       types[i], err ?: "");
+		is_int(blockfs_probe_uuid(dev, &uuid), 0, "probe its UUID");
+		is_str(uuid, id, "the one mkfs was given");
+		free(TAKE_PTR(uuid));
+		is_int(blockfs_wipe(dev), 0, "wipe it");
+		t = probe(dev);
+		is_str(t, "", "blank again");
+		free(TAKE_PTR(t));
+	}
+	is_int(blockfs_wipe("/nonexistent/dev"), -ENOENT, "wipe a missing device");
+	is_int(loop_detach(dev), 0, "detach");
+}
+
 /* The bytes a file really holds on disk. */
 static uint64_t allocated(const char *path)
 {
@@ -431,6 +470,7 @@ int main(void)
 	test_fsck();
 	test_resize_ext4();
 	test_xfs();
+	test_uuid_and_wipe();
 	test_trim();
 
 	is_int(loop_list_for_dir(scratch, &l, &n), 0, "final list");

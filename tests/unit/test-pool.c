@@ -485,7 +485,7 @@ typedef struct Saver {
 static void *save_use(void *arg)
 {
 	Saver *s = arg;
-	s->r = pool_volume_use_save(s->p, s->id, s->u);
+	s->r = pool_volume_use_save(s->p, s->id, s->u, false);
 	return NULL;
 }
 
@@ -564,6 +564,73 @@ static void test_use_records(void)
 	pool_close(other);
 }
 
+/* A "started" mark of the node service's mkfs stays in node.json when nothing is staged any
+ * more, outlives the boot that voids the rest of the record, is no problem for pool check,
+ * and does not keep the volume from being deleted; a "done" one goes with the record. */
+static void test_mkfs_mark(void)
+{
+	new_pool("mark");
+	Pool *p = open_pool(0);
+	NodeUse u, loaded = {};
+	PoolCheckReport report;
+	PoolVolumeFound found = {};
+	size_t len;
+	int lock = -EBADF;
+
+	create(p, "marked", MIB);
+	const char *id = id_of("marked");
+	_cleanup_free_ char *use = xasprintf("volumes/%s/node.json", id);
+	_cleanup_free_ char *use_path = path_in(use);
+	const char *uuid = "0b3c2f4e-8d6a-4e1f-9a7b-5c4d3e2f1a0b";
+	is_int(pool_volume_use_lock(p, id, &lock), 0, "take the node lock");
+	use_record(&u, "/var/lib/kubelet/plugins/staging/marked");
+	node_use_set_mkfs(&u, NODE_MKFS_STARTED, "xfs", uuid);
+	is_int(pool_volume_use_save(p, id, &u, true), 0, "the stage marks its mkfs started");
+	is_int(pool_volume_use_load(p, id, &loaded), 0, "loaded");
+	ok(loaded.mkfs == NODE_MKFS_STARTED && strcmp(loaded.mkfs_fstype, "xfs") == 0 &&
+		   strcmp(loaded.mkfs_uuid, uuid) == 0,
+	   "with the mark: started, xfs, its UUID");
+	node_use_done(&loaded);
+
+	/* Unstaged before mkfs finished: the record holds only the mark, and stays. */
+	free(u.staging.path);
+	free(u.fstype);
+	u.staging = (NodeTarget){};
+	u.fstype = NULL;
+	is_int(pool_volume_use_save(p, id, &u, false), 0, "unstaged, mkfs started");
+	ok(access(use_path, F_OK) == 0, "node.json stays for the mark");
+	is_int(pool_volume_use_load(p, id, &loaded), 0, "loaded");
+	ok(loaded.mkfs == NODE_MKFS_STARTED && !loaded.staging.path && node_use_empty(&loaded),
+	   "started, nothing staged");
+	node_use_done(&loaded);
+
+	/* A mark "done" says no more than none: it goes with the rest. */
+	node_use_set_mkfs(&u, NODE_MKFS_DONE, "xfs", uuid);
+	is_int(pool_volume_use_save(p, id, &u, true), 0, "unstaged, mkfs done");
+	ok(access(use_path, F_OK) < 0 && errno == ENOENT, "node.json is gone");
+
+	/* Another boot: where it was staged is void, the mark is not. */
+	use_record(&loaded, "/var/lib/kubelet/plugins/staging/marked");
+	node_use_set_mkfs(&loaded, NODE_MKFS_STARTED, "ext4", uuid);
+	_cleanup_free_ char *text = node_use_to_json(&loaded, "another-boot", &len);
+	node_use_done(&loaded);
+	write_text(use, text);
+	is_int(pool_volume_use_load(p, id, &loaded), 0, "a record of another boot loads");
+	ok(!loaded.staging.path && !loaded.node && loaded.mkfs == NODE_MKFS_STARTED &&
+		   strcmp(loaded.mkfs_fstype, "ext4") == 0 && strcmp(loaded.mkfs_uuid, uuid) == 0,
+	   "with its mark only");
+	node_use_done(&loaded);
+	pool_unlock(lock);
+
+	is_int(pool_check(dir, &report), 0, "check");
+	is_int(report.n_items, 0, "a marked node.json is no problem");
+	pool_check_report_done(&report);
+	is_int(pool_volume_delete(p, id, &found), 0, "a volume with only a mark is deleted");
+	pool_volume_found_done(&found);
+	node_use_done(&u);
+	pool_close(p);
+}
+
 typedef struct Deleter {
 	Pool *p;
 	const char *id;
@@ -606,7 +673,7 @@ static void test_delete_staged(void)
 	usleep(300 * 1000);
 	ok(!__atomic_load_n(&d.done, __ATOMIC_SEQ_CST), "the delete waits for it");
 	use_record(&u, staging);
-	is_int(pool_volume_use_save(node, id, &u), 0, "the stage records where");
+	is_int(pool_volume_use_save(node, id, &u, false), 0, "the stage records where");
 	is_int(loop_attach(data, NULL, &dev), 0, "and attaches a loop device");
 	pool_unlock(lock);
 	pthread_join(th, NULL);
@@ -632,7 +699,7 @@ static void test_delete_staged(void)
 	is_int(loop_detach(dev), 0, "unstaged: the loop device is detached");
 	node_use_done(&u);
 	u = (NodeUse){};
-	is_int(pool_volume_use_save(node, id, &u), 0, "and the record cleared");
+	is_int(pool_volume_use_save(node, id, &u, false), 0, "and the record cleared");
 
 	/* A stage that waits for the node lock while the volume is deleted finds it gone. */
 	pthread_create(&th, NULL, delete_volume, &d);
@@ -710,6 +777,7 @@ int main(void)
 	test_node_devices();
 	test_temporaries();
 	test_use_records();
+	test_mkfs_mark();
 	test_delete_staged();
 	test_use_lock_after_recreate();
 	return tap_done();

@@ -228,12 +228,12 @@ static int ebs_use_load(void *userdata, const char *id, NodeUse *ret)
 	return 0;
 }
 
-static int ebs_use_save(void *userdata, const char *id, const NodeUse *u)
+static int ebs_use_save(void *userdata, const char *id, const NodeUse *u, bool durable)
 {
 	EbsNode *n = userdata;
 	_cleanup_free_ char *name = record_name(id, "json");
 
-	return node_use_save_at(n->tmp_fd, n->volumes_fd, name, n->boot_id, u);
+	return node_use_save_at(n->tmp_fd, n->volumes_fd, name, n->boot_id, u, durable);
 }
 
 /* ---- devices ---- */

@@ -157,9 +157,9 @@ static int pool_use_load(void *userdata, const char *id, NodeUse *ret)
 	return pool_volume_use_load(userdata, id, ret);
 }
 
-static int pool_use_save(void *userdata, const char *id, const NodeUse *u)
+static int pool_use_save(void *userdata, const char *id, const NodeUse *u, bool durable)
 {
-	return pool_volume_use_save(userdata, id, u);
+	return pool_volume_use_save(userdata, id, u, durable);
 }
 
 static const BlockNodeOps pool_node_ops = {

@@ -43,13 +43,13 @@ int pool_volume_use_load(Pool *p, const char *id, NodeUse *ret)
 /* Written through tmp/ like every record of the pool: any temporary a crash leaves is where the
  * pool's recovery looks. On a full filesystem with the reserve, so that a volume can still be
  * unpublished and unstaged there. */
-int pool_volume_use_save(Pool *p, const char *id, const NodeUse *u)
+int pool_volume_use_save(Pool *p, const char *id, const NodeUse *u, bool durable)
 {
 	_cleanup_close_ int dir = pool_volume_dir_open(p, id);
 	if (dir < 0)
 		return dir;
-	int r = node_use_save_at(p->tmp_fd, dir, USE_FILE, p->boot_id, u);
+	int r = node_use_save_at(p->tmp_fd, dir, USE_FILE, p->boot_id, u, durable);
 	if (r == -ENOSPC && pool_reserve_release(p))
-		r = node_use_save_at(p->tmp_fd, dir, USE_FILE, p->boot_id, u);
+		r = node_use_save_at(p->tmp_fd, dir, USE_FILE, p->boot_id, u, durable);
 	return r;
 }

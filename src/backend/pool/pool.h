@@ -287,11 +287,13 @@ void pool_node_free(PoolNode *n);
  * no such volume (also when it was deleted, or deleted and made again, while we waited). Whoever
  * holds both takes the volume's lock (pool_volume_lock()) first, as pool_volume_delete() does. */
 int pool_volume_use_lock(Pool *p, const char *id, int *ret_lock_fd);
-/* Loads the record; an absent or void one loads empty. Hold the node lock. */
+/* Loads the record; an absent one loads empty, a void one (another boot's) with its mkfs mark
+ * only. Hold the node lock. */
 int pool_volume_use_load(Pool *p, const char *id, NodeUse *ret);
-/* Writes the record (removes it when empty). Atomic, not synced: it describes the running
- * machine. Hold the node lock. */
-int pool_volume_use_save(Pool *p, const char *id, const NodeUse *u);
+/* Writes the record (removes it when empty and not marked "started"). Atomic; synced only when
+ * durable (a change of the mkfs mark): the rest describes the running machine. Hold the node
+ * lock. */
+int pool_volume_use_save(Pool *p, const char *id, const NodeUse *u, bool durable);
 
 /* A device name a volume holds on a node. */
 typedef struct PoolNodeDevice {
