@@ -116,6 +116,7 @@ typedef struct BackendDeleted {
 	bool damaged;	  /* its record was damaged */
 	char *name;	  /* its name; NULL when unknown */
 	size_t n_members; /* delete_group: the snapshots that went with it */
+	char *leftover;	  /* gone, but this of its storage is left, and why (for a warning) */
 } BackendDeleted;
 
 void backend_deleted_done(BackendDeleted *d);

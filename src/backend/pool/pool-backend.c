@@ -19,6 +19,15 @@ static int fail(char **ret_error, int err, char *message)
 	return err;
 }
 
+char *pool_leftover(Pool *p, const char *why)
+{
+	if (!why)
+		return NULL;
+	return xasprintf("its files could not all be removed and stay in pool %s: %s, then run "
+			 "volplugctl pool check --repair %s (volplugd does at its next start)",
+			 pool_path(p), why, pool_path(p));
+}
+
 static int pool_probe_op(Backend *b, char **ret_error)
 {
 	int r = pool_probe(pool_of(b)->pool);

@@ -61,6 +61,10 @@ static inline int pool_backend_id_find(const PoolBackend *pb, PoolIdKind kind, c
 	return e == -EXDEV ? -ENOENT : e;
 }
 
+/* What a delete says it left in the pool's tmp/ (why: pool_volume_delete()'s found->why),
+ * for BackendDeleted.leftover; NULL when nothing. Caller frees. */
+char *pool_leftover(Pool *p, const char *why);
+
 /* The operations, with backend.h's contracts. */
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error);

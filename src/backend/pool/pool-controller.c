@@ -382,6 +382,11 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 		e = 0;
 	} else if (e == -ENOTEMPTY)
 		e = delete_refused(ret_error, r->id, &found);
+	else if (e == -EPERM && found.why)
+		e = errorf(ret_error, -ENOTEMPTY,
+			   "volume %s cannot be deleted (nothing was removed): pool %s: %s, then "
+			   "delete it again",
+			   r->id, pool_path(pool_of(b)->pool), found.why);
 	else if (e < 0)
 		e = errorf(ret_error, e, "deleting volume %s failed: %s", r->id, strerror(-e));
 	else
@@ -389,6 +394,7 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 			.found = true,
 			.damaged = !found.name,
 			.name = TAKE_PTR(found.name),
+			.leftover = pool_leftover(pool_of(b)->pool, found.why),
 		};
 	pool_volume_found_done(&found);
 	return e;

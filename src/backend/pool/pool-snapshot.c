@@ -110,10 +110,16 @@ int pool_backend_delete_snapshot(Backend *b, const BackendRef *r, BackendDeleted
 		return errorf(ret_error, -ENOTEMPTY,
 			      "snapshot %s belongs to group snapshot %s: delete the group", r->id,
 			      strmap_get(&s->params, GROUP_KEY));
-	e = pool_snapshot_delete(pool, local);
+	_cleanup_free_ char *why = NULL;
+	e = pool_snapshot_delete(pool, local, &why);
+	if (e == -EPERM && why)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "snapshot %s cannot be deleted (nothing was removed): pool %s: %s, "
+			      "then delete it again",
+			      r->id, pool_path(pool), why);
 	if (e < 0 && e != -ENOENT)
 		return errorf(ret_error, e, "deleting snapshot %s failed: %s", r->id, strerror(-e));
-	*ret = (BackendDeleted){.found = e == 0};
+	*ret = (BackendDeleted){.found = e == 0, .leftover = pool_leftover(pool, why)};
 	return 0;
 }
 
@@ -365,15 +371,18 @@ int pool_backend_delete_group(Backend *b, const BackendGroupRequest *r, BackendD
 	if ((e = group_members_check(ret_error, pb, g, r)) < 0)
 		return e;
 	for (size_t i = 0; i < g->n_snapshots; i++) {
-		e = pool_snapshot_delete(pool, g->snapshot_ids[i]);
+		_cleanup_free_ char *why = NULL;
+		e = pool_snapshot_delete(pool, g->snapshot_ids[i], &why);
 		if (e < 0 && e != -ENOENT)
-			return errorf(ret_error, e, "deleting snapshot %s of group %s failed: %s",
-				      g->snapshot_ids[i], g->id, strerror(-e));
+			return errorf(ret_error, e == -EPERM ? -ENOTEMPTY : e,
+				      "deleting snapshot %s of group %s failed: %s",
+				      g->snapshot_ids[i], g->id, why ?: strerror(-e));
 	}
-	e = pool_group_delete(pool, g->id);
+	_cleanup_free_ char *why = NULL;
+	e = pool_group_delete(pool, g->id, &why);
 	if (e < 0 && e != -ENOENT)
-		return errorf(ret_error, e, "deleting group snapshot %s failed: %s", g->id,
-			      strerror(-e));
+		return errorf(ret_error, e == -EPERM ? -ENOTEMPTY : e,
+			      "deleting group snapshot %s failed: %s", g->id, why ?: strerror(-e));
 	*ret = (BackendDeleted){
 		.found = true,
 		.name = xstrdup(g->name ?: ""),

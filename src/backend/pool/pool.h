@@ -199,6 +199,9 @@ typedef struct PoolVolumeFound {
 	char *node;
 	char *device;
 	char *staging_path;
+	/* With -EPERM: what in its directory cannot be removed (nothing was); with 0: what of its
+	 * files is left in tmp/ (the volume is gone; a repair removes them once they can be). */
+	char *why;
 } PoolVolumeFound;
 
 void pool_volume_found_done(PoolVolumeFound *f);
@@ -206,9 +209,10 @@ void pool_volume_found_done(PoolVolumeFound *f);
 /* Removes a volume unless something uses it, deciding both under one hold of its lock and its
  * node lock (in that order, as pool_volume_use_lock() callers must), kept until the volume is
  * renamed away: a publish or a stage from any process comes before or after, never between. 0,
- * -ENOENT when there was none, -ENOTEMPTY when it is published or staged on this machine.
- * *found (zeroed by the caller; free it with pool_volume_found_done()) says what the volume was,
- * and what uses it. A volume whose metadata is damaged can be removed too. Blocks. */
+ * -ENOENT when there was none, -ENOTEMPTY when it is published or staged on this machine,
+ * -EPERM when its files cannot all be removed (found->why says which; nothing changed). *found
+ * (zeroed by the caller; free it with pool_volume_found_done()) says what the volume was, and
+ * what uses it. A volume whose metadata is damaged can be removed too. Blocks. */
 int pool_volume_delete(Pool *p, const char *id, PoolVolumeFound *found);
 
 /* Locks a volume against other writers (threads and processes) until pool_unlock(): -ENOENT
@@ -238,7 +242,9 @@ void pool_volume_freep(PoolVolume **v);
 int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 			 CopyMethod *ret_method);
 int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret);
-int pool_snapshot_delete(Pool *p, const char *id);
+/* delete: -EPERM when its files cannot all be removed, *ret_why (NULL'ed by the caller) saying
+ * which (nothing changed); 0 with *ret_why set: gone, but that is left in tmp/. */
+int pool_snapshot_delete(Pool *p, const char *id, char **ret_why);
 int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n);
 void pool_snapshot_free(PoolSnapshot *s);
 void pool_snapshot_freep(PoolSnapshot **s);
@@ -248,7 +254,7 @@ bool pool_group_id_valid(const char *id);
 void pool_group_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 int pool_group_create(Pool *p, const PoolGroup *spec); /* -EEXIST when the ID exists */
 int pool_group_load(Pool *p, const char *id, PoolGroup **ret);
-int pool_group_delete(Pool *p, const char *id);
+int pool_group_delete(Pool *p, const char *id, char **ret_why); /* as pool_snapshot_delete() */
 void pool_group_free(PoolGroup *g);
 void pool_group_freep(PoolGroup **g);
 
