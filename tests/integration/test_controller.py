@@ -1223,6 +1223,46 @@ def test_leftovers_that_cannot_be_removed_are_counted_honestly(ctx):
     assert_pool_clean(d.pool, volumes=0)
 
 
+def test_a_lost_pool_is_not_made_again_quietly(ctx):
+    """The first start makes the pool and records it beside it; a start that finds the
+    directory absent or empty where the record says a pool was refuses, saying so, and changes
+    nothing; --pool-init makes a new, empty pool there. A directory that holds files but no
+    pool is not made one by --pool-init."""
+    d = ctx.daemon()
+    vid = create(d, "pvc-lost", MIB).volume_id
+    d.stop()
+    record = os.path.join(os.path.dirname(d.pool), "." + os.path.basename(d.pool) + ".volplug")
+    assert os.path.isfile(record), os.listdir(os.path.dirname(d.pool))
+    subprocess.run(["rm", "-rf", d.pool], check=True)
+    for state in ("absent", "empty"):
+        if state == "empty":
+            os.mkdir(d.pool)
+        d.start(wait=False)
+        assert d.proc.wait(10) == 2, state
+        want = ("volplugd: --pool %s: the pool is gone: the directory is absent or holds no pool, "
+                "but %s says volplugd made a pool there. Its volumes are lost, or the filesystem "
+                "holding them is not mounted: mount it back; to start over with a new, empty pool "
+                "there, start volplugd with --pool-init" % (d.pool, record))
+        assert want in d.logs(), d.logs()
+        assert (os.listdir(d.pool) == []) if state == "empty" else not os.path.exists(d.pool)
+    with open(os.path.join(d.pool, "notes.txt"), "w") as f:
+        f.write("someone's\n")
+    d.args += ["--pool-init"]
+    d.start(wait=False)
+    assert d.proc.wait(10) == 2
+    assert ("--pool %s --pool-init: it holds files but no pool: a new pool is made in an absent "
+            "or empty directory only" % d.pool) in d.logs(), d.logs()
+    assert os.listdir(d.pool) == ["notes.txt"], "nothing made beside the files"
+    os.unlink(os.path.join(d.pool, "notes.txt"))
+    d.start()
+    assert list(d.call("ListVolumes").entries) == []
+    d.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=vid)
+    d.stop()
+    d.args.remove("--pool-init")
+    d.start()  # a pool again: opened as any
+    assert create(d, "pvc-lost", MIB).volume_id == vid, "the name made again, in the new pool"
+
+
 if __name__ == "__main__":
     run([test_create_delete_lifecycle, test_create_is_idempotent_other_arguments_already_exist,
          test_bad_names_ids_and_parameters, test_capacity_range, test_topology, test_pool_capacity,
@@ -1239,4 +1279,5 @@ if __name__ == "__main__":
          test_damaged_volume_is_listed_counted_and_deletable,
          test_damaged_volume_with_a_loop_device_is_not_deleted,
          test_delete_that_cannot_finish_says_so,
-         test_leftovers_that_cannot_be_removed_are_counted_honestly])
+         test_leftovers_that_cannot_be_removed_are_counted_honestly,
+         test_a_lost_pool_is_not_made_again_quietly])

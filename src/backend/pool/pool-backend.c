@@ -325,6 +325,19 @@ static void segment_make(PoolBackend *pb, const BackendConfig *config)
 
 static char *open_error(const BackendConfig *config, int r)
 {
+	_cleanup_free_ char *record = pool_record_path(config->pool_path);
+
+	if (r == -ENOMEDIUM)
+		return xasprintf("--pool %s: the pool is gone: the directory is absent or holds no "
+				 "pool, but %s says volplugd made a pool there. Its volumes are "
+				 "lost, or the filesystem holding them is not mounted: mount it "
+				 "back; to start over with a new, empty pool there, start "
+				 "volplugd with --pool-init",
+				 config->pool_path, record);
+	if (r == -ENOTEMPTY)
+		return xasprintf("--pool %s --pool-init: it holds files but no pool: a new pool is "
+				 "made in an absent or empty directory only",
+				 config->pool_path);
 	if (r != -EXDEV)
 		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
 				 strerror(-r));
@@ -365,6 +378,7 @@ BACKEND_NEW(pool)
 		.zone = config->zone,
 		.node_id = config->node_id,
 		.overprovision = config->overprovision,
+		.init = config->pool_init,
 	};
 	PoolBackend *pb = xnew0(PoolBackend, 1);
 	int r;

@@ -66,6 +66,13 @@ void pool_lock_release(Pool *p);
  * errno and *ret_why (NULL'ed by the caller) naming it. Takes the pool lock. */
 int pool_tmp_clean(Pool *p, const char *name, char **ret_why);
 
+/* Whether a pool may be opened or made at path (pool-record.c): 0; -ENOMEDIUM when the
+ * directory is absent or empty (or holds no pool) and the record beside it says a pool was
+ * there, unless init; -ENOTEMPTY with init when it holds files but no pool. */
+int pool_place_check(const char *path, bool init);
+/* Records beside the pool at path that a pool is there, once (failures only logged). */
+void pool_record_write(const char *path);
+
 /* Whether dir_fd/name, an object's directory or an entry of tmp/ (where: its parent's path in
  * the pool, "volumes" or "tmp", for messages), can be removed whole: only the pool's names in
  * it (meta.json, data, node.json, node.lock, temporaries of atomic writes; below a directory in

@@ -397,8 +397,9 @@ static int open_subdir(int dir_fd, const char *name)
 /* The pinned pool directory, laid out unless it must hold a pool already. */
 static int pool_dir_open(const PoolConfig *config)
 {
-	int r;
-
+	int r = config->existing ? 0 : pool_place_check(config->path, config->init);
+	if (r < 0)
+		return r;
 	if (!config->existing && mkdir(config->path, 0700) < 0 && errno != EEXIST)
 		return negative_errno();
 	_cleanup_close_ int fd = open(config->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -410,6 +411,8 @@ static int pool_dir_open(const PoolConfig *config)
 		return -ENOENT;
 	if ((r = pool_layout(fd)) < 0)
 		return r;
+	if (!config->existing)
+		pool_record_write(config->path);
 	return TAKE_FD(fd);
 }
 

@@ -36,6 +36,9 @@ typedef struct PoolConfig {
 	const char *zone;    /* topology zone of this pool */
 	const char *node_id; /* the node it serves (recorded at first use); NULL: not checked */
 	bool existing;	     /* refuse (-ENOENT) a directory that holds no pool yet */
+	/* Make a new pool in an absent or empty directory although the record beside it
+	 * (pool_record_path()) says a pool was there; without it that is -ENOMEDIUM. */
+	bool init;
 	/* Volumes and snapshots may be provisioned up to capacity x this (thin provisioning
 	 * beyond 1: their data files are sparse); 0: 1, every byte provisioned is there. */
 	double overprovision;
@@ -97,9 +100,13 @@ int pool_open(const PoolConfig *config, Pool **ret);
 
 /* The node recorded in the pool at path (POOL/node), or NULL when none is. Caller frees. */
 char *pool_recorded_node(const char *path);
+/* Where the record that a pool is at path is kept: PARENT/.NAME.volplug, beside it (NULL for
+ * a path without a last component). Caller frees. */
+char *pool_record_path(const char *path);
 void pool_close(Pool *p);
 
-/* 0 when the pool can serve requests now, else a negative errno (directory gone, read-only). */
+/* 0 when the pool can serve requests now, else a negative errno: -ENOMEDIUM when its directory
+ * is gone (removed, or its path leads elsewhere now), -EROFS read-only. */
 int pool_probe(Pool *p);
 
 const char *pool_path(const Pool *p);
