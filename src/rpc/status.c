@@ -21,6 +21,8 @@ static const struct {
 	{EALREADY, GRPC_STATUS_ABORTED},
 	{ENOTEMPTY, GRPC_STATUS_FAILED_PRECONDITION},
 	{EROFS, GRPC_STATUS_FAILED_PRECONDITION},
+	/* The pool's directory is gone from under the daemon. */
+	{ENOMEDIUM, GRPC_STATUS_FAILED_PRECONDITION},
 	/* A Flexvolume driver that is not usable (its init failed). */
 	{ENOEXEC, GRPC_STATUS_FAILED_PRECONDITION},
 	{EMLINK, GRPC_STATUS_RESOURCE_EXHAUSTED},

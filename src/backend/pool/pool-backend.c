@@ -28,14 +28,27 @@ char *pool_leftover(Pool *p, const char *why)
 			 pool_path(p), why, pool_path(p));
 }
 
+int pool_backend_usable(PoolBackend *pb, char **ret_error)
+{
+	int r = pool_probe(pb->pool);
+	if (r == -ENOMEDIUM)
+		return fail(
+			ret_error, r,
+			xasprintf("pool %s is not usable: it is gone: the directory volplugd "
+				  "opened was removed or replaced while it served it, and the "
+				  "records of its volumes with it (a restarted volplugd refuses "
+				  "the path until started with --pool-init)",
+				  pool_path(pb->pool)));
+	if (r < 0)
+		return fail(
+			ret_error, r,
+			xasprintf("pool %s is not usable: %s", pool_path(pb->pool), strerror(-r)));
+	return 0;
+}
+
 static int pool_probe_op(Backend *b, char **ret_error)
 {
-	int r = pool_probe(pool_of(b)->pool);
-	if (r < 0)
-		return fail(ret_error, r,
-			    xasprintf("pool %s is not usable: %s", pool_path(pool_of(b)->pool),
-				      strerror(-r)));
-	return 0;
+	return pool_backend_usable(pool_of(b), ret_error);
 }
 
 /* The access modes pool volumes serve: one node, or many that only read. */

@@ -65,6 +65,10 @@ static inline int pool_backend_id_find(const PoolBackend *pb, PoolIdKind kind, c
  * for BackendDeleted.leftover; NULL when nothing. Caller frees. */
 char *pool_leftover(Pool *p, const char *why);
 
+/* 0 while the pool's directory is the one opened, else -ENOMEDIUM with *ret_error saying the
+ * pool is gone (what a call that needs the pool answers: FAILED_PRECONDITION). */
+int pool_backend_usable(PoolBackend *pb, char **ret_error);
+
 /* The operations, with backend.h's contracts. */
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error);

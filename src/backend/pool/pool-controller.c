@@ -107,7 +107,7 @@ int pool_backend_get_volume(Backend *b, const BackendRef *r, BackendVolume *ret,
 
 	int e = pool_backend_id_find(pool_of(b), POOL_ID_VOLUME, "volume_id", r->id, local,
 				     ret_error);
-	if (e < 0)
+	if (e < 0 || (e = pool_backend_usable(pool_of(b), ret_error)) < 0)
 		return e;
 	_cleanup_free_ char *full = pool_space_full_condition(pool_of(b)->pool);
 	if (volume_get(pool_of(b), local, full, ret) < 0)
@@ -125,7 +125,7 @@ int pool_backend_list_volumes(Backend *b, const BackendListRequest *r, BackendVo
 
 	int e = pool_page_token_check(r->starting_token, pool_volume_id_valid, "ListVolumes",
 				      ret_error);
-	if (e < 0)
+	if (e < 0 || (e = pool_backend_usable(pb, ret_error)) < 0)
 		return e;
 	if ((e = pool_volume_list(pb->pool, &ids, &n)) < 0)
 		return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
@@ -149,8 +149,12 @@ int pool_backend_get_capacity(Backend *b, const BackendCapacityRequest *r, Backe
 	uint64_t total, available, largest;
 	const char *key;
 
+	_cleanup_free_ char *gone = NULL;
+
 	(void)ret_error;
 	pool_capacity(pb->pool, &total, &available);
+	if (pool_backend_usable(pb, &gone) < 0)
+		available = 0; /* nothing can be made in it */
 	/* A segment is this node, or holds nothing of this pool. */
 	if (r->topology &&
 	    backend_topology_fit(&pb->segment, r->topology, &key) != BACKEND_TOPOLOGY_FITS)
@@ -302,8 +306,10 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	CopyMethod method;
 	char source[POOL_ID_MAX] = "";
 
-	int e = create_check_topology(pb, r, ret_error);
+	int e = pool_backend_usable(pb, ret_error);
 	if (e < 0)
+		return e;
+	if ((e = create_check_topology(pb, r, ret_error)) < 0)
 		return e;
 	if (r->params->encrypted)
 		/* A pool volume is a plain file: saying yes would be a lie about the data. */
@@ -374,6 +380,9 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 		*ret = (BackendDeleted){}; /* no volume of ours: already gone */
 		return 0;
 	}
+	/* Without its pool nothing says whether the volume is gone. */
+	if ((e = pool_backend_usable(pool_of(b), ret_error)) < 0)
+		return e;
 	/* "Is it in use?" and the removal are one decision of the pool, under one hold of the
 	 * volume's lock: a publish from any process comes before or after, never between. */
 	e = pool_volume_delete(pool_of(b)->pool, local, &found);
@@ -465,7 +474,7 @@ int pool_backend_change_volume(Backend *b, const BackendChange *r, BackendChange
 
 	int e = pool_backend_id_find(pool_of(b), POOL_ID_VOLUME, "volume_id", r->volume_id, local,
 				     ret_error);
-	if (e < 0)
+	if (e < 0 || (e = pool_backend_usable(pool_of(b), ret_error)) < 0)
 		return e;
 	if ((e = pool_volume_lock(pool, local, &lock)) < 0)
 		return errorf(ret_error, e, "volume %s not found", r->volume_id);

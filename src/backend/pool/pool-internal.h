@@ -21,7 +21,8 @@
 
 struct Pool {
 	char *path;
-	int dir_fd; /* pinned pool directory */
+	char *real_path; /* path made absolute without symlinks at open; NULL if it could not be */
+	int dir_fd;	 /* pinned pool directory */
 	int volumes_fd, snapshots_fd, groups_fd, nodes_fd, tmp_fd;
 	int ledger_fd;
 	char *zone;

@@ -56,13 +56,16 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 	char local[POOL_ID_MAX];
 	CopyMethod method;
 
+	int e = pool_backend_usable(pb, ret_error);
+	if (e < 0)
+		return e;
 	pool_snapshot_id_for_name(r->name, spec.id);
 	if (pool_snapshot_load(pool, spec.id, &existing) == 0) {
 		snapshot_to_backend(existing, ret);
 		return -EEXIST;
 	}
-	int e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id,
-				     local, ret_error);
+	e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id, local,
+				 ret_error);
 	if (e < 0)
 		return e;
 	if (pool_volume_load(pool, local, &source) < 0)
@@ -106,6 +109,8 @@ int pool_backend_delete_snapshot(Backend *b, const BackendRef *r, BackendDeleted
 		*ret = (BackendDeleted){};
 		return 0;
 	}
+	if ((e = pool_backend_usable(pool_of(b), ret_error)) < 0)
+		return e;
 	if (pool_snapshot_load(pool, local, &s) == 0 && strmap_get(&s->params, GROUP_KEY))
 		return errorf(ret_error, -ENOTEMPTY,
 			      "snapshot %s belongs to group snapshot %s: delete the group", r->id,
@@ -131,7 +136,7 @@ int pool_backend_get_snapshot(Backend *b, const BackendRef *r, BackendSnapshot *
 
 	int e = pool_backend_id_find(pool_of(b), POOL_ID_SNAPSHOT, "snapshot_id", r->id, local,
 				     ret_error);
-	if (e < 0)
+	if (e < 0 || (e = pool_backend_usable(pool_of(b), ret_error)) < 0)
 		return e;
 	if (pool_snapshot_load(pool_of(b)->pool, local, &s) < 0)
 		return errorf(ret_error, -ENOENT, "snapshot_id: snapshot %s not found", r->id);
@@ -185,7 +190,8 @@ int pool_backend_list_snapshots(Backend *b, const BackendListRequest *r, Backend
 
 	int e = pool_page_token_check(r->starting_token, pool_snapshot_id_valid, "ListSnapshots",
 				      ret_error);
-	if (e < 0 || (e = list_ids(pb, r, &ids, &n, ret_error)) < 0)
+	if (e < 0 || (e = pool_backend_usable(pb, ret_error)) < 0 ||
+	    (e = list_ids(pb, r, &ids, &n, ret_error)) < 0)
 		return e;
 	size_t i = pool_page_start(ids, n, r->starting_token);
 	size_t max = r->max_entries ?: POOL_LIST_MAX_DEFAULT;

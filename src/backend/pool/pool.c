@@ -473,6 +473,7 @@ int pool_open(const PoolConfig *config, Pool **ret)
 	p->volumes_fd = p->snapshots_fd = p->groups_fd = p->nodes_fd = p->tmp_fd = -EBADF;
 	p->ledger_fd = -EBADF;
 	p->path = xstrdup(config->path);
+	p->real_path = realpath(config->path, NULL);
 	p->dir_fd = fd;
 	p->zone = xstrdup(config->zone ?: "local");
 	p->boot_id = node_use_boot_id();
@@ -514,6 +515,7 @@ void pool_close(Pool *p)
 	pthread_mutex_destroy(&p->lock);
 	strv_free(p->recovered);
 	free(p->path);
+	free(p->real_path);
 	free(p->zone);
 	free(p->boot_id);
 	free(p);
@@ -522,14 +524,18 @@ void pool_close(Pool *p)
 int pool_probe(Pool *p)
 {
 	struct statvfs sv;
-	struct stat st;
+	struct stat st, there;
 
 	if (fstat(p->dir_fd, &st) < 0)
 		return negative_errno();
 	if (st.st_nlink == 0)
-		return -ENOENT; /* the directory was removed under us */
+		return -ENOMEDIUM; /* the directory was removed under us */
+	/* Its path leads elsewhere now (removed and made again, moved, a mount over it): the
+	 * pool's paths (a data file's, for a loop device) no longer reach it. */
+	if (stat(p->path, &there) < 0 || there.st_ino != st.st_ino || there.st_dev != st.st_dev)
+		return -ENOMEDIUM;
 	if (fstatat(p->volumes_fd, ".", &st, 0) < 0 || st.st_nlink == 0)
-		return -ENOENT;
+		return -ENOMEDIUM;
 	if (fstatvfs(p->dir_fd, &sv) < 0)
 		return negative_errno();
 	if (sv.f_flag & ST_RDONLY)
