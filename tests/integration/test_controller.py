@@ -1223,6 +1223,41 @@ def test_leftovers_that_cannot_be_removed_are_counted_honestly(ctx):
     assert_pool_clean(d.pool, volumes=0)
 
 
+def test_delete_that_stops_half_way_says_what_is_left(ctx):
+    """A file made immutable after the delete checked the volume (between the check and the
+    removal): the volume is gone and DeleteVolume answers OK, and the log warns naming what
+    stays in tmp/ and what to do, rather than "deleted" alone; pool check counts it until a
+    repair can remove it."""
+    if not is_root():
+        raise Skip("needs root (chattr)")
+    d = ctx.daemon(env={"VOLPLUG_FAILPOINTS": "pool-delete-after-check=sleep(1s)"})
+    vid = create(d, "pvc-half", MIB).volume_id
+    data = data_path(d.pool, vid)
+    t, result = in_background(d.call, "DeleteVolume", volume_id=vid)
+    time.sleep(0.3)  # checked: now waiting at the failpoint
+    if not chattr("+i", data):
+        t.join()
+        raise Skip("chattr +i does not work on %s" % ctx.tmp)
+    t.join()
+    assert "error" not in result, result["error"]
+    left = listdir(d.pool, "tmp")
+    assert len(left) == 1 and left[0].startswith("del-" + local_id(vid)), left
+    ctx.cleanups.append(lambda: chattr("-i", os.path.join(d.pool, "tmp", left[0], "data")))
+    why = ("tmp/%s/data is immutable (chattr +i): make it mutable (chattr -i) or move it out of "
+           "the pool" % left[0])
+    warned = [l for l in d.logs().splitlines() if "warning" in l and vid in l]
+    assert len(warned) == 1 and ("volume %s: its files could not all be removed and stay in pool "
+                                 "%s: %s, then run volplugctl pool check --repair %s" % (
+                                     vid, d.pool, why, d.pool)) in warned[0], warned
+    d.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=vid)
+    rc, out = pool_check(d.pool)
+    assert rc == 1 and why in out and out.strip().endswith(", 1 problems"), out
+    assert chattr("-i", os.path.join(d.pool, "tmp", left[0], "data"))
+    p = d.ctl("pool", "check", "--repair", d.pool, check=False)
+    assert p.returncode == 0 and p.stdout.strip().endswith(", 1 problems, 1 repaired"), p.stdout
+    assert_pool_clean(d.pool, volumes=0)
+
+
 def test_a_lost_pool_is_not_made_again_quietly(ctx):
     """The first start makes the pool and records it beside it; a start that finds the
     directory absent or empty where the record says a pool was refuses, saying so, and changes
@@ -1280,4 +1315,5 @@ if __name__ == "__main__":
          test_damaged_volume_with_a_loop_device_is_not_deleted,
          test_delete_that_cannot_finish_says_so,
          test_leftovers_that_cannot_be_removed_are_counted_honestly,
+         test_delete_that_stops_half_way_says_what_is_left,
          test_a_lost_pool_is_not_made_again_quietly])
