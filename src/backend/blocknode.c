@@ -34,6 +34,15 @@ static int device_find(const BlockNode *n, const char *id, BlockDevice *ret)
 	return n->ops->device_find(n->userdata, id, NULL, ret);
 }
 
+/* The device of a volume without records, when the backend proves one: else none (dev empty),
+ * and such a volume owns nothing on this machine. */
+static void device_find_lost(const BlockNode *n, const char *id, BlockDevice *ret)
+{
+	*ret = (BlockDevice){};
+	if (n->ops->device_find_lost && n->ops->device_find_lost(n->userdata, id, ret) < 0)
+		*ret = (BlockDevice){};
+}
+
 static int device_release(const BlockNode *n, const BlockDevice *d)
 {
 	MountInfo mi = {};
@@ -806,6 +815,22 @@ static bool volume_mounted_at(const BlockDevice *dev, const char *path)
 	return false;
 }
 
+/* Unstaging a volume without records: its lost device's mount goes, then the device. */
+static int unstage_lost(const BlockNode *n, const char *id, const char *staging_path,
+			const PinnedPath *pin, char **ret_error)
+{
+	_cleanup_(block_device_done) BlockDevice dev = {};
+
+	device_find_lost(n, id, &dev);
+	int e = unmount_volume("staging_target_path", staging_path, pin, &dev, id, ret_error)
+			?: undo_place("staging_target_path", staging_path, pin, NULL, id,
+				      ret_error);
+	if (e < 0 || !dev.path)
+		return e;
+	e = device_release(n, &dev);
+	return e < 0 ? unstage_busy(id, staging_path, &dev, e, ret_error) : 0;
+}
+
 int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_path,
 		      char **ret_error)
 {
@@ -818,11 +843,8 @@ int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_pa
 	if ((e = pin_path("staging_target_path", staging_path, -EINVAL, &pin, ret_error)) < 0)
 		return e;
 	e = use_begin(n, id, &u, &ignored);
-	if (e == -ENOENT) /* an unknown volume owns nothing there */
-		return unmount_volume("staging_target_path", staging_path, &pin, &dev, id,
-				      ret_error)
-			       ?: undo_place("staging_target_path", staging_path, &pin, NULL, id,
-					     ret_error);
+	if (e == -ENOENT) /* an unknown volume owns nothing there but its lost device's mounts */
+		return unstage_lost(n, id, staging_path, &pin, ret_error);
 	if (e < 0)
 		return errorf(ret_error, e, "%s", ignored);
 	e = device_find(n, id, &dev);
@@ -1029,9 +1051,11 @@ int blocknode_unpublish(const BlockNode *n, const char *id, const char *target_p
 	if ((e = pin_path("target_path", target_path, -EINVAL, &pin, ret_error)) < 0)
 		return e;
 	e = use_begin(n, id, &u, &ignored);
-	if (e == -ENOENT) /* an unknown volume owns nothing there */
+	if (e == -ENOENT) { /* an unknown volume owns nothing there but its lost device's mounts */
+		device_find_lost(n, id, &dev);
 		return unmount_volume("target_path", target_path, &pin, &dev, id, ret_error)
 			       ?: undo_place("target_path", target_path, &pin, NULL, id, ret_error);
+	}
 	if (e < 0)
 		return errorf(ret_error, e, "%s", ignored);
 	e = device_find(n, id, &dev);

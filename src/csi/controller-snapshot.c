@@ -124,6 +124,8 @@ int controller_delete_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufC
 		return e;
 	if (gone.found)
 		log_info("deleted snapshot %s", r->snapshot_id);
+	if (gone.leftover)
+		log_warning("snapshot %s: %s", r->snapshot_id, gone.leftover);
 	backend_deleted_done(&gone);
 	Csi__V1__DeleteSnapshotResponse *resp = xnew0(Csi__V1__DeleteSnapshotResponse, 1);
 	csi__v1__delete_snapshot_response__init(resp);

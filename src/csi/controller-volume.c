@@ -407,6 +407,8 @@ int controller_delete_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 		log_info("deleted volume %s, whose metadata was damaged", r->volume_id);
 		volume_damage_forget(r->volume_id);
 	}
+	if (gone.leftover)
+		log_warning("volume %s: %s", r->volume_id, gone.leftover);
 	backend_deleted_done(&gone);
 	Csi__V1__DeleteVolumeResponse *resp = xnew0(Csi__V1__DeleteVolumeResponse, 1);
 	csi__v1__delete_volume_response__init(resp);

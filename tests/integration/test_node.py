@@ -1425,6 +1425,47 @@ def test_staged_elsewhere_and_xfs_clone_beside_its_source(ctx):
         safely(*([clone.teardown] if clone else []), v.teardown)
 
 
+@node_test
+def test_pool_deleted_under_the_daemon(ctx):
+    """The pool's directory removed while a volume is staged and published: Probe is not ready,
+    GetCapacity has nothing, CreateVolume, DeleteVolume, ListVolumes and ControllerGetVolume say
+    the pool is gone (not a field nobody sent, nor an empty list), NodeUnpublish
+    and NodeUnstage still unmount and detach what is provably the volume's (its loop device's
+    backing file was its data file in this pool), and a restart refuses the path until
+    --pool-init."""
+    d = ctx.daemon()
+    v = Vol(ctx, d, "lost", 64 * MiB)
+    v.stage()
+    target = v.publish()
+    dev = v.device()
+    shutil.rmtree(d.pool)
+    gone = "pool %s is not usable: it is gone" % d.pool
+    assert d.call("Probe").ready.value is False
+    assert d.call("GetCapacity").available_capacity == 0, "nothing can be made in it"
+    for method, req in (("CreateVolume", {"name": "another", "volume_capabilities": [v.cap]}),
+                        ("DeleteVolume", {"volume_id": v.id}), ("ListVolumes", {}),
+                        ("ControllerGetVolume", {"volume_id": v.id})):
+        e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, method, req)
+        assert e.details().startswith(gone), (method, e.details())
+        assert "volume_content_source" not in e.details(), e.details()
+    v.unpublish()
+    # Its record of having made the target is gone with the pool: the empty directory stays.
+    assert mount_at(target) is None and os.listdir(target) == []
+    assert mount_at(v.staging)["source"] == dev, "the staging mount stays until unstaged"
+    v.unstage()
+    assert mount_at(v.staging) is None and os.path.isdir(v.staging)
+    assert loops_under(ctx.tmp) == {}, loops_under(ctx.tmp)
+    v.unpublish()  # idempotent: nothing of it is left
+    v.unstage()
+    d.stop()
+    d.start(wait=False)
+    assert d.proc.wait(10) == 2
+    assert "--pool %s: the pool is gone" % d.pool in d.logs(), d.logs()
+    d.args += ["--pool-init"]
+    d.start()
+    assert d.call("Probe").ready.value is True
+
+
 if __name__ == "__main__":
     run([test_lifecycle_ext4, test_lifecycle_xfs, test_mkfs_options_from_storage_class,
          test_existing_filesystem_is_never_reformatted, test_mount_flags_and_read_only_publish,
@@ -1442,4 +1483,4 @@ if __name__ == "__main__":
          test_raw_stage_takes_the_mark_of_a_half_made_filesystem,
          test_unstage_where_not_staged_is_ok,
          test_volume_mount_group, test_delete_refused_while_staged,
-         test_two_processes_stage_never_races_delete])
+         test_two_processes_stage_never_races_delete, test_pool_deleted_under_the_daemon])
