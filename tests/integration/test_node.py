@@ -1028,12 +1028,16 @@ def mkfs_children(d, fstype):
     return []
 
 
-def wait_for_mkfs(d, fstype, timeout=30):
+def wait_for_mkfs(d, fstype, stage_thread, timeout=30):
+    """The pid of the mkfs.<fstype> volplugd runs for the stage in stage_thread, or None when
+    that stage ended first (a mkfs of a few milliseconds can run between two looks)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = mkfs_children(d, fstype)
         if found:
             return found[0]
+        if not stage_thread.is_alive():
+            return None
     raise AssertionError("timed out waiting for volplugd to run mkfs." + fstype)
 
 
@@ -1050,9 +1054,11 @@ def kill_during_mkfs(ctx, fstype, size, points, params=None):
     # How long mkfs runs here: the kill points spread over that (and a little past it).
     v = Vol(ctx, d, "timing", size, cap=cap, params=params, controller_publish=False)
     t, stage = in_background(v.stage)
-    mkfs = wait_for_mkfs(d, fstype)
     start = time.monotonic()
-    wait_for(lambda: process(mkfs) is None, timeout=60, what="mkfs to end")
+    mkfs = wait_for_mkfs(d, fstype, t)
+    if mkfs is not None:
+        start = time.monotonic()
+        wait_for(lambda: process(mkfs) is None, timeout=60, what="mkfs to end")
     duration = time.monotonic() - start
     t.join(60)
     assert "value" in stage, stage
@@ -1065,7 +1071,7 @@ def kill_during_mkfs(ctx, fstype, size, points, params=None):
         delay = duration * 1.2 * i / points
         v = Vol(ctx, d, "kill-%d" % i, size, cap=cap, params=params, controller_publish=False)
         t, stage = in_background(v.stage)
-        wait_for_mkfs(d, fstype)
+        wait_for_mkfs(d, fstype, t)  # None: the kill falls after mkfs, a point as good
         time.sleep(delay)
         d.proc.kill()
         assert d.proc.wait(10) == -9, d.proc.returncode
