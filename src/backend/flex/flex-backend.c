@@ -597,10 +597,11 @@ BACKEND_NEW(flex)
 {
 	_cleanup_free_ char *dir = NULL;
 
-	if (!config->pool_path || !*config->pool_path)
+	if (!config->state_dir || !*config->state_dir)
 		return errorf(ret_error, -EINVAL,
-			      "the Flexvolume backend keeps its records in the pool: no pool");
-	dir = flex_records_dir(config->pool_path);
+			      "the Flexvolume backend keeps its records in the state of the backend "
+			      "it serves beside: none");
+	dir = flex_records_dir(config->state_dir);
 	FlexBackend *fb = xnew0(FlexBackend, 1);
 	fb->base.ops = &flex_ops;
 	fb->registry = config->flex;
@@ -609,3 +610,10 @@ BACKEND_NEW(flex)
 	*ret = &fb->base;
 	return 0;
 }
+
+/* Flexvolume drivers serve beside a backend with a state directory (the pool's), never alone. */
+BACKEND_TYPE(flex) = {
+	.name = "flex",
+	.new = flex_backend_new,
+	.flex_drivers = true,
+};

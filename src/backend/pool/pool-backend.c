@@ -250,6 +250,20 @@ static void pool_backend_free(Backend *b)
 	free(pb);
 }
 
+/* The programs the node runs are recorded in the pool, and the Flexvolume backend beside it
+ * keeps its records there. */
+static const char *state_dir_op(Backend *b)
+{
+	return pool_path(pool_of(b)->pool);
+}
+
+static char *describe_op(Backend *b)
+{
+	PoolBackend *pb = pool_of(b);
+
+	return xasprintf("node %s, pool %s", pb->node_id, pool_path(pb->pool));
+}
+
 static const BackendOps pool_ops = {
 	.name = "pool",
 	.probe = pool_probe_op,
@@ -276,6 +290,8 @@ static const BackendOps pool_ops = {
 	.node_expand = node_expand_op,
 	.node_stats = node_stats_op,
 	.node_info = node_info_op,
+	.state_dir = state_dir_op,
+	.describe = describe_op,
 	.free = pool_backend_free,
 };
 
@@ -336,9 +352,9 @@ static void segment_make(PoolBackend *pb, const BackendConfig *config)
 			   config->topology_labels->values[i]);
 }
 
-static char *open_error(const BackendConfig *config, int r)
+static char *open_error(const BackendConfig *config, const PoolSettings *ps, int r)
 {
-	_cleanup_free_ char *record = pool_record_path(config->pool_path);
+	_cleanup_free_ char *record = pool_record_path(ps->path);
 
 	if (r == -ENOMEDIUM)
 		return xasprintf("--pool %s: the pool is gone: the directory is absent or holds no "
@@ -346,27 +362,28 @@ static char *open_error(const BackendConfig *config, int r)
 				 "lost, or the filesystem holding them is not mounted: mount it "
 				 "back; to start over with a new, empty pool there, start "
 				 "volplugd with --pool-init",
-				 config->pool_path, record);
+				 ps->path, record);
 	if (r == -ENOTEMPTY)
 		return xasprintf("--pool %s --pool-init: it holds files but no pool: a new pool is "
 				 "made in an absent or empty directory only",
-				 config->pool_path);
-	_cleanup_free_ char *damage = r != -EXDEV ? pool_layout_damage(config->pool_path) : NULL;
+				 ps->path);
+	_cleanup_free_ char *damage = r != -EXDEV ? pool_layout_damage(ps->path) : NULL;
 	if (damage)
-		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
+		return xasprintf("--pool %s: cannot use it as a pool: %s", ps->path,
 				 damage);
 	if (r != -EXDEV)
-		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
+		return xasprintf("--pool %s: cannot use it as a pool: %s", ps->path,
 				 strerror(-r));
-	_cleanup_free_ char *owner = pool_recorded_node(config->pool_path);
+	_cleanup_free_ char *owner = pool_recorded_node(ps->path);
 	return xasprintf("--node-id %s: pool %s serves node %s (its file 'node' says so): one "
 			 "pool serves one node, whose ID the IDs of its volumes carry",
-			 config->node_id, config->pool_path, owner ?: "?");
+			 config->node_id, ps->path, owner ?: "?");
 }
 
 /* The node's data path: loop devices with direct I/O where the pool's filesystem takes it (told
  * once when it does not), and the trimmer that gives deleted files' space back. */
-static int node_data_path(PoolBackend *pb, const BackendConfig *config, char **ret_error)
+static int node_data_path(PoolBackend *pb, const BackendConfig *config, const PoolSettings *ps,
+			  char **ret_error)
 {
 	int r = pool_node_direct_io_check(pb->pool);
 	if (r < 0 && config->report) {
@@ -376,9 +393,9 @@ static int node_data_path(PoolBackend *pb, const BackendConfig *config, char **r
 			pool_path(pb->pool), strerror(-r));
 		config->report(NULL, m, config->report_userdata);
 	}
-	if (config->trim_interval == 0)
+	if (ps->trim_interval == 0)
 		return 0;
-	r = pool_trimmer_start(pb->pool, config->trim_interval, &pb->trimmer);
+	r = pool_trimmer_start(pb->pool, ps->trim_interval, &pb->trimmer);
 	if (r < 0)
 		return fail(ret_error, r,
 			    xasprintf("pool %s: starting the trimmer failed: %s",
@@ -389,13 +406,14 @@ static int node_data_path(PoolBackend *pb, const BackendConfig *config, char **r
 BACKEND_NEW(pool);
 BACKEND_NEW(pool)
 {
+	const PoolSettings *ps = config->settings ?: &pool_settings_default;
 	PoolConfig pc = {
-		.path = config->pool_path,
-		.capacity = config->pool_capacity,
+		.path = ps->path,
+		.capacity = ps->capacity,
 		.zone = config->zone,
 		.node_id = config->node_id,
-		.overprovision = config->overprovision,
-		.init = config->pool_init,
+		.overprovision = ps->overprovision,
+		.init = ps->init,
 	};
 	PoolBackend *pb = xnew0(PoolBackend, 1);
 	int r;
@@ -408,14 +426,14 @@ BACKEND_NEW(pool)
 	pb->zone = xstrdup(config->zone ?: "local");
 	segment_make(pb, config);
 	if ((r = pool_open(&pc, &pb->pool)) < 0) {
-		*ret_error = open_error(config, r);
+		*ret_error = open_error(config, ps, r);
 		pb->pool = NULL;
 		pool_backend_free(&pb->base);
 		return r;
 	}
 	if ((config->roles & BACKEND_ROLE_NODE) &&
 	    ((r = register_node(pb, ret_error)) < 0 ||
-	     (r = node_data_path(pb, config, ret_error)) < 0)) {
+	     (r = node_data_path(pb, config, ps, ret_error)) < 0)) {
 		pool_backend_free(&pb->base);
 		return r;
 	}
