@@ -252,6 +252,29 @@ typedef struct BackendGroupRequest {
 	size_t n_snapshot_ids;
 } BackendGroupRequest;
 
+/* parse_params: a request's StorageClass parameters, for the use they are put to. */
+typedef enum BackendParamsUse {
+	BACKEND_PARAMS_CREATE,	 /* CreateVolume: parameters, mutable_parameters applied over them */
+	BACKEND_PARAMS_CAPACITY, /* GetCapacity: parameters: the sizes they allow */
+	BACKEND_PARAMS_MODIFY,	 /* ControllerModifyVolume: mutable_parameters, well formed */
+} BackendParamsUse;
+
+typedef struct BackendParamsRequest {
+	BackendParamsUse use;
+	const ParamKV *parameters; /* borrowed */
+	size_t n_parameters;
+	const ParamKV *mutable_parameters;
+	size_t n_mutable_parameters;
+	uint64_t size;	    /* CREATE: the volume's, rounded */
+	bool block;	    /* CREATE: raw block access */
+	const char *fstype; /* CREATE: the capability's filesystem, "" when it names none */
+} BackendParamsRequest;
+
+typedef struct BackendParams {
+	VolumeParams params;	     /* CREATE: release with volume_params_done() */
+	uint64_t min_size, max_size; /* CAPACITY: 0: no bound */
+} BackendParams;
+
 /* ---- node requests ---- */
 
 typedef struct BackendStage {
@@ -359,6 +382,14 @@ struct BackendOps {
 	 * operation that takes a capability, and for ValidateVolumeCapabilities. NULL: whatever
 	 * the CSI spec allows; the operations refuse what they cannot do. */
 	int (*check_access)(Backend *b, const BackendAccessCheck *r, void *ret, char **ret_error);
+
+	/* Parses and checks a request's parameters for r->use: 0, or -EINVAL with a message
+	 * naming "parameters" or "mutable_parameters" and the key at fault. The CSI layer passes
+	 * the result to create_volume and compares it with an existing volume's. NULL: the
+	 * backend takes no parameters (any given is -EINVAL). volume_params_request()
+	 * (params.h) is the EBS driver's rules, for a backend that takes them. */
+	int (*parse_params)(Backend *b, const BackendParamsRequest *r, BackendParams *ret,
+			    char **ret_error);
 
 	/* -EEXIST with *ret the existing volume when one of that name exists: the caller
 	 * compares. -ENOENT for a missing source, -ENOSPC beyond capacity, -ERANGE when the

@@ -6,6 +6,8 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "backend.h"
+#include "error-util.h"
 #include "params.h"
 #include "parse-util.h"
 
@@ -930,4 +932,46 @@ bool volume_params_equal(const VolumeParams *a, const VolumeParams *b)
 			return false;
 	}
 	return true;
+}
+
+int volume_params_request(Backend *b, const BackendParamsRequest *r, BackendParams *ret,
+			  char **ret_error)
+{
+	(void)b;
+	_cleanup_free_ char *err = NULL;
+	VolumeParams p = {}, modified;
+
+	if (r->use == BACKEND_PARAMS_MODIFY) {
+		if (volume_params_check_mutable(r->mutable_parameters, r->n_mutable_parameters,
+						&err) < 0)
+			return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
+		*ret = (BackendParams){};
+		return 0;
+	}
+	if (r->use == BACKEND_PARAMS_CAPACITY) {
+		uint64_t min, max;
+		if (volume_params_size_range(r->parameters, r->n_parameters, &min, &max, &err) < 0)
+			return errorf(ret_error, -EINVAL, "parameters: %s", err);
+		*ret = (BackendParams){.min_size = min, .max_size = max};
+		return 0;
+	}
+	if (volume_params_parse(r->parameters, r->n_parameters, r->size, &p, &err) < 0)
+		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	if (r->n_mutable_parameters > 0) {
+		if (volume_params_check_mutable(r->mutable_parameters, r->n_mutable_parameters,
+						&err) < 0 ||
+		    volume_params_modify(&p, r->size, r->mutable_parameters,
+					 r->n_mutable_parameters, &modified, &err) < 0) {
+			volume_params_done(&p);
+			return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
+		}
+		volume_params_done(&p);
+		p = modified;
+	}
+	if (volume_params_check_capability(&p, r->block, r->fstype ?: "", &err) < 0) {
+		volume_params_done(&p);
+		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	}
+	*ret = (BackendParams){.params = p};
+	return 0;
 }

@@ -156,3 +156,15 @@ void volume_params_done(VolumeParams *p);
 
 /* "Always", "OnRootMismatch", or NULL for unset. */
 const char *fs_group_change_policy_to_string(FsGroupChangePolicy p);
+
+struct Backend;
+struct BackendParamsRequest;
+struct BackendParams;
+
+/* BackendOps.parse_params with the EBS driver's rules (above): what a backend that takes them
+ * points its operation at, or calls (b is not used). CREATE: volume_params_parse() of parameters, then
+ * volume_params_check_mutable() and volume_params_modify() of mutable_parameters, then
+ * volume_params_check_capability(); CAPACITY: volume_params_size_range(); MODIFY:
+ * volume_params_check_mutable(). Messages start with the field ("parameters: ..."). */
+int volume_params_request(struct Backend *b, const struct BackendParamsRequest *r,
+			  struct BackendParams *ret, char **ret_error);

@@ -120,10 +120,16 @@ int controller_modify_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
-	kv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
-	if (volume_params_check_mutable(kv, r->n_mutable_parameters, &err) < 0)
-		return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
 	Backend *b = volume_backend(d, r->volume_id, NULL);
+	kv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
+	BackendParams p = {};
+	e = backend_parse_params(b,
+				 &(BackendParamsRequest){.use = BACKEND_PARAMS_MODIFY,
+							 .mutable_parameters = kv,
+							 .n_mutable_parameters = r->n_mutable_parameters},
+				 &p, ret_error);
+	if (e < 0)
+		return e;
 	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;
 	backend_volume_done(&v);

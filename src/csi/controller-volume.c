@@ -267,21 +267,21 @@ static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolume
 			      (unsigned long long)source_size);
 
 	kv = pbmap_to_kv((void *const *)r->parameters, r->n_parameters);
-	if (volume_params_parse(kv, r->n_parameters, spec->size, &spec->params, &err) < 0)
-		return errorf(ret_error, -EINVAL, "parameters: %s", err);
-	if (r->n_mutable_parameters > 0) {
-		VolumeParams modified;
-		mkv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
-		if (volume_params_check_mutable(mkv, r->n_mutable_parameters, &err) < 0 ||
-		    volume_params_modify(&spec->params, spec->size, mkv, r->n_mutable_parameters,
-					 &modified, &err) < 0)
-			return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
-		volume_params_done(&spec->params);
-		spec->params = modified;
-	}
-	if (volume_params_check_capability(&spec->params, spec->block && !*spec->fs_type,
-					   spec->fs_type, &err) < 0)
-		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	mkv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
+	BackendParamsRequest q = {
+		.use = BACKEND_PARAMS_CREATE,
+		.parameters = kv,
+		.n_parameters = r->n_parameters,
+		.mutable_parameters = mkv,
+		.n_mutable_parameters = r->n_mutable_parameters,
+		.size = spec->size,
+		.block = spec->block && !*spec->fs_type,
+		.fstype = spec->fs_type,
+	};
+	BackendParams p = {};
+	if ((e = backend_parse_params(b, &q, &p, ret_error)) < 0)
+		return e;
+	spec->params = p.params;
 	return 0;
 }
 
@@ -565,8 +565,16 @@ int controller_get_capacity(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 	}
 	/* The StorageClass's parameters: well formed, and the sizes they allow. */
 	kv = pbmap_to_kv((void *const *)r->parameters, r->n_parameters);
-	if (volume_params_size_range(kv, r->n_parameters, &q.min_size, &q.max_size, &err) < 0)
-		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	BackendParams p = {};
+	e = backend_parse_params(b,
+				 &(BackendParamsRequest){.use = BACKEND_PARAMS_CAPACITY,
+							 .parameters = kv,
+							 .n_parameters = r->n_parameters},
+				 &p, ret_error);
+	if (e < 0)
+		return e;
+	q.min_size = p.min_size;
+	q.max_size = p.max_size;
 	if (r->accessible_topology) {
 		topology_to_strmap(r->accessible_topology, &topology);
 		q.topology = &topology;

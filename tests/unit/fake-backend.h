@@ -34,6 +34,7 @@
 #define FAKE_OPS(X)                         \
 	X(PROBE, probe)                     \
 	X(CHECK_ACCESS, check_access)       \
+	X(PARSE_PARAMS, parse_params)       \
 	X(CREATE_VOLUME, create_volume)     \
 	X(DELETE_VOLUME, delete_volume)     \
 	X(GET_VOLUME, get_volume)           \

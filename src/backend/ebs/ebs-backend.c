@@ -171,6 +171,7 @@ static const BackendOps ebs_ops = {
 	.default_size = EBS_DEFAULT_SIZE,
 	.probe = ebs_probe,
 	.check_access = check_access_op,
+	.parse_params = volume_params_request,
 	.create_volume = create_volume_op,
 	.delete_volume = delete_volume_op,
 	.get_volume = get_volume_op,

@@ -268,6 +268,7 @@ static const BackendOps pool_ops = {
 	.name = "pool",
 	.probe = pool_probe_op,
 	.check_access = check_access_op,
+	.parse_params = volume_params_request,
 	.create_volume = pool_backend_create_volume,
 	.delete_volume = pool_backend_delete_volume,
 	.get_volume = pool_backend_get_volume,
