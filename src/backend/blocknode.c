@@ -448,6 +448,7 @@ int blocknode_stage_defaults(const BackendStage *r, const char **ret_fstype,
 		.number_of_inodes = p.number_of_inodes,
 		.ext4_bigalloc = p.ext4_bigalloc,
 		.ext4_cluster_size = p.ext4_cluster_size,
+		.ext4_encryption = p.ext4_encryption,
 	};
 	volume_params_done(&p);
 	*ret_fstype = fstype && *fstype ? fstype : BLOCKNODE_DEFAULT_FSTYPE;

@@ -84,10 +84,27 @@ typedef struct VolumeParams {
 	uint32_t number_of_inodes; /* count */
 	bool ext4_bigalloc;
 	uint32_t ext4_cluster_size; /* bytes; needs ext4_bigalloc */
+	bool ext4_encryption;	    /* ext4 made with the encrypt feature (fscrypt) */
 	FsGroupChangePolicy fs_group_change_policy;
 	VolumeTag *tags; /* sorted by key, keys unique; owned */
 	size_t n_tags;
+	/* CreateVolume from a snapshot: EBS's VolumeInitializationRate in MiB/s, 0: EBS's
+	 * default. How the volume is filled, not what it is: neither serialised nor compared. */
+	uint32_t initialization_rate;
 } VolumeParams;
+
+/* One EBS volume type's limits, as EC2 has them. */
+typedef struct VolumeTypeLimits {
+	const char *name;
+	uint32_t min_iops; /* 0: the type takes no provisioned IOPS */
+	uint32_t max_iops;
+	uint32_t iops_per_gib;			 /* the most IOPS per GiB of size */
+	uint32_t min_throughput, max_throughput; /* MiB/s; 0: not provisioned (gp3 only) */
+	uint64_t min_gib, max_gib;
+} VolumeTypeLimits;
+
+/* The table of every type (gp3 first, the default), static. Never fails. */
+const VolumeTypeLimits *volume_type_limits(size_t *ret_n);
 
 /* CreateVolume: parses and validates parameters for a volume of size_bytes, resolving iops
  * (iopsPerGB x GiB, capping, allowAutoIOPSPerGBIncrease) and the gp3 defaults. Returns 0 and

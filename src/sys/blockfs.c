@@ -245,6 +245,7 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 				  : opt.number_of_inodes  ? "number_of_inodes"
 				  : opt.ext4_bigalloc	  ? "ext4_bigalloc"
 				  : opt.ext4_cluster_size ? "ext4_cluster_size"
+				  : opt.ext4_encryption	  ? "ext4_encryption"
 							  : NULL;
 		if (bad) {
 			SET_ERROR(ret_error, "%s is not supported for xfs", bad);
@@ -256,9 +257,11 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 			add_opt(args, &n, &bufs[1], "-i", "size=", opt.inode_size);
 	} else {
 		bool ext4 = streq(fstype, "ext4");
-		if ((opt.ext4_bigalloc || opt.ext4_cluster_size) && !ext4) {
+		if ((opt.ext4_bigalloc || opt.ext4_cluster_size || opt.ext4_encryption) && !ext4) {
 			SET_ERROR(ret_error, "%s requires ext4",
-				  opt.ext4_bigalloc ? "ext4_bigalloc" : "ext4_cluster_size");
+				  opt.ext4_bigalloc	  ? "ext4_bigalloc"
+				  : opt.ext4_cluster_size ? "ext4_cluster_size"
+							  : "ext4_encryption");
 			return -EINVAL;
 		}
 		if (opt.ext4_cluster_size && !opt.ext4_bigalloc) {
@@ -283,6 +286,10 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 		}
 		if (opt.ext4_cluster_size)
 			add_opt(args, &n, &bufs[4], "-C", "", opt.ext4_cluster_size);
+		if (opt.ext4_encryption) {
+			args[n++] = "-O";
+			args[n++] = "encrypt";
+		}
 	}
 	args[n++] = dev;
 	args[n] = NULL;

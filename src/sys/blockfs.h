@@ -44,6 +44,7 @@ typedef struct BlockfsMkfsOptions {
 	uint64_t number_of_inodes;  /* ext -N (not xfs) */
 	bool ext4_bigalloc;	    /* ext4 -O bigalloc */
 	uint32_t ext4_cluster_size; /* ext4 -C, requires bigalloc */
+	bool ext4_encryption;	    /* ext4 -O encrypt (fscrypt) */
 } BlockfsMkfsOptions;
 
 /* Makes a filesystem of fstype ("ext2", "ext3", "ext4", "xfs") on dev. Never forces: the

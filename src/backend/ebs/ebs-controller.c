@@ -546,6 +546,10 @@ static void create_params(EbsController *c, const BackendCreateVolume *r, const 
 		ec2_params_add(p, "KmsKeyId", r->params->kms_key_id);
 	if (snapshot_id)
 		ec2_params_add(p, "SnapshotId", snapshot_id);
+	/* EC2 refuses it without a snapshot, as the EBS driver leaves it to EC2 to say */
+	if (r->params->initialization_rate)
+		ec2_params_addf(p, "VolumeInitializationRate", "%u",
+				r->params->initialization_rate);
 	if (r->access.multi_node)
 		ec2_params_add(p, "MultiAttachEnabled", "true");
 	create_tags(c, r, &tags);
