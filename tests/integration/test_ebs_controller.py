@@ -222,11 +222,19 @@ def expand_and_modify(ctx, cloud):
     expect(d, C.INVALID_ARGUMENT, "ControllerModifyVolume",
            {"volume_id": v, "mutable_parameters": {"encrypted": "true"}},
            "parameter 'encrypted' cannot be modified")
-    if cloud.has("cooldown"):
+    if cloud.has("modify_rate"):
+        # EC2's rule since 2026-01-15: 4 modifications in 24 hours, each as soon as the one
+        # before completed; the merged change above was the first
+        for iops in (6000, 7000, 8000):
+            d.call("ControllerModifyVolume", {"volume_id": v,
+                                              "mutable_parameters": {"iops": str(iops)}})
+        assert cloud.volume(v)["iops"] == 8000, cloud.volume(v)
         msg = expect(d, C.UNAVAILABLE, "ControllerModifyVolume",
-                     {"volume_id": v, "mutable_parameters": {"iops": "6000"}},
-                     ["VolumeModificationRateExceeded", v])
-        return row(C.UNAVAILABLE, msg[:90])
+                     {"volume_id": v, "mutable_parameters": {"iops": "7500"}},
+                     ["volume %s was modified 4 times in the last 24 hours" % v,
+                      "the next change is allowed at 20", "VolumeModificationRateExceeded"])
+        assert cloud.volume(v)["iops"] == 8000, "the fifth changed nothing"
+        return row(C.UNAVAILABLE, msg[:120])
 
 
 def snapshots(ctx, cloud):
@@ -685,6 +693,49 @@ def test_fault_iops_out_of_range(ctx):
                        row(C.INVALID_ARGUMENT, modify)])
 
 
+def test_upstream_storageclass_parameters(ctx):
+    """A StorageClass written for the AWS EBS CSI driver: each of its parameters accepted with
+    its meaning there (blockExpress ignored, volumeInitializationRate -> CreateVolume's
+    VolumeInitializationRate, ext4EncryptionSupport for mkfs), or refused saying why; and EC2's
+    2026 limits (gp3: 80,000 IOPS, 2,000 MiB/s, 64 TiB)."""
+    cloud = SimCloud(ctx)
+    d = ebs_daemon(ctx, cloud)
+    v = create(d, "be", size=200 * GiB, params={"type": "io2", "iops": "100000",
+                                                "blockExpress": "true"}).volume_id
+    assert (cloud.volume(v)["type"], cloud.volume(v)["iops"]) == ("io2", 100000), cloud.volume(v)
+    fast = create(d, "fast", size=200 * GiB, params={"iops": "80000", "throughput": "2000"})
+    e = cloud.volume(fast.volume_id)
+    assert (e["type"], e["iops"], e["throughput"]) == ("gp3", 80000, 2000), e
+    big = create(d, "big", size=64 * 1024 * GiB, params={"type": "gp3"})
+    assert cloud.volume(big.volume_id)["size"] == 65536
+    over = expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+                  create_request("over", size=65 * 1024 * GiB, params={"type": "gp3"}),
+                  "type: gp3 wants a volume of 1 GiB to 64 TiB, got 65 TiB")
+
+    s = d.call("CreateSnapshot", {"name": "seed", "source_volume_id": v}).snapshot
+    wait_for(lambda: d.call("CreateSnapshot", {"name": "seed", "source_volume_id": v})
+             .snapshot.ready_to_use, 20, "ready_to_use")
+    r = create(d, "restored", size=200 * GiB, params={"volumeInitializationRate": "250"},
+               source={"snapshot": {"snapshot_id": s.snapshot_id}}).volume_id
+    assert cloud.volume(r)["init_rate"] == 250, cloud.volume(r)
+    no_snap = expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+                     create_request("blank", params={"volumeInitializationRate": "250"}),
+                     ["parameters", "VolumeInitializationRate requires", "SnapshotId"])
+    enc = create(d, "fscrypt", params={"ext4EncryptionSupport": "true"})
+    assert dict(enc.volume_context) == {"csi.storage.k8s.io/fstype": "ext4",
+                                        "ext4EncryptionSupport": "true"}, enc.volume_context
+    expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+           create_request("fscrypt-xfs", params={"ext4EncryptionSupport": "true"}, cap=XFS),
+           "ext4EncryptionSupport: not accepted with fstype xfs")
+    wait = expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+                  create_request("w", params={"blockAttachUntilInitialized": "true"}),
+                  ["blockAttachUntilInitialized", "not supported", "leave it out"])
+    before = len(cloud.live_volumes())
+    assert before == 5, cloud.volumes()
+    return " | ".join([row(C.INVALID_ARGUMENT, over), row(C.INVALID_ARGUMENT, no_snap[:100]),
+                       row(C.INVALID_ARGUMENT, wait[:100])])
+
+
 def test_fault_zone_the_region_lacks(ctx):
     cloud = SimCloud(ctx)
     d = ebs_daemon(ctx, cloud)
@@ -803,6 +854,7 @@ TESTS = [on_sim(fn) for fn in COMMON] + [
     test_fault_expired_token,
     test_fault_500_after_attach,
     test_fault_kill_between_attach_and_wait,
+    test_upstream_storageclass_parameters,
 ]
 
 if __name__ == "__main__":

@@ -36,6 +36,10 @@
 #define EBS_VISIBLE_WAIT (30 * USEC_PER_SEC)
 /* The EBS driver's default size of a volume whose request gives none. */
 #define EBS_DEFAULT_SIZE (100 * EBS_GIB)
+/* EC2's modification rate since 2026-01-15: this many ModifyVolume of a volume in any period
+ * this long, each as soon as the one before completed. */
+#define EBS_MODIFY_LIMIT 4
+#define EBS_MODIFY_PERIOD (24 * 3600 * USEC_PER_SEC)
 
 typedef struct EbsControllerConfig {
 	const char *driver_name;   /* tags what it makes, and what it lists */
@@ -124,6 +128,11 @@ int ebs_get_capacity(EbsController *c, const BackendCapacityRequest *r, BackendC
 		     char **ret_error);
 int ebs_attach(EbsController *c, const BackendAttach *r, BackendAttachment *ret, char **ret_error);
 int ebs_detach(EbsController *c, const BackendDetach *r, BackendDetached *ret, char **ret_error);
+/* Counts the modifications of volume id in a DescribeVolumesModifications reply that started
+ * within EBS_MODIFY_PERIOD before now (CLOCK_REALTIME). Returns -EAGAIN when they reach
+ * EBS_MODIFY_LIMIT, with *ret_next the time EC2 takes the next, else 0 (*ret_next 0). */
+int ebs_modify_rate_check(const XmlNode *reply, const char *id, usec_t now, size_t *ret_count,
+			  usec_t *ret_next);
 int ebs_change_volume(EbsController *c, const BackendChange *r, BackendChanged *ret,
 		      char **ret_error);
 int ebs_create_snapshot(EbsController *c, const BackendCreateSnapshot *r, BackendSnapshot *ret,
