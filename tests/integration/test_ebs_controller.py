@@ -693,6 +693,24 @@ def test_fault_iops_out_of_range(ctx):
                        row(C.INVALID_ARGUMENT, modify)])
 
 
+def test_expand_within_a_short_deadline(ctx):
+    """The coalescing window (2 s by default) closes early enough for a caller with a shorter
+    deadline: an expand with 500 ms reaches EC2 and succeeds, where it used to wait out the
+    window and fail DEADLINE_EXCEEDED without calling EC2."""
+    cloud = SimCloud(ctx)
+    d = ebs_daemon(ctx, cloud)
+    v = create(d, "hurry", size=10 * GiB).volume_id
+    cloud.reset_calls()
+    t0 = time.monotonic()
+    got = d.call("ControllerExpandVolume", {"volume_id": v,
+                                            "capacity_range": {"required_bytes": 12 * GiB}},
+                 timeout=0.5)
+    took = time.monotonic() - t0
+    assert got.capacity_bytes == 12 * GiB and cloud.volume(v)["size"] == 12, cloud.volume(v)
+    assert cloud.calls().get("ModifyVolume") == 1, cloud.calls()
+    return "expanded in %.0f ms with a 500 ms deadline and a 2 s window" % (took * 1000)
+
+
 def test_upstream_storageclass_parameters(ctx):
     """A StorageClass written for the AWS EBS CSI driver: each of its parameters accepted with
     its meaning there (blockExpress ignored, volumeInitializationRate -> CreateVolume's
@@ -855,6 +873,7 @@ TESTS = [on_sim(fn) for fn in COMMON] + [
     test_fault_500_after_attach,
     test_fault_kill_between_attach_and_wait,
     test_upstream_storageclass_parameters,
+    test_expand_within_a_short_deadline,
 ]
 
 if __name__ == "__main__":
