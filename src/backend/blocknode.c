@@ -897,6 +897,14 @@ int blocknode_publish(const BlockNode *n, const BackendPublish *r, char **ret_er
 		return e;
 	if ((e = publish_check_flags(r, &u, ret_error)) < 0)
 		return e;
+	/* SINGLE_NODE_SINGLE_WRITER: one workload, so one target path */
+	for (size_t i = 0; i < u.rec.n_targets; i++)
+		if (strcmp(r->access.mode ?: "", "SINGLE_NODE_SINGLE_WRITER") == 0 &&
+		    strcmp(u.rec.targets[i].path, r->target_path) != 0)
+			return errorf(ret_error, -ENOTEMPTY,
+				      "volume %s is published at '%s' and its access mode "
+				      "SINGLE_NODE_SINGLE_WRITER allows one target path",
+				      r->volume_id, u.rec.targets[i].path);
 	if ((e = device_find(n, r->volume_id, &dev)) < 0)
 		return errorf(ret_error, -ENOTEMPTY, "volume %s is not staged on this node",
 			      r->volume_id);

@@ -711,6 +711,56 @@ def test_expand_within_a_short_deadline(ctx):
     return "expanded in %.0f ms with a 500 ms deadline and a 2 s window" % (took * 1000)
 
 
+def test_multi_attach(ctx):
+    """MULTI_NODE_MULTI_WRITER block volumes of io1 and io2 are made with MultiAttachEnabled
+    and attach to several instances; every other multi-node mode or type is refused at
+    CreateVolume and ValidateVolumeCapabilities, the message naming the rule."""
+    cloud = SimCloud(ctx)
+    d = ebs_daemon(ctx, cloud)
+    a, b = cloud.instances["a1"], cloud.instances["a2"]
+    mnmw = {"access_mode": {"mode": "MULTI_NODE_MULTI_WRITER"}, "block": {}}
+    io2 = {"type": "io2", "iops": "1000"}
+    v = create(d, "shared", size=10 * GiB, params=io2, cap=mnmw).volume_id
+    assert cloud.volume(v)["multi_attach"] is True, cloud.volume(v)
+    assert publish(d, v, a, cap=mnmw) == {"devicePath": "/dev/xvdba"}
+    assert publish(d, v, b, cap=mnmw) == {"devicePath": "/dev/xvdba"}
+    assert sorted(x[1] for x in cloud.attachments()) == sorted([a, b]), cloud.attachments()
+    ok = d.call("ValidateVolumeCapabilities", {"volume_id": v, "volume_capabilities": [mnmw]})
+    assert ok.confirmed.volume_capabilities, ok
+
+    refused = []
+    for name, params, cap, match in [
+            ("gp3-shared", {"type": "gp3"}, mnmw, "needs an io1 or io2 volume (EBS "
+             "Multi-Attach), not type gp3"),
+            ("fs-shared", io2, {"access_mode": {"mode": "MULTI_NODE_MULTI_WRITER"},
+                                "mount": {"fs_type": "ext4"}},
+             "MULTI_NODE_MULTI_WRITER is not supported for EBS filesystem volumes"),
+            ("one-writer", io2, {"access_mode": {"mode": "MULTI_NODE_SINGLE_WRITER"},
+                                 "block": {}},
+             "MULTI_NODE_SINGLE_WRITER is not supported by EBS volumes"),
+            ("readers", io2, {"access_mode": {"mode": "MULTI_NODE_READER_ONLY"}, "block": {}},
+             "MULTI_NODE_READER_ONLY is not supported by EBS volumes")]:
+        refused.append(expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+                              create_request(name, size=10 * GiB, params=params, cap=cap),
+                              ["volume_capabilities[0].access_mode", match]))
+    single = create(d, "single", size=10 * GiB, params=io2, cap={
+        "access_mode": {"mode": "SINGLE_NODE_WRITER"}, "block": {}}).volume_id
+    assert cloud.volume(single)["multi_attach"] is False
+    no = d.call("ValidateVolumeCapabilities", {"volume_id": single,
+                                               "volume_capabilities": [mnmw]})
+    assert not no.confirmed.volume_capabilities and \
+        "needs a volume made with Multi-Attach; volume %s was made for one node" % single \
+        in no.message, no
+    fs = d.call("ValidateVolumeCapabilities", {"volume_id": v, "volume_capabilities": [
+        {"access_mode": {"mode": "MULTI_NODE_MULTI_WRITER"}, "mount": {}}]})
+    assert not fs.confirmed.volume_capabilities and "filesystem" in fs.message, fs
+    assert sorted(x["id"] for x in cloud.live_volumes()) == sorted([v, single])
+    unpublish(d, v, a)
+    unpublish(d, v, b)
+    assert cloud.attachments() == [], cloud.attachments()
+    return "2 instances attached; " + " | ".join(m[:60] for m in refused[:2])
+
+
 def test_upstream_storageclass_parameters(ctx):
     """A StorageClass written for the AWS EBS CSI driver: each of its parameters accepted with
     its meaning there (blockExpress ignored, volumeInitializationRate -> CreateVolume's
@@ -874,6 +924,7 @@ TESTS = [on_sim(fn) for fn in COMMON] + [
     test_fault_kill_between_attach_and_wait,
     test_upstream_storageclass_parameters,
     test_expand_within_a_short_deadline,
+    test_multi_attach,
 ]
 
 if __name__ == "__main__":

@@ -374,7 +374,8 @@ void ebs_volume_to_backend(const EbsVolume *v, const Strmap *extra, BackendVolum
 				       : *v->snapshot_id ? "snapshot"
 							 : ""),
 		.source_id = xstrdup(source ?: v->snapshot_id),
-		.access_mode = xstrdup(""),
+		/* all EC2 tells of it: Multi-Attach or not */
+		.access_mode = xstrdup(v->multi_attach ? EBS_MULTI_ATTACH_MODE : ""),
 	};
 	volume_params_of(v, extra, &ret->params);
 	volume_params_to_strmap(&ret->params, VOLUME_PARAMS_NODE, &ret->context);
