@@ -761,6 +761,37 @@ def test_multi_attach(ctx):
     return "2 instances attached; " + " | ".join(m[:60] for m in refused[:2])
 
 
+def test_probe_asks_ec2(ctx):
+    """Probe of the controller asks EC2 (DescribeAvailabilityZones, at most once in 30 s) and
+    answers not ready while the credentials or the endpoint are broken, the reason in the log
+    (once) and in /healthz."""
+    from test_metrics import get
+    cloud = SimCloud(ctx)
+    addr = ["--metrics-address", "127.0.0.1:0"]
+    bad = ebs_daemon(ctx, cloud, args=addr, name="bad-secret",
+                     env={"AWS_SECRET_ACCESS_KEY": "wrong/secret/for/the/test/0000000000000"})
+    for _ in range(10):
+        assert bad.call("Probe").ready.value is False
+    status, body = get(bad, "/healthz")
+    assert status == 503 and body.startswith(
+        "not ready: EC2 at %s does not answer the EBS controller: "
+        "DescribeAvailabilityZones: " % cloud.endpoint.rstrip("/")) and \
+        "AuthFailure: The request signature we calculated does not match" in body, (status, body)
+    calls = cloud.calls()
+    assert calls.get("DescribeAvailabilityZones") == 1, "10 Probes and /healthz, one call: %s" \
+        % calls
+    warned = [line for line in bad.logs().splitlines() if "not ready:" in line]
+    assert len(warned) == 1 and "AuthFailure" in warned[0], warned
+    good = ebs_daemon(ctx, cloud, args=addr, name="good")
+    assert good.call("Probe").ready.value is True
+    assert get(good, "/healthz") == (200, "ok\n")
+    gone = ctx.daemon("controller", name="no-endpoint", env=cloud.env(),
+                      args=["--backend", "ebs", "--ec2-endpoint", "http://127.0.0.1:9/"])
+    assert gone.call("Probe").ready.value is False
+    assert "does not answer the EBS controller" in gone.logs(), gone.logs()[-400:]
+    return "wrong secret: not ready (%s)" % body.strip()[:140]
+
+
 def test_upstream_storageclass_parameters(ctx):
     """A StorageClass written for the AWS EBS CSI driver: each of its parameters accepted with
     its meaning there (blockExpress ignored, volumeInitializationRate -> CreateVolume's
@@ -925,6 +956,7 @@ TESTS = [on_sim(fn) for fn in COMMON] + [
     test_upstream_storageclass_parameters,
     test_expand_within_a_short_deadline,
     test_multi_attach,
+    test_probe_asks_ec2,
 ]
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ static int ebs_probe(Backend *b, char **ret_error)
 	if (r < 0)
 		return errorf(ret_error, r, "the EBS node's state directory %s is not usable: %s",
 			      ebs_node_state_dir(n), strerror(-r));
-	return 0;
+	/* the controller: EC2 with its credentials, asked at most every 30 s */
+	return ebs_of(b)->controller ? ebs_controller_probe(ebs_of(b)->controller, ret_error) : 0;
 }
 
 static bool multi_attach_type(const char *type)

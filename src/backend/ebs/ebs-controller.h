@@ -79,13 +79,32 @@ typedef struct EbsController {
 	Hashmap *recent_volumes; /* volume id -> usec_t * when made */
 	EbsRecentSnapshot *recent_snapshots;
 	size_t n_recent_snapshots;
+
+	pthread_mutex_t probe_lock; /* a leaf: never held across the EC2 call */
+	/* guarded by probe_lock: the last probe of EC2 */
+	usec_t probed;	   /* CLOCK_MONOTONIC; 0: never */
+	bool probing;	   /* a thread is asking EC2 now */
+	int probe_result;  /* 0 or a negative errno */
+	char *probe_error; /* why not, or NULL */
 } EbsController;
+
+/* How often the controller's readiness asks EC2 (ebs_controller_probe()), and how long it
+ * waits for the answer. */
+#define EBS_PROBE_INTERVAL (30 * USEC_PER_SEC)
+#define EBS_PROBE_TIMEOUT (5 * USEC_PER_SEC)
 
 /* Finds the region (AWS_REGION, AWS_DEFAULT_REGION, the instance metadata) and makes the EC2
  * client; no call to EC2 yet, no credential read yet. Fills *ret, or a negative errno with
  * *ret_error naming what is missing. Blocks (the metadata service). */
 int ebs_controller_new(const EbsControllerConfig *config, EbsController **ret, char **ret_error);
 void ebs_controller_free(EbsController *c);
+
+/* Readiness: whether EC2 answers with these credentials at this endpoint, by
+ * DescribeAvailabilityZones of the region (what the controller asks first anyway, in every IAM
+ * policy it needs) at most once per EBS_PROBE_INTERVAL; between calls, and while another
+ * thread's call runs, the last answer. Throttling is an answer: EC2 is there. Returns 0 or the
+ * call's negative errno with *ret_error saying why. Blocks up to EBS_PROBE_TIMEOUT. */
+int ebs_controller_probe(EbsController *c, char **ret_error);
 
 /* The deadline of the running operation: the client's, or EBS_OPERATION_TIMEOUT from now. */
 usec_t ebs_deadline(void);
