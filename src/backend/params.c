@@ -475,6 +475,10 @@ static int parse_keys(Mode mode, const ParamKV *kv, size_t n, Parsed *x, char **
 		const char *value = kv[i].value ? kv[i].value : "";
 		Key k = key_classify(key);
 
+		/* csi.storage.k8s.io/ keys come with a modify too (external-resizer
+		 * --extra-modify-metadata), as the EBS driver takes them */
+		if (k == K_IGNORED)
+			continue;
 		if (mode == MODE_MODIFY && !mutable_key(k)) {
 			r = fail(ret_error,
 				 "parameter '%s' cannot be modified (mutable: type, iops, "
@@ -487,8 +491,6 @@ static int parse_keys(Mode mode, const ParamKV *kv, size_t n, Parsed *x, char **
 				 "parameter '%s' is not supported (known: " KNOWN_KEYS ")", key);
 			break;
 		}
-		if (k == K_IGNORED)
-			continue;
 		if (k < _K_NAMED) {
 			if (x->spelled[k]) {
 				r = fail(ret_error, "%s: given more than once (also as '%s')", key,

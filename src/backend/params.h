@@ -15,25 +15,27 @@
  * st1, standard), iops, iopsPerGB, allowAutoIOPSPerGBIncrease, throughput, encrypted ("true" or
  * "false"), kmsKeyId (with encrypted "true"), tagSpecification_N
  * ("key=value"), csi.storage.k8s.io/fstype (ext2, ext3, ext4, xfs), blockSize, inodeSize,
- * bytesPerInode, numberOfInodes, ext4BigAlloc, ext4ClusterSize, fsGroupChangePolicy (Always,
- * OnRootMismatch). Ignored, as the EBS driver does: every other csi.storage.k8s.io/ key (the
- * pv/pvc names external-provisioner adds) and the deprecated "fstype". Anything else, or a value
- * out of range, is -EINVAL with a message naming the key and what it wants.
+ * bytesPerInode, numberOfInodes, ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport,
+ * fsGroupChangePolicy (Always, OnRootMismatch), volumeInitializationRate (100-300 MiB/s);
+ * allowAutoIOPSIncreaseOnModify and blockAttachUntilInitialized at "false" only (the message
+ * of "true" says why). Ignored, as the EBS driver does: every other csi.storage.k8s.io/ key (the
+ * pv/pvc names external-provisioner adds), the deprecated "fstype" and "blockExpress". Anything
+ * else, or a value out of range, is -EINVAL with a message naming the key and what it wants.
  *
- * IOPS (EBS driver and EC2 limits): gp3 3000-16000 and 500 per GiB, io1 100-64000 and 50 per
- * GiB, io2 100-256000 and 1000 per GiB; gp2, sc1, st1 and standard take neither iops nor
- * iopsPerGB; iops and iopsPerGB exclude each other; io1 and io2 need one of them; gp3 without
- * them gets 3000. At CreateVolume, a request above what the type and size allow is capped to
- * the most allowed, never below the type's minimum (the EBS driver does this); one below the
- * minimum fails unless allowAutoIOPSPerGBIncrease is "true", which raises it to the minimum.
- * At ModifyVolume, EC2 rules apply: an out-of-range iops fails, nothing is capped.
- * Throughput: gp3 only, 125-1000 MiB/s, 125 when absent.
+ * IOPS (EBS driver and EC2 limits, volume_type_limits()): gp3 3000-80000 and 500 per GiB, io1
+ * 100-64000 and 50 per GiB, io2 100-256000 and 1000 per GiB; gp2, sc1, st1 and standard take
+ * neither iops nor iopsPerGB; iops and iopsPerGB exclude each other; io1 and io2 need one of them;
+ * gp3 without them gets 3000. At CreateVolume, a request above what the type and size allow is
+ * capped to the most allowed, never below the type's minimum (the EBS driver does this); one below
+ * the minimum fails unless allowAutoIOPSPerGBIncrease is "true", which raises it to the minimum. At
+ * ModifyVolume, EC2 rules apply: an out-of-range iops fails, nothing is capped. Throughput: gp3
+ * only, 125-2000 MiB/s, 125 when absent.
  *
- * Size limits per type (gp2, gp3 1 GiB-16 TiB; io1 4 GiB-16 TiB; io2 4 GiB-64 TiB; sc1, st1
- * 125 GiB-16 TiB; standard 1 GiB-1 TiB) are checked only when the request itself names a type:
- * pool volumes made with default parameters (csi-sanity's, tests') may have any size, while a
- * StorageClass that asks for st1 gets the answer EBS would give. Sizes count in whole GiB,
- * rounded up, as EBS allocates them.
+ * Size limits per type (gp2 1 GiB-16 TiB; gp3 1 GiB-64 TiB; io1 4 GiB-16 TiB; io2 4 GiB-64
+ * TiB; sc1, st1 125 GiB-16 TiB; standard 1 GiB-1 TiB) are checked only when the request itself
+ * names a type: pool volumes made with default parameters (csi-sanity's, tests') may have any
+ * size, while a StorageClass that asks for st1 gets the answer EBS would give. Sizes count in whole
+ * GiB, rounded up, as EBS allocates them.
  *
  * The filesystem options are checked against the fstype (ext2/ext3: no ext4BigAlloc or
  * ext4ClusterSize; xfs: no bytesPerInode, numberOfInodes, ext4BigAlloc, ext4ClusterSize) and

@@ -562,6 +562,9 @@ static void test_modify(void)
 	is_str(vp.tags[0].value, "dev", "env overwritten");
 	is_str(vp.tags[1].key, "team", "team added");
 	is_str(cur.tags[0].value, "prod", "the current parameters are untouched");
+	ParamKV m14k[] = {P("csi.storage.k8s.io/pvc/name", "data"), P("iops", "4000")};
+	is_int(volume_params_check_mutable(m14k, N(m14k), &err), 0,
+	       "the resizer's csi.storage.k8s.io/ keys: ignored, as the EBS driver does");
 	ParamKV m15[] = {P("size", "10")};
 	is_int(modify(&cur, 10 * GiB, m15, 1), -EINVAL, "a non-mutable key: -EINVAL");
 	is_str(err,
