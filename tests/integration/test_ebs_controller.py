@@ -347,8 +347,9 @@ def paging_and_capacity(ctx, cloud):
 
     cap = d.call("GetCapacity", accessible_topology={"segments": {
         "topology.kubernetes.io/zone": ZONE_A}})
-    assert cap.available_capacity == 16384 * GiB, cap
-    assert cap.maximum_volume_size.value == 16384 * GiB and cap.minimum_volume_size.value == GiB
+    # gp3, the default type: 64 TiB since September 2025
+    assert cap.available_capacity == 65536 * GiB, cap
+    assert cap.maximum_volume_size.value == 65536 * GiB and cap.minimum_volume_size.value == GiB
     cap = d.call("GetCapacity", accessible_topology={"segments": {
         "topology.kubernetes.io/zone": "us-east-1z"}})
     assert cap.available_capacity == 0, cap
@@ -754,6 +755,13 @@ def test_multi_attach(ctx):
     fs = d.call("ValidateVolumeCapabilities", {"volume_id": v, "volume_capabilities": [
         {"access_mode": {"mode": "MULTI_NODE_MULTI_WRITER"}, "mount": {}}]})
     assert not fs.confirmed.volume_capabilities and "filesystem" in fs.message, fs
+    # published as MULTI_NODE_MULTI_WRITER all the same: the second node is refused at once
+    publish(d, single, a, cap=mnmw)
+    expect(d, C.FAILED_PRECONDITION, "ControllerPublishVolume",
+           {"volume_id": single, "node_id": b, "volume_capability": mnmw},
+           "volume %s is attached to node %s (EC2 attachment attached) and was made without "
+           "Multi-Attach: one node only" % (single, a))
+    unpublish(d, single, a)
     assert sorted(x["id"] for x in cloud.live_volumes()) == sorted([v, single])
     unpublish(d, v, a)
     unpublish(d, v, b)
