@@ -282,6 +282,14 @@ static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolume
 	if (volume_params_check_capability(&spec->params, spec->block && !*spec->fs_type,
 					   spec->fs_type, &err) < 0)
 		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	/* again with the parameters: a mode may need a volume type (EBS Multi-Attach: io1, io2) */
+	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
+		char field[48];
+		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
+		if ((e = capability_check_for(b, r->volume_capabilities[i], field, &spec->params,
+					      NULL, ret_error)) < 0)
+			return e;
+	}
 	return 0;
 }
 
@@ -435,7 +443,6 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	Backend *b = volume_backend(d, r->volume_id, &context);
 	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;
-	backend_volume_done(&v);
 
 	Csi__V1__ValidateVolumeCapabilitiesResponse *resp =
 		xnew0(Csi__V1__ValidateVolumeCapabilitiesResponse, 1);
@@ -444,11 +451,13 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
 		char field[48];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
-		if (capability_check(b, r->volume_capabilities[i], field, &err) < 0) {
+		if (capability_check_for(b, r->volume_capabilities[i], field, NULL, &v, &err) < 0) {
 			resp->message = TAKE_PTR(err);
+			backend_volume_done(&v);
 			return 0;
 		}
 	}
+	backend_volume_done(&v);
 	/* Confirmed: echo what was asked, as the spec wants. */
 	Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed *c =
 		xnew0(Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed, 1);

@@ -121,6 +121,8 @@ class SimCloud(Cloud):
                         "encrypted": v["encrypted"], "kms": v["kmsKeyId"],
                         "snapshot": v["snapshotId"], "tags": v["tags"],
                         "token": v["clientToken"],
+                        "multi_attach": v["multiAttachEnabled"],
+                        "init_rate": v["volumeInitializationRate"],
                         "attachments": [{"instance": a["instanceId"], "device": a["device"],
                                          "state": a["status"]} for a in v["attachmentSet"]]})
         return out
@@ -158,7 +160,7 @@ class MotoCloud(Cloud):
         "delays": "moto changes every state at once",
         "limits": "moto has no attachment limit",
         "faults": "moto injects no fault",
-        "cooldown": "moto has no modification cool-down",
+        "modify_rate": "moto has no modification rate limit",
         "counting": "moto does not count calls",
         "single_attach": "moto attaches a volume that is attached already (to another "
                          "instance, or to the same one) again instead of VolumeInUse",

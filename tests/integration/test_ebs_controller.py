@@ -222,11 +222,19 @@ def expand_and_modify(ctx, cloud):
     expect(d, C.INVALID_ARGUMENT, "ControllerModifyVolume",
            {"volume_id": v, "mutable_parameters": {"encrypted": "true"}},
            "parameter 'encrypted' cannot be modified")
-    if cloud.has("cooldown"):
+    if cloud.has("modify_rate"):
+        # EC2's rule since 2026-01-15: 4 modifications in 24 hours, each as soon as the one
+        # before completed; the merged change above was the first
+        for iops in (6000, 7000, 8000):
+            d.call("ControllerModifyVolume", {"volume_id": v,
+                                              "mutable_parameters": {"iops": str(iops)}})
+        assert cloud.volume(v)["iops"] == 8000, cloud.volume(v)
         msg = expect(d, C.UNAVAILABLE, "ControllerModifyVolume",
-                     {"volume_id": v, "mutable_parameters": {"iops": "6000"}},
-                     ["VolumeModificationRateExceeded", v])
-        return row(C.UNAVAILABLE, msg[:90])
+                     {"volume_id": v, "mutable_parameters": {"iops": "7500"}},
+                     ["volume %s was modified 4 times in the last 24 hours" % v,
+                      "the next change is allowed at 20", "VolumeModificationRateExceeded"])
+        assert cloud.volume(v)["iops"] == 8000, "the fifth changed nothing"
+        return row(C.UNAVAILABLE, msg[:120])
 
 
 def snapshots(ctx, cloud):
@@ -339,8 +347,9 @@ def paging_and_capacity(ctx, cloud):
 
     cap = d.call("GetCapacity", accessible_topology={"segments": {
         "topology.kubernetes.io/zone": ZONE_A}})
-    assert cap.available_capacity == 16384 * GiB, cap
-    assert cap.maximum_volume_size.value == 16384 * GiB and cap.minimum_volume_size.value == GiB
+    # gp3, the default type: 64 TiB since September 2025
+    assert cap.available_capacity == 65536 * GiB, cap
+    assert cap.maximum_volume_size.value == 65536 * GiB and cap.minimum_volume_size.value == GiB
     cap = d.call("GetCapacity", accessible_topology={"segments": {
         "topology.kubernetes.io/zone": "us-east-1z"}})
     assert cap.available_capacity == 0, cap
@@ -685,6 +694,155 @@ def test_fault_iops_out_of_range(ctx):
                        row(C.INVALID_ARGUMENT, modify)])
 
 
+def test_expand_within_a_short_deadline(ctx):
+    """The coalescing window (2 s by default) closes early enough for a caller with a shorter
+    deadline: an expand with 500 ms reaches EC2 and succeeds, where it used to wait out the
+    window and fail DEADLINE_EXCEEDED without calling EC2."""
+    cloud = SimCloud(ctx)
+    d = ebs_daemon(ctx, cloud)
+    v = create(d, "hurry", size=10 * GiB).volume_id
+    cloud.reset_calls()
+    t0 = time.monotonic()
+    got = d.call("ControllerExpandVolume", {"volume_id": v,
+                                            "capacity_range": {"required_bytes": 12 * GiB}},
+                 timeout=0.5)
+    took = time.monotonic() - t0
+    assert got.capacity_bytes == 12 * GiB and cloud.volume(v)["size"] == 12, cloud.volume(v)
+    assert cloud.calls().get("ModifyVolume") == 1, cloud.calls()
+    return "expanded in %.0f ms with a 500 ms deadline and a 2 s window" % (took * 1000)
+
+
+def test_multi_attach(ctx):
+    """MULTI_NODE_MULTI_WRITER block volumes of io1 and io2 are made with MultiAttachEnabled
+    and attach to several instances; every other multi-node mode or type is refused at
+    CreateVolume and ValidateVolumeCapabilities, the message naming the rule."""
+    cloud = SimCloud(ctx)
+    d = ebs_daemon(ctx, cloud)
+    a, b = cloud.instances["a1"], cloud.instances["a2"]
+    mnmw = {"access_mode": {"mode": "MULTI_NODE_MULTI_WRITER"}, "block": {}}
+    io2 = {"type": "io2", "iops": "1000"}
+    v = create(d, "shared", size=10 * GiB, params=io2, cap=mnmw).volume_id
+    assert cloud.volume(v)["multi_attach"] is True, cloud.volume(v)
+    assert publish(d, v, a, cap=mnmw) == {"devicePath": "/dev/xvdba"}
+    assert publish(d, v, b, cap=mnmw) == {"devicePath": "/dev/xvdba"}
+    assert sorted(x[1] for x in cloud.attachments()) == sorted([a, b]), cloud.attachments()
+    ok = d.call("ValidateVolumeCapabilities", {"volume_id": v, "volume_capabilities": [mnmw]})
+    assert ok.confirmed.volume_capabilities, ok
+
+    refused = []
+    for name, params, cap, match in [
+            ("gp3-shared", {"type": "gp3"}, mnmw, "needs an io1 or io2 volume (EBS "
+             "Multi-Attach), not type gp3"),
+            ("fs-shared", io2, {"access_mode": {"mode": "MULTI_NODE_MULTI_WRITER"},
+                                "mount": {"fs_type": "ext4"}},
+             "MULTI_NODE_MULTI_WRITER is not supported for EBS filesystem volumes"),
+            ("one-writer", io2, {"access_mode": {"mode": "MULTI_NODE_SINGLE_WRITER"},
+                                 "block": {}},
+             "MULTI_NODE_SINGLE_WRITER is not supported by EBS volumes"),
+            ("readers", io2, {"access_mode": {"mode": "MULTI_NODE_READER_ONLY"}, "block": {}},
+             "MULTI_NODE_READER_ONLY is not supported by EBS volumes")]:
+        refused.append(expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+                              create_request(name, size=10 * GiB, params=params, cap=cap),
+                              ["volume_capabilities[0].access_mode", match]))
+    single = create(d, "single", size=10 * GiB, params=io2, cap={
+        "access_mode": {"mode": "SINGLE_NODE_WRITER"}, "block": {}}).volume_id
+    assert cloud.volume(single)["multi_attach"] is False
+    no = d.call("ValidateVolumeCapabilities", {"volume_id": single,
+                                               "volume_capabilities": [mnmw]})
+    assert not no.confirmed.volume_capabilities and \
+        "needs a volume made with Multi-Attach; volume %s was made for one node" % single \
+        in no.message, no
+    fs = d.call("ValidateVolumeCapabilities", {"volume_id": v, "volume_capabilities": [
+        {"access_mode": {"mode": "MULTI_NODE_MULTI_WRITER"}, "mount": {}}]})
+    assert not fs.confirmed.volume_capabilities and "filesystem" in fs.message, fs
+    # published as MULTI_NODE_MULTI_WRITER all the same: the second node is refused at once
+    publish(d, single, a, cap=mnmw)
+    expect(d, C.FAILED_PRECONDITION, "ControllerPublishVolume",
+           {"volume_id": single, "node_id": b, "volume_capability": mnmw},
+           "volume %s is attached to node %s (EC2 attachment attached) and was made without "
+           "Multi-Attach: one node only" % (single, a))
+    unpublish(d, single, a)
+    assert sorted(x["id"] for x in cloud.live_volumes()) == sorted([v, single])
+    unpublish(d, v, a)
+    unpublish(d, v, b)
+    assert cloud.attachments() == [], cloud.attachments()
+    return "2 instances attached; " + " | ".join(m[:60] for m in refused[:2])
+
+
+def test_probe_asks_ec2(ctx):
+    """Probe of the controller asks EC2 (DescribeAvailabilityZones, at most once in 30 s) and
+    answers not ready while the credentials or the endpoint are broken, the reason in the log
+    (once) and in /healthz."""
+    from test_metrics import get
+    cloud = SimCloud(ctx)
+    addr = ["--metrics-address", "127.0.0.1:0"]
+    bad = ebs_daemon(ctx, cloud, args=addr, name="bad-secret",
+                     env={"AWS_SECRET_ACCESS_KEY": "wrong/secret/for/the/test/0000000000000"})
+    for _ in range(10):
+        assert bad.call("Probe").ready.value is False
+    status, body = get(bad, "/healthz")
+    assert status == 503 and body.startswith(
+        "not ready: EC2 at %s does not answer the EBS controller: "
+        "DescribeAvailabilityZones: " % cloud.endpoint.rstrip("/")) and \
+        "AuthFailure: The request signature we calculated does not match" in body, (status, body)
+    calls = cloud.calls()
+    assert calls.get("DescribeAvailabilityZones") == 1, "10 Probes and /healthz, one call: %s" \
+        % calls
+    warned = [line for line in bad.logs().splitlines() if "not ready:" in line]
+    assert len(warned) == 1 and "AuthFailure" in warned[0], warned
+    good = ebs_daemon(ctx, cloud, args=addr, name="good")
+    assert good.call("Probe").ready.value is True
+    assert get(good, "/healthz") == (200, "ok\n")
+    gone = ctx.daemon("controller", name="no-endpoint", env=cloud.env(),
+                      args=["--backend", "ebs", "--ec2-endpoint", "http://127.0.0.1:9/"])
+    assert gone.call("Probe").ready.value is False
+    assert "does not answer the EBS controller" in gone.logs(), gone.logs()[-400:]
+    return "wrong secret: not ready (%s)" % body.strip()[:140]
+
+
+def test_upstream_storageclass_parameters(ctx):
+    """A StorageClass written for the AWS EBS CSI driver: each of its parameters accepted with
+    its meaning there (blockExpress ignored, volumeInitializationRate -> CreateVolume's
+    VolumeInitializationRate, ext4EncryptionSupport for mkfs), or refused saying why; and EC2's
+    2026 limits (gp3: 80,000 IOPS, 2,000 MiB/s, 64 TiB)."""
+    cloud = SimCloud(ctx)
+    d = ebs_daemon(ctx, cloud)
+    v = create(d, "be", size=200 * GiB, params={"type": "io2", "iops": "100000",
+                                                "blockExpress": "true"}).volume_id
+    assert (cloud.volume(v)["type"], cloud.volume(v)["iops"]) == ("io2", 100000), cloud.volume(v)
+    fast = create(d, "fast", size=200 * GiB, params={"iops": "80000", "throughput": "2000"})
+    e = cloud.volume(fast.volume_id)
+    assert (e["type"], e["iops"], e["throughput"]) == ("gp3", 80000, 2000), e
+    big = create(d, "big", size=64 * 1024 * GiB, params={"type": "gp3"})
+    assert cloud.volume(big.volume_id)["size"] == 65536
+    over = expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+                  create_request("over", size=65 * 1024 * GiB, params={"type": "gp3"}),
+                  "type: gp3 wants a volume of 1 GiB to 64 TiB, got 65 TiB")
+
+    s = d.call("CreateSnapshot", {"name": "seed", "source_volume_id": v}).snapshot
+    wait_for(lambda: d.call("CreateSnapshot", {"name": "seed", "source_volume_id": v})
+             .snapshot.ready_to_use, 20, "ready_to_use")
+    r = create(d, "restored", size=200 * GiB, params={"volumeInitializationRate": "250"},
+               source={"snapshot": {"snapshot_id": s.snapshot_id}}).volume_id
+    assert cloud.volume(r)["init_rate"] == 250, cloud.volume(r)
+    no_snap = expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+                     create_request("blank", params={"volumeInitializationRate": "250"}),
+                     ["parameters", "VolumeInitializationRate requires", "SnapshotId"])
+    enc = create(d, "fscrypt", params={"ext4EncryptionSupport": "true"})
+    assert dict(enc.volume_context) == {"csi.storage.k8s.io/fstype": "ext4",
+                                        "ext4EncryptionSupport": "true"}, enc.volume_context
+    expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+           create_request("fscrypt-xfs", params={"ext4EncryptionSupport": "true"}, cap=XFS),
+           "ext4EncryptionSupport: not accepted with fstype xfs")
+    wait = expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+                  create_request("w", params={"blockAttachUntilInitialized": "true"}),
+                  ["blockAttachUntilInitialized", "not supported", "leave it out"])
+    before = len(cloud.live_volumes())
+    assert before == 5, cloud.volumes()
+    return " | ".join([row(C.INVALID_ARGUMENT, over), row(C.INVALID_ARGUMENT, no_snap[:100]),
+                       row(C.INVALID_ARGUMENT, wait[:100])])
+
+
 def test_fault_zone_the_region_lacks(ctx):
     cloud = SimCloud(ctx)
     d = ebs_daemon(ctx, cloud)
@@ -803,6 +961,10 @@ TESTS = [on_sim(fn) for fn in COMMON] + [
     test_fault_expired_token,
     test_fault_500_after_attach,
     test_fault_kill_between_attach_and_wait,
+    test_upstream_storageclass_parameters,
+    test_expand_within_a_short_deadline,
+    test_multi_attach,
+    test_probe_asks_ec2,
 ]
 
 if __name__ == "__main__":

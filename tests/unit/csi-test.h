@@ -24,6 +24,8 @@
 #define CAP_UNKNOWN_MODE "{'mount':{'fs_type':'ext4'},'access_mode':{'mode':'UNKNOWN'}}"
 #define CAP_BLOCK_SNW "{'block':{},'access_mode':{'mode':'SINGLE_NODE_WRITER'}}"
 #define CAP_BLOCK_MNRO "{'block':{},'access_mode':{'mode':'MULTI_NODE_READER_ONLY'}}"
+#define CAP_BLOCK_MNSW "{'block':{},'access_mode':{'mode':'MULTI_NODE_SINGLE_WRITER'}}"
+#define CAP_BLOCK_SNSW "{'block':{},'access_mode':{'mode':'SINGLE_NODE_SINGLE_WRITER'}}"
 #define CAP_NO_MODE "{'mount':{}}"
 #define CAP_NO_TYPE "{'access_mode':{'mode':'SINGLE_NODE_WRITER'}}"
 

@@ -975,6 +975,45 @@ static void test_publish(void)
 		  "a backend without attach: UNIMPLEMENTED");
 }
 
+/* Which modes let several nodes in, and what check_access learns: the parameters a volume is
+ * made with (EBS Multi-Attach wants io1 or io2), the volume it validates. */
+static void test_access_modes(void)
+{
+	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
+
+	_cleanup_(call_done) Call mnsw =
+		CALL(env, controller_create_volume, create_volume_request,
+		     "{'name':'pvc-mnsw','volume_capabilities':[" CAP_BLOCK_MNSW "],"
+		     "'capacity_range':{'required_bytes':10737418240},"
+		     "'parameters':{'type':'io2','iops':'1000'}}");
+	is_ok(mnsw, "CreateVolume MULTI_NODE_SINGLE_WRITER");
+	is_str(fake_last(env->fake, FAKE_CREATE_VOLUME, "access.multi_node"), "true",
+	       "MULTI_NODE_SINGLE_WRITER lets several nodes attach");
+	is_str(fake_last(env->fake, FAKE_CHECK_ACCESS, "params.type"), "io2",
+	       "check_access is told the parameters the volume is made with");
+	_cleanup_(call_done) Call snsw =
+		CALL(env, controller_create_volume, create_volume_request,
+		     "{'name':'pvc-snsw','volume_capabilities':[" CAP_BLOCK_SNSW "]}");
+	is_ok(snsw, "CreateVolume SINGLE_NODE_SINGLE_WRITER");
+	is_str(fake_last(env->fake, FAKE_CREATE_VOLUME, "access.multi_node"), "false",
+	       "SINGLE_NODE_SINGLE_WRITER: one node");
+
+	_cleanup_(call_done) Call v = CALL(
+		env, controller_validate_volume_capabilities, validate_volume_capabilities_request,
+		"{'volume_id':'fake-vol-1','volume_capabilities':[" CAP_BLOCK_MNSW "]}");
+	is_ok(v, "ValidateVolumeCapabilities MULTI_NODE_SINGLE_WRITER");
+	is_str(fake_last(env->fake, FAKE_CHECK_ACCESS, "volume.id"), "fake-vol-1",
+	       "check_access is told the volume it validates");
+	is_str(fake_last(env->fake, FAKE_CHECK_ACCESS, "access.multi_node"), "true",
+	       "as a multi-node mode");
+
+	_cleanup_(call_done) Call one = publish(env, "fake-vol-1", "node-1", CAP_BLOCK_MNSW, "");
+	_cleanup_(call_done) Call two = publish(env, "fake-vol-1", "node-2", CAP_BLOCK_MNSW, "");
+	is_ok(one, "ControllerPublishVolume MULTI_NODE_SINGLE_WRITER to node-1");
+	is_ok(two, "and to node-2: the mode lets several nodes attach");
+	is_str(fake_last(env->fake, FAKE_ATTACH, "access.multi_node"), "true", "attach is told so");
+}
+
 static void test_unpublish(void)
 {
 	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
@@ -1250,6 +1289,7 @@ int main(void)
 	test_capabilities();
 	test_publish_fields();
 	test_publish();
+	test_access_modes();
 	test_unpublish();
 	test_expand();
 	test_modify();

@@ -439,12 +439,19 @@ static void test_node_checks(void)
 	       "the message names the field");
 	q.access.block = true;
 	is_int(CALL(b, check_access, &q, NULL), 0, "raw block: no filesystem to judge");
-	q.access.mode = "MULTI_NODE_MULTI_WRITER";
-	is_int(CALL(b, check_access, &q, NULL), -EINVAL, "many writers on many nodes: refused");
-	is_str(error,
-	       "volume_capabilities[1].access_mode: MULTI_NODE_MULTI_WRITER is not supported by "
-	       "pool volumes",
-	       "the message names the mode");
+	/* the volume lives on this node: every mode is served here */
+	static const char *const modes[] = {"SINGLE_NODE_SINGLE_WRITER", "SINGLE_NODE_MULTI_WRITER",
+					    "MULTI_NODE_READER_ONLY", "MULTI_NODE_SINGLE_WRITER",
+					    "MULTI_NODE_MULTI_WRITER"};
+	for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
+		q.access.mode = modes[i];
+		q.access.block = i % 2 == 0;
+		q.access.fstype = "";
+		is_int(CALL(b, check_access, &q, NULL), 0, "%s: served on the pool's node",
+		       modes[i]);
+	}
+	q.access.mode = "SINGLE_NODE_WRITER";
+	q.access.block = true;
 
 	create(b, "checked", MIB, NULL, NULL, &v);
 	Strmap ctx = {};

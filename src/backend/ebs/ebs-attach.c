@@ -235,12 +235,22 @@ static int attach_in_use(EbsController *c, const BackendAttach *r, const char *d
 		const EbsAttachment *a = &v.attachments[i];
 		if (strcmp(a->state, "detaching") == 0)
 			wait_for = a->instance_id;
-		else if (strcmp(a->state, "detached") != 0 && !r->access.multi_node) {
+		else if (strcmp(a->state, "detached") != 0 &&
+			 (!r->access.multi_node || !v.multi_attach)) {
 			devnames_release(c->devnames, r->node_id, r->volume_id);
-			e = errorf(ret_error, -ENOTEMPTY,
-				   "volume %s is attached to node %s (EC2 attachment %s) and its "
-				   "access mode %s allows one node only",
-				   r->volume_id, a->instance_id, a->state, r->access.mode);
+			if (r->access.multi_node)
+				/* EC2 says VolumeInUse again and again: say why at once */
+				e = errorf(
+					ret_error, -ENOTEMPTY,
+					"volume %s is attached to node %s (EC2 attachment %s) and "
+					"was made without Multi-Attach: one node only",
+					r->volume_id, a->instance_id, a->state);
+			else
+				e = errorf(
+					ret_error, -ENOTEMPTY,
+					"volume %s is attached to node %s (EC2 attachment %s) and "
+					"its access mode %s allows one node only",
+					r->volume_id, a->instance_id, a->state, r->access.mode);
 			ebs_volume_done(&v);
 			return e;
 		}

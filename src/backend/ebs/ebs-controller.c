@@ -93,6 +93,7 @@ int ebs_controller_new(const EbsControllerConfig *config, EbsController **ret, c
 	});
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->discover_lock, NULL);
+	pthread_mutex_init(&c->probe_lock, NULL);
 	c->instances = hashmap_new(free_value);
 	c->recent_volumes = hashmap_new(free_value);
 	log_debug("EBS controller: region %s, EC2 at %s, driver tag %s=%s", c->region,
@@ -122,7 +123,58 @@ void ebs_controller_free(EbsController *c)
 	free(c->region);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->discover_lock);
+	pthread_mutex_destroy(&c->probe_lock);
+	free(c->probe_error);
 	free(c);
+}
+
+/* The last answer, under probe_lock. */
+static int probe_answer(EbsController *c, char **ret_error)
+{
+	if (c->probe_result < 0 && ret_error)
+		*ret_error = xstrdup(c->probe_error ?: strerror(-c->probe_result));
+	return c->probe_result;
+}
+
+int ebs_controller_probe(EbsController *c, char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+	usec_t now = now_usec(CLOCK_MONOTONIC);
+	Ec2Params p = {};
+	int r;
+
+	pthread_mutex_lock(&c->probe_lock);
+	if (c->probing || (c->probed && now - c->probed < EBS_PROBE_INTERVAL)) {
+		r = probe_answer(c, ret_error);
+		pthread_mutex_unlock(&c->probe_lock);
+		return r;
+	}
+	c->probing = true;
+	pthread_mutex_unlock(&c->probe_lock);
+
+	const char *region[] = {c->region};
+	ec2_params_add_filter(&p, "region-name", region, 1);
+	/* within the Probe's own deadline too: the kubelet's liveness probe waits a second */
+	r = ebs_call(c, "DescribeAvailabilityZones", &p,
+		     MIN(now + EBS_PROBE_TIMEOUT, call_deadline()), NULL, NULL, &err, NULL);
+	ec2_params_done(&p);
+	if (r == -EAGAIN) {
+		/* throttled or 5xx until the retries ran out: EC2 is there, and busy */
+		log_debug("EBS controller probe: %s", err);
+		r = 0;
+	}
+
+	pthread_mutex_lock(&c->probe_lock);
+	c->probing = false;
+	c->probed = now_usec(CLOCK_MONOTONIC);
+	c->probe_result = r;
+	free(c->probe_error);
+	c->probe_error = r < 0 ? xasprintf("EC2 at %s does not answer the EBS controller: %s",
+					   ec2_client_endpoint(c->ec2), err ?: strerror(-r))
+			       : NULL;
+	r = probe_answer(c, ret_error);
+	pthread_mutex_unlock(&c->probe_lock);
+	return r;
 }
 
 /* ---- shared ---- */
@@ -546,6 +598,10 @@ static void create_params(EbsController *c, const BackendCreateVolume *r, const 
 		ec2_params_add(p, "KmsKeyId", r->params->kms_key_id);
 	if (snapshot_id)
 		ec2_params_add(p, "SnapshotId", snapshot_id);
+	/* EC2 refuses it without a snapshot, as the EBS driver leaves it to EC2 to say */
+	if (r->params->initialization_rate)
+		ec2_params_addf(p, "VolumeInitializationRate", "%u",
+				r->params->initialization_rate);
 	if (r->access.multi_node)
 		ec2_params_add(p, "MultiAttachEnabled", "true");
 	create_tags(c, r, &tags);

@@ -89,6 +89,9 @@ void ebs_snapshot_free(void *s); /* an EbsSnapshot on the heap */
 void ebs_snapshot_copy(const EbsSnapshot *src, EbsSnapshot *ret);
 int ebs_snapshot_from_xml(const XmlNode *item, EbsSnapshot *ret);
 
+/* BackendVolume.access_mode of a volume made with MultiAttachEnabled. */
+#define EBS_MULTI_ATTACH_MODE "MULTI_NODE_MULTI_WRITER"
+
 typedef struct EbsModification {
 	char *volume_id;
 	char *state; /* modifying, optimizing, completed, failed */

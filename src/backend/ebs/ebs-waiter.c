@@ -401,6 +401,9 @@ int ebs_waiter_wait(EbsWaiter *w, const char *id, const char *kind, EbsCheckFunc
 	x.kind = kind_get(w, kind);
 	x.start = now_usec(CLOCK_MONOTONIC);
 	x.next_due = x.start + kind_guess(w, x.kind);
+	/* a guess past the deadline would leave the wait unasked: ask once before it */
+	if (deadline != USEC_INFINITY && deadline > x.start && x.next_due >= deadline)
+		x.next_due = x.start + (deadline - x.start) / 2;
 	x.next = w->waits;
 	w->waits = &x;
 	w->stats.waits++;
