@@ -77,9 +77,12 @@ static int map_check(Pass pass, const ProtobufCFieldDescriptor *f, const MapEntr
 		if (!utf8_valid(k, kl))
 			return errorf(ret_error, -EINVAL, "%s: key #%zu is not valid UTF-8", path,
 				      i + 1);
-		/* the values of secrets are not for messages; their keys are */
+		/* named by its key when short (a secret's value is never quoted) */
+		if (!utf8_valid(v, vl) && kl <= 64)
+			return errorf(ret_error, -EINVAL, "%s[%s]: not valid UTF-8", path, k);
 		if (!utf8_valid(v, vl))
-			return errorf(ret_error, -EINVAL, "%s[%.64s]: not valid UTF-8", path, k);
+			return errorf(ret_error, -EINVAL,
+				      "%s: the value of key #%zu is not valid UTF-8", path, i + 1);
 	}
 	return 0;
 }

@@ -172,6 +172,13 @@ static void test_create_utf8(void)
 	is_status(value, "INVALID_ARGUMENT", "parameters[tagSpecification_1]: not valid UTF-8",
 		  "a parameter value that is not UTF-8");
 	r = create_request("pvc-1");
+	ADD_PARAMS(r, parameters, 1, repeat('k', 70), "\xff");
+	_cleanup_(call_done) Call long_key =
+		call_message(&env->d, controller_create_volume, &r->base);
+	is_status(long_key, "INVALID_ARGUMENT",
+		  "parameters: the value of key #1 is not valid UTF-8",
+		  "a value not UTF-8 under a long key: named by its position");
+	r = create_request("pvc-1");
 	ADD_PARAMS(r, parameters, 1, "csi.storage.k8s.io/\xff", "v");
 	_cleanup_(call_done) Call key = call_message(&env->d, controller_create_volume, &r->base);
 	is_status(key, "INVALID_ARGUMENT", "parameters: key #1 is not valid UTF-8",
