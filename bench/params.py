@@ -33,7 +33,6 @@ KEYS = int(os.environ.get("KEYS", 100000))
 CLIENTS = int(os.environ.get("CLIENTS", 8))
 EBS = os.environ.get("EBS", "1") == "1"
 TIMEOUT = float(os.environ.get("TIMEOUT", 120))
-MOUNT = {"access_mode": {"mode": "SINGLE_NODE_WRITER"}, "mount": {"fs_type": "ext4"}}
 
 
 def create_request(name):
