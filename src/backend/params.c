@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "alloc.h"
+#include "hashmap.h"
 #include "params.h"
 #include "log.h"
 #include "parse-util.h"
@@ -277,6 +279,7 @@ typedef struct Parsed {
 	VolumeParams fs;	/* fstype and the mkfs options */
 	VolumeTag *tags;
 	size_t n_tags;
+	Hashmap *tag_keys; /* tag key -> position in tags + 1 */
 } Parsed;
 
 static void parsed_done(Parsed *x)
@@ -284,6 +287,8 @@ static void parsed_done(Parsed *x)
 	tags_free(x->tags, x->n_tags);
 	x->tags = NULL;
 	x->n_tags = 0;
+	hashmap_free(x->tag_keys);
+	x->tag_keys = NULL;
 }
 
 typedef enum Mode {
@@ -341,14 +346,20 @@ static int parse_tag(const char *key, const char *value, Parsed *x, char **ret_e
 			    VOLUME_TAG_VALUE_MAX);
 	if (strncasecmp(k, "aws:", 4) == 0)
 		return fail(ret_error, "%s: tag keys starting with 'aws:' are reserved", key);
-	int i = tag_find(x->tags, x->n_tags, k);
-	if (i >= 0) {
-		if (strcmp(x->tags[i].value, v) != 0)
+	if (!x->tag_keys)
+		x->tag_keys = hashmap_new(NULL);
+	uintptr_t pos = (uintptr_t)hashmap_get(x->tag_keys, k);
+	if (pos > 0) {
+		const VolumeTag *t = &x->tags[pos - 1];
+		if (strcmp(t->value, v) != 0)
 			return fail(ret_error, "%s: tag '%s' is already set to '%s' by another %sN",
-				    key, k, x->tags[i].value, TAG_PREFIX);
+				    key, k, t->value, TAG_PREFIX);
 		return 0;
 	}
-	tag_set(&x->tags, &x->n_tags, k, v);
+	x->tags = xrealloc(x->tags, (x->n_tags + 1) * sizeof(VolumeTag));
+	x->tags[x->n_tags] = (VolumeTag){xstrdup(k), xstrdup(v)};
+	x->n_tags++;
+	(void)hashmap_put(x->tag_keys, k, (void *)(uintptr_t)x->n_tags);
 	return 0;
 }
 
@@ -462,14 +473,35 @@ static bool mutable_key(Key k)
 	return k == K_TYPE || k == K_IOPS || k == K_THROUGHPUT || k == K_TAG;
 }
 
+/* The limits that depend only on how many keys there are, checked before any key is parsed:
+ * a request of 100,000 keys costs one pass of prefix compares, not 100,000 parses. */
+static int check_counts(const ParamKV *kv, size_t n, char **ret_error)
+{
+	size_t tags = 0;
+
+	if (n > VOLUME_PARAMS_MAX_KEYS)
+		return fail(ret_error, "wanted at most %d parameters, got %zu",
+			    VOLUME_PARAMS_MAX_KEYS, n);
+	for (size_t i = 0; i < n; i++)
+		if (kv[i].key && strncasecmp(kv[i].key, TAG_PREFIX, strlen(TAG_PREFIX)) == 0)
+			tags++;
+	if (tags > VOLUME_PARAMS_MAX_TAGS)
+		return fail(ret_error, TAG_PREFIX "N: wanted at most %d tags, got %zu",
+			    VOLUME_PARAMS_MAX_TAGS, tags);
+	return 0;
+}
+
 /* Reads every key of one request into *x (zeroed first); x is released on failure. */
 static int parse_keys(Mode mode, const ParamKV *kv, size_t n, Parsed *x, char **ret_error)
 {
-	_cleanup_free_ uint32_t *tag_ids = NULL;
-	size_t n_tag_ids = 0;
-	int r = 0;
+	/* tagSpecification_N numbers seen, in decimal: "1" and "01" are one key */
+	_cleanup_(hashmap_freep) Hashmap *tag_ids = NULL;
+	int r;
 
 	*x = (Parsed){};
+	r = check_counts(kv, n, ret_error);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < n && r >= 0; i++) {
 		const char *key = kv[i].key ? kv[i].key : "";
 		const char *value = kv[i].value ? kv[i].value : "";
@@ -499,16 +531,17 @@ static int parse_keys(Mode mode, const ParamKV *kv, size_t n, Parsed *x, char **
 			}
 			x->spelled[k] = key;
 		} else if (k == K_TAG) {
-			/* "tagSpecification_1" and "TagSpecification_01" are one key */
-			uint32_t id = 0;
-			(void)tag_number(key, &id);
-			for (size_t j = 0; j < n_tag_ids; j++)
-				if (tag_ids[j] == id)
-					r = fail(ret_error, "%s: given more than once", key);
-			if (r < 0)
+			char id[16];
+			uint32_t number = 0;
+
+			(void)tag_number(key, &number);
+			snprintf(id, sizeof(id), "%u", number);
+			if (!tag_ids)
+				tag_ids = hashmap_new(NULL);
+			if (hashmap_put(tag_ids, id, NULL) == -EEXIST) {
+				r = fail(ret_error, "%s: given more than once", key);
 				break;
-			tag_ids = xrealloc(tag_ids, (n_tag_ids + 1) * sizeof(uint32_t));
-			tag_ids[n_tag_ids++] = id;
+			}
 		}
 		r = parse_one(k, key, value, x, ret_error);
 	}
@@ -612,6 +645,7 @@ static void take_tags(VolumeParams *ret, Parsed *x)
 	ret->tags = TAKE_PTR(x->tags);
 	ret->n_tags = x->n_tags;
 	x->n_tags = 0;
+	parsed_done(x); /* the key index */
 	if (ret->n_tags > 1)
 		qsort(ret->tags, ret->n_tags, sizeof(VolumeTag), tag_cmp);
 }

@@ -67,6 +67,9 @@ typedef struct VolumeTag {
 	char *value;
 } VolumeTag;
 
+/* Checked before any key is parsed: Kubernetes allows a StorageClass at most 512 parameters,
+ * EC2 a resource at most 50 tags (tagSpecification_N keys are counted, duplicates too). */
+#define VOLUME_PARAMS_MAX_KEYS 512
 #define VOLUME_PARAMS_MAX_TAGS 50 /* EC2's limit per resource */
 #define VOLUME_TAG_KEY_MAX 128
 #define VOLUME_TAG_VALUE_MAX 256

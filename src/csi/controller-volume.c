@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "params.h"
 #include "strv.h"
+#include "utf8.h"
 
 /* Names of volumes, snapshots and groups: they never become paths, but a clear error is
  * better than a surprising ID. */
@@ -36,6 +37,9 @@ int create_name_check(char **ret_error, const char *name)
 		return errorf(ret_error, -EINVAL,
 			      "name: must be 1-%d printable bytes without '/' (got %zu bytes)",
 			      NAME_MAX_BYTES, strlen(name));
+	/* a protobuf string must be UTF-8, and the backends' records (JSON) hold nothing else */
+	if (!utf8_valid(name, strlen(name)))
+		return errorf(ret_error, -EINVAL, "name: not valid UTF-8");
 	return 0;
 }
 

@@ -388,6 +388,58 @@ static void test_tags(void)
 	is_str(err, "tagSpecification_N: wanted at most 50 tags, got 51", "51 tags: message");
 }
 
+/* n keys "tagSpecification_1".. with distinct tags, the first one malformed: a parse that
+ * reached it would fail on it, so a count message proves the count came first. */
+static ParamKV *tag_keys(size_t n)
+{
+	ParamKV *kv = xnew0(ParamKV, n);
+	for (size_t i = 0; i < n; i++)
+		kv[i] = (ParamKV){xasprintf("tagSpecification_%zu", i + 1),
+				  i == 0 ? xstrdup("noequals") : xasprintf("k%zu=v", i)};
+	return kv;
+}
+
+static void test_limits(void)
+{
+	ParamKV *kv = tag_keys(100000);
+	is_int(parse(kv, 100000, GiB), -EINVAL, "100000 parameters: -EINVAL");
+	is_str(err, "wanted at most 512 parameters, got 100000",
+	       "100000 parameters: refused on the count, before any key is parsed");
+	is_int(volume_params_check_mutable(kv, 100000, &err), -EINVAL,
+	       "100000 mutable parameters: -EINVAL");
+	is_str(err, "wanted at most 512 parameters, got 100000",
+	       "100000 mutable parameters: refused on the count");
+	uint64_t lo, hi;
+	free(err);
+	err = NULL;
+	is_int(volume_params_size_range(kv, 100000, &lo, &hi, &err), -EINVAL,
+	       "GetCapacity's 100000 parameters: -EINVAL");
+	is_str(err, "wanted at most 512 parameters, got 100000",
+	       "GetCapacity's 100000 parameters: refused on the count");
+
+	is_int(parse(kv, 51, GiB), -EINVAL, "51 tag keys: -EINVAL");
+	is_str(err, "tagSpecification_N: wanted at most 50 tags, got 51",
+	       "51 tag keys: refused on the count, before the malformed first one is parsed");
+	is_int(parse(kv, 2, GiB), -EINVAL, "2 tag keys, one malformed: -EINVAL");
+	is_str(err, "tagSpecification_1: wanted 'key=value', got 'noequals'",
+	       "under the limits the keys are parsed");
+	param_kv_free_many(kv, 100000);
+
+	/* keys that are otherwise ignored count too */
+	kv = xnew0(ParamKV, 513);
+	for (size_t i = 0; i < 513; i++)
+		kv[i] = (ParamKV){xasprintf("csi.storage.k8s.io/k%zu", i), xstrdup("v")};
+	is_int(parse(kv, 512, GiB), 0, "512 parameters: success");
+	is_int(parse(kv, 513, GiB), -EINVAL, "513 parameters: -EINVAL");
+	is_str(err, "wanted at most 512 parameters, got 513", "513 parameters: message");
+	param_kv_free_many(kv, 513);
+
+	/* the same tag from two keys is one tag: 50 tags in 50 keys, found by hash */
+	ParamKV dup[] = {P("tagSpecification_7", "env=prod"), P("tagSpecification_9", "env=prod")};
+	is_int(parse(dup, N(dup), GiB), 0, "one tag from two keys: success");
+	is_int(vp.n_tags, 1, "one tag from two keys: one tag");
+}
+
 static void test_serialise(void)
 {
 	ParamKV in[] = {P("type", "gp3"),
@@ -701,6 +753,7 @@ int main(void)
 	test_create();
 	test_fs();
 	test_tags();
+	test_limits();
 	test_serialise();
 	test_modify();
 	test_sizes();

@@ -151,6 +151,20 @@ static void test_create(void)
 	       "message");
 	volume_params_done(&params);
 	strmap_done(&other);
+
+	/* A name that is not UTF-8 cannot be recorded: refused, and nothing is left behind (a
+	 * record without its name would be damage, and the retry's answer "cannot be read"). */
+	BackendVolumeList l = {};
+	is_int(create(b, "pvc-\xff", MIB, NULL, NULL, &again), -EINVAL,
+	       "a name that is not UTF-8: -EINVAL");
+	ok(error && strncmp(error, "name, parameters: not valid UTF-8 (volume vol-", 46) == 0,
+	   "the message names the fields: %s", error);
+	is_int(create(b, "pvc-\xff", MIB, NULL, NULL, &again), -EINVAL, "and again on a retry");
+	is_int(CALL(b, list_volumes, &(BackendListRequest){}, &l), 0, "list");
+	is_int(l.n_volumes, 2, "only the two volumes made before are there");
+	for (size_t i = 0; i < l.n_volumes; i++)
+		ok(!l.volumes[i].damage, "%s is sound", l.volumes[i].id);
+	backend_volume_list_done(&l);
 	backend_volume_done(&v);
 	backend_volume_done(&clone);
 	b->ops->free(b);
