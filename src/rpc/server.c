@@ -148,9 +148,9 @@ METRIC_DEFINE(calls_in_flight, METRIC_GAUGE, "volplug_csi_operations_in_flight",
 #define PAYLOAD_MAX (64 * 1024 * 1024)	  /* bytes of requests in our hands */
 #define RESETS_MAX 1000			  /* calls one connection may cancel unanswered... */
 #define RESETS_WINDOW (10 * USEC_PER_SEC) /* ...in this long */
-/* A connection whose bytes wait unread this long while it has no call in our hands is
- * feeding gRPC headers that never end (CONTINUATION after CONTINUATION: gRPC 1.51 buffers a
- * header value whatever its length and parses it again with every frame). */
+/* A connection whose bytes wait unread this long while it has no call in our hands feeds gRPC
+ * headers that never end (CONTINUATION after CONTINUATION: gRPC 1.51 buffers a header value
+ * whatever its length and parses it again with every frame), or reads none of its answers. */
 #define STALL_MAX (3 * USEC_PER_SEC)
 
 /* A message echoes what the request held: a 10 KB id would push the status past the client's
@@ -926,7 +926,7 @@ static void conns_check_stalled(RpcServer *s)
 		else if (conn->stalled_since == 0)
 			conn->stalled_since = now;
 		else if (now - conn->stalled_since > STALL_MAX)
-			conn_shut_locked(conn, "headers that do not end, seconds",
+			conn_shut_locked(conn, "bytes left unread with no call, seconds",
 					 (unsigned)((now - conn->stalled_since) / USEC_PER_SEC));
 	}
 	pthread_mutex_unlock(&s->conn_lock);
