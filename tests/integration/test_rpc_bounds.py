@@ -14,7 +14,11 @@ import threading
 import time
 
 import grpc
-import hpack
+
+try:
+    import hpack  # Debian's python3-hpack, which python3-h2 brings
+except ImportError:
+    sys.exit("test_rpc_bounds: no hpack module: install python3-h2 (scripts/install-deps)")
 
 from harness import run
 
