@@ -262,8 +262,10 @@ class Watch:
         growth = self.peak_rss - self.start_rss
         assert growth < self.growth_max, "volplugd grew by %.0f MiB, bound %d MiB (%s)" % (
             growth / MIB, self.growth_max // MIB, self.note)
-        # Answered promptly after the flood, too.
+        # Answered promptly after the flood, too; and it still stops when told.
         self.d.call("GetPluginInfo", timeout=LATENCY_MAX)
+        rc = self.d.stop(timeout=15)
+        assert rc == 0, "volplugd exited with %s after the flood" % rc
 
 
 def closed_note(c):
