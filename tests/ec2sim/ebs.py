@@ -342,7 +342,7 @@ class Cloud:
         """The volume an earlier CreateVolume with this ClientToken made, or None when the
         token is new. Raises IdempotentParameterMismatch when the token cannot be reused."""
         token = p.get("ClientToken")
-        if token is None:
+        if token is None or not self.cfg["client_tokens"]:
             return None
         if not 0 < len(token) <= 64:
             raise invalid("ClientToken", "Client token must be 1 to 64 characters long")
@@ -496,9 +496,14 @@ class Cloud:
         if not DEVICE_NAME.match(device):
             raise invalid("Device", "Value (%s) for parameter device is invalid. %s is not a "
                           "valid EBS device name." % (device, device))
-        if vol.attachment is not None:
+        if vol.attachment is not None and self.cfg["single_attach"]:
             raise Ec2Error("VolumeInUse", "%s is already attached to an instance (%s)"
                            % (vol.id, vol.attachment.instance_id))
+        if vol.attachment is not None and not vol.root:
+            old = vol.attachment.instance_id  # refusing nothing: the attachment moves here
+            vol.attachment = None
+            vol.state = "available"
+            self._device("detached", vol, old)
         if vol.state != "available":
             raise Ec2Error("IncorrectState", "%s is not 'available' (it is '%s')."
                            % (vol.id, vol.state))
@@ -514,7 +519,7 @@ class Cloud:
                           "already in use" % (device, device))
         enis = self.cfg["enis"] if inst.enis is None else inst.enis
         most = limits.max_ebs_volumes(inst.type, enis, self.cfg)
-        if len(attached) >= most:
+        if len(attached) >= most and self.cfg["attachment_limits"]:
             raise Ec2Error("AttachmentLimitExceeded", "You have reached the maximum number of "
                            "EBS volumes (%d, the root volume included) for instance %s (%s)"
                            % (most, inst.id, inst.type))
