@@ -352,7 +352,7 @@ class Cloud:
         """The volume an earlier CreateVolume with this ClientToken made, or None when the
         token is new. Raises IdempotentParameterMismatch when the token cannot be reused."""
         token = p.get("ClientToken")
-        if token is None:
+        if token is None or not self.cfg["client_tokens"]:
             return None
         if not 0 < len(token) <= 64:
             raise invalid("ClientToken", "Client token must be 1 to 64 characters long")
@@ -519,9 +519,15 @@ class Cloud:
             raise invalid("Device", "Value (%s) for parameter device is invalid. %s is not a "
                           "valid EBS device name." % (device, device))
         here = vol.attachment_to(inst.id)
-        if here is not None or (vol.attachments and not vol.multi_attach):
+        in_use = here is not None or (vol.attachments and not vol.multi_attach)
+        if in_use and self.cfg["single_attach"]:
             raise Ec2Error("VolumeInUse", "%s is already attached to an instance (%s)"
                            % (vol.id, (here or vol.attachments[0]).instance_id))
+        if in_use and not vol.root:
+            for old in list(vol.attachments):  # refusing nothing: the attachment moves here
+                vol.attachments.remove(old)
+                self._device("detached", vol, old.instance_id)
+            vol.state = "available"
         if len(vol.attachments) >= MULTI_ATTACH_MAX:
             raise Ec2Error("AttachmentLimitExceeded", "Multi-Attach volume %s is attached to "
                            "%d instances already, the most it takes"
@@ -541,7 +547,7 @@ class Cloud:
                           "already in use" % (device, device))
         enis = self.cfg["enis"] if inst.enis is None else inst.enis
         most = limits.max_ebs_volumes(inst.type, enis, self.cfg)
-        if len(attached) >= most:
+        if len(attached) >= most and self.cfg["attachment_limits"]:
             raise Ec2Error("AttachmentLimitExceeded", "You have reached the maximum number of "
                            "EBS volumes (%d, the root volume included) for instance %s (%s)"
                            % (most, inst.id, inst.type))

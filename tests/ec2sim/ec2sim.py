@@ -64,6 +64,12 @@ Settings (flags set them at start, POST /_sim/config while running; see config.p
                             modifications that end in "failed"
   faults [rules]            {"action", "code", "rate", "count", "when": before|after} (faults.py)
   latency (s, 0)            added to every call
+  client_tokens (true), single_attach (true), attachment_limits (true)
+                            false: as peers that refuse nothing for the caller (moto, some
+                            EC2-compatible clouds): CreateVolume ignores ClientToken (a retry
+                            makes another volume); AttachVolume of an attached volume moves the
+                            attachment instead of VolumeInUse; no AttachmentLimitExceeded.
+                            --refuse-nothing sets all three false
   auth (true), credentials [{access_key, secret_key[, token]}], max_clock_skew (300 s)
   credential_ttl (3600 s)   lifetime of the temporary credentials IMDS and STS hand out
   web_identity_tokens []    the tokens STS accepts (empty: any)
@@ -129,6 +135,8 @@ def parse_args(argv):
     a.add_argument("--latency", type=float)
     a.add_argument("--seed", type=int)
     a.add_argument("--no-auth", action="store_true", help="accept unsigned requests")
+    a.add_argument("--refuse-nothing", action="store_true", help="ignore ClientToken, move "
+                   "attachments, no attachment limit (as moto)")
     a.add_argument("--credentials", action="append", metavar="KEY:SECRET[:TOKEN]",
                    help="accepted credentials (repeat; replaces the default pair)")
     a.add_argument("--credential-ttl", type=float)
@@ -182,6 +190,8 @@ def settings(args):
         changes["web_identity_tokens"] = args.web_identity_token
     if args.no_auth:
         changes["auth"] = False
+    if args.refuse_nothing:
+        changes.update(client_tokens=False, single_attach=False, attachment_limits=False)
     if args.imds_v1:
         changes["imds_v1"] = True
     for key in ("account_id", "state_delay", "consistency_window", "modify_limit", "modify_period",

@@ -66,6 +66,7 @@ typedef struct EbsController {
 	Ec2Client *ec2;
 	DevNames *devnames;
 	EbsWaiter *volumes;	  /* DescribeVolumes */
+	EbsWaiter *names;	  /* DescribeVolumes by CSI name (its ids are names) */
 	EbsWaiter *modifications; /* DescribeVolumesModifications */
 	EbsWaiter *snapshots;	  /* DescribeSnapshots */
 
@@ -75,7 +76,8 @@ typedef struct EbsController {
 	pthread_mutex_t lock;
 	/* guarded by lock: */
 	char **zones;		 /* the region's, asked once; NULL: not yet */
-	Hashmap *instances;	 /* instance id -> char * zone: seen, device names restored */
+	Hashmap *instances;	 /* instance id -> what publishes need (ebs-attach.c): seen,
+				  * device names restored */
 	Hashmap *recent_volumes; /* volume id -> usec_t * when made */
 	EbsRecentSnapshot *recent_snapshots;
 	size_t n_recent_snapshots;
@@ -128,6 +130,17 @@ bool ebs_recent_volume(EbsController *c, const char *id);
  * EBS_VISIBLE_WAIT). */
 int ebs_volume_describe(EbsController *c, const char *id, const char *field, usec_t deadline,
 			EbsVolume *ret, char **ret_error);
+
+/* As ebs_volume_describe(), through the batched poll (ebs_waiter_look()): one DescribeVolumes
+ * serves every look and wait of the moment. */
+int ebs_volume_look(EbsController *c, const char *id, const char *field, usec_t deadline,
+		    EbsVolume *ret, char **ret_error);
+
+/* This driver's live volume named name (its CSIVolumeName and driver tags), the oldest when
+ * there are several, through one batched DescribeVolumes for every name looked up at the
+ * moment: 0 with *ret, -ENOENT when EC2 shows none, or the call's error. */
+int ebs_volume_find_named(EbsController *c, const char *name, usec_t deadline, EbsVolume *ret,
+			  char **ret_error);
 
 /* Waits (batched) until the volume's state is one of states ("available", ...): 0 with *ret
  * the volume as then seen (may be NULL), -EIO when it went to "error", -ENOENT when it is gone

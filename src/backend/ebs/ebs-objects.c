@@ -248,6 +248,8 @@ int ebs_instance_from_xml(const XmlNode *item, EbsInstance *ret)
 		strv_push(&i.devices, &n, &cap, xstrdup(dev));
 		strv_push(&i.volumes, &m, &mcap, xstrdup(vol));
 	}
+	XML_FOREACH (eni, item, "networkInterfaceSet/item")
+		i.enis++;
 	*ret = i;
 	return 0;
 }

@@ -113,6 +113,7 @@ typedef struct EbsInstance {
 	char *state;
 	char **devices; /* strv: the block device mapping's device names... */
 	char **volumes; /* ...and the volume of each */
+	unsigned enis;	/* network interfaces attached; 0: the reply lists none */
 } EbsInstance;
 
 void ebs_instance_done(EbsInstance *i);
