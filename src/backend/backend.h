@@ -135,6 +135,8 @@ typedef struct BackendAccess {
 typedef struct BackendAccessCheck {
 	const char *field;
 	BackendAccess access;
+	const VolumeParams *params;  /* CreateVolume: what the volume is made with; else NULL */
+	const BackendVolume *volume; /* ValidateVolumeCapabilities: the volume; else NULL */
 } BackendAccessCheck;
 
 typedef struct BackendCreateVolume {

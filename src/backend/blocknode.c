@@ -460,6 +460,7 @@ int blocknode_stage_defaults(const BackendStage *r, const char **ret_fstype,
 		.number_of_inodes = p.number_of_inodes,
 		.ext4_bigalloc = p.ext4_bigalloc,
 		.ext4_cluster_size = p.ext4_cluster_size,
+		.ext4_encryption = p.ext4_encryption,
 	};
 	volume_params_done(&p);
 	*ret_fstype = fstype && *fstype ? fstype : BLOCKNODE_DEFAULT_FSTYPE;
@@ -1006,6 +1007,14 @@ int blocknode_publish(const BlockNode *n, const BackendPublish *r, char **ret_er
 		return e;
 	if ((e = publish_check_flags(r, &u, ret_error)) < 0)
 		return e;
+	/* SINGLE_NODE_SINGLE_WRITER: one workload, so one target path */
+	for (size_t i = 0; i < u.rec.n_targets; i++)
+		if (strcmp(r->access.mode ?: "", "SINGLE_NODE_SINGLE_WRITER") == 0 &&
+		    strcmp(u.rec.targets[i].path, r->target_path) != 0)
+			return errorf(ret_error, -ENOTEMPTY,
+				      "volume %s is published at '%s' and its access mode "
+				      "SINGLE_NODE_SINGLE_WRITER allows one target path",
+				      r->volume_id, u.rec.targets[i].path);
 	if ((e = device_find(n, r->volume_id, &dev)) < 0)
 		return errorf(ret_error, -ENOTEMPTY, "volume %s is not staged on this node",
 			      r->volume_id);

@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "params.h"
 #include "strv.h"
+#include "utf8.h"
 
 /* Names of volumes, snapshots and groups: they never become paths, but a clear error is
  * better than a surprising ID. */
@@ -36,6 +37,9 @@ int create_name_check(char **ret_error, const char *name)
 		return errorf(ret_error, -EINVAL,
 			      "name: must be 1-%d printable bytes without '/' (got %zu bytes)",
 			      NAME_MAX_BYTES, strlen(name));
+	/* a protobuf string must be UTF-8, and the backends' records (JSON) hold nothing else */
+	if (!utf8_valid(name, strlen(name)))
+		return errorf(ret_error, -EINVAL, "name: not valid UTF-8");
 	return 0;
 }
 
@@ -282,6 +286,14 @@ static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolume
 	if ((e = backend_parse_params(b, &q, &p, ret_error)) < 0)
 		return e;
 	spec->params = p.params;
+	/* again with the parameters: a mode may need a volume type (EBS Multi-Attach: io1, io2) */
+	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
+		char field[48];
+		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
+		if ((e = capability_check_for(b, r->volume_capabilities[i], field, &spec->params,
+					      NULL, ret_error)) < 0)
+			return e;
+	}
 	return 0;
 }
 
@@ -435,7 +447,6 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	Backend *b = volume_backend(d, r->volume_id, &context);
 	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;
-	backend_volume_done(&v);
 
 	Csi__V1__ValidateVolumeCapabilitiesResponse *resp =
 		xnew0(Csi__V1__ValidateVolumeCapabilitiesResponse, 1);
@@ -444,11 +455,13 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
 		char field[48];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
-		if (capability_check(b, r->volume_capabilities[i], field, &err) < 0) {
+		if (capability_check_for(b, r->volume_capabilities[i], field, NULL, &v, &err) < 0) {
 			resp->message = TAKE_PTR(err);
+			backend_volume_done(&v);
 			return 0;
 		}
 	}
+	backend_volume_done(&v);
 	/* Confirmed: echo what was asked, as the spec wants. */
 	Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed *c =
 		xnew0(Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed, 1);

@@ -17,6 +17,7 @@ import grpc
 from harness import VOLPLUGCTL, Skip, in_background, is_root, local_id, run, to_dict, wait_for
 
 import csi_pb2  # noqa: E402  (found through the path harness sets)
+from google.protobuf import json_format  # noqa: E402
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -230,6 +231,75 @@ def test_bad_names_ids_and_parameters(ctx):
                        match="volume_id: a NUL byte")
     assert os.path.isdir(os.path.join(outside, "x"))
     assert_pool_clean(d.pool, volumes=1)
+
+
+def raw_error(d, method, message, replace):
+    """Calls method with message's wire bytes, each (placeholder, bytes) of replace swapped in
+    (what protobuf will not put in a string: bytes that are not UTF-8); (code, details)."""
+    data = message.SerializeToString()
+    for old, new in replace:
+        assert len(old) == len(new) and old in data, (old, new)
+        data = data.replace(old, new)
+    service = "Node" if method.startswith("Node") else "Controller"
+    try:
+        d.call_raw("/csi.v1.%s/%s" % (service, method), data)
+    except grpc.RpcError as e:
+        return e.code(), e.details()
+    return OK, ""
+
+
+def create_msg(name, **params):
+    req = csi_pb2.CreateVolumeRequest(name=name)
+    req.volume_capabilities.add().CopyFrom(json_format.ParseDict(SNW, csi_pb2.VolumeCapability()))
+    for k, v in params.items():
+        req.parameters[k] = v
+    return req
+
+
+def test_strings_not_utf8_and_oversized_maps(ctx):
+    """Strings that are not UTF-8 and maps of 100,000 entries are refused before anything is
+    made, naming the field (and the limit); nothing is left in the pool."""
+    d = ctx.daemon()
+    rows = []
+    for label, method, msg, replace, want in (
+            ("a volume name", "CreateVolume", create_msg("pvc-@"), [(b"pvc-@", b"pvc-\xff")],
+             "name: not valid UTF-8"),
+            ("an overlong '/' in a name", "CreateVolume", create_msg("pvc-@@"),
+             [(b"pvc-@@", b"pvc-\xc0\xaf")], "name: not valid UTF-8"),
+            ("a parameter value", "CreateVolume",
+             create_msg("pvc-p", tagSpecification_1="team=@@"), [(b"team=@@", b"team=\xed\xa0")],
+             "parameters[tagSpecification_1]: not valid UTF-8"),
+            ("a snapshot name", "CreateSnapshot",
+             csi_pb2.CreateSnapshotRequest(name="snap-@", source_volume_id="vol-x"),
+             [(b"snap-@", b"snap-\xff")], "name: not valid UTF-8"),
+            ("a volume_context key", "NodeStageVolume",
+             csi_pb2.NodeStageVolumeRequest(volume_id="vol-x", staging_target_path="/s",
+                                            volume_context={"k@": "v"}),
+             [(b"k@", b"k\xff")], "volume_context: key #1 is not valid UTF-8")):
+        for attempt_no in (1, 2):  # the retry gets the same answer, nothing half-made
+            code, details = raw_error(d, method, msg, replace)
+            assert (code, details) == (INVALID, want), "%s: %s %s" % (label, code, details)
+        rows.append(label)
+
+    many = create_msg("pvc-many")
+    for i in range(100000):
+        many.parameters["tagSpecification_%d" % (i + 1)] = "k%d=v" % i
+    d.expect_error(INVALID, "CreateVolume", many, match="parameters: at most 512 entries, got 100000")
+    stage = csi_pb2.NodeStageVolumeRequest(volume_id="vol-x", staging_target_path="/s")
+    stage.volume_capability.CopyFrom(json_format.ParseDict(SNW, csi_pb2.VolumeCapability()))
+    for i in range(100000):
+        stage.volume_context["key%d" % i] = "value%d" % i
+    d.expect_error(INVALID, "NodeStageVolume", stage,
+                   match="volume_context: at most 512 entries, got 100000")
+    # Past gRPC's 4 MiB a request is refused before it is decoded.
+    for i in range(100000, 200000):
+        many.parameters["tagSpecification_%d" % (i + 1)] = "k%d=v" % i
+    assert many.ByteSize() > 4 << 20
+    d.expect_error(EXHAUSTED, "CreateVolume", many)
+    assert len(d.call("ListVolumes").entries) == 0
+    assert on_disk(d.pool, "volumes") == []
+    assert_pool_clean(d.pool, volumes=0)
+    return "%d fields refused; 100,000 parameters and volume_context entries refused" % len(rows)
 
 
 def test_capacity_range(ctx):
@@ -1300,7 +1370,8 @@ def test_a_lost_pool_is_not_made_again_quietly(ctx):
 
 if __name__ == "__main__":
     run([test_create_delete_lifecycle, test_create_is_idempotent_other_arguments_already_exist,
-         test_bad_names_ids_and_parameters, test_capacity_range, test_topology, test_pool_capacity,
+         test_bad_names_ids_and_parameters, test_strings_not_utf8_and_oversized_maps,
+         test_capacity_range, test_topology, test_pool_capacity,
          test_64_concurrent_creates_of_one_name, test_second_call_in_flight_is_aborted_at_once,
          test_client_deadline_then_retry_finds_the_volume, test_list_volumes_pagination,
          test_kill9_during_create, test_kill9_during_snapshot, test_kill9_during_delete,

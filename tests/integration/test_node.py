@@ -477,6 +477,37 @@ def test_raw_block_volume(ctx):
 
 
 @node_test
+def test_access_modes_on_the_pools_node(ctx):
+    """SINGLE_NODE_SINGLE_WRITER: one workload, so one target path (FAILED_PRECONDITION for a
+    second, nothing mounted there); SINGLE_NODE_MULTI_WRITER and MULTI_NODE_MULTI_WRITER:
+    several targets on the pool's one node."""
+    d = ctx.daemon(args=FAST)
+    one = Vol(ctx, d, "rwop", 16 * MiB, mount_cap(mode="SINGLE_NODE_SINGLE_WRITER"))
+    many = None
+    try:
+        one.stage()
+        first = one.publish()
+        one.publish()  # the same target again: fine
+        second = one.target("pod2")
+        e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "NodePublishVolume",
+                           volume_id=one.id, staging_target_path=one.staging,
+                           target_path=second, volume_capability=one.cap,
+                           volume_context=one.context)
+        assert "is published at '%s' and its access mode SINGLE_NODE_SINGLE_WRITER allows one " \
+            "target path" % first in e.details(), e.details()
+        assert mount_at(second) is None and not os.path.lexists(second), "nothing made there"
+        many = Vol(ctx, d, "rwx", 16 * MiB, mount_cap(mode="MULTI_NODE_MULTI_WRITER"))
+        many.stage()
+        t1, t2 = many.publish(), many.publish(many.target("pod2"))
+        assert mount_at(t1) is not None and mount_at(t2) is not None
+    finally:
+        safely(one.teardown, *([many.teardown] if many else []))
+    assert_detached(one)
+    if many:
+        assert_detached(many)
+
+
+@node_test
 def test_idempotency_and_conflicts(ctx):
     d = ctx.daemon()
     a = Vol(ctx, d, "a", 32 * MiB)
@@ -1475,7 +1506,8 @@ def test_pool_deleted_under_the_daemon(ctx):
 if __name__ == "__main__":
     run([test_lifecycle_ext4, test_lifecycle_xfs, test_mkfs_options_from_storage_class,
          test_existing_filesystem_is_never_reformatted, test_mount_flags_and_read_only_publish,
-         test_raw_block_volume, test_idempotency_and_conflicts, test_bad_paths_are_refused,
+         test_raw_block_volume, test_access_modes_on_the_pools_node,
+         test_idempotency_and_conflicts, test_bad_paths_are_refused,
          test_staged_elsewhere_and_xfs_clone_beside_its_source,
          test_expand_xfs_online, test_ext4_grown_while_unstaged_grows_at_stage,
          test_volume_stats_and_condition, test_loop_devices_pass_direct_io,

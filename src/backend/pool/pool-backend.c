@@ -51,10 +51,15 @@ static int pool_probe_op(Backend *b, char **ret_error)
 	return pool_backend_usable(pool_of(b), ret_error);
 }
 
-/* The access modes pool volumes serve: one node, or many that only read. */
+/* A pool volume lives on the pool's one node, so every mode is served there: the single-node
+ * ones as CSI has them (SINGLE_NODE_SINGLE_WRITER: one target path), and the multi-node ones
+ * as their single-node counterparts, since no other node can reach the volume (a publish to
+ * another node is NOT_FOUND naming both; the volume's topology tells the CO where it is).
+ * Several workloads of the node share the one mount, which no filesystem minds. */
 static const char *const access_modes[] = {
 	"SINGLE_NODE_WRITER",	    "SINGLE_NODE_READER_ONLY", "SINGLE_NODE_SINGLE_WRITER",
-	"SINGLE_NODE_MULTI_WRITER", "MULTI_NODE_READER_ONLY",
+	"SINGLE_NODE_MULTI_WRITER", "MULTI_NODE_READER_ONLY",  "MULTI_NODE_SINGLE_WRITER",
+	"MULTI_NODE_MULTI_WRITER",
 };
 
 static bool one_of(const char *s, const char *const *list, size_t n)

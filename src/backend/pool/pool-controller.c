@@ -385,6 +385,9 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 			   spec.source_kind, spec.source_id,
 			   strcmp(spec.source_kind, "snapshot") == 0 ? "snapshots" : "volumes",
 			   source);
+	else if (e == -EINVAL)
+		/* its record would not hold it: nothing was made */
+		e = errorf(ret_error, e, "name, parameters: not valid UTF-8 (volume %s)", spec.id);
 	else if (e < 0)
 		e = errorf(ret_error, e, "creating volume '%s' (%s) failed: %s", r->name, spec.id,
 			   strerror(-e));

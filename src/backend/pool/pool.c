@@ -1020,6 +1020,8 @@ int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, Copy
 		.failpoint = "pool-create-before-commit",
 	};
 	_cleanup_free_ char *meta = pool_volume_to_json(spec, &o.meta_len);
+	if (!meta)
+		return -EINVAL; /* a string not UTF-8: refused before anything is made */
 	o.meta = meta;
 	return object_create(p, &o, ret_method);
 }
@@ -1057,6 +1059,8 @@ int pool_volume_save(Pool *p, const PoolVolume *v)
 	if (fd < 0)
 		return fd;
 	_cleanup_free_ char *meta = pool_volume_to_json(v, &len);
+	if (!meta)
+		return -EINVAL;
 	return write_meta(p, fd, meta, len);
 }
 
@@ -1298,6 +1302,8 @@ int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 		.failpoint = "pool-snapshot-before-commit",
 	};
 	_cleanup_free_ char *meta = pool_snapshot_to_json(spec, &o.meta_len);
+	if (!meta)
+		return -EINVAL; /* a string not UTF-8: refused before anything is made */
 	o.meta = meta;
 	return object_create(p, &o, ret_method);
 }
@@ -1347,6 +1353,8 @@ int pool_group_create(Pool *p, const PoolGroup *spec)
 		.failpoint = "pool-group-before-commit",
 	};
 	_cleanup_free_ char *meta = pool_group_to_json(spec, &o.meta_len);
+	if (!meta)
+		return -EINVAL; /* a string not UTF-8: refused before anything is made */
 	o.meta = meta;
 	return object_create(p, &o, NULL);
 }
