@@ -265,3 +265,9 @@ void backend_stats_done(BackendStats *s)
 	free(s->condition);
 	*s = (BackendStats){};
 }
+
+void backend_status_done(BackendStatus *s)
+{
+	free(s->path);
+	*s = (BackendStatus){};
+}

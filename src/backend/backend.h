@@ -360,6 +360,24 @@ typedef struct BackendNodeInfo {
 			* driver's --node-id */
 } BackendNodeInfo;
 
+/* status: what the admin service and volplugctl status show of a backend, as it finds it now
+ * (-1: a figure it does not count here). */
+typedef struct BackendStatus {
+	int64_t volumes;   /* its volumes (damaged ones included) */
+	int64_t snapshots; /* its snapshots */
+	int64_t staged;	   /* its volumes staged on this node */
+	int64_t published; /* publish targets of its volumes on this node */
+	/* The space it keeps volumes in on this node, when it has one (path NULL: none), and its
+	 * figures when they could be read (has_space). */
+	char *path;
+	bool has_space;
+	uint64_t capacity, provisioned, allocated, available, fs_free;
+	double overprovision;
+	int64_t devices; /* the devices it attached for them (loop devices) */
+} BackendStatus;
+
+void backend_status_done(BackendStatus *s);
+
 /* ---- the table ---- */
 
 struct BackendOps {
@@ -452,6 +470,10 @@ struct BackendOps {
 	int (*node_stats)(Backend *b, const BackendStatsRequest *r, BackendStats *ret,
 			  char **ret_error);
 	int (*node_info)(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error);
+
+	/* What it has, for the admin service's status (BackendStatus). Blocks on its records
+	 * only. NULL: nothing to show. */
+	int (*status)(Backend *b, const void *r, BackendStatus *ret, char **ret_error);
 
 	/* Where the node-local records of what this process runs for it live (the programs it
 	 * runs: DIR/run/children), and where its companions keep theirs (BackendConfig.state_dir);

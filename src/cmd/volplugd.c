@@ -268,7 +268,6 @@ static int run(const DaemonConfig *cfg)
 		return 2;
 	}
 	Backend *def = backend_default(driver.backends);
-	driver.pool = def->ops->state_dir ? def->ops->state_dir(def) : NULL;
 	exec_registry_start(def);
 	r = driver_init(&driver);
 	if (r < 0) {

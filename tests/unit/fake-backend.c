@@ -1228,6 +1228,29 @@ static bool claims_op(Backend *b, const char *volume_id, const Strmap *volume_co
 	return volume_id && strncmp(volume_id, f->claim_prefix, strlen(f->claim_prefix)) == 0;
 }
 
+static void status_record(const void *r, Strmap *rec)
+{
+	(void)r;
+	(void)rec;
+}
+
+/* Its objects, and the node records of its node service. */
+static int status_locked(FakeBackend *f, const void *r, BackendStatus *ret, char **ret_error)
+{
+	BackendStatus s = {.volumes = (int64_t)f->n_volumes, .snapshots = (int64_t)f->n_snapshots};
+
+	(void)r;
+	(void)ret_error;
+	for (size_t i = 0; i < f->n_mounts; i++) {
+		s.staged += f->mounts[i].staged;
+		s.published += !f->mounts[i].staged;
+	}
+	*ret = s;
+	return 0;
+}
+
+FAKE_OP(status, STATUS, void, BackendStatus)
+
 static void fake_free(Backend *b)
 {
 	FakeBackend *f = fake_of(b);

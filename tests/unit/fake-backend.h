@@ -56,7 +56,8 @@
 	X(UNPUBLISH, unpublish)             \
 	X(NODE_EXPAND, node_expand)         \
 	X(NODE_STATS, node_stats)           \
-	X(NODE_INFO, node_info)
+	X(NODE_INFO, node_info)             \
+	X(STATUS, status)
 
 #define FAKE_OP_ENUM(NAME, field) FAKE_##NAME,
 typedef enum FakeOp {

@@ -165,6 +165,22 @@ static void ebs_backend_free(Backend *b)
 	free(b);
 }
 
+/* A controller does not count EC2's volumes for a status (a Describe each time): the node its
+ * stages and publishes. */
+static int status_op(Backend *b, const void *r, BackendStatus *ret, char **ret_error)
+{
+	EbsNode *n = ebs_of(b)->node;
+	BackendStatus s = {.volumes = -1, .snapshots = -1, .staged = -1, .published = -1,
+			   .devices = -1};
+
+	(void)r;
+	(void)ret_error;
+	if (n)
+		ebs_node_uses(n, &s.staged, &s.published);
+	*ret = s;
+	return 0;
+}
+
 static const char *state_dir_op(Backend *b)
 {
 	EbsNode *n = ebs_of(b)->node;
@@ -219,6 +235,7 @@ static const BackendOps ebs_ops = {
 	.node_expand = node_expand_op,
 	.node_stats = node_stats_op,
 	.node_info = node_info_op,
+	.status = status_op,
 	.state_dir = state_dir_op,
 	.describe = describe_op,
 	.free = ebs_backend_free,

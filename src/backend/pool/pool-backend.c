@@ -296,6 +296,7 @@ static const BackendOps pool_ops = {
 	.node_expand = node_expand_op,
 	.node_stats = node_stats_op,
 	.node_info = node_info_op,
+	.status = pool_backend_status,
 	.state_dir = state_dir_op,
 	.describe = describe_op,
 	.free = pool_backend_free,

@@ -124,6 +124,8 @@ int pool_backend_get_group(Backend *b, const BackendGroupRequest *r, BackendGrou
 /* Registers the pool's gauges (pool-metrics.c) with the metrics registry, and takes them out
  * again before the pool closes. */
 void pool_metrics_start(PoolBackend *pb);
+/* BackendOps.status: what its gauges count too (pool-metrics.c). */
+int pool_backend_status(Backend *b, const void *r, BackendStatus *ret, char **ret_error);
 void pool_metrics_stop(PoolBackend *pb);
 
 /* Lists: a page starts at its token, the first id of the page, even if that object is gone

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "loopdev.h"
 #include "metrics.h"
 #include "pool-backend.h"
@@ -41,76 +42,108 @@ POOL_GAUGE(
 POOL_GAUGE(loops, "volplug_pool_loop_devices",
 	   "Loop devices attached over the pool's files (the kernel's count)");
 
-static void count_ids(Pool *p, int (*list)(Pool *, char ***, size_t *), MetricFamily *f)
+static int64_t count_ids(Pool *p, int (*list)(Pool *, char ***, size_t *))
 {
 	char **ids = NULL;
 	size_t n = 0;
+	int r = list(p, &ids, &n);
 
-	if (list(p, &ids, &n) == 0)
-		metric_add(f, (double)n);
 	strv_free(ids);
+	return r < 0 ? -1 : (int64_t)n;
 }
 
 /* The node's uses, from each volume's record: written atomically, so reading one without its
  * lock sees the record before or after a change, never half of it. */
-static void count_uses(PoolBackend *pb)
+static void count_uses(PoolBackend *pb, BackendStatus *s)
 {
 	char **ids = NULL;
-	size_t n = 0, n_staged = 0, n_published = 0;
+	size_t n = 0;
 
 	if (pool_volume_list(pb->pool, &ids, &n) < 0)
 		return;
+	s->staged = s->published = 0;
 	for (size_t i = 0; i < n; i++) {
 		NodeUse u = {};
 		if (pool_volume_use_load(pb->pool, ids[i], &u) == 0 && u.node &&
 		    strcmp(u.node, pb->node_id) == 0) {
-			n_staged += u.staging.path != NULL;
-			n_published += u.n_targets;
+			s->staged += u.staging.path != NULL;
+			s->published += (int64_t)u.n_targets;
 		}
 		node_use_done(&u);
 	}
 	strv_free(ids);
-	metric_add(&staged, (double)n_staged);
-	metric_add(&published, (double)n_published);
 }
 
-static void count_loops(Pool *p)
+static int64_t count_loops(Pool *p)
 {
 	_cleanup_free_ char *canon = realpath(pool_path(p), NULL);
 	LoopInfo *list = NULL;
 	size_t n = 0;
+	int64_t found = -1;
 
 	if (canon && loop_list_for_dir(canon, &list, &n) == 0)
-		metric_add(&loops, (double)n);
+		found = (int64_t)n;
 	loop_info_array_free(list, n);
+	return found;
 }
 
-/* One look at the pool's space for all its byte gauges, so they agree with each other (and
- * with GetCapacity): none when the ledger cannot be read. */
-static void count_space(Pool *p)
+/* One look at the pool: its space (for all its byte figures at once, so they agree with each
+ * other and with GetCapacity: none when the ledger cannot be read), objects, this node's uses
+ * and loop devices. What its gauges and its status show. */
+int pool_backend_status(Backend *b, const void *r, BackendStatus *ret, char **ret_error)
 {
-	PoolSpace s;
+	PoolBackend *pb = pool_of(b);
+	BackendStatus s = {.staged = -1, .published = -1};
+	PoolSpace space;
 
-	if (pool_space(p, &s) < 0)
-		return;
-	metric_add(&capacity, (double)s.capacity);
-	metric_add(&ratio, s.overprovision);
-	metric_add(&provisioned, (double)s.provisioned);
-	metric_add(&allocated, (double)s.allocated);
-	metric_add(&available, (double)pool_space_available(&s));
-	metric_add(&fs_free, (double)s.fs_free);
+	(void)r;
+	(void)ret_error;
+	s.path = xstrdup(pool_path(pb->pool));
+	if (pool_space(pb->pool, &space) >= 0) {
+		s.has_space = true;
+		s.capacity = space.capacity;
+		s.overprovision = space.overprovision;
+		s.provisioned = space.provisioned;
+		s.allocated = space.allocated;
+		s.available = pool_space_available(&space);
+		s.fs_free = space.fs_free;
+	}
+	s.volumes = count_ids(pb->pool, pool_volume_list);
+	s.snapshots = count_ids(pb->pool, pool_snapshot_list);
+	if (*pb->node_id)
+		count_uses(pb, &s);
+	s.devices = count_loops(pb->pool);
+	*ret = s;
+	return 0;
+}
+
+static void add_count(MetricFamily *f, int64_t v)
+{
+	if (v >= 0)
+		metric_add(f, (double)v);
 }
 
 static void pool_collect(void *userdata)
 {
 	PoolBackend *pb = userdata;
+	BackendStatus s;
 
-	count_space(pb->pool);
-	count_ids(pb->pool, pool_volume_list, &volumes);
-	count_ids(pb->pool, pool_snapshot_list, &snapshots);
-	if (*pb->node_id)
-		count_uses(pb);
-	count_loops(pb->pool);
+	(void)pool_backend_status(&pb->base, NULL, &s, NULL);
+	/* The byte gauges only when the ledger is read: a pool that cannot say has none. */
+	if (s.has_space) {
+		metric_add(&capacity, (double)s.capacity);
+		metric_add(&ratio, s.overprovision);
+		metric_add(&provisioned, (double)s.provisioned);
+		metric_add(&allocated, (double)s.allocated);
+		metric_add(&available, (double)s.available);
+		metric_add(&fs_free, (double)s.fs_free);
+	}
+	add_count(&volumes, s.volumes);
+	add_count(&snapshots, s.snapshots);
+	add_count(&staged, s.staged);
+	add_count(&published, s.published);
+	add_count(&loops, s.devices);
+	backend_status_done(&s);
 }
 
 void pool_metrics_start(PoolBackend *pb)
