@@ -254,29 +254,6 @@ typedef struct BackendGroupRequest {
 	size_t n_snapshot_ids;
 } BackendGroupRequest;
 
-/* parse_params: a request's StorageClass parameters, for the use they are put to. */
-typedef enum BackendParamsUse {
-	BACKEND_PARAMS_CREATE,	 /* CreateVolume: parameters, mutable_parameters applied over them */
-	BACKEND_PARAMS_CAPACITY, /* GetCapacity: parameters: the sizes they allow */
-	BACKEND_PARAMS_MODIFY,	 /* ControllerModifyVolume: mutable_parameters, well formed */
-} BackendParamsUse;
-
-typedef struct BackendParamsRequest {
-	BackendParamsUse use;
-	const ParamKV *parameters; /* borrowed */
-	size_t n_parameters;
-	const ParamKV *mutable_parameters;
-	size_t n_mutable_parameters;
-	uint64_t size;	    /* CREATE: the volume's, rounded */
-	bool block;	    /* CREATE: raw block access */
-	const char *fstype; /* CREATE: the capability's filesystem, "" when it names none */
-} BackendParamsRequest;
-
-typedef struct BackendParams {
-	VolumeParams params;	     /* CREATE: release with volume_params_done() */
-	uint64_t min_size, max_size; /* CAPACITY: 0: no bound */
-} BackendParams;
-
 /* ---- node requests ---- */
 
 typedef struct BackendStage {

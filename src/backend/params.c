@@ -7,7 +7,6 @@
 #include <strings.h>
 
 #include "alloc.h"
-#include "backend.h"
 #include "error-util.h"
 #include "hashmap.h"
 #include "params.h"
@@ -1029,7 +1028,7 @@ bool volume_params_equal(const VolumeParams *a, const VolumeParams *b)
 	return true;
 }
 
-int volume_params_request(Backend *b, const BackendParamsRequest *r, BackendParams *ret,
+int volume_params_request(struct Backend *b, const BackendParamsRequest *r, BackendParams *ret,
 			  char **ret_error)
 {
 	(void)b;

@@ -26,6 +26,8 @@ PLANTS = [
      '\nstatic const char *m = "volplug_pool_volumes";\n', "names backend pool"),
     ("a layer-named backend's constructor", "src/rpc/server.c",
      "\nextern int flex_backend_new(void);\n", "flex_backend_new names backend flex"),
+    ("a circle of includes in a backend's folder", "src/backend/pool/pool-space.h",
+     '#pragma once\n#include "pool.h"\n', "backend/pool: pool includes pool-space includes pool"),
 ]
 
 
