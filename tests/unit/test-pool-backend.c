@@ -531,6 +531,19 @@ static void test_ids_carry_their_node(void)
 	is_int(CALL(a, stage, &st, NULL), -ENOENT, "stage: node-b's volume on node-a");
 	is_str(error, want, "message names both nodes");
 
+	/* The node service's messages name the volume as the request did, and a path as it was
+	 * given, though the path holds the volume's local ID. */
+	char loc[32];
+	snprintf(loc, sizeof(loc), "%.*s", (int)strcspn(va.id, "."), va.id);
+	_cleanup_free_ char *odd_path = xasprintf("%s/missing/st-%s", pool_dir, loc);
+	is_int(CALL(a, unstage, &((BackendUnstage){.volume_id = va.id, .staging_path = odd_path}),
+		    NULL),
+	       -EINVAL, "unstage where no parent directory is: INVALID_ARGUMENT");
+	_cleanup_free_ char *says =
+		xasprintf("staging_target_path: the parent directory of '%s' does not exist",
+			  odd_path);
+	is_str(error, says, "the message names the path as given");
+
 	/* The local ID alone (an ID made before IDs carried their node) is this node's. */
 	char local[32];
 	snprintf(local, sizeof(local), "%.*s", (int)strcspn(va.id, "."), va.id);

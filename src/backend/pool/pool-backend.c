@@ -86,29 +86,6 @@ static int check_access_op(Backend *b, const BackendAccessCheck *r, void *ret, c
 	return 0;
 }
 
-/* The node service names a volume by its local ID: its messages name it as the request did
- * (id), node part and all, except in the pool's paths ("volumes/<local>/data"). Returns e. */
-static int node_message(int e, const char *local, const char *id, char **ret_error)
-{
-	size_t n = strlen(local);
-	StrBuf b = {};
-
-	if (e >= 0 || !*ret_error || strcmp(local, id) == 0)
-		return e;
-	for (const char *m = *ret_error, *hit; *m; m = hit + n) {
-		hit = strstr(m, local);
-		if (!hit) {
-			strbuf_adds(&b, m);
-			break;
-		}
-		strbuf_add(&b, m, (size_t)(hit - m));
-		strbuf_adds(&b, hit[n] == '.' || (hit > *ret_error && hit[-1] == '/') ? local : id);
-	}
-	free(*ret_error);
-	*ret_error = strbuf_steal(&b);
-	return e;
-}
-
 /* The node service acts on this node's volumes only: another node's ID is NOT_FOUND before
  * anything on this machine is looked at (pool-ids.c). *ret_id: the local ID, or id itself when
  * it is no ID of the pool at all (the node service answers for that as it always has: an
@@ -130,9 +107,10 @@ static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_err
 	BackendStage s = *r;
 	BlockfsMkfsOptions mkfs = {};
 	char local[POOL_ID_MAX];
+	const char *id;
 
 	(void)ret;
-	int e = node_volume(b, r->volume_id, local, &s.volume_id, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
 	if (!r->access.block) {
@@ -141,8 +119,7 @@ static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_err
 		if (e < 0)
 			return e;
 	}
-	e = pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, &s, &mkfs, ret_error);
-	return node_message(e, s.volume_id, r->volume_id, ret_error);
+	return pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, id, &s, &mkfs, ret_error);
 }
 
 static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret_error)
@@ -154,24 +131,22 @@ static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret
 	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
-	e = pool_node_unstage(pool_of(b)->pool, id, r->staging_path, ret_error);
-	return node_message(e, id, r->volume_id, ret_error);
+	return pool_node_unstage(pool_of(b)->pool, id, r->volume_id, r->staging_path, ret_error);
 }
 
 static int publish_op(Backend *b, const BackendPublish *r, void *ret, char **ret_error)
 {
-	BackendPublish p = *r;
 	char local[POOL_ID_MAX];
+	const char *id;
 
 	(void)ret;
-	int e = node_volume(b, r->volume_id, local, &p.volume_id, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
 	/* A pool volume is always staged first: its target binds the staging mount. */
 	if (!r->staging_path || !*r->staging_path)
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
-	e = pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, &p, ret_error);
-	return node_message(e, p.volume_id, r->volume_id, ret_error);
+	return pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, id, r, ret_error);
 }
 
 static int unpublish_op(Backend *b, const BackendUnpublish *r, void *ret, char **ret_error)
@@ -183,8 +158,7 @@ static int unpublish_op(Backend *b, const BackendUnpublish *r, void *ret, char *
 	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
-	e = pool_node_unpublish(pool_of(b)->pool, id, r->target_path, ret_error);
-	return node_message(e, id, r->volume_id, ret_error);
+	return pool_node_unpublish(pool_of(b)->pool, id, r->volume_id, r->target_path, ret_error);
 }
 
 /* Without a controller that expands (a driver on every node), the node grows the volume
@@ -211,9 +185,8 @@ static int node_expand_op(Backend *b, const BackendNodeExpand *r, BackendNodeExp
 		return e;
 	if (r->grow && r->required && (e = node_grow(b, r, ret_error)) < 0)
 		return e;
-	e = pool_node_expand(pool_of(b)->pool, id, r->volume_path, r->required, r->limit,
-			     &ret->size, ret_error);
-	return node_message(e, id, r->volume_id, ret_error);
+	return pool_node_expand(pool_of(b)->pool, id, r->volume_id, r->volume_path, r->required,
+				r->limit, &ret->size, ret_error);
 }
 
 static int node_stats_op(Backend *b, const BackendStatsRequest *r, BackendStats *ret,
@@ -225,10 +198,7 @@ static int node_stats_op(Backend *b, const BackendStatsRequest *r, BackendStats 
 	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
-	e = pool_node_stats(pool_of(b)->pool, id, r->volume_path, ret, ret_error);
-	if (e >= 0 && ret->condition)
-		(void)node_message(-1, id, r->volume_id, &ret->condition);
-	return node_message(e, id, r->volume_id, ret_error);
+	return pool_node_stats(pool_of(b)->pool, id, r->volume_id, r->volume_path, ret, ret_error);
 }
 
 static int node_info_op(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error)
