@@ -26,6 +26,9 @@ PLANTS = [
      '\nstatic const char *m = "volplug_pool_volumes";\n', "names backend pool"),
     ("a layer-named backend's constructor", "src/rpc/server.c",
      "\nextern int flex_backend_new(void);\n", "flex_backend_new names backend flex"),
+    ("ret_error before another parameter", "src/backend/devnames.c",
+     "\nint planted_check(char **ret_error, const char *name);\n",
+     "planted_check takes ret_error as parameter 1 of 2"),
     ("a circle of includes in a backend's folder", "src/backend/pool/pool-space.h",
      '#pragma once\n#include "pool.h"\n', "backend/pool: pool includes pool-space includes pool"),
 ]

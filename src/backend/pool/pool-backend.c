@@ -13,7 +13,7 @@
 #include "pool-node.h"
 #include "strbuf.h"
 
-static int fail(char **ret_error, int err, char *message)
+static int fail(int err, char *message, char **ret_error)
 {
 	*ret_error = message;
 	return err;
@@ -33,16 +33,18 @@ int pool_backend_usable(PoolBackend *pb, char **ret_error)
 	int r = pool_probe(pb->pool);
 	if (r == -ENOMEDIUM)
 		return fail(
-			ret_error, r,
+			r,
 			xasprintf("pool %s is not usable: it is gone: the directory volplugd "
 				  "opened was removed or replaced while it served it, and the "
 				  "records of its volumes with it (a restarted volplugd refuses "
 				  "the path until started with --pool-init)",
-				  pool_path(pb->pool)));
+				  pool_path(pb->pool)),
+			ret_error);
 	if (r < 0)
 		return fail(
-			ret_error, r,
-			xasprintf("pool %s is not usable: %s", pool_path(pb->pool), strerror(-r)));
+			r,
+			xasprintf("pool %s is not usable: %s", pool_path(pb->pool), strerror(-r)),
+			ret_error);
 	return 0;
 }
 
@@ -97,7 +99,7 @@ static int node_volume(Backend *b, const char *id, char local[POOL_ID_MAX], cons
 
 	int e = pool_backend_id_local(pool_of(b), POOL_ID_VOLUME, "volume_id", id, local, &err);
 	if (e == -EXDEV)
-		return errorf(ret_error, -ENOENT, "%s", err);
+		return error_pass(-ENOENT, &err, ret_error);
 	*ret_id = e == 0 ? local : id;
 	return 0;
 }
@@ -282,9 +284,10 @@ static int register_node(PoolBackend *pb, char **ret_error)
 	};
 	int r = pool_node_register(pb->pool, &node);
 	if (r < 0)
-		return fail(ret_error, r,
+		return fail(r,
 			    xasprintf("registering node %s in pool %s failed: %s", pb->node_id,
-				      pool_path(pb->pool), strerror(-r)));
+				      pool_path(pb->pool), strerror(-r)),
+			    ret_error);
 	return 0;
 }
 
@@ -346,11 +349,9 @@ static char *open_error(const BackendConfig *config, const PoolSettings *ps, int
 				 ps->path);
 	_cleanup_free_ char *damage = r != -EXDEV ? pool_layout_damage(ps->path) : NULL;
 	if (damage)
-		return xasprintf("--pool %s: cannot use it as a pool: %s", ps->path,
-				 damage);
+		return xasprintf("--pool %s: cannot use it as a pool: %s", ps->path, damage);
 	if (r != -EXDEV)
-		return xasprintf("--pool %s: cannot use it as a pool: %s", ps->path,
-				 strerror(-r));
+		return xasprintf("--pool %s: cannot use it as a pool: %s", ps->path, strerror(-r));
 	_cleanup_free_ char *owner = pool_recorded_node(ps->path);
 	return xasprintf("--node-id %s: pool %s serves node %s (its file 'node' says so): one "
 			 "pool serves one node, whose ID the IDs of its volumes carry",
@@ -374,9 +375,10 @@ static int node_data_path(PoolBackend *pb, const BackendConfig *config, const Po
 		return 0;
 	r = pool_trimmer_start(pb->pool, ps->trim_interval, &pb->trimmer);
 	if (r < 0)
-		return fail(ret_error, r,
+		return fail(r,
 			    xasprintf("pool %s: starting the trimmer failed: %s",
-				      pool_path(pb->pool), strerror(-r)));
+				      pool_path(pb->pool), strerror(-r)),
+			    ret_error);
 	return 0;
 }
 
