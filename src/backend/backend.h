@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The one table of operations every backend fills: the pool (src/backend/pool/),
- * Flexvolume drivers (src/backend/flex), EBS (src/backend/ebs), and any other (one folder and
- * one line in backend.c's table). Backends whose volumes are block devices on the node share
- * its node service (blocknode.h).
+/* The one table of operations every backend fills (BackendOps), and what a kind of backend is
+ * (BackendType: its options, settings and companions): a backend is one folder under
+ * src/backend and one line in backend-types.c's BACKEND_TYPES (docs/architecture.md).
+ * Backends whose volumes are block devices on the node share its node service (blocknode.h).
  *
  * Plain C only: no protobuf, no gRPC. Every operation has the shape
  *
