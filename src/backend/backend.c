@@ -84,15 +84,14 @@ const void *backend_settings_get(const BackendSettings *s, const char *type)
 	return NULL;
 }
 
-static int backend_make(const BackendType *t, const BackendConfig *config,
-			const BackendSettings *s, const char *state_dir, Backend **ret,
-			char **ret_error)
+static int backend_make(const BackendType *t, const BackendConfig *config, const BackendSettings *s,
+			const char *state_dir, Backend **ret, char **ret_error)
 {
 	BackendConfig c = *config;
 
 	c.settings = backend_settings_get(s, t->name);
 	c.state_dir = state_dir;
-	return t->new(&c, ret, ret_error);
+	return t->new (&c, ret, ret_error);
 }
 
 int backends_new(const char *name, const BackendConfig *config, const BackendSettings *s,
@@ -106,8 +105,8 @@ int backends_new(const char *name, const BackendConfig *config, const BackendSet
 	n += strv_length((char **)t->companions);
 	Backend **list = xnew0(Backend *, n + 1);
 	int r = backend_make(t, config, s, NULL, &list[0], ret_error);
-	const char *state = r >= 0 && list[0]->ops->state_dir ? list[0]->ops->state_dir(list[0])
-							       : NULL;
+	const char *state =
+		r >= 0 && list[0]->ops->state_dir ? list[0]->ops->state_dir(list[0]) : NULL;
 	for (size_t i = 1; r >= 0 && i < n; i++) {
 		const BackendType *c = backend_type_find(t->companions[i - 1]);
 		r = c ? backend_make(c, config, s, state, &list[i], ret_error)

@@ -183,7 +183,7 @@ struct Backend;
 
 /* parse_params: a request's StorageClass parameters, for the use they are put to. */
 typedef enum BackendParamsUse {
-	BACKEND_PARAMS_CREATE,	 /* CreateVolume: parameters, mutable_parameters applied over them */
+	BACKEND_PARAMS_CREATE, /* CreateVolume: parameters, mutable_parameters applied over them */
 	BACKEND_PARAMS_CAPACITY, /* GetCapacity: parameters: the sizes they allow */
 	BACKEND_PARAMS_MODIFY,	 /* ControllerModifyVolume: mutable_parameters, well formed */
 } BackendParamsUse;
@@ -205,8 +205,8 @@ typedef struct BackendParams {
 } BackendParams;
 
 /* BackendOps.parse_params with the EBS driver's rules (above): what a backend that takes them
- * points its operation at, or calls (b is not used). CREATE: volume_params_parse() of parameters, then
- * volume_params_check_mutable() and volume_params_modify() of mutable_parameters, then
+ * points its operation at, or calls (b is not used). CREATE: volume_params_parse() of parameters,
+ * then volume_params_check_mutable() and volume_params_modify() of mutable_parameters, then
  * volume_params_check_capability(); CAPACITY: volume_params_size_range(); MODIFY:
  * volume_params_check_mutable(). Messages start with the field ("parameters: ..."). */
 int volume_params_request(struct Backend *b, const BackendParamsRequest *r, BackendParams *ret,

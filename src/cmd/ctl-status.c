@@ -71,7 +71,8 @@ static void print_space(json_t *p)
 
 	if (!p)
 		return;
-	printf("space %s: %s provisioned of ", str(p, "path"), bytes(num(p, "provisioned_bytes"), a));
+	printf("space %s: %s provisioned of ", str(p, "path"),
+	       bytes(num(p, "provisioned_bytes"), a));
 	print_limit(p);
 	printf(", %s allocated, %s available; filesystem free %s; %lld loop devices\n",
 	       bytes(num(p, "allocated_bytes"), b), bytes(num(p, "available_bytes"), c),
@@ -97,7 +98,8 @@ static void print_backends(json_t *s)
 	size_t i;
 
 	json_array_foreach (list, i, b)
-		printf("backend %s: %s volumes, %s snapshots; on this node %s staged, %s published\n",
+		printf("backend %s: %s volumes, %s snapshots; on this node %s staged, %s "
+		       "published\n",
 		       str(b, "name"), count(b, "volumes", v), count(b, "snapshots", sn),
 		       count(b, "staged", st), count(b, "published", pu));
 	printf("on this node: %lld volumes staged, %lld publish targets (every backend)\n",

@@ -78,8 +78,8 @@ static char *backend_choices(void)
 /* One option's help lines: "  --name METAVAR" in 34 columns, then its help. */
 static void option_print(FILE *f, const BackendOption *o)
 {
-	_cleanup_free_ char *head = xasprintf("--%s%s%s", o->name, o->metavar ? " " : "",
-					      o->metavar ?: "");
+	_cleanup_free_ char *head =
+		xasprintf("--%s%s%s", o->name, o->metavar ? " " : "", o->metavar ?: "");
 	const char *help = o->help;
 
 	if (strlen(head) > 31)
@@ -405,8 +405,7 @@ static void option_table_make(OptionTable *t)
 		for (const BackendOption *o = types[i]->options; o && o->name; o++, k++) {
 			t->names[k] = o->name;
 			t->list[n++] = (struct option){o->name,
-						       o->metavar ? required_argument
-								  : no_argument,
+						       o->metavar ? required_argument : no_argument,
 						       NULL, OPT_BACKEND_FIRST + (int)k};
 		}
 }
@@ -480,11 +479,11 @@ int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_err
 			return -EINVAL;
 		default:
 			if (value_is_option(argc, argv, optarg)) {
-				*ret_error =
-					xasprintf("--%s: missing its value (next is the option "
-						  "'%s'; --%s=VALUE takes a value starting "
-						  "with '-')",
-						  option_name(&t, opt), optarg, option_name(&t, opt));
+				*ret_error = xasprintf(
+					"--%s: missing its value (next is the option "
+					"'%s'; --%s=VALUE takes a value starting "
+					"with '-')",
+					option_name(&t, opt), optarg, option_name(&t, opt));
 				daemon_config_done(&c);
 				return -EINVAL;
 			}

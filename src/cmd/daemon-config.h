@@ -18,7 +18,7 @@ typedef struct DaemonConfig {
 	char *node_id;
 	char *driver_name;
 	char *backend; /* the type --backend names: it and its companions serve */
-	BackendSettings *backend_settings; /* every type's options (backend.h) */
+	BackendSettings *backend_settings;	     /* every type's options (backend.h) */
 	bool node_id_set, zone_set, max_volumes_set; /* given on the command line */
 	char *zone;
 	Strmap topology_labels; /* --topology-label KEY=VALUE */

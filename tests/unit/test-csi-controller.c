@@ -379,8 +379,9 @@ static void test_parameters_are_the_backends(void)
 	fake_drop(env->fake, FAKE_PARSE_PARAMS);
 	_cleanup_(call_done) Call none = create(env, "q", "");
 	_cleanup_(call_done) Call refused = create(env, "r", ",'parameters':{'type':'gp3'}");
-	_cleanup_(call_done) Call refused_cap = CALL(
-		env, controller_get_capacity, get_capacity_request, "{'parameters':{'type':'st1'}}");
+	_cleanup_(call_done) Call refused_cap =
+		CALL(env, controller_get_capacity, get_capacity_request,
+		     "{'parameters':{'type':'st1'}}");
 	is_ok(none, "a backend without parse_params: a create without parameters");
 	is_status(refused, "INVALID_ARGUMENT", "parameters: type: fake volumes take no parameters",
 		  "one with parameters is refused, the key named");

@@ -162,8 +162,9 @@ static void test_admin_status_every_backend(void)
 	is_ok(a, "a volume of the default backend staged");
 	is_ok(b, "and one of the other backend");
 
-	_cleanup_(call_done) Call c = call_run(
-		&env->d, admin_get_status, &volplug__admin__v1__get_status_request__descriptor, "{}");
+	_cleanup_(call_done) Call c =
+		call_run(&env->d, admin_get_status,
+			 &volplug__admin__v1__get_status_request__descriptor, "{}");
 	is_ok(c, "GetStatus");
 	const Volplug__Admin__V1__GetStatusResponse *r =
 		(const Volplug__Admin__V1__GetStatusResponse *)c.reply;

@@ -127,7 +127,8 @@ int main(void)
 	is_int(parse(ARGV("node"), &c, &error), 0, "EBS defaults");
 	is_str(c.backend, "pool", "the pool by default");
 	ok(!EBS(c)->state_dir, "the EBS node's own default state dir");
-	ok(!EBS(c)->instance_type && !EBS(c)->device_dir, "instance type and device dir: found, not set");
+	ok(!EBS(c)->instance_type && !EBS(c)->device_dir,
+	   "instance type and device dir: found, not set");
 	is_int(EBS(c)->device_wait, 10000000, "default device wait 10 s");
 	ok(!c.zone_set && !c.node_id_set && !c.max_volumes_set, "nothing given");
 	daemon_config_done(&c);
@@ -146,7 +147,8 @@ int main(void)
 	daemon_config_done(&c);
 	is_int(parse(ARGV("--backend", "ebs", "--workers", "4"), &c, &error), 0, "--workers 4");
 	is_int(c.workers, 4, "workers given win over the EBS default");
-	ok(!EBS(c)->ec2_endpoint && EBS(c)->extra_tags.n == 0, "EC2's own endpoint, no extra tags by default");
+	ok(!EBS(c)->ec2_endpoint && EBS(c)->extra_tags.n == 0,
+	   "EC2's own endpoint, no extra tags by default");
 	daemon_config_done(&c);
 	is_int(parse(ARGV("--ec2-endpoint=-", "--extra-volume-tags=-k=v"), &c, &error), -EINVAL,
 	       "--ec2-endpoint=-: a value starting with '-', then checked");

@@ -34,7 +34,7 @@ static Backend *flex_new(FlexRegistry *registry)
 	};
 	Backend *b = NULL;
 
-	if (backend_type_find("flex")->new(&bc, &b, &error) < 0) {
+	if (backend_type_find("flex")->new (&bc, &b, &error) < 0) {
 		printf("Bail out! flex backend: %s\n", error);
 		exit(1);
 	}

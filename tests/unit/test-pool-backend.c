@@ -19,7 +19,6 @@
 #include "strv.h"
 #include "tap.h"
 
-
 static char *pool_dir; /* the pool of the test running */
 static char *reported; /* what the last backend started told report(), one line each */
 
@@ -58,7 +57,7 @@ static Backend *start_with(const char *node, uint32_t max_volumes, const Strmap 
 
 	free(reported);
 	reported = NULL;
-	if (backend_type_find("pool")->new(&config, &b, &error) < 0) {
+	if (backend_type_find("pool")->new (&config, &b, &error) < 0) {
 		printf("Bail out! cannot start a pool backend in %s: %s\n", pool_dir, error);
 		exit(1);
 	}
@@ -539,9 +538,8 @@ static void test_ids_carry_their_node(void)
 	is_int(CALL(a, unstage, &((BackendUnstage){.volume_id = va.id, .staging_path = odd_path}),
 		    NULL),
 	       -EINVAL, "unstage where no parent directory is: INVALID_ARGUMENT");
-	_cleanup_free_ char *says =
-		xasprintf("staging_target_path: the parent directory of '%s' does not exist",
-			  odd_path);
+	_cleanup_free_ char *says = xasprintf(
+		"staging_target_path: the parent directory of '%s' does not exist", odd_path);
 	is_str(error, says, "the message names the path as given");
 
 	/* The local ID alone (an ID made before IDs carried their node) is this node's. */
@@ -888,14 +886,15 @@ static void test_symlinked_layout(void)
 		   "%s: replaced by a symlink to a directory outside", names[i]);
 
 		_cleanup_free_ char *err = NULL;
-		PoolSettings settings = {.path = pool_dir, .capacity = 64 * MIB, .overprovision = 1};
+		PoolSettings settings = {
+			.path = pool_dir, .capacity = 64 * MIB, .overprovision = 1};
 		BackendConfig config = {
 			.roles = BACKEND_ROLE_CONTROLLER | BACKEND_ROLE_NODE,
 			.node_id = "node-a",
 			.zone = "z1",
 			.settings = &settings,
 		};
-		int r = backend_type_find("pool")->new(&config, &b, &err);
+		int r = backend_type_find("pool")->new (&config, &b, &err);
 		ok(r < 0, "%s: the backend does not start", names[i]);
 		_cleanup_free_ char *want = xasprintf("%s%s is a symbolic link", names[i],
 						      strcmp(names[i], "ledger") == 0 ? "" : "/");

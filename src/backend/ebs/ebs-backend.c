@@ -170,8 +170,8 @@ static void ebs_backend_free(Backend *b)
 static int status_op(Backend *b, const void *r, BackendStatus *ret, char **ret_error)
 {
 	EbsNode *n = ebs_of(b)->node;
-	BackendStatus s = {.volumes = -1, .snapshots = -1, .staged = -1, .published = -1,
-			   .devices = -1};
+	BackendStatus s = {
+		.volumes = -1, .snapshots = -1, .staged = -1, .published = -1, .devices = -1};
 
 	(void)r;
 	(void)ret_error;
@@ -198,8 +198,8 @@ static char *describe_op(Backend *b)
 	if (!n)
 		return xstrdup("EBS controller");
 	ebs_node_info(n, &info);
-	char *s = xasprintf("EBS node %s in zone %s, up to %u volumes, state in %s",
-			    info.node_id, strmap_get(&info.topology, EBS_TOPOLOGY_K8S_ZONE) ?: "?",
+	char *s = xasprintf("EBS node %s in zone %s, up to %u volumes, state in %s", info.node_id,
+			    strmap_get(&info.topology, EBS_TOPOLOGY_K8S_ZONE) ?: "?",
 			    (unsigned)info.max_volumes, ebs_node_state_dir(n));
 	free(info.node_id);
 	strmap_done(&info.topology);

@@ -623,9 +623,10 @@ BACKEND_NEW(flex)
 	_cleanup_free_ char *dir = NULL;
 
 	if (!config->state_dir || !*config->state_dir)
-		return errorf(ret_error, -EINVAL,
-			      "the Flexvolume backend keeps its records in the state of the backend "
-			      "it serves beside: none");
+		return errorf(
+			ret_error, -EINVAL,
+			"the Flexvolume backend keeps its records in the state of the backend "
+			"it serves beside: none");
 	dir = flex_records_dir(config->state_dir);
 	FlexBackend *fb = xnew0(FlexBackend, 1);
 	fb->base.ops = &flex_ops;

@@ -28,10 +28,10 @@ typedef struct PoolBackend {
 /* The pool's own options (pool-options.c): the settings its type makes. */
 typedef struct PoolSettings {
 	char *path;
-	bool init;	       /* a new pool where one was lost (PoolConfig.init) */
-	uint64_t capacity;     /* 0: what the filesystem has */
-	double overprovision;  /* the pool may provision capacity x this */
-	usec_t trim_interval;  /* how often the node trims its staged volumes; 0: never */
+	bool init;	      /* a new pool where one was lost (PoolConfig.init) */
+	uint64_t capacity;    /* 0: what the filesystem has */
+	double overprovision; /* the pool may provision capacity x this */
+	usec_t trim_interval; /* how often the node trims its staged volumes; 0: never */
 } PoolSettings;
 
 /* The defaults, for a BackendConfig without settings. */

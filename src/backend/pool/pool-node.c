@@ -230,10 +230,11 @@ static const BlockNodeOps pool_node_ops = {
 
 /* The block node service of one call on the volume of local ID local, which the request named
  * shown (NULL: local). */
-#define POOL_NODE(pool, node, local_id, shown_id)                                              \
-	(&(BlockNode){.ops = &pool_node_ops,                                                   \
-		      .userdata = &(PoolNodeCall){.p = (pool), .local = (local_id),            \
-						  .shown = (shown_id) ?: (local_id)},          \
+#define POOL_NODE(pool, node, local_id, shown_id)                                     \
+	(&(BlockNode){.ops = &pool_node_ops,                                          \
+		      .userdata = &(PoolNodeCall){.p = (pool),                        \
+						  .local = (local_id),                \
+						  .shown = (shown_id) ?: (local_id)}, \
 		      .node_id = (node)})
 
 int pool_node_stage(Pool *p, const char *node_id, const char *local, const BackendStage *r,
@@ -259,8 +260,8 @@ int pool_node_publish(Pool *p, const char *node_id, const char *local, const Bac
 	return blocknode_publish(POOL_NODE(p, node_id, local, r->volume_id), r, ret_error);
 }
 
-int pool_node_unpublish(Pool *p, const char *local, const char *volume_id,
-			const char *target_path, char **ret_error)
+int pool_node_unpublish(Pool *p, const char *local, const char *volume_id, const char *target_path,
+			char **ret_error)
 {
 	return blocknode_unpublish(POOL_NODE(p, NULL, local, volume_id), volume_id, target_path,
 				   ret_error);

@@ -33,8 +33,8 @@ int pool_node_publish(Pool *p, const char *node_id, const char *local, const Bac
 		      char **ret_error);
 
 /* NodeUnpublishVolume: unmount the volume at target_path, remove what was made there. */
-int pool_node_unpublish(Pool *p, const char *local, const char *volume_id,
-			const char *target_path, char **ret_error);
+int pool_node_unpublish(Pool *p, const char *local, const char *volume_id, const char *target_path,
+			char **ret_error);
 
 /* NodeExpandVolume: the device takes the data file's new size, the filesystem at volume_path
  * (this volume's) grows to fill it. required/limit 0: none. *ret_size: the device's size. */

@@ -213,7 +213,6 @@ int pool_volume_data_open(Pool *p, const char *id, int flags);
 /* All volume IDs, sorted: a strv (free it with strv_free()) and its length. */
 int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
 
-
 /* Snapshots: the same life cycle. create copies the volume of local ID source (the record
  * keeps spec->source_volume_id), returns -EEXIST when the ID exists, -ENOENT when the source
  * volume does not. */
@@ -253,7 +252,6 @@ int pool_volume_use_load(Pool *p, const char *id, NodeUse *ret);
  * durable (a change of the mkfs mark): the rest describes the running machine. Hold the node
  * lock. */
 int pool_volume_use_save(Pool *p, const char *id, const NodeUse *u, bool durable);
-
 
 /* Locks node's device names against every other process and thread until pool_unlock(). Take
  * it while holding the volume's lock, never the other way round. -EINVAL for a bad node ID.
