@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The EBS node's device discovery (volume IDs, NVMe serials, by-id names, a sysfs tree made
- * here, what is refused) and the attach limits of instance types. */
+ * here, what is refused), the attach limits of instance types and NodeGetInfo's limit counted
+ * again as volumes come and go. */
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "alloc.h"
 #include "ebs-devices.h"
 #include "ebs-limits.h"
+#include "ebs-node.h"
 #include "path-util.h"
 #include "tap.h"
 
@@ -229,6 +231,63 @@ static void test_limits(void)
 	is_str(ebs_instance_hypervisor("m6g.large"), "nitro", "m6g on Nitro");
 }
 
+static uint32_t info_limit(EbsNode *n)
+{
+	BackendNodeInfo info = {};
+
+	ebs_node_info(n, &info);
+	free(info.node_id);
+	strmap_done(&info.topology);
+	return info.max_volumes;
+}
+
+/* NodeGetInfo counts what is attached when it is asked: EBS volumes not volplug's take slots,
+ * volplug's own (those with a use record) do not. */
+static void test_limit_counted_again(void)
+{
+	_cleanup_free_ char *by_id = xasprintf("%s/limit-by-id", root),
+			    *state = xasprintf("%s/limit-state", root), *err = NULL;
+	EbsNodeConfig c = {
+		.node_id = "i-0fedcba9876543210",
+		.zone = "eu-west-1b",
+		.instance_type = "m5.large",
+		.state_dir = state,
+		.devices = {.by_id = by_id},
+		.imds_endpoint = "",
+		.limit_refresh = 1,
+	};
+	EbsNode *n = NULL;
+
+	mkdir_p(by_id, 0755);
+	link_to("../../nvme0n1", "limit-by-id/" EBS_BY_ID_PREFIX "vol0123456789abcdef0");
+	link_to("../../nvme0n1p1", "limit-by-id/" EBS_BY_ID_PREFIX "vol0123456789abcdef0-part1");
+	if (!ok(ebs_node_new(&c, &n, &err) == 0, "a node from flags (%s)", err ?: "ok"))
+		return;
+	is_int(info_limit(n), 26, "the root volume alone: 28 - 1 ENI - root");
+
+	link_to("../../nvme1n1", "limit-by-id/" EBS_BY_ID_PREFIX "vol0a1b2c3d4e5f60005");
+	usleep(10);
+	is_int(info_limit(n), 25, "a volume attached by someone else takes a slot");
+
+	link_to("../../nvme2n1", "limit-by-id/" EBS_BY_ID_PREFIX "vol0a1b2c3d4e5f60006");
+	put("limit-state/ebs/volumes/vol-0a1b2c3d4e5f60006.json", "{}");
+	usleep(10);
+	is_int(info_limit(n), 25, "volplug's own volume (it has a use record) is not counted");
+
+	_cleanup_free_ char *foreign =
+		xasprintf("%s/limit-by-id/" EBS_BY_ID_PREFIX "vol0a1b2c3d4e5f60005", root);
+	unlink(foreign);
+	usleep(10);
+	is_int(info_limit(n), 26, "the other volume detached: its slot is free again");
+	ebs_node_free(n);
+
+	c.max_volumes = 7;
+	n = NULL;
+	if (ebs_node_new(&c, &n, &err) == 0)
+		is_int(info_limit(n), 7, "--max-volumes-per-node is never counted again");
+	ebs_node_free(n);
+}
+
 int main(void)
 {
 	if (!mkdtemp(root))
@@ -237,6 +296,7 @@ int main(void)
 	test_sysfs();
 	test_find();
 	test_limits();
+	test_limit_counted_again();
 	nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	return tap_done();
 }
