@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "ec2-http.h"
+#include "aws-http.h"
 #include "tap.h"
 
 extern char **environ;

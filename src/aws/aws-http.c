@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "ec2-http.h"
+#include "aws-http.h"
 #include "log.h"
 #include "strbuf.h"
 #include "version.h"
