@@ -143,6 +143,7 @@ void backend_group_done(BackendGroup *g)
 void backend_deleted_done(BackendDeleted *d)
 {
 	free(d->name);
+	free(d->leftover);
 	*d = (BackendDeleted){};
 }
 

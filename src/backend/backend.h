@@ -116,6 +116,7 @@ typedef struct BackendDeleted {
 	bool damaged;	  /* its record was damaged */
 	char *name;	  /* its name; NULL when unknown */
 	size_t n_members; /* delete_group: the snapshots that went with it */
+	char *leftover;	  /* gone, but this of its storage is left, and why (for a warning) */
 } BackendDeleted;
 
 void backend_deleted_done(BackendDeleted *d);
@@ -134,6 +135,8 @@ typedef struct BackendAccess {
 typedef struct BackendAccessCheck {
 	const char *field;
 	BackendAccess access;
+	const VolumeParams *params;  /* CreateVolume: what the volume is made with; else NULL */
+	const BackendVolume *volume; /* ValidateVolumeCapabilities: the volume; else NULL */
 } BackendAccessCheck;
 
 typedef struct BackendCreateVolume {
@@ -446,6 +449,7 @@ typedef struct BackendConfig {
 	const char *zone;
 	const Strmap *topology_labels; /* the operator's own segment keys; NULL: none */
 	const char *pool_path;
+	bool pool_init;		   /* a new pool where one was lost (PoolConfig.init) */
 	uint64_t pool_capacity;	   /* 0: what the filesystem has */
 	double overprovision;	   /* the pool may provision capacity x this; 0: 1 */
 	usec_t trim_interval;	   /* how often the node trims its staged pool volumes; 0: never */

@@ -34,6 +34,15 @@ static int device_find(const BlockNode *n, const char *id, BlockDevice *ret)
 	return n->ops->device_find(n->userdata, id, NULL, ret);
 }
 
+/* The device of a volume without records, when the backend proves one: else none (dev empty),
+ * and such a volume owns nothing on this machine. */
+static void device_find_lost(const BlockNode *n, const char *id, BlockDevice *ret)
+{
+	*ret = (BlockDevice){};
+	if (n->ops->device_find_lost && n->ops->device_find_lost(n->userdata, id, ret) < 0)
+		*ret = (BlockDevice){};
+}
+
 static int device_release(const BlockNode *n, const BlockDevice *d)
 {
 	MountInfo mi = {};
@@ -451,6 +460,7 @@ int blocknode_stage_defaults(const BackendStage *r, const char **ret_fstype,
 		.number_of_inodes = p.number_of_inodes,
 		.ext4_bigalloc = p.ext4_bigalloc,
 		.ext4_cluster_size = p.ext4_cluster_size,
+		.ext4_encryption = p.ext4_encryption,
 	};
 	volume_params_done(&p);
 	*ret_fstype = fstype && *fstype ? fstype : BLOCKNODE_DEFAULT_FSTYPE;
@@ -806,6 +816,22 @@ static bool volume_mounted_at(const BlockDevice *dev, const char *path)
 	return false;
 }
 
+/* Unstaging a volume without records: its lost device's mount goes, then the device. */
+static int unstage_lost(const BlockNode *n, const char *id, const char *staging_path,
+			const PinnedPath *pin, char **ret_error)
+{
+	_cleanup_(block_device_done) BlockDevice dev = {};
+
+	device_find_lost(n, id, &dev);
+	int e = unmount_volume("staging_target_path", staging_path, pin, &dev, id, ret_error)
+			?: undo_place("staging_target_path", staging_path, pin, NULL, id,
+				      ret_error);
+	if (e < 0 || !dev.path)
+		return e;
+	e = device_release(n, &dev);
+	return e < 0 ? unstage_busy(id, staging_path, &dev, e, ret_error) : 0;
+}
+
 int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_path,
 		      char **ret_error)
 {
@@ -818,11 +844,8 @@ int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_pa
 	if ((e = pin_path("staging_target_path", staging_path, -EINVAL, &pin, ret_error)) < 0)
 		return e;
 	e = use_begin(n, id, &u, &ignored);
-	if (e == -ENOENT) /* an unknown volume owns nothing there */
-		return unmount_volume("staging_target_path", staging_path, &pin, &dev, id,
-				      ret_error)
-			       ?: undo_place("staging_target_path", staging_path, &pin, NULL, id,
-					     ret_error);
+	if (e == -ENOENT) /* an unknown volume owns nothing there but its lost device's mounts */
+		return unstage_lost(n, id, staging_path, &pin, ret_error);
 	if (e < 0)
 		return errorf(ret_error, e, "%s", ignored);
 	e = device_find(n, id, &dev);
@@ -984,6 +1007,14 @@ int blocknode_publish(const BlockNode *n, const BackendPublish *r, char **ret_er
 		return e;
 	if ((e = publish_check_flags(r, &u, ret_error)) < 0)
 		return e;
+	/* SINGLE_NODE_SINGLE_WRITER: one workload, so one target path */
+	for (size_t i = 0; i < u.rec.n_targets; i++)
+		if (strcmp(r->access.mode ?: "", "SINGLE_NODE_SINGLE_WRITER") == 0 &&
+		    strcmp(u.rec.targets[i].path, r->target_path) != 0)
+			return errorf(ret_error, -ENOTEMPTY,
+				      "volume %s is published at '%s' and its access mode "
+				      "SINGLE_NODE_SINGLE_WRITER allows one target path",
+				      r->volume_id, u.rec.targets[i].path);
 	if ((e = device_find(n, r->volume_id, &dev)) < 0)
 		return errorf(ret_error, -ENOTEMPTY, "volume %s is not staged on this node",
 			      r->volume_id);
@@ -1029,9 +1060,11 @@ int blocknode_unpublish(const BlockNode *n, const char *id, const char *target_p
 	if ((e = pin_path("target_path", target_path, -EINVAL, &pin, ret_error)) < 0)
 		return e;
 	e = use_begin(n, id, &u, &ignored);
-	if (e == -ENOENT) /* an unknown volume owns nothing there */
+	if (e == -ENOENT) { /* an unknown volume owns nothing there but its lost device's mounts */
+		device_find_lost(n, id, &dev);
 		return unmount_volume("target_path", target_path, &pin, &dev, id, ret_error)
 			       ?: undo_place("target_path", target_path, &pin, NULL, id, ret_error);
+	}
 	if (e < 0)
 		return errorf(ret_error, e, "%s", ignored);
 	e = device_find(n, id, &dev);

@@ -44,6 +44,11 @@ typedef struct BlockNodeOps {
 	 * elsewhere). Never makes anything. */
 	int (*device_find)(void *userdata, const char *id, const Strmap *publish_context,
 			   BlockDevice *ret);
+	/* The device of a volume without records here (use_lock: -ENOENT), when the backend can
+	 * still prove one is the volume's (the pool: a loop device over its data file, deleted
+	 * with the volume or the pool): 0, -ENODEV when there is none. An unpublish or unstage
+	 * unmounts and releases it. NULL: such a volume has no device. */
+	int (*device_find_lost)(void *userdata, const char *id, BlockDevice *ret);
 	/* The volume's device for a stage, made present when the backend does that (the pool
 	 * attaches a loop device: .attached_now), else waited for. block_size_max: the largest
 	 * logical block size what the stage makes allows (a filesystem asked for with smaller

@@ -1,35 +1,33 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "alloc.h"
+#include "hashmap.h"
 #include "params.h"
+#include "log.h"
 #include "parse-util.h"
 
 #define GIB (UINT64_C(1) << 30)
 #define TIB_IN_GIB UINT64_C(1024)
 
-typedef struct TypeInfo {
-	const char *name;
-	uint32_t min_iops; /* 0: the type takes no iops */
-	uint32_t max_iops;
-	uint32_t iops_per_gib;
-	bool throughput;
-	uint64_t min_gib, max_gib;
-} TypeInfo;
+typedef VolumeTypeLimits TypeInfo;
 
-/* EC2 limits as the EBS CSI driver (v1.4x) and the EC2 API reference give them. */
+/* EC2's limits (the EC2 API reference and the EBS user guide, as of 2026): gp3 up to 80,000
+ * IOPS, 2,000 MiB/s and 64 TiB since September 2025; io2 is io2 Block Express. The one table:
+ * tests/ec2sim/limits.py models the same numbers and test-params compares the two. */
 static const TypeInfo types[] = {
-	{"gp3", 3000, 16000, 500, true, 1, 16 * TIB_IN_GIB},
-	{"gp2", 0, 0, 0, false, 1, 16 * TIB_IN_GIB},
-	{"io1", 100, 64000, 50, false, 4, 16 * TIB_IN_GIB},
-	{"io2", 100, 256000, 1000, false, 4, 64 * TIB_IN_GIB},
-	{"sc1", 0, 0, 0, false, 125, 16 * TIB_IN_GIB},
-	{"st1", 0, 0, 0, false, 125, 16 * TIB_IN_GIB},
-	{"standard", 0, 0, 0, false, 1, 1 * TIB_IN_GIB},
+	{"gp3", 3000, 80000, 500, 125, 2000, 1, 64 * TIB_IN_GIB},
+	{"gp2", 0, 0, 0, 0, 0, 1, 16 * TIB_IN_GIB},
+	{"io1", 100, 64000, 50, 0, 0, 4, 16 * TIB_IN_GIB},
+	{"io2", 100, 256000, 1000, 0, 0, 4, 64 * TIB_IN_GIB},
+	{"sc1", 0, 0, 0, 0, 0, 125, 16 * TIB_IN_GIB},
+	{"st1", 0, 0, 0, 0, 0, 125, 16 * TIB_IN_GIB},
+	{"standard", 0, 0, 0, 0, 0, 1, 1 * TIB_IN_GIB},
 };
 #define TYPE_NAMES "gp3, gp2, io1, io2, sc1, st1, standard"
 #define IOPS_TYPES "gp3, io1 and io2"
@@ -37,9 +35,10 @@ static const TypeInfo types[] = {
 /* gp3's baseline; also what EC2 ModifyVolume gives a volume changed to gp3, io1 or io2
  * without iops. */
 #define DEFAULT_IOPS 3000
-#define GP3_MIN_THROUGHPUT 125
-#define GP3_MAX_THROUGHPUT 1000
 #define KMS_KEY_ID_MAX 2048
+/* CreateVolume's VolumeInitializationRate, MiB/s */
+#define INIT_RATE_MIN 100
+#define INIT_RATE_MAX 300
 
 static bool streq(const char *a, const char *b)
 {
@@ -49,6 +48,12 @@ static bool streq(const char *a, const char *b)
 static bool is_fstype(const char *s)
 {
 	return streq(s, "ext2") || streq(s, "ext3") || streq(s, "ext4") || streq(s, "xfs");
+}
+
+const VolumeTypeLimits *volume_type_limits(size_t *ret_n)
+{
+	*ret_n = ELEMENTSOF(types);
+	return types;
 }
 
 static const TypeInfo *type_find(const char *name)
@@ -75,6 +80,11 @@ typedef enum Key {
 	K_EXT4_BIGALLOC,
 	K_EXT4_CLUSTER_SIZE,
 	K_FS_GROUP_POLICY,
+	K_EXT4_ENCRYPTION,
+	K_INIT_RATE,
+	K_BLOCK_EXPRESS,
+	K_AUTO_IOPS_ON_MODIFY,
+	K_BLOCK_ATTACH_UNTIL_INIT,
 	_K_NAMED, /* the keys above have one fixed name */
 	K_TAG = _K_NAMED,
 	K_IGNORED,
@@ -97,13 +107,20 @@ static const char *const key_names[_K_NAMED] = {
 	[K_EXT4_BIGALLOC] = "ext4BigAlloc",
 	[K_EXT4_CLUSTER_SIZE] = "ext4ClusterSize",
 	[K_FS_GROUP_POLICY] = "fsGroupChangePolicy",
+	[K_EXT4_ENCRYPTION] = "ext4EncryptionSupport",
+	[K_INIT_RATE] = "volumeInitializationRate",
+	[K_BLOCK_EXPRESS] = "blockExpress",
+	[K_AUTO_IOPS_ON_MODIFY] = "allowAutoIOPSIncreaseOnModify",
+	[K_BLOCK_ATTACH_UNTIL_INIT] = "blockAttachUntilInitialized",
 };
 
 #define KNOWN_KEYS                                                                             \
 	"type, iops, iopsPerGB, allowAutoIOPSPerGBIncrease, throughput, encrypted, kmsKeyId, " \
 	"tagSpecification_N, "                                                                 \
 	"csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "     \
-	"ext4BigAlloc, ext4ClusterSize, fsGroupChangePolicy"
+	"ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport, fsGroupChangePolicy, "          \
+	"volumeInitializationRate, blockExpress, allowAutoIOPSIncreaseOnModify, "              \
+	"blockAttachUntilInitialized"
 
 #define TAG_PREFIX "tagSpecification_"
 #define K8S_PREFIX "csi.storage.k8s.io/"
@@ -257,10 +274,12 @@ typedef struct Parsed {
 	const TypeInfo *type;
 	uint32_t iops, iops_per_gb, throughput;
 	bool allow_auto, encrypted;
+	uint32_t init_rate;
 	const char *kms_key_id; /* borrowed from the request */
 	VolumeParams fs;	/* fstype and the mkfs options */
 	VolumeTag *tags;
 	size_t n_tags;
+	Hashmap *tag_keys; /* tag key -> position in tags + 1 */
 } Parsed;
 
 static void parsed_done(Parsed *x)
@@ -268,6 +287,8 @@ static void parsed_done(Parsed *x)
 	tags_free(x->tags, x->n_tags);
 	x->tags = NULL;
 	x->n_tags = 0;
+	hashmap_free(x->tag_keys);
+	x->tag_keys = NULL;
 }
 
 typedef enum Mode {
@@ -325,14 +346,20 @@ static int parse_tag(const char *key, const char *value, Parsed *x, char **ret_e
 			    VOLUME_TAG_VALUE_MAX);
 	if (strncasecmp(k, "aws:", 4) == 0)
 		return fail(ret_error, "%s: tag keys starting with 'aws:' are reserved", key);
-	int i = tag_find(x->tags, x->n_tags, k);
-	if (i >= 0) {
-		if (strcmp(x->tags[i].value, v) != 0)
+	if (!x->tag_keys)
+		x->tag_keys = hashmap_new(NULL);
+	uintptr_t pos = (uintptr_t)hashmap_get(x->tag_keys, k);
+	if (pos > 0) {
+		const VolumeTag *t = &x->tags[pos - 1];
+		if (strcmp(t->value, v) != 0)
 			return fail(ret_error, "%s: tag '%s' is already set to '%s' by another %sN",
-				    key, k, x->tags[i].value, TAG_PREFIX);
+				    key, k, t->value, TAG_PREFIX);
 		return 0;
 	}
-	tag_set(&x->tags, &x->n_tags, k, v);
+	x->tags = xrealloc(x->tags, (x->n_tags + 1) * sizeof(VolumeTag));
+	x->tags[x->n_tags] = (VolumeTag){xstrdup(k), xstrdup(v)};
+	x->n_tags++;
+	(void)hashmap_put(x->tag_keys, k, (void *)(uintptr_t)x->n_tags);
 	return 0;
 }
 
@@ -388,6 +415,40 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 		return parse_positive(key, value, &x->fs.number_of_inodes, ret_error);
 	case K_EXT4_BIGALLOC:
 		return parse_bool(key, value, &x->fs.ext4_bigalloc, ret_error);
+	case K_EXT4_ENCRYPTION:
+		return parse_bool(key, value, &x->fs.ext4_encryption, ret_error);
+	case K_INIT_RATE: {
+		int r = parse_positive(key, value, &x->init_rate, ret_error);
+		if (r >= 0 && (x->init_rate < INIT_RATE_MIN || x->init_rate > INIT_RATE_MAX))
+			r = fail(ret_error, "%s: wanted %d to %d MiB/s, got %u", key, INIT_RATE_MIN,
+				 INIT_RATE_MAX, x->init_rate);
+		return r;
+	}
+	case K_BLOCK_EXPRESS:
+		/* The EBS driver ignores it too: every io2 volume is Block Express now. */
+		log_debug("parameter '%s' is deprecated and has no effect: every io2 volume is "
+			  "io2 Block Express",
+			  key);
+		return 0;
+	case K_AUTO_IOPS_ON_MODIFY:
+	case K_BLOCK_ATTACH_UNTIL_INIT: {
+		bool v = false;
+		int r = parse_bool(key, value, &v, ret_error);
+		if (r < 0 || !v)
+			return r;
+		if (k == K_AUTO_IOPS_ON_MODIFY)
+			return fail(
+				ret_error,
+				"%s: \"true\" is not supported: volplug keeps no iopsPerGB after "
+				"CreateVolume, so an expansion keeps the volume's IOPS (leave it "
+				"out, and set iops in a VolumeAttributesClass to change them)",
+				key);
+		return fail(ret_error,
+			    "%s: \"true\" is not supported: ControllerPublishVolume attaches a "
+			    "volume made from a snapshot at once, while EBS still fills it (leave "
+			    "it out; volumeInitializationRate bounds how long the filling takes)",
+			    key);
+	}
 	case K_EXT4_CLUSTER_SIZE:
 		/* mke2fs -C: 2048 bytes to 256 MiB */
 		return parse_pow2(key, value, 2048, 256 << 20, &x->fs.ext4_cluster_size, ret_error);
@@ -412,19 +473,44 @@ static bool mutable_key(Key k)
 	return k == K_TYPE || k == K_IOPS || k == K_THROUGHPUT || k == K_TAG;
 }
 
+/* The limits that depend only on how many keys there are, checked before any key is parsed:
+ * a request of 100,000 keys costs one pass of prefix compares, not 100,000 parses. */
+static int check_counts(const ParamKV *kv, size_t n, char **ret_error)
+{
+	size_t tags = 0;
+
+	if (n > VOLUME_PARAMS_MAX_KEYS)
+		return fail(ret_error, "wanted at most %d parameters, got %zu",
+			    VOLUME_PARAMS_MAX_KEYS, n);
+	for (size_t i = 0; i < n; i++)
+		if (kv[i].key && strncasecmp(kv[i].key, TAG_PREFIX, strlen(TAG_PREFIX)) == 0)
+			tags++;
+	if (tags > VOLUME_PARAMS_MAX_TAGS)
+		return fail(ret_error, TAG_PREFIX "N: wanted at most %d tags, got %zu",
+			    VOLUME_PARAMS_MAX_TAGS, tags);
+	return 0;
+}
+
 /* Reads every key of one request into *x (zeroed first); x is released on failure. */
 static int parse_keys(Mode mode, const ParamKV *kv, size_t n, Parsed *x, char **ret_error)
 {
-	_cleanup_free_ uint32_t *tag_ids = NULL;
-	size_t n_tag_ids = 0;
-	int r = 0;
+	/* tagSpecification_N numbers seen, in decimal: "1" and "01" are one key */
+	_cleanup_(hashmap_freep) Hashmap *tag_ids = NULL;
+	int r;
 
 	*x = (Parsed){};
+	r = check_counts(kv, n, ret_error);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < n && r >= 0; i++) {
 		const char *key = kv[i].key ? kv[i].key : "";
 		const char *value = kv[i].value ? kv[i].value : "";
 		Key k = key_classify(key);
 
+		/* csi.storage.k8s.io/ keys come with a modify too (external-resizer
+		 * --extra-modify-metadata), as the EBS driver takes them */
+		if (k == K_IGNORED)
+			continue;
 		if (mode == MODE_MODIFY && !mutable_key(k)) {
 			r = fail(ret_error,
 				 "parameter '%s' cannot be modified (mutable: type, iops, "
@@ -437,8 +523,6 @@ static int parse_keys(Mode mode, const ParamKV *kv, size_t n, Parsed *x, char **
 				 "parameter '%s' is not supported (known: " KNOWN_KEYS ")", key);
 			break;
 		}
-		if (k == K_IGNORED)
-			continue;
 		if (k < _K_NAMED) {
 			if (x->spelled[k]) {
 				r = fail(ret_error, "%s: given more than once (also as '%s')", key,
@@ -447,16 +531,17 @@ static int parse_keys(Mode mode, const ParamKV *kv, size_t n, Parsed *x, char **
 			}
 			x->spelled[k] = key;
 		} else if (k == K_TAG) {
-			/* "tagSpecification_1" and "TagSpecification_01" are one key */
-			uint32_t id = 0;
-			(void)tag_number(key, &id);
-			for (size_t j = 0; j < n_tag_ids; j++)
-				if (tag_ids[j] == id)
-					r = fail(ret_error, "%s: given more than once", key);
-			if (r < 0)
+			char id[16];
+			uint32_t number = 0;
+
+			(void)tag_number(key, &number);
+			snprintf(id, sizeof(id), "%u", number);
+			if (!tag_ids)
+				tag_ids = hashmap_new(NULL);
+			if (hashmap_put(tag_ids, id, NULL) == -EEXIST) {
+				r = fail(ret_error, "%s: given more than once", key);
 				break;
-			tag_ids = xrealloc(tag_ids, (n_tag_ids + 1) * sizeof(uint32_t));
-			tag_ids[n_tag_ids++] = id;
+			}
 		}
 		r = parse_one(k, key, value, x, ret_error);
 	}
@@ -499,6 +584,9 @@ static int check_fs_options(const VolumeParams *p, const char *fstype, const Par
 	if (p->ext4_cluster_size && !ext4)
 		return fail(ret_error, "%s: not accepted with fstype %s",
 			    key_name(x, K_EXT4_CLUSTER_SIZE), fstype);
+	if (p->ext4_encryption && !ext4)
+		return fail(ret_error, "%s: not accepted with fstype %s",
+			    key_name(x, K_EXT4_ENCRYPTION), fstype);
 	if (p->bytes_per_inode && !ext)
 		return fail(ret_error, "%s: not accepted with fstype %s",
 			    key_name(x, K_BYTES_PER_INODE), fstype);
@@ -542,6 +630,7 @@ static void take_fs(VolumeParams *ret, const Parsed *x)
 	ret->number_of_inodes = x->fs.number_of_inodes;
 	ret->ext4_bigalloc = x->fs.ext4_bigalloc;
 	ret->ext4_cluster_size = x->fs.ext4_cluster_size;
+	ret->ext4_encryption = x->fs.ext4_encryption;
 	ret->fs_group_change_policy = x->fs.fs_group_change_policy;
 }
 
@@ -556,6 +645,7 @@ static void take_tags(VolumeParams *ret, Parsed *x)
 	ret->tags = TAKE_PTR(x->tags);
 	ret->n_tags = x->n_tags;
 	x->n_tags = 0;
+	parsed_done(x); /* the key index */
 	if (ret->n_tags > 1)
 		qsort(ret->tags, ret->n_tags, sizeof(VolumeTag), tag_cmp);
 }
@@ -615,15 +705,15 @@ static int resolve_throughput(const TypeInfo *t, bool given, uint32_t v, const c
 			      uint32_t fallback, uint32_t *ret, char **ret_error)
 {
 	if (!given) {
-		*ret = t->throughput ? fallback : 0;
+		*ret = t->max_throughput ? fallback : 0;
 		return 0;
 	}
-	if (!t->throughput)
+	if (!t->max_throughput)
 		return fail(ret_error, "%s: not accepted for type %s (only gp3 takes it)", key,
 			    t->name);
-	if (v < GP3_MIN_THROUGHPUT || v > GP3_MAX_THROUGHPUT)
-		return fail(ret_error, "%s: wanted %d to %d MiB/s for type %s, got %u", key,
-			    GP3_MIN_THROUGHPUT, GP3_MAX_THROUGHPUT, t->name, v);
+	if (v < t->min_throughput || v > t->max_throughput)
+		return fail(ret_error, "%s: wanted %u to %u MiB/s for type %s, got %u", key,
+			    t->min_throughput, t->max_throughput, t->name, v);
 	*ret = v;
 	return 0;
 }
@@ -675,8 +765,8 @@ int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, Volume
 		r = resolve_create_iops(&x, t, gib, &p.iops, ret_error);
 	if (r >= 0)
 		r = resolve_throughput(t, x.spelled[K_THROUGHPUT], x.throughput,
-				       key_name(&x, K_THROUGHPUT), GP3_MIN_THROUGHPUT,
-				       &p.throughput, ret_error);
+				       key_name(&x, K_THROUGHPUT), t->min_throughput, &p.throughput,
+				       ret_error);
 	if (r >= 0 && x.kms_key_id && !x.encrypted)
 		r = fail(ret_error, "%s: needs %s set to \"true\"", x.spelled[K_KMS_KEY_ID],
 			 key_names[K_ENCRYPTED]);
@@ -689,6 +779,7 @@ int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, Volume
 		return r;
 	}
 	snprintf(p.type, sizeof(p.type), "%s", t->name);
+	p.initialization_rate = x.init_rate;
 	take_encryption(&p, &x);
 	take_fs(&p, &x);
 	take_tags(&p, &x);
@@ -771,7 +862,7 @@ int volume_params_modify(const VolumeParams *current, uint64_t size_bytes, const
 	if (r >= 0)
 		r = resolve_throughput(
 			t, x.spelled[K_THROUGHPUT], x.throughput, key_name(&x, K_THROUGHPUT),
-			same_type && current->throughput ? current->throughput : GP3_MIN_THROUGHPUT,
+			same_type && current->throughput ? current->throughput : t->min_throughput,
 			&p.throughput, ret_error);
 	if (r >= 0) {
 		size_t total = current->n_tags;
@@ -820,9 +911,10 @@ int volume_params_check_capability(const VolumeParams *p, bool block, const char
 			if (*(const uint32_t *)((const char *)p + opts[i].offset))
 				return fail(ret_error, "%s: not accepted for a block volume",
 					    key_names[opts[i].key]);
-		if (p->ext4_bigalloc)
-			return fail(ret_error, "%s: not accepted for a block volume",
-				    key_names[K_EXT4_BIGALLOC]);
+		if (p->ext4_bigalloc || p->ext4_encryption)
+			return fail(
+				ret_error, "%s: not accepted for a block volume",
+				key_names[p->ext4_bigalloc ? K_EXT4_BIGALLOC : K_EXT4_ENCRYPTION]);
 		return 0;
 	}
 	if (fstype && *fstype && p->fstype[0] && !streq(fstype, p->fstype))
@@ -870,6 +962,8 @@ int volume_params_to_kv(const VolumeParams *p, VolumeParamsScope scope, ParamKV 
 	if (p->ext4_bigalloc)
 		kv_add(&kv, &n, key_names[K_EXT4_BIGALLOC], xstrdup("true"));
 	kv_add_u32(&kv, &n, K_EXT4_CLUSTER_SIZE, p->ext4_cluster_size);
+	if (p->ext4_encryption)
+		kv_add(&kv, &n, key_names[K_EXT4_ENCRYPTION], xstrdup("true"));
 	if (p->fs_group_change_policy != FS_GROUP_CHANGE_POLICY_UNSET)
 		kv_add(&kv, &n, key_names[K_FS_GROUP_POLICY],
 		       xstrdup(fs_group_change_policy_to_string(p->fs_group_change_policy)));
@@ -921,6 +1015,7 @@ bool volume_params_equal(const VolumeParams *a, const VolumeParams *b)
 	    a->inode_size != b->inode_size || a->bytes_per_inode != b->bytes_per_inode ||
 	    a->number_of_inodes != b->number_of_inodes || a->ext4_bigalloc != b->ext4_bigalloc ||
 	    a->ext4_cluster_size != b->ext4_cluster_size ||
+	    a->ext4_encryption != b->ext4_encryption ||
 	    a->fs_group_change_policy != b->fs_group_change_policy || a->n_tags != b->n_tags)
 		return false;
 	/* tags are kept sorted by key */

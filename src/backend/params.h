@@ -15,25 +15,27 @@
  * st1, standard), iops, iopsPerGB, allowAutoIOPSPerGBIncrease, throughput, encrypted ("true" or
  * "false"), kmsKeyId (with encrypted "true"), tagSpecification_N
  * ("key=value"), csi.storage.k8s.io/fstype (ext2, ext3, ext4, xfs), blockSize, inodeSize,
- * bytesPerInode, numberOfInodes, ext4BigAlloc, ext4ClusterSize, fsGroupChangePolicy (Always,
- * OnRootMismatch). Ignored, as the EBS driver does: every other csi.storage.k8s.io/ key (the
- * pv/pvc names external-provisioner adds) and the deprecated "fstype". Anything else, or a value
- * out of range, is -EINVAL with a message naming the key and what it wants.
+ * bytesPerInode, numberOfInodes, ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport,
+ * fsGroupChangePolicy (Always, OnRootMismatch), volumeInitializationRate (100-300 MiB/s);
+ * allowAutoIOPSIncreaseOnModify and blockAttachUntilInitialized at "false" only (the message
+ * of "true" says why). Ignored, as the EBS driver does: every other csi.storage.k8s.io/ key (the
+ * pv/pvc names external-provisioner adds), the deprecated "fstype" and "blockExpress". Anything
+ * else, or a value out of range, is -EINVAL with a message naming the key and what it wants.
  *
- * IOPS (EBS driver and EC2 limits): gp3 3000-16000 and 500 per GiB, io1 100-64000 and 50 per
- * GiB, io2 100-256000 and 1000 per GiB; gp2, sc1, st1 and standard take neither iops nor
- * iopsPerGB; iops and iopsPerGB exclude each other; io1 and io2 need one of them; gp3 without
- * them gets 3000. At CreateVolume, a request above what the type and size allow is capped to
- * the most allowed, never below the type's minimum (the EBS driver does this); one below the
- * minimum fails unless allowAutoIOPSPerGBIncrease is "true", which raises it to the minimum.
- * At ModifyVolume, EC2 rules apply: an out-of-range iops fails, nothing is capped.
- * Throughput: gp3 only, 125-1000 MiB/s, 125 when absent.
+ * IOPS (EBS driver and EC2 limits, volume_type_limits()): gp3 3000-80000 and 500 per GiB, io1
+ * 100-64000 and 50 per GiB, io2 100-256000 and 1000 per GiB; gp2, sc1, st1 and standard take
+ * neither iops nor iopsPerGB; iops and iopsPerGB exclude each other; io1 and io2 need one of them;
+ * gp3 without them gets 3000. At CreateVolume, a request above what the type and size allow is
+ * capped to the most allowed, never below the type's minimum (the EBS driver does this); one below
+ * the minimum fails unless allowAutoIOPSPerGBIncrease is "true", which raises it to the minimum. At
+ * ModifyVolume, EC2 rules apply: an out-of-range iops fails, nothing is capped. Throughput: gp3
+ * only, 125-2000 MiB/s, 125 when absent.
  *
- * Size limits per type (gp2, gp3 1 GiB-16 TiB; io1 4 GiB-16 TiB; io2 4 GiB-64 TiB; sc1, st1
- * 125 GiB-16 TiB; standard 1 GiB-1 TiB) are checked only when the request itself names a type:
- * pool volumes made with default parameters (csi-sanity's, tests') may have any size, while a
- * StorageClass that asks for st1 gets the answer EBS would give. Sizes count in whole GiB,
- * rounded up, as EBS allocates them.
+ * Size limits per type (gp2 1 GiB-16 TiB; gp3 1 GiB-64 TiB; io1 4 GiB-16 TiB; io2 4 GiB-64
+ * TiB; sc1, st1 125 GiB-16 TiB; standard 1 GiB-1 TiB) are checked only when the request itself
+ * names a type: pool volumes made with default parameters (csi-sanity's, tests') may have any
+ * size, while a StorageClass that asks for st1 gets the answer EBS would give. Sizes count in whole
+ * GiB, rounded up, as EBS allocates them.
  *
  * The filesystem options are checked against the fstype (ext2/ext3: no ext4BigAlloc or
  * ext4ClusterSize; xfs: no bytesPerInode, numberOfInodes, ext4BigAlloc, ext4ClusterSize) and
@@ -65,6 +67,9 @@ typedef struct VolumeTag {
 	char *value;
 } VolumeTag;
 
+/* Checked before any key is parsed: Kubernetes allows a StorageClass at most 512 parameters,
+ * EC2 a resource at most 50 tags (tagSpecification_N keys are counted, duplicates too). */
+#define VOLUME_PARAMS_MAX_KEYS 512
 #define VOLUME_PARAMS_MAX_TAGS 50 /* EC2's limit per resource */
 #define VOLUME_TAG_KEY_MAX 128
 #define VOLUME_TAG_VALUE_MAX 256
@@ -84,10 +89,27 @@ typedef struct VolumeParams {
 	uint32_t number_of_inodes; /* count */
 	bool ext4_bigalloc;
 	uint32_t ext4_cluster_size; /* bytes; needs ext4_bigalloc */
+	bool ext4_encryption;	    /* ext4 made with the encrypt feature (fscrypt) */
 	FsGroupChangePolicy fs_group_change_policy;
 	VolumeTag *tags; /* sorted by key, keys unique; owned */
 	size_t n_tags;
+	/* CreateVolume from a snapshot: EBS's VolumeInitializationRate in MiB/s, 0: EBS's
+	 * default. How the volume is filled, not what it is: neither serialised nor compared. */
+	uint32_t initialization_rate;
 } VolumeParams;
+
+/* One EBS volume type's limits, as EC2 has them. */
+typedef struct VolumeTypeLimits {
+	const char *name;
+	uint32_t min_iops; /* 0: the type takes no provisioned IOPS */
+	uint32_t max_iops;
+	uint32_t iops_per_gib;			 /* the most IOPS per GiB of size */
+	uint32_t min_throughput, max_throughput; /* MiB/s; 0: not provisioned (gp3 only) */
+	uint64_t min_gib, max_gib;
+} VolumeTypeLimits;
+
+/* The table of every type (gp3 first, the default), static. Never fails. */
+const VolumeTypeLimits *volume_type_limits(size_t *ret_n);
 
 /* CreateVolume: parses and validates parameters for a volume of size_bytes, resolving iops
  * (iopsPerGB x GiB, capping, allowAutoIOPSPerGBIncrease) and the gp3 defaults. Returns 0 and

@@ -37,6 +37,23 @@ size_t utf8_decode(const char *str, size_t n, uint32_t *ret_rune)
 	return len;
 }
 
+bool utf8_valid(const char *s, size_t len)
+{
+	uint32_t rune;
+
+	for (size_t i = 0; i < len;) {
+		if ((unsigned char)s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		size_t n = utf8_decode(s + i, len - i, &rune);
+		if (n == 0)
+			return false;
+		i += n;
+	}
+	return true;
+}
+
 char *utf8_replace_invalid(const char *s, size_t len, size_t *ret_len)
 {
 	StrBuf b = {};

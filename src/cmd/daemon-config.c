@@ -22,7 +22,12 @@ const char daemon_usage[] =
 	"  --socket-mode MODE              socket file permissions, octal (default 0600)\n"
 	"  --node-id ID                    this node's id (default: the host name)\n"
 	"  --driver-name NAME              CSI driver name (default pool.volplug.io)\n"
-	"  --pool DIR                      pool directory (default /var/lib/volplug/pool)\n"
+	"  --pool DIR                      pool directory (default /var/lib/volplug/pool);\n"
+	"                                  made at the first start, and recorded beside it\n"
+	"                                  (DIR/../.NAME.volplug)\n"
+	"  --pool-init                     make a new, empty pool in DIR although the record\n"
+	"                                  says a pool was there (without it, a pool directory\n"
+	"                                  found absent or empty is refused: its pool is lost)\n"
 	"  --pool-capacity SIZE            capacity of the pool, e.g. 100G (default: free space)\n"
 	"  --overprovision-ratio R         provision volumes up to R x the capacity, 1-100 (thin\n"
 	"                                  provisioning beyond 1; default 1)\n"
@@ -87,6 +92,7 @@ enum {
 	OPT_NODE_ID,
 	OPT_DRIVER_NAME,
 	OPT_POOL,
+	OPT_POOL_INIT,
 	OPT_POOL_CAPACITY,
 	OPT_OVERPROVISION,
 	OPT_TRIM_INTERVAL,
@@ -120,6 +126,7 @@ static const struct option options[] = {
 	{"node-id", required_argument, NULL, OPT_NODE_ID},
 	{"driver-name", required_argument, NULL, OPT_DRIVER_NAME},
 	{"pool", required_argument, NULL, OPT_POOL},
+	{"pool-init", no_argument, NULL, OPT_POOL_INIT},
 	{"pool-capacity", required_argument, NULL, OPT_POOL_CAPACITY},
 	{"overprovision-ratio", required_argument, NULL, OPT_OVERPROVISION},
 	{"trim-interval", required_argument, NULL, OPT_TRIM_INTERVAL},
@@ -349,6 +356,9 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 		if (!*arg)
 			r = -EINVAL;
 		set_string(&c->pool, arg);
+		break;
+	case OPT_POOL_INIT:
+		c->pool_init = true;
 		break;
 	case OPT_POOL_CAPACITY:
 		r = parse_size(arg, &c->pool_capacity);

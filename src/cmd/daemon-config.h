@@ -19,6 +19,7 @@ typedef struct DaemonConfig {
 	char *backend; /* "pool" or "ebs": the backend volumes are made and served by */
 	bool node_id_set, zone_set, max_volumes_set; /* given on the command line */
 	char *pool;
+	bool pool_init; /* --pool-init: a new pool where the record beside it says one was lost */
 	uint64_t pool_capacity;
 	double overprovision; /* the pool provisions up to capacity x this */
 	usec_t trim_interval; /* 0: the node never trims */

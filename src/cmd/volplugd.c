@@ -196,6 +196,7 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		.zone = cfg->zone,
 		.topology_labels = &cfg->topology_labels,
 		.pool_path = cfg->pool,
+		.pool_init = cfg->pool_init,
 		.pool_capacity = cfg->pool_capacity,
 		.overprovision = cfg->overprovision,
 		.trim_interval = cfg->trim_interval,

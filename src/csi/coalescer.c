@@ -34,7 +34,8 @@ typedef struct Batch {
 	Entry *entries;
 	size_t n_entries;
 	size_t n_callers;
-	size_t refs; /* callers that have not read the result yet */
+	size_t refs;	 /* callers that have not read the result yet */
+	usec_t close_at; /* CLOCK_MONOTONIC: the window ends, or a caller's deadline nears */
 	bool done;
 	int result;
 	CoalescedResult outcome; /* when result is 0 */
@@ -56,6 +57,7 @@ struct Coalescer {
 
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* a batch finished, or a volume stopped applying */
+	pthread_cond_t closing; /* CLOCK_MONOTONIC; a batch's close_at came nearer */
 	/* Guarded by lock: volumes with a request in progress. Only volumes modified within the
 	 * last window or so are here, a handful, so a list is enough. */
 	Volume *volumes;
@@ -70,6 +72,11 @@ Coalescer *coalescer_new(const CoalescerConfig *config)
 	c->userdata = config->userdata;
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->changed, NULL);
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->closing, &attr);
+	pthread_condattr_destroy(&attr);
 	return c;
 }
 
@@ -79,6 +86,7 @@ void coalescer_free(Coalescer *c)
 		return;
 	/* No request in progress means no volume and no batch left. */
 	pthread_cond_destroy(&c->changed);
+	pthread_cond_destroy(&c->closing);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -177,9 +185,19 @@ static int check_conflicts(const Batch *b, const CoalesceRequest *req, char **re
 	return 0;
 }
 
+/* When the batch must close for req, which arrives at now: half its time left, so that the
+ * backend change starts well within its deadline. */
+static usec_t close_for(const CoalesceRequest *req, usec_t now)
+{
+	if (req->deadline == 0 || req->deadline == USEC_INFINITY)
+		return USEC_INFINITY;
+	return req->deadline <= now ? now : now + (req->deadline - now) / 2;
+}
+
 /* Adds req to b; check_conflicts() said it fits. */
 static void merge(Batch *b, const CoalesceRequest *req)
 {
+	b->close_at = MIN(b->close_at, close_for(req, now_usec(CLOCK_MONOTONIC)));
 	if (req->new_size)
 		b->new_size = req->new_size;
 	for (size_t i = 0; i < req->n_params; i++) {
@@ -232,25 +250,21 @@ static void volume_unuse(Coalescer *c, Volume *v)
 		}
 }
 
-static void sleep_until(usec_t deadline)
-{
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / USEC_PER_SEC),
-		.tv_nsec = (long)(deadline % USEC_PER_SEC * NSEC_PER_USEC),
-	};
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-}
-
-/* The leader's part: wait out the window, close the batch, apply it, publish the result.
- * Called and returns with the lock held. */
+/* The leader's part: wait out the window (or less: a caller's deadline brings close_at
+ * nearer, see merge()), close the batch, apply it, publish the result. Called and returns
+ * with the lock held. */
 static void run_batch(Coalescer *c, Volume *v, Batch *b)
 {
-	usec_t deadline = now_usec(CLOCK_MONOTONIC) + c->window;
-
-	pthread_mutex_unlock(&c->lock);
-	sleep_until(deadline);
-	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		usec_t at = b->close_at;
+		if (now_usec(CLOCK_MONOTONIC) >= at)
+			break;
+		struct timespec ts = {
+			.tv_sec = (time_t)(at / USEC_PER_SEC),
+			.tv_nsec = (long)(at % USEC_PER_SEC * NSEC_PER_USEC),
+		};
+		(void)pthread_cond_timedwait(&c->closing, &c->lock, &ts);
+	}
 	/* One backend change per volume at a time; requests keep joining meanwhile. */
 	while (v->applying)
 		pthread_cond_wait(&c->changed, &c->lock);
@@ -312,12 +326,16 @@ int coalescer_submit(Coalescer *c, const CoalesceRequest *req, CoalescedResult *
 			pthread_mutex_unlock(&c->lock);
 			return r;
 		}
+		usec_t before = b->close_at;
 		merge(b, req);
+		if (b->close_at < before)
+			pthread_cond_broadcast(&c->closing);
 		metric_inc(&merged);
 		while (!b->done)
 			pthread_cond_wait(&c->changed, &c->lock);
 	} else {
 		b = xnew0(Batch, 1);
+		b->close_at = now_usec(CLOCK_MONOTONIC) + c->window;
 		r = check_conflicts(b, req, ret_error);
 		if (r < 0) {
 			batch_free(b);

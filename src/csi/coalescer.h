@@ -19,7 +19,9 @@
  * Timing: the first request for a volume opens a batch and starts the window; requests that
  * arrive before the window ends join it; when it ends the batch closes and is applied, and a
  * request arriving from then on opens the next batch. Batches of one volume are applied one
- * after another, never at once; batches of different volumes are independent.
+ * after another, never at once; batches of different volumes are independent. The window
+ * never outlives a caller: a request with a deadline closes its batch once half the time it
+ * had left when it arrived is gone, so that the backend change starts within its deadline.
  *
  * Threads: the caller that opened a batch sleeps out the window and runs apply() on its own
  * thread; the others wait on a condition variable. No thread of its own: nothing to start or
@@ -61,6 +63,8 @@ typedef struct CoalescerConfig {
  * non-NULL. */
 typedef struct CoalesceRequest {
 	const char *volume_id;
+	usec_t deadline; /* CLOCK_MONOTONIC, the caller's (call_deadline()); 0 or USEC_INFINITY:
+			  * none */
 	uint64_t new_size;
 	const ParamKV *params;
 	size_t n_params;
@@ -75,9 +79,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Coalescer *, coalescer_free);
 /* Merges req into the volume's open batch (or opens one) and blocks until the batch is
  * applied: up to the window plus the apply time, plus the apply time of a previous batch of
  * the same volume still running. Returns 0 when the change was applied, with apply()'s result
- * in *ret (may be NULL); -EBUSY when req conflicts with a request already merged (only this
- * caller fails; "iops: conflicts with 4000 requested by a concurrent call"); or apply()'s
- * error. A request with nothing to change returns 0 at once, *ret untouched. *ret_error is set
- * on failure only (caller frees); it may be NULL. */
+ * in *ret (may be NULL); the window ends early for a request with a deadline; -EBUSY when req
+ * conflicts with a request already merged (only this caller fails; "iops: conflicts with 4000
+ * requested by a concurrent call"); or apply()'s error. A request with nothing to change returns 0
+ * at once, *ret untouched. *ret_error is set on failure only (caller frees); it may be NULL. */
 int coalescer_submit(Coalescer *c, const CoalesceRequest *req, CoalescedResult *ret,
 		     char **ret_error);

@@ -58,6 +58,8 @@ static int submit(char **ret_error, Driver *d, const char *volume_id, uint64_t s
 	_cleanup_free_ char *err = NULL;
 	CoalesceRequest req = {
 		.volume_id = volume_id,
+		/* the window closes early enough for the backend call to meet it */
+		.deadline = call_deadline(),
 		.new_size = size,
 		.params = kv,
 		.n_params = n,

@@ -26,7 +26,21 @@ Csi__V1__Snapshot *snapshot_to_csi(const BackendSnapshot *s)
  * external-snapshotter's own csi.storage.k8s.io/ keys are ignored. */
 int snapshot_params_parse(char **ret_error, void *const *entries, size_t n, Strmap *ret)
 {
-	_cleanup_free_ ParamKV *kv = pbmap_to_kv(entries, n);
+	_cleanup_free_ ParamKV *kv = NULL;
+	size_t tags = 0;
+
+	/* the limits first: no key is looked at when there are too many */
+	if (n > VOLUME_PARAMS_MAX_KEYS)
+		return errorf(ret_error, -EINVAL, "parameters: wanted at most %d, got %zu",
+			      VOLUME_PARAMS_MAX_KEYS, n);
+	kv = pbmap_to_kv(entries, n);
+	for (size_t i = 0; i < n; i++)
+		if (strncasecmp(kv[i].key, "tagSpecification_", 17) == 0)
+			tags++;
+	if (tags > VOLUME_PARAMS_MAX_TAGS)
+		return errorf(ret_error, -EINVAL,
+			      "parameters: tagSpecification_N: wanted at most %d tags, got %zu",
+			      VOLUME_PARAMS_MAX_TAGS, tags);
 	for (size_t i = 0; i < n; i++) {
 		const char *k = kv[i].key, *v = kv[i].value;
 		if (strncasecmp(k, "csi.storage.k8s.io/", 19) == 0)
@@ -124,6 +138,8 @@ int controller_delete_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufC
 		return e;
 	if (gone.found)
 		log_info("deleted snapshot %s", r->snapshot_id);
+	if (gone.leftover)
+		log_warning("snapshot %s: %s", r->snapshot_id, gone.leftover);
 	backend_deleted_done(&gone);
 	Csi__V1__DeleteSnapshotResponse *resp = xnew0(Csi__V1__DeleteSnapshotResponse, 1);
 	csi__v1__delete_snapshot_response__init(resp);

@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "params.h"
 #include "strv.h"
+#include "utf8.h"
 
 /* Names of volumes, snapshots and groups: they never become paths, but a clear error is
  * better than a surprising ID. */
@@ -36,6 +37,9 @@ int create_name_check(char **ret_error, const char *name)
 		return errorf(ret_error, -EINVAL,
 			      "name: must be 1-%d printable bytes without '/' (got %zu bytes)",
 			      NAME_MAX_BYTES, strlen(name));
+	/* a protobuf string must be UTF-8, and the backends' records (JSON) hold nothing else */
+	if (!utf8_valid(name, strlen(name)))
+		return errorf(ret_error, -EINVAL, "name: not valid UTF-8");
 	return 0;
 }
 
@@ -282,6 +286,14 @@ static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolume
 	if (volume_params_check_capability(&spec->params, spec->block && !*spec->fs_type,
 					   spec->fs_type, &err) < 0)
 		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	/* again with the parameters: a mode may need a volume type (EBS Multi-Attach: io1, io2) */
+	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
+		char field[48];
+		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
+		if ((e = capability_check_for(b, r->volume_capabilities[i], field, &spec->params,
+					      NULL, ret_error)) < 0)
+			return e;
+	}
 	return 0;
 }
 
@@ -407,6 +419,8 @@ int controller_delete_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 		log_info("deleted volume %s, whose metadata was damaged", r->volume_id);
 		volume_damage_forget(r->volume_id);
 	}
+	if (gone.leftover)
+		log_warning("volume %s: %s", r->volume_id, gone.leftover);
 	backend_deleted_done(&gone);
 	Csi__V1__DeleteVolumeResponse *resp = xnew0(Csi__V1__DeleteVolumeResponse, 1);
 	csi__v1__delete_volume_response__init(resp);
@@ -433,7 +447,6 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	Backend *b = volume_backend(d, r->volume_id, &context);
 	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;
-	backend_volume_done(&v);
 
 	Csi__V1__ValidateVolumeCapabilitiesResponse *resp =
 		xnew0(Csi__V1__ValidateVolumeCapabilitiesResponse, 1);
@@ -442,11 +455,13 @@ int controller_validate_volume_capabilities(Driver *d, const ProtobufCMessage *r
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
 		char field[48];
 		snprintf(field, sizeof(field), "volume_capabilities[%zu]", i);
-		if (capability_check(b, r->volume_capabilities[i], field, &err) < 0) {
+		if (capability_check_for(b, r->volume_capabilities[i], field, NULL, &v, &err) < 0) {
 			resp->message = TAKE_PTR(err);
+			backend_volume_done(&v);
 			return 0;
 		}
 	}
+	backend_volume_done(&v);
 	/* Confirmed: echo what was asked, as the spec wants. */
 	Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed *c =
 		xnew0(Csi__V1__ValidateVolumeCapabilitiesResponse__Confirmed, 1);

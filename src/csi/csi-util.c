@@ -62,7 +62,9 @@ const char *access_mode_name(Csi__V1__VolumeCapability__AccessMode__Mode m)
 
 bool access_mode_multi_node(Csi__V1__VolumeCapability__AccessMode__Mode m)
 {
-	return m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY;
+	return m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_READER_ONLY ||
+	       m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_SINGLE_WRITER ||
+	       m == CSI__V1__VOLUME_CAPABILITY__ACCESS_MODE__MODE__MULTI_NODE_MULTI_WRITER;
 }
 
 int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *field, char **ret_error)
@@ -81,7 +83,13 @@ int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *fiel
 int capability_check(Backend *b, const Csi__V1__VolumeCapability *cap, const char *field,
 		     char **ret_error)
 {
-	BackendAccessCheck q = {.field = field};
+	return capability_check_for(b, cap, field, NULL, NULL, ret_error);
+}
+
+int capability_check_for(Backend *b, const Csi__V1__VolumeCapability *cap, const char *field,
+			 const VolumeParams *params, const BackendVolume *volume, char **ret_error)
+{
+	BackendAccessCheck q = {.field = field, .params = params, .volume = volume};
 
 	int e = capability_check_spec(cap, field, ret_error);
 	if (e < 0 || !b->ops->check_access)

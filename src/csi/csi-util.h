@@ -38,10 +38,16 @@ int capability_check_spec(const Csi__V1__VolumeCapability *cap, const char *fiel
 int capability_check(Backend *b, const Csi__V1__VolumeCapability *cap, const char *field,
 		     char **ret_error);
 
+/* capability_check(), telling the backend the parameters a volume is to be made with
+ * (CreateVolume) or the volume it is about (ValidateVolumeCapabilities); either may be NULL. */
+int capability_check_for(Backend *b, const Csi__V1__VolumeCapability *cap, const char *field,
+			 const VolumeParams *params, const BackendVolume *volume, char **ret_error);
+
 /* A checked capability as the backends take it (fstype: the capability's own, "" if none). */
 void backend_access_from(const Csi__V1__VolumeCapability *cap, BackendAccess *ret);
 
-/* Whether an access mode lets the volume be attached to more than one node at once. */
+/* Whether an access mode lets the volume be attached to more than one node at once:
+ * MULTI_NODE_READER_ONLY, MULTI_NODE_SINGLE_WRITER, MULTI_NODE_MULTI_WRITER. */
 bool access_mode_multi_node(Csi__V1__VolumeCapability__AccessMode__Mode m);
 
 /* Name of an access mode ("SINGLE_NODE_WRITER"). */

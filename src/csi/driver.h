@@ -66,6 +66,11 @@ static inline bool driver_has_node(const Driver *d)
 typedef int (*CsiHandler)(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
 			  char **ret_error);
 
+/* Runs handler on req as the server does: csi_request_check() first (maps within their
+ * limits, strings UTF-8), then the handler. Returns what the handler returns. */
+int csi_call(Driver *d, CsiHandler handler, const ProtobufCMessage *req, ProtobufCMessage **ret,
+	     char **ret_error);
+
 /* The method table the running mode serves; static storage. */
 const RpcMethod *csi_methods(DriverMode mode, size_t *ret_n);
 

@@ -8,6 +8,7 @@
 #include "admin.h"
 #include "macro.h"
 #include "node.h"
+#include "request-check.h"
 
 /* A CSI method: its path, its request type and the handler (plain structs in, a reply or an
  * errno and a message out); csi_adapter() puts it on the wire. */
@@ -88,6 +89,15 @@ static RpcMethod tables[3][ELEMENTSOF(identity_methods) + ELEMENTSOF(controller_
 			   ELEMENTSOF(group_controller_methods) + ELEMENTSOF(node_methods) +
 			   ELEMENTSOF(admin_methods)];
 
+int csi_call(Driver *d, CsiHandler handler, const ProtobufCMessage *req, ProtobufCMessage **ret,
+	     char **ret_error)
+{
+	int r = csi_request_check(req, ret_error);
+	if (r < 0)
+		return r;
+	return handler(d, req, ret, ret_error);
+}
+
 /* Runs a CSI handler for the server: the driver in, the errno and message out. */
 static int csi_adapter(RpcCall *call, const ProtobufCMessage *req, ProtobufCMessage **ret)
 {
@@ -96,7 +106,7 @@ static int csi_adapter(RpcCall *call, const ProtobufCMessage *req, ProtobufCMess
 
 	/* The backends bound their waits and retries by the client's deadline. */
 	call_deadline_set(rpc_call_deadline(call));
-	int r = m->handler(rpc_call_userdata(call), req, ret, &error);
+	int r = csi_call(rpc_call_userdata(call), m->handler, req, ret, &error);
 	call_deadline_set(USEC_INFINITY);
 	if (r < 0)
 		return rpc_fail(call, r, "%s", error ?: strerror(-r));

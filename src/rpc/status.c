@@ -23,6 +23,8 @@ static const struct {
 	{EROFS, GRPC_STATUS_FAILED_PRECONDITION},
 	/* A damaged object of the pool: metadata unreadable, a symlink in its place. */
 	{EUCLEAN, GRPC_STATUS_FAILED_PRECONDITION},
+	/* The pool's directory is gone from under the daemon. */
+	{ENOMEDIUM, GRPC_STATUS_FAILED_PRECONDITION},
 	/* A Flexvolume driver that is not usable (its init failed). */
 	{ENOEXEC, GRPC_STATUS_FAILED_PRECONDITION},
 	{EMLINK, GRPC_STATUS_RESOURCE_EXHAUSTED},

@@ -307,6 +307,7 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 				  : opt.number_of_inodes  ? "number_of_inodes"
 				  : opt.ext4_bigalloc	  ? "ext4_bigalloc"
 				  : opt.ext4_cluster_size ? "ext4_cluster_size"
+				  : opt.ext4_encryption	  ? "ext4_encryption"
 							  : NULL;
 		if (bad) {
 			SET_ERROR(ret_error, "%s is not supported for xfs", bad);
@@ -323,9 +324,11 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 		}
 	} else {
 		bool ext4 = streq(fstype, "ext4");
-		if ((opt.ext4_bigalloc || opt.ext4_cluster_size) && !ext4) {
+		if ((opt.ext4_bigalloc || opt.ext4_cluster_size || opt.ext4_encryption) && !ext4) {
 			SET_ERROR(ret_error, "%s requires ext4",
-				  opt.ext4_bigalloc ? "ext4_bigalloc" : "ext4_cluster_size");
+				  opt.ext4_bigalloc	  ? "ext4_bigalloc"
+				  : opt.ext4_cluster_size ? "ext4_cluster_size"
+							  : "ext4_encryption");
 			return -EINVAL;
 		}
 		if (opt.ext4_cluster_size && !opt.ext4_bigalloc) {
@@ -353,6 +356,10 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 		if (opt.uuid) {
 			args[n++] = "-U";
 			args[n++] = opt.uuid;
+		}
+		if (opt.ext4_encryption) {
+			args[n++] = "-O";
+			args[n++] = "encrypt";
 		}
 	}
 	args[n++] = dev;

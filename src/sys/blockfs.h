@@ -58,6 +58,7 @@ typedef struct BlockfsMkfsOptions {
 	bool ext4_bigalloc;	    /* ext4 -O bigalloc */
 	uint32_t ext4_cluster_size; /* ext4 -C, requires bigalloc */
 	const char *uuid;	    /* ext -U, xfs -m uuid= (NULL: a random one) */
+	bool ext4_encryption;	    /* ext4 -O encrypt (fscrypt) */
 } BlockfsMkfsOptions;
 
 /* Makes a filesystem of fstype ("ext2", "ext3", "ext4", "xfs") on dev. Never forces: the

@@ -637,3 +637,45 @@ int loop_list_for_dir(const char *dir, LoopInfo **ret, size_t *ret_n)
 	*ret_n = s.n;
 	return 0;
 }
+
+typedef struct LostState {
+	const char *want; /* the kernel's path of the file: the path, then " (deleted)" */
+	dev_t fs_dev;
+	bool found;
+	unsigned lowest;
+} LostState;
+
+static int lost_one(unsigned n, void *userdata)
+{
+	LostState *s = userdata;
+	_cleanup_free_ char *path = NULL;
+	_cleanup_close_ int fd = -EBADF;
+	struct loop_info64 info;
+
+	if ((s->found && n > s->lowest) || sysfs_read(n, "loop/backing_file", &path) < 0 ||
+	    strcmp(path, s->want) != 0)
+		return 0;
+	if (loop_open(n, O_RDONLY, &fd) < 0 || ioctl(fd, LOOP_GET_STATUS64, &info) < 0 ||
+	    info.lo_device != (__u64)s->fs_dev)
+		return 0;
+	s->found = true;
+	s->lowest = n;
+	return 0;
+}
+
+int loop_find_deleted(const char *path, dev_t fs_dev, char **ret_devpath)
+{
+	_cleanup_free_ char *want = NULL;
+
+	if (!path || *path != '/' || !ret_devpath)
+		return -EINVAL;
+	want = xasprintf("%s" DELETED_SUFFIX, path);
+	LostState s = {.want = want, .fs_dev = fs_dev};
+	int r = foreach_loop(lost_one, &s);
+	if (r < 0)
+		return r;
+	if (!s.found)
+		return -ENOENT;
+	*ret_devpath = xasprintf("/dev/loop%u", s.lowest);
+	return 0;
+}

@@ -72,6 +72,12 @@ int loop_find(const char *backing_file, char **ret_devpath);
 /* loop_find() of the file open as file_fd (O_PATH will do). */
 int loop_find_fd(int file_fd, char **ret_devpath);
 
+/* Finds a loop device bound to a file that was unlinked while it was attached: the kernel
+ * prints its backing file as path (absolute, as it was when attached) and " (deleted)", and its
+ * backing inode is on the filesystem fs_dev. When several are, the lowest-numbered one. -ENOENT
+ * if none. */
+int loop_find_deleted(const char *path, dev_t fs_dev, char **ret_devpath);
+
 /* Detaches devpath with LOOP_CLR_FD. Returns 0 when it is detached, also when it already was
  * (or does not exist). -EBUSY when the device is in use, leaving it attached and unchanged:
  * either something holds it exclusively (a mount, a device-mapper holder), or other

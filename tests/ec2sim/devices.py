@@ -48,8 +48,8 @@ class Devices:
             _run("cp", "--sparse=always", src, self._file(vol.id))
         self._size(vol.id, vol.size)
 
-    def attached(self, vol):
-        if vol.attachment.instance_id != self.instance or vol.id in self.loops:
+    def attached(self, vol, instance):
+        if instance != self.instance or vol.id in self.loops:
             return
         self._size(vol.id, vol.size)
         dev = _run("losetup", "-f", "--show", self._file(vol.id))

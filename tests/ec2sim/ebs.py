@@ -26,6 +26,9 @@ INSTANCE_STATE_CODES = {"pending": 0, "running": 16, "shutting-down": 32, "termi
                         "stopping": 64, "stopped": 80}
 DEVICE_NAME = re.compile(r"^/dev/(sd[a-z][0-9]{0,2}|xvd[a-z]{1,2}[0-9]{0,2})$")
 ROOT_DEVICE = "/dev/xvda"
+# io1 and io2 volumes made with MultiAttachEnabled attach to this many instances of their zone
+MULTI_ATTACH_TYPES = ("io1", "io2")
+MULTI_ATTACH_MAX = 16
 DEFAULT_KMS_KEY = "0e5c0000-ec25-4000-8000-00000000eb50"
 KMS_KEY = re.compile(r"^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|"
                      r"mrk-[0-9a-f]{32}|alias/[A-Za-z0-9/_-]+|"
@@ -74,15 +77,24 @@ class Volume:
         self.state = "creating"
         self.created = time.time()
         self.visible_at = visible_at
-        self.attachment = None
+        self.attachments = []  # one, or up to MULTI_ATTACH_MAX with multi_attach
+        self.multi_attach = False
+        self.initialization_rate = None
         self.root = False
         self.client_token = None
+
+    def attachment_to(self, instance_id):
+        for a in self.attachments:
+            if a.instance_id == instance_id:
+                return a
+        return None
 
 
 class Modification:
     def __init__(self, vol, size, vtype, iops, throughput, now):
         self.id = vol.id
         self.original = (vol.size, vol.type, vol.iops, vol.throughput)
+        self.multi_attach = vol.multi_attach
         self.target = (size, vtype, iops, throughput)
         self.state = "modifying"
         self.message = None
@@ -155,7 +167,7 @@ class Cloud:
             self.seq = itertools.count()
             self.volumes = {}
             self.snapshots = {}
-            self.modifications = {}
+            self.modifications = {}  # volume ID -> its modifications, oldest first
             self.tokens = {}
             self.instances = {}
             for spec in self.cfg["instances"]:
@@ -168,7 +180,7 @@ class Cloud:
                       {}, 0.0)
         root.state = "in-use"
         root.root = True
-        root.attachment = Attachment(inst.id, ROOT_DEVICE, "attached", root=True)
+        root.attachments = [Attachment(inst.id, ROOT_DEVICE, "attached", root=True)]
         self.volumes[root.id] = root
 
     def _new_id(self, prefix):
@@ -240,9 +252,8 @@ class Cloud:
 
     def _attached(self, inst):
         """Volumes attached to inst (in any attachment state), by attach time."""
-        vols = [v for v in self.volumes.values()
-                if v.attachment is not None and v.attachment.instance_id == inst.id]
-        return sorted(vols, key=lambda v: v.attachment.time)
+        vols = [v for v in self.volumes.values() if v.attachment_to(inst.id)]
+        return sorted(vols, key=lambda v: v.attachment_to(inst.id).time)
 
     def _ids_found(self, ids, table, kind, code, noun):
         """Raises <code> naming every ID of ids that table lacks or that is not visible yet."""
@@ -256,8 +267,7 @@ class Cloud:
 
     # --- replies -----------------------------------------------------------------------------
 
-    def _attachment_body(self, vol):
-        a = vol.attachment
+    def _attachment_body(self, vol, a):
         return {"volumeId": vol.id, "instanceId": a.instance_id, "device": a.device,
                 "status": a.state, "attachTime": iso(a.time),
                 "deleteOnTermination": a.delete_on_termination}
@@ -270,14 +280,15 @@ class Cloud:
             "availabilityZone": vol.zone,
             "status": vol.state,
             "createTime": iso(vol.created),
-            "attachmentSet": [self._attachment_body(vol)] if vol.attachment else [],
+            "attachmentSet": [self._attachment_body(vol, a) for a in vol.attachments],
             "tagSet": tag_set(vol.tags),
             "volumeType": vol.type,
             "iops": vol.iops,
             "throughput": vol.throughput,
             "encrypted": vol.encrypted,
             "kmsKeyId": vol.kms,
-            "multiAttachEnabled": False,
+            "multiAttachEnabled": vol.multi_attach,
+            "volumeInitializationRate": vol.initialization_rate,
         }
 
     def _modification_body(self, mod):
@@ -288,9 +299,9 @@ class Cloud:
             "modificationState": mod.state,
             "statusMessage": mod.message,
             "targetSize": tsize, "targetIops": tiops, "targetVolumeType": ttype,
-            "targetThroughput": tthroughput, "targetMultiAttachEnabled": False,
+            "targetThroughput": tthroughput, "targetMultiAttachEnabled": mod.multi_attach,
             "originalSize": osize, "originalIops": oiops, "originalVolumeType": otype,
-            "originalThroughput": othroughput, "originalMultiAttachEnabled": False,
+            "originalThroughput": othroughput, "originalMultiAttachEnabled": mod.multi_attach,
             "progress": mod.progress,
             "startTime": iso(mod.start),
             "endTime": iso(mod.end) if mod.end else None,
@@ -326,11 +337,10 @@ class Cloud:
             "rootDeviceType": "ebs",
             "rootDeviceName": ROOT_DEVICE,
             "blockDeviceMapping": [
-                {"deviceName": v.attachment.device,
-                 "ebs": {"volumeId": v.id, "status": v.attachment.state,
-                         "attachTime": iso(v.attachment.time),
-                         "deleteOnTermination": v.attachment.delete_on_termination}}
-                for v in self._attached(inst)],
+                {"deviceName": a.device,
+                 "ebs": {"volumeId": v.id, "status": a.state, "attachTime": iso(a.time),
+                         "deleteOnTermination": a.delete_on_termination}}
+                for v, a in ((v, v.attachment_to(inst.id)) for v in self._attached(inst))],
             "virtualizationType": "hvm",
             "hypervisor": "xen",
             "tagSet": tag_set(inst.tags),
@@ -342,7 +352,7 @@ class Cloud:
         """The volume an earlier CreateVolume with this ClientToken made, or None when the
         token is new. Raises IdempotentParameterMismatch when the token cannot be reused."""
         token = p.get("ClientToken")
-        if token is None:
+        if token is None or not self.cfg["client_tokens"]:
             return None
         if not 0 < len(token) <= 64:
             raise invalid("ClientToken", "Client token must be 1 to 64 characters long")
@@ -424,12 +434,24 @@ class Cloud:
         if encrypted:
             kms = snap.kms if snap and snap.encrypted and "KmsKeyId" not in p else \
                 self._kms_arn(p.get("KmsKeyId"))
-        if p.get("MultiAttachEnabled"):
-            raise Ec2Error("UnsupportedOperation", "Multi-Attach is not simulated")
+        multi = bool(p.get("MultiAttachEnabled"))
+        if multi and vtype not in MULTI_ATTACH_TYPES:
+            raise combination("Multi-Attach is supported only on io1 and io2 volumes, not %s"
+                              % vtype)
+        rate = p.get("VolumeInitializationRate")
+        if rate is not None:
+            if not snap:
+                raise combination("The parameter VolumeInitializationRate requires the "
+                                  "parameter SnapshotId")
+            if not 100 <= rate <= 300:
+                raise invalid("VolumeInitializationRate", "Volume initialization rate %d MiB/s "
+                              "is out of range: 100 to 300" % rate)
         tags = self._resource_tags(p, "volume")
 
         vol = Volume(self._new_id("vol"), zone, size, vtype, iops, throughput, encrypted, kms,
                      snap.id if snap else "", tags, self._now + self.cfg["consistency_window"])
+        vol.multi_attach = multi
+        vol.initialization_rate = rate
         self.volumes[vol.id] = vol
         self._device("created", vol)
         if "ClientToken" in p:
@@ -445,9 +467,9 @@ class Cloud:
 
     def DeleteVolume(self, p):
         vol = self._volume(p.get("VolumeId"))
-        if vol.attachment is not None:
+        if vol.attachments:
             raise Ec2Error("VolumeInUse", "Volume %s is currently attached to %s"
-                           % (vol.id, vol.attachment.instance_id))
+                           % (vol.id, vol.attachments[0].instance_id))
         if vol.state == "creating":
             raise Ec2Error("IncorrectState", "The volume '%s' is 'creating'" % vol.id)
         if vol.state != "deleting":
@@ -468,12 +490,12 @@ class Cloud:
         "size": lambda v: [v.size],
         "snapshot-id": lambda v: [v.snapshot_id],
         "encrypted": lambda v: [describe.bool_text(v.encrypted)],
-        "attachment.instance-id": lambda v: [v.attachment.instance_id] if v.attachment else [],
-        "attachment.device": lambda v: [v.attachment.device] if v.attachment else [],
-        "attachment.status": lambda v: [v.attachment.state] if v.attachment else [],
+        "attachment.instance-id": lambda v: [a.instance_id for a in v.attachments],
+        "attachment.device": lambda v: [a.device for a in v.attachments],
+        "attachment.status": lambda v: [a.state for a in v.attachments],
         "attachment.delete-on-termination":
-            lambda v: [describe.bool_text(v.attachment.delete_on_termination)]
-            if v.attachment else [],
+            lambda v: [describe.bool_text(a.delete_on_termination) for a in v.attachments],
+        "multi-attach-enabled": lambda v: [describe.bool_text(v.multi_attach)],
     }
 
     def DescribeVolumes(self, p):
@@ -496,10 +518,21 @@ class Cloud:
         if not DEVICE_NAME.match(device):
             raise invalid("Device", "Value (%s) for parameter device is invalid. %s is not a "
                           "valid EBS device name." % (device, device))
-        if vol.attachment is not None:
+        here = vol.attachment_to(inst.id)
+        in_use = here is not None or (vol.attachments and not vol.multi_attach)
+        if in_use and self.cfg["single_attach"]:
             raise Ec2Error("VolumeInUse", "%s is already attached to an instance (%s)"
-                           % (vol.id, vol.attachment.instance_id))
-        if vol.state != "available":
+                           % (vol.id, (here or vol.attachments[0]).instance_id))
+        if in_use and not vol.root:
+            for old in list(vol.attachments):  # refusing nothing: the attachment moves here
+                vol.attachments.remove(old)
+                self._device("detached", vol, old.instance_id)
+            vol.state = "available"
+        if len(vol.attachments) >= MULTI_ATTACH_MAX:
+            raise Ec2Error("AttachmentLimitExceeded", "Multi-Attach volume %s is attached to "
+                           "%d instances already, the most it takes"
+                           % (vol.id, MULTI_ATTACH_MAX))
+        if vol.state != "available" and not (vol.multi_attach and vol.state == "in-use"):
             raise Ec2Error("IncorrectState", "%s is not 'available' (it is '%s')."
                            % (vol.id, vol.state))
         if inst.state not in ("running", "stopped"):
@@ -509,36 +542,40 @@ class Cloud:
             raise Ec2Error("InvalidVolume.ZoneMismatch", "The volume '%s' is not in the same "
                            "availability zone as instance '%s'" % (vol.id, inst.id))
         attached = self._attached(inst)
-        if any(v.attachment.device == device for v in attached):
+        if any(v.attachment_to(inst.id).device == device for v in attached):
             raise invalid("Device", "Invalid value '%s' for unixDevice. Attachment point %s is "
                           "already in use" % (device, device))
         enis = self.cfg["enis"] if inst.enis is None else inst.enis
         most = limits.max_ebs_volumes(inst.type, enis, self.cfg)
-        if len(attached) >= most:
+        if len(attached) >= most and self.cfg["attachment_limits"]:
             raise Ec2Error("AttachmentLimitExceeded", "You have reached the maximum number of "
                            "EBS volumes (%d, the root volume included) for instance %s (%s)"
                            % (most, inst.id, inst.type))
-        att = vol.attachment = Attachment(inst.id, device, "attaching")
+        att = Attachment(inst.id, device, "attaching")
+        vol.attachments.append(att)
         vol.state = "in-use"
 
         def attached_now(due):
-            if vol.attachment is att and att.state == "attaching":
+            if att in vol.attachments and att.state == "attaching":
                 att.state = "attached"
-                self._device("attached", vol)
+                self._device("attached", vol, inst.id)
         self._after(self._now + self._delay("attach"), attached_now)
-        return self._attachment_body(vol)
+        return self._attachment_body(vol, att)
 
     def DetachVolume(self, p):
         vol = self._volume(p.get("VolumeId"))
-        att = vol.attachment
-        if att is None:
+        if not vol.attachments:
             raise Ec2Error("IncorrectState", "Volume '%s' is in the '%s' state."
                            % (vol.id, vol.state))
+        att = vol.attachments[0]
         if p.get("InstanceId"):
             self._instance(p["InstanceId"])
-            if p["InstanceId"] != att.instance_id:
+            att = vol.attachment_to(p["InstanceId"])
+            if att is None:
                 raise Ec2Error("InvalidAttachment.NotFound", "The volume '%s' is not attached "
                                "to instance '%s'" % (vol.id, p["InstanceId"]))
+        elif len(vol.attachments) > 1:
+            raise missing("InstanceId")
         if p.get("Device") and p["Device"] != att.device:
             raise Ec2Error("InvalidAttachment.NotFound", "The volume '%s' is not attached at "
                            "'%s'" % (vol.id, p["Device"]))
@@ -550,12 +587,13 @@ class Cloud:
                            % (vol.id, "attaching to" if att.state == "attaching"
                               else "already detaching from", att.instance_id))
         att.state = "detaching"
-        body = self._attachment_body(vol)
+        body = self._attachment_body(vol, att)
 
         def detached(due):
-            if vol.attachment is att:
-                vol.attachment = None
-                vol.state = "available"
+            if att in vol.attachments:
+                vol.attachments.remove(att)
+                if not vol.attachments:
+                    vol.state = "available"
                 self._device("detached", vol, att.instance_id)
         self._after(self._now + self._delay("detach"), detached)
         return body
@@ -569,13 +607,18 @@ class Cloud:
                            "volumes can be modified" % (vol.id, vol.state))
         if p.get("MultiAttachEnabled"):
             raise Ec2Error("UnsupportedOperation", "Multi-Attach is not simulated")
-        last = self.modifications.get(vol.id)
-        cooldown = self.cfg["modify_cooldown"]
-        if last is not None and self._now - last.start_mono < cooldown:
+        history = self.modifications.get(vol.id, [])
+        last = history[-1] if history else None
+        # Since 2026-01-15: at most modify_limit modifications in any modify_period, the next
+        # one as soon as the last completed (before: one per 6 hours).
+        limit, period = self.cfg["modify_limit"], self.cfg["modify_period"]
+        recent = [m for m in history if self._now - m.start_mono < period]
+        if limit and len(recent) >= limit:
+            wait = recent[-limit].start_mono + period - self._now
             raise Ec2Error("VolumeModificationRateExceeded", "You've reached the maximum "
-                           "modification rate per volume limit. Wait at least %s between "
-                           "modifications per EBS volume (%s was modified %.0f s ago)."
-                           % (_duration(cooldown), vol.id, self._now - last.start_mono))
+                           "modification rate per volume limit: %d modifications in %s. %s "
+                           "can be modified again in %.0f s." % (limit, _duration(period),
+                                                                vol.id, wait))
         if last is not None and last.state in ("modifying", "optimizing"):
             raise Ec2Error("IncorrectModificationState", "Volume %s is already being modified "
                            "(%s)" % (vol.id, last.state))
@@ -592,11 +635,13 @@ class Cloud:
             raise combination("No modification requested for %s: Size, VolumeType, Iops and "
                               "Throughput all equal the volume's" % vol.id)
         mod = Modification(vol, size, vtype, iops, throughput, self._now)
-        self.modifications[vol.id] = mod
+        # what the rate limit and DescribeVolumesModifications look at: the last period's
+        self.modifications[vol.id] = [m for m in history if self._now - m.start_mono < period
+                                      or m is last] + [mod]
         fails = self._chance("modify_fail_next", None)
 
         def optimizing(due):
-            if self.modifications.get(vol.id) is not mod:
+            if mod not in self.modifications.get(vol.id, []):
                 return
             if fails:
                 mod.state, mod.message, mod.end = "failed", "injected failure", time.time()
@@ -607,7 +652,7 @@ class Cloud:
             self._after(due + self._delay("optimize"), completed)
 
         def completed(due):
-            if self.modifications.get(vol.id) is mod:
+            if mod in self.modifications.get(vol.id, []):
                 mod.state, mod.progress, mod.end = "completed", 100, time.time()
         self._after(self._now + self._delay("modify"), optimizing)
         return {"volumeModification": self._modification_body(mod)}
@@ -630,7 +675,8 @@ class Cloud:
             if vid not in self.modifications:
                 raise Ec2Error("InvalidVolumeModification.NotFound",
                                "Modification for volume '%s' does not exist." % vid)
-        items = [m for m in self.modifications.values()
+        # each volume's modifications of the rate limit's period, the latest first
+        items = [m for history in self.modifications.values() for m in reversed(history)
                  if (not ids or m.id in ids)
                  and match_filters(p.get("Filter"), self.MODIFICATION_FILTERS, m, {})]
         items, token = page(items, p, "modifications", 5, 500, "VolumeId")
@@ -744,7 +790,7 @@ class Cloud:
         filters["block-device-mapping.volume-id"] = \
             lambda i: [v.id for v in self._attached(i)]
         filters["block-device-mapping.device-name"] = \
-            lambda i: [v.attachment.device for v in self._attached(i)]
+            lambda i: [v.attachment_to(i.id).device for v in self._attached(i)]
         items = [i for i in self.instances.values()
                  if (not ids or i.id in ids) and match_filters(p.get("Filter"), filters, i, i.tags)]
         items, token = page(items, p, "instances", 5, 1000, "InstanceId")
@@ -803,7 +849,8 @@ class Cloud:
                                    visible=self._visible(s, now))
                               for s in sorted(self.snapshots.values(), key=lambda s: s.start)],
                 "modifications": [self._modification_body(m)
-                                  for m in self.modifications.values()],
+                                  for history in self.modifications.values()
+                                  for m in history],
                 "instances": [with_tags(self._instance_body(i), i)
                               for i in self.instances.values()],
                 "clientTokens": {t: vid for t, (_, vid) in self.tokens.items()},
@@ -821,7 +868,7 @@ SPECS = {
     "CreateVolume": {"AvailabilityZone": str, "Size": int, "VolumeType": str, "Iops": int,
                      "Throughput": int, "Encrypted": bool, "KmsKeyId": str, "SnapshotId": str,
                      "TagSpecification": TAG_SPECS, "ClientToken": str,
-                     "MultiAttachEnabled": bool},
+                     "MultiAttachEnabled": bool, "VolumeInitializationRate": int},
     "DeleteVolume": {"VolumeId": str},
     "DescribeVolumes": {"VolumeId": [str], "Filter": FILTERS, "MaxResults": int,
                         "NextToken": str},

@@ -6,7 +6,7 @@ It speaks the EC2 Query API (form-encoded POST or GET with Action=...&Version=20
 replies in the 2016-11-15 namespace, errors as <Response><Errors><Error><Code/><Message/>
 </Error></Errors><RequestID/></Response> with their HTTP status) for the EBS actions, checks
 SigV4 signatures, and models what simpler emulators skip: states that take time, ClientToken
-idempotency, attachment limits, the volume modification cool-down, injected throttling and
+idempotency, attachment limits, Multi-Attach, the volume modification rate, injected throttling and
 5xx, eventual consistency. Written with the Python standard library; Debian's python3-botocore
 is used only to compute the SigV4 signature a request should carry.
 
@@ -51,8 +51,11 @@ Settings (flags set them at start, POST /_sim/config while running; see config.p
                             snapshot pending->completed|error, deleting->gone
   consistency_window (s, 0) a new volume or snapshot is not in Describe* replies that long
                             (by ID: InvalidVolume.NotFound / InvalidSnapshot.NotFound)
-  modify_cooldown (s, 6 h)  a volume is modified at most once per cool-down
-                            (VolumeModificationRateExceeded)
+  modify_limit (4), modify_period (s, 24 h)
+                            a volume is modified at most modify_limit times in any
+                            modify_period (VolumeModificationRateExceeded; 0: no limit), the
+                            next one as soon as the last completed (EC2's rule since
+                            2026-01-15; before, once in 6 hours)
   enis (1), nitro_attachment_slots (28), xen_attachment_limit (40)
                             Nitro types share 28 slots between EBS volumes (root included) and
                             network interfaces; Xen types take 40 EBS volumes (limits.py)
@@ -61,6 +64,12 @@ Settings (flags set them at start, POST /_sim/config while running; see config.p
                             modifications that end in "failed"
   faults [rules]            {"action", "code", "rate", "count", "when": before|after} (faults.py)
   latency (s, 0)            added to every call
+  client_tokens (true), single_attach (true), attachment_limits (true)
+                            false: as peers that refuse nothing for the caller (moto, some
+                            EC2-compatible clouds): CreateVolume ignores ClientToken (a retry
+                            makes another volume); AttachVolume of an attached volume moves the
+                            attachment instead of VolumeInUse; no AttachmentLimitExceeded.
+                            --refuse-nothing sets all three false
   auth (true), credentials [{access_key, secret_key[, token]}], max_clock_skew (300 s)
   credential_ttl (3600 s)   lifetime of the temporary credentials IMDS and STS hand out
   web_identity_tokens []    the tokens STS accepts (empty: any)
@@ -115,7 +124,8 @@ def parse_args(argv):
     a.add_argument("--delay", action="append", metavar="KIND=SECONDS",
                    type=lambda t: _pair(t, "--delay"))
     a.add_argument("--consistency-window", type=float)
-    a.add_argument("--modify-cooldown", type=float)
+    a.add_argument("--modify-limit", type=int)
+    a.add_argument("--modify-period", type=float)
     a.add_argument("--enis", type=int)
     a.add_argument("--nitro-slots", type=int, dest="nitro_attachment_slots")
     a.add_argument("--xen-limit", type=int, dest="xen_attachment_limit")
@@ -125,6 +135,8 @@ def parse_args(argv):
     a.add_argument("--latency", type=float)
     a.add_argument("--seed", type=int)
     a.add_argument("--no-auth", action="store_true", help="accept unsigned requests")
+    a.add_argument("--refuse-nothing", action="store_true", help="ignore ClientToken, move "
+                   "attachments, no attachment limit (as moto)")
     a.add_argument("--credentials", action="append", metavar="KEY:SECRET[:TOKEN]",
                    help="accepted credentials (repeat; replaces the default pair)")
     a.add_argument("--credential-ttl", type=float)
@@ -178,9 +190,12 @@ def settings(args):
         changes["web_identity_tokens"] = args.web_identity_token
     if args.no_auth:
         changes["auth"] = False
+    if args.refuse_nothing:
+        changes.update(client_tokens=False, single_attach=False, attachment_limits=False)
     if args.imds_v1:
         changes["imds_v1"] = True
-    for key in ("account_id", "state_delay", "consistency_window", "modify_cooldown", "enis",
+    for key in ("account_id", "state_delay", "consistency_window", "modify_limit", "modify_period",
+                "enis",
                 "nitro_attachment_slots", "xen_attachment_limit", "create_error_rate", "latency",
                 "seed", "credential_ttl", "max_clock_skew", "role_name", "imds_instance"):
         if getattr(args, key) is not None:

@@ -3,14 +3,16 @@
 
 Volume types: size range (GiB), IOPS range and the highest IOPS per GiB where IOPS can be
 provisioned, throughput range (MiB/s) and the highest MiB/s per provisioned IOPS for gp3.
-io2 is io2 Block Express (up to 64 TiB, 256,000 IOPS, 1,000 IOPS per GiB)."""
+As of 2026: gp3 up to 64 TiB, 80,000 IOPS and 2,000 MiB/s (since September 2025); io2 is io2
+Block Express (up to 64 TiB, 256,000 IOPS, 1,000 IOPS per GiB, 4,000 MiB/s, not provisioned).
+volplug's own table (src/backend/params.c) is checked against this one by test-params."""
 
 from wire import Ec2Error, combination, invalid, missing
 
 VOLUME_TYPES = {
     "gp2": {"size": (1, 16384)},
-    "gp3": {"size": (1, 16384), "iops": (3000, 16000), "iops_per_gib": 500,
-            "throughput": (125, 1000), "mibps_per_iops": 0.25},
+    "gp3": {"size": (1, 65536), "iops": (3000, 80000), "iops_per_gib": 500,
+            "throughput": (125, 2000), "mibps_per_iops": 0.25},
     "io1": {"size": (4, 16384), "iops": (100, 64000), "iops_per_gib": 50},
     "io2": {"size": (4, 65536), "iops": (100, 256000), "iops_per_gib": 1000},
     "st1": {"size": (125, 16384)},

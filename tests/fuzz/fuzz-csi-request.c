@@ -6,6 +6,7 @@
 #include "fuzz.h"
 #include "macro.h"
 #include "pbjson.h"
+#include "request-check.h"
 
 static const ProtobufCMessageDescriptor *const requests[] = {
 	&csi__v1__create_volume_request__descriptor,
@@ -53,12 +54,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, size - 1, data + 1);
 	if (!m)
 		return 0;
+	char *err = NULL;
+	/* what every request meets first: linear, never a crash */
+	if (csi_request_check(m, &err) < 0)
+		FUZZ_ASSERT(err != NULL);
+	free(err);
+	err = NULL;
 	if (d == &csi__v1__create_volume_request__descriptor)
 		validate_create((const Csi__V1__CreateVolumeRequest *)m);
 
 	json_t *j = pbjson_from_message(m);
 	ProtobufCMessage *back = NULL;
-	char *err = NULL;
 	/* Every decoded message is representable in JSON and comes back from it. */
 	FUZZ_ASSERT(pbjson_to_message(j, d, &back, &err) == 0);
 	protobuf_c_message_free_unpacked(back, NULL);

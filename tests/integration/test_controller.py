@@ -17,6 +17,7 @@ import grpc
 from harness import VOLPLUGCTL, Skip, in_background, is_root, local_id, run, to_dict, wait_for
 
 import csi_pb2  # noqa: E402  (found through the path harness sets)
+from google.protobuf import json_format  # noqa: E402
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -230,6 +231,75 @@ def test_bad_names_ids_and_parameters(ctx):
                        match="volume_id: a NUL byte")
     assert os.path.isdir(os.path.join(outside, "x"))
     assert_pool_clean(d.pool, volumes=1)
+
+
+def raw_error(d, method, message, replace):
+    """Calls method with message's wire bytes, each (placeholder, bytes) of replace swapped in
+    (what protobuf will not put in a string: bytes that are not UTF-8); (code, details)."""
+    data = message.SerializeToString()
+    for old, new in replace:
+        assert len(old) == len(new) and old in data, (old, new)
+        data = data.replace(old, new)
+    service = "Node" if method.startswith("Node") else "Controller"
+    try:
+        d.call_raw("/csi.v1.%s/%s" % (service, method), data)
+    except grpc.RpcError as e:
+        return e.code(), e.details()
+    return OK, ""
+
+
+def create_msg(name, **params):
+    req = csi_pb2.CreateVolumeRequest(name=name)
+    req.volume_capabilities.add().CopyFrom(json_format.ParseDict(SNW, csi_pb2.VolumeCapability()))
+    for k, v in params.items():
+        req.parameters[k] = v
+    return req
+
+
+def test_strings_not_utf8_and_oversized_maps(ctx):
+    """Strings that are not UTF-8 and maps of 100,000 entries are refused before anything is
+    made, naming the field (and the limit); nothing is left in the pool."""
+    d = ctx.daemon()
+    rows = []
+    for label, method, msg, replace, want in (
+            ("a volume name", "CreateVolume", create_msg("pvc-@"), [(b"pvc-@", b"pvc-\xff")],
+             "name: not valid UTF-8"),
+            ("an overlong '/' in a name", "CreateVolume", create_msg("pvc-@@"),
+             [(b"pvc-@@", b"pvc-\xc0\xaf")], "name: not valid UTF-8"),
+            ("a parameter value", "CreateVolume",
+             create_msg("pvc-p", tagSpecification_1="team=@@"), [(b"team=@@", b"team=\xed\xa0")],
+             "parameters[tagSpecification_1]: not valid UTF-8"),
+            ("a snapshot name", "CreateSnapshot",
+             csi_pb2.CreateSnapshotRequest(name="snap-@", source_volume_id="vol-x"),
+             [(b"snap-@", b"snap-\xff")], "name: not valid UTF-8"),
+            ("a volume_context key", "NodeStageVolume",
+             csi_pb2.NodeStageVolumeRequest(volume_id="vol-x", staging_target_path="/s",
+                                            volume_context={"k@": "v"}),
+             [(b"k@", b"k\xff")], "volume_context: key #1 is not valid UTF-8")):
+        for attempt_no in (1, 2):  # the retry gets the same answer, nothing half-made
+            code, details = raw_error(d, method, msg, replace)
+            assert (code, details) == (INVALID, want), "%s: %s %s" % (label, code, details)
+        rows.append(label)
+
+    many = create_msg("pvc-many")
+    for i in range(100000):
+        many.parameters["tagSpecification_%d" % (i + 1)] = "k%d=v" % i
+    d.expect_error(INVALID, "CreateVolume", many, match="parameters: at most 512 entries, got 100000")
+    stage = csi_pb2.NodeStageVolumeRequest(volume_id="vol-x", staging_target_path="/s")
+    stage.volume_capability.CopyFrom(json_format.ParseDict(SNW, csi_pb2.VolumeCapability()))
+    for i in range(100000):
+        stage.volume_context["key%d" % i] = "value%d" % i
+    d.expect_error(INVALID, "NodeStageVolume", stage,
+                   match="volume_context: at most 512 entries, got 100000")
+    # Past gRPC's 4 MiB a request is refused before it is decoded.
+    for i in range(100000, 200000):
+        many.parameters["tagSpecification_%d" % (i + 1)] = "k%d=v" % i
+    assert many.ByteSize() > 4 << 20
+    d.expect_error(EXHAUSTED, "CreateVolume", many)
+    assert len(d.call("ListVolumes").entries) == 0
+    assert on_disk(d.pool, "volumes") == []
+    assert_pool_clean(d.pool, volumes=0)
+    return "%d fields refused; 100,000 parameters and volume_context entries refused" % len(rows)
 
 
 def test_capacity_range(ctx):
@@ -1109,9 +1179,199 @@ def test_validate_get_volume_and_capabilities(ctx):
     assert caps == want, caps ^ want
 
 
+def chattr(flag, path):
+    """chattr +i / -i: False when this filesystem (or this user) cannot."""
+    return subprocess.run(["chattr", flag, path], capture_output=True).returncode == 0
+
+
+def test_delete_that_cannot_finish_says_so(ctx):
+    """A directory in place of a volume's data or meta.json is the pool's leftover: the volume
+    is deleted and nothing stays in tmp/ (a symlink in it is removed, never followed). An
+    immutable data or meta.json cannot be removed: DeleteVolume is FAILED_PRECONDITION naming
+    the file and what to do, and the volume stays whole; once mutable, it deletes. The log
+    says only what happened; pool check finds nothing left."""
+    if not is_root():
+        raise Skip("needs root (chattr)")
+    d = ctx.daemon()
+    outside = os.path.join(ctx.tmp, "precious")
+    with open(outside, "w") as f:
+        f.write("not the pool's\n")
+    vols = {how: create(d, "pvc-" + how, MIB).volume_id
+            for how in ("data-dir", "meta-dir", "data-immutable", "meta-immutable")}
+    vdir = {how: os.path.join(d.pool, "volumes", local_id(v)) for how, v in vols.items()}
+    for name in ("data", "meta.json"):
+        path = os.path.join(vdir[name.split(".")[0] + "-dir"], name)
+        os.unlink(path)
+        os.makedirs(os.path.join(path, "sub"))
+        with open(os.path.join(path, "sub", "file"), "w") as f:
+            f.write("x")
+        os.symlink(outside, os.path.join(path, "link"))
+    if not chattr("+i", os.path.join(vdir["data-immutable"], "data")):
+        raise Skip("chattr +i does not work on %s" % ctx.tmp)
+    ctx.cleanups.append(lambda: [chattr("-i", os.path.join(vdir[h], n)) for h, n in
+                                 (("data-immutable", "data"), ("meta-immutable", "meta.json"))])
+    assert chattr("+i", os.path.join(vdir["meta-immutable"], "meta.json"))
+
+    for how in ("data-dir", "meta-dir"):
+        d.call("DeleteVolume", volume_id=vols[how])
+        assert not os.path.exists(vdir[how]), how
+    assert listdir(d.pool, "tmp") == [], "nothing left behind"
+    with open(outside) as f:
+        assert f.read() == "not the pool's\n", "the symlink was not followed"
+    for how, name in (("data-immutable", "data"), ("meta-immutable", "meta.json")):
+        e = d.expect_error(PRECONDITION, "DeleteVolume", volume_id=vols[how])
+        want = ("volume %s cannot be deleted (nothing was removed): pool %s: volumes/%s/%s is "
+                "immutable (chattr +i): make it mutable (chattr -i) or move it out of the pool, "
+                "then delete it again" % (vols[how], d.pool, local_id(vols[how]), name))
+        assert e.details() == want, (e.details(), want)
+        assert sorted(os.listdir(vdir[how])) == ["data", "meta.json", "node.lock"], how
+    assert sorted(vol_key(e) for e in d.call("ListVolumes").entries) == sorted(
+        [vols["data-immutable"], vols["meta-immutable"]]), "both still there, listed"
+    assert listdir(d.pool, "tmp") == [], "a refused delete leaves nothing in tmp/"
+    logs = d.logs()
+    for how in ("data-immutable", "meta-immutable"):
+        assert "deleted volume %s" % vols[how] not in logs, logs
+    for how in ("data-dir", "meta-dir"):
+        assert "deleted volume %s" % vols[how] in logs, logs
+    assert "warning" not in logs, logs
+
+    assert chattr("-i", os.path.join(vdir["data-immutable"], "data"))
+    assert chattr("-i", os.path.join(vdir["meta-immutable"], "meta.json"))
+    for how in ("data-immutable", "meta-immutable"):
+        d.call("DeleteVolume", volume_id=vols[how])
+    assert_pool_clean(d.pool, volumes=0)
+
+
+def test_leftovers_that_cannot_be_removed_are_counted_honestly(ctx):
+    """What an interrupted delete left in tmp/: a directory in place of its data file is
+    removed by the next start, an immutable file is not, and every report says so: pool check
+    promises removal only of what can be removed, the start warns naming the file and what to
+    do, pool check --repair counts it a problem and not repaired; once mutable it goes."""
+    if not is_root():
+        raise Skip("needs root (chattr)")
+    d = ctx.daemon()
+    d.stop()
+    tmp = os.path.join(d.pool, "tmp")
+    removable = os.path.join(tmp, "del-vol-00000000000000aa.0000beef")
+    stuck = os.path.join(tmp, "del-vol-00000000000000bb.0000cafe")
+    os.makedirs(os.path.join(removable, "data", "lost+found"))
+    with open(os.path.join(removable, "meta.json"), "w") as f:
+        f.write("{}")
+    os.makedirs(stuck)
+    for name in ("data", "meta.json"):
+        with open(os.path.join(stuck, name), "w") as f:
+            f.write("x")
+    if not chattr("+i", os.path.join(stuck, "data")):
+        raise Skip("chattr +i does not work on %s" % ctx.tmp)
+    ctx.cleanups.append(lambda: chattr("-i", os.path.join(stuck, "data")))
+    why = ("tmp/%s/data is immutable (chattr +i): make it mutable (chattr -i) or move it out "
+           "of the pool" % os.path.basename(stuck))
+
+    rc, out = pool_check(d.pool)
+    lines = out.strip().splitlines()
+    assert rc == 1 and lines[-1].endswith(", 2 problems"), out
+    assert "tmp/%s: left by an interrupted operation (removed when volplugd next opens the pool)" % (
+        os.path.basename(removable)) in lines, out
+    assert "tmp/%s: left by an interrupted operation, and it cannot be removed: %s, then repair" % (
+        os.path.basename(stuck), why) in lines, out
+
+    d.start()
+    assert sorted(os.listdir(tmp)) == [os.path.basename(stuck)], "the directory went, not the immutable"
+    warned = [l for l in d.logs().splitlines() if "warning" in l and "tmp/del-" in l]
+    assert len(warned) == 2, warned
+    assert any(os.path.basename(removable) in l and ": removed" in l for l in warned), warned
+    assert any(why in l for l in warned), warned
+    p = d.ctl("pool", "check", "--repair", d.pool, check=False)
+    last = p.stdout.strip().splitlines()[-1]
+    assert p.returncode == 1 and last.endswith(", 1 problems, 0 repaired"), p.stdout
+    assert why in p.stdout, p.stdout
+
+    assert chattr("-i", os.path.join(stuck, "data"))
+    p = d.ctl("pool", "check", "--repair", d.pool, check=False)
+    assert p.returncode == 0 and p.stdout.strip().splitlines()[-1].endswith(
+        ", 1 problems, 1 repaired"), p.stdout
+    assert_pool_clean(d.pool, volumes=0)
+
+
+def test_delete_that_stops_half_way_says_what_is_left(ctx):
+    """A file made immutable after the delete checked the volume (between the check and the
+    removal): the volume is gone and DeleteVolume answers OK, and the log warns naming what
+    stays in tmp/ and what to do, rather than "deleted" alone; pool check counts it until a
+    repair can remove it."""
+    if not is_root():
+        raise Skip("needs root (chattr)")
+    d = ctx.daemon(env={"VOLPLUG_FAILPOINTS": "pool-delete-after-check=sleep(1s)"})
+    vid = create(d, "pvc-half", MIB).volume_id
+    data = data_path(d.pool, vid)
+    t, result = in_background(d.call, "DeleteVolume", volume_id=vid)
+    time.sleep(0.3)  # checked: now waiting at the failpoint
+    if not chattr("+i", data):
+        t.join()
+        raise Skip("chattr +i does not work on %s" % ctx.tmp)
+    t.join()
+    assert "error" not in result, result["error"]
+    left = listdir(d.pool, "tmp")
+    assert len(left) == 1 and left[0].startswith("del-" + local_id(vid)), left
+    ctx.cleanups.append(lambda: chattr("-i", os.path.join(d.pool, "tmp", left[0], "data")))
+    why = ("tmp/%s/data is immutable (chattr +i): make it mutable (chattr -i) or move it out of "
+           "the pool" % left[0])
+    warned = [l for l in d.logs().splitlines() if "warning" in l and vid in l]
+    assert len(warned) == 1 and ("volume %s: its files could not all be removed and stay in pool "
+                                 "%s: %s, then run volplugctl pool check --repair %s" % (
+                                     vid, d.pool, why, d.pool)) in warned[0], warned
+    d.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=vid)
+    rc, out = pool_check(d.pool)
+    assert rc == 1 and why in out and out.strip().endswith(", 1 problems"), out
+    assert chattr("-i", os.path.join(d.pool, "tmp", left[0], "data"))
+    p = d.ctl("pool", "check", "--repair", d.pool, check=False)
+    assert p.returncode == 0 and p.stdout.strip().endswith(", 1 problems, 1 repaired"), p.stdout
+    assert_pool_clean(d.pool, volumes=0)
+
+
+def test_a_lost_pool_is_not_made_again_quietly(ctx):
+    """The first start makes the pool and records it beside it; a start that finds the
+    directory absent or empty where the record says a pool was refuses, saying so, and changes
+    nothing; --pool-init makes a new, empty pool there. A directory that holds files but no
+    pool is not made one by --pool-init."""
+    d = ctx.daemon()
+    vid = create(d, "pvc-lost", MIB).volume_id
+    d.stop()
+    record = os.path.join(os.path.dirname(d.pool), "." + os.path.basename(d.pool) + ".volplug")
+    assert os.path.isfile(record), os.listdir(os.path.dirname(d.pool))
+    subprocess.run(["rm", "-rf", d.pool], check=True)
+    for state in ("absent", "empty"):
+        if state == "empty":
+            os.mkdir(d.pool)
+        d.start(wait=False)
+        assert d.proc.wait(10) == 2, state
+        want = ("volplugd: --pool %s: the pool is gone: the directory is absent or holds no pool, "
+                "but %s says volplugd made a pool there. Its volumes are lost, or the filesystem "
+                "holding them is not mounted: mount it back; to start over with a new, empty pool "
+                "there, start volplugd with --pool-init" % (d.pool, record))
+        assert want in d.logs(), d.logs()
+        assert (os.listdir(d.pool) == []) if state == "empty" else not os.path.exists(d.pool)
+    with open(os.path.join(d.pool, "notes.txt"), "w") as f:
+        f.write("someone's\n")
+    d.args += ["--pool-init"]
+    d.start(wait=False)
+    assert d.proc.wait(10) == 2
+    assert ("--pool %s --pool-init: it holds files but no pool: a new pool is made in an absent "
+            "or empty directory only" % d.pool) in d.logs(), d.logs()
+    assert os.listdir(d.pool) == ["notes.txt"], "nothing made beside the files"
+    os.unlink(os.path.join(d.pool, "notes.txt"))
+    d.start()
+    assert list(d.call("ListVolumes").entries) == []
+    d.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=vid)
+    d.stop()
+    d.args.remove("--pool-init")
+    d.start()  # a pool again: opened as any
+    assert create(d, "pvc-lost", MIB).volume_id == vid, "the name made again, in the new pool"
+
+
 if __name__ == "__main__":
     run([test_create_delete_lifecycle, test_create_is_idempotent_other_arguments_already_exist,
-         test_bad_names_ids_and_parameters, test_capacity_range, test_topology, test_pool_capacity,
+         test_bad_names_ids_and_parameters, test_strings_not_utf8_and_oversized_maps,
+         test_capacity_range, test_topology, test_pool_capacity,
          test_64_concurrent_creates_of_one_name, test_second_call_in_flight_is_aborted_at_once,
          test_client_deadline_then_retry_finds_the_volume, test_list_volumes_pagination,
          test_kill9_during_create, test_kill9_during_snapshot, test_kill9_during_delete,
@@ -1123,4 +1383,8 @@ if __name__ == "__main__":
          test_two_processes_share_device_names_and_the_limit,
          test_kill9_during_expand_at_the_meta_rename,
          test_damaged_volume_is_listed_counted_and_deletable,
-         test_damaged_volume_with_a_loop_device_is_not_deleted])
+         test_damaged_volume_with_a_loop_device_is_not_deleted,
+         test_delete_that_cannot_finish_says_so,
+         test_leftovers_that_cannot_be_removed_are_counted_honestly,
+         test_delete_that_stops_half_way_says_what_is_left,
+         test_a_lost_pool_is_not_made_again_quietly])

@@ -279,7 +279,11 @@ def test_volume_parameters_checked(ctx):
         ("InvalidParameterValue", "Iops", dict(Size=8, VolumeType="gp3", Iops=4001)),
         ("InvalidParameterValue", "Iops", dict(Size=10, VolumeType="gp3", Iops=2999)),
         ("InvalidParameterValue", "Throughput", dict(Size=100, VolumeType="gp3", Iops=16000,
-                                                     Throughput=1001)),
+                                                     Throughput=2001)),
+        # gp3 since September 2025: 64 TiB, 80,000 IOPS, 2,000 MiB/s
+        ("InvalidParameterValue", "Size", dict(Size=65537, VolumeType="gp3")),
+        ("InvalidParameterValue", "Iops", dict(Size=200, VolumeType="gp3", Iops=80001)),
+        ("InvalidParameterCombination", "io1 and io2", dict(Size=10, MultiAttachEnabled=True)),
         ("InvalidParameterValue", "Throughput", dict(Size=100, VolumeType="gp3",
                                                      Throughput=751)),
         ("InvalidParameterDependency", "KmsKeyId", dict(Size=10, KmsKeyId="alias/mine")),
@@ -551,9 +555,9 @@ def test_attachment_limits(ctx):
 
 
 def test_modify_volume(ctx):
-    """modifying -> optimizing -> completed; the new size shows from optimizing on; one
-    modification per volume per cool-down (VolumeModificationRateExceeded); no shrinking."""
-    sim = start(ctx, "--delay", "modify=0.4", "--delay", "optimize=0.4")
+    """modifying -> optimizing -> completed; the new size shows from optimizing on; the
+    modification rate (VolumeModificationRateExceeded, here 1 a day); no shrinking."""
+    sim = start(ctx, "--delay", "modify=0.4", "--delay", "optimize=0.4", "--modify-limit", "1")
     ec2 = client(sim)
     vid = create(ec2, size=10)["VolumeId"]
     expect("InvalidVolumeModification.NotFound", ec2.describe_volumes_modifications,
@@ -573,9 +577,9 @@ def test_modify_volume(ctx):
     wait_for(lambda: mod_state()["ModificationState"] == "completed", 5, "completed")
     assert mod_state()["Progress"] == 100 and "EndTime" in mod_state()
 
-    expect("VolumeModificationRateExceeded", ec2.modify_volume, match="6 hours", VolumeId=vid,
-           Size=30)
-    sim.config(modify_cooldown=0)
+    expect("VolumeModificationRateExceeded", ec2.modify_volume, match="1 modifications in 24 "
+           "hours", VolumeId=vid, Size=30)
+    sim.config(modify_limit=0)
     expect("InvalidParameterValue", ec2.modify_volume, match="Size", VolumeId=vid, Size=19)
     expect("InvalidParameterCombination", ec2.modify_volume, match="No modification",
            VolumeId=vid, Size=20)
@@ -595,6 +599,80 @@ def test_modify_volume(ctx):
     listed = ec2.describe_volumes_modifications(
         Filters=[{"Name": "modification-state", "Values": ["failed"]}])["VolumesModifications"]
     assert [m["VolumeId"] for m in listed] == [vid], listed
+
+
+def test_modify_rate_2026(ctx):
+    """EC2's rule since 2026-01-15: up to 4 modifications of a volume in a rolling 24 hours,
+    each as soon as the one before completed (no 6-hour cool-down); a fifth is
+    VolumeModificationRateExceeded saying when the next one is allowed;
+    DescribeVolumesModifications lists the day's modifications, the latest first."""
+    sim = start(ctx, "--delay", "modify=0.2", "--delay", "optimize=0.2")
+    ec2 = client(sim)
+    vid = create(ec2, size=10, VolumeType="gp3")["VolumeId"]
+    wait_state(ec2, vid, "available")
+
+    def mods():
+        return ec2.describe_volumes_modifications(VolumeIds=[vid])["VolumesModifications"]
+    t0 = time.monotonic()
+    for i in range(4):
+        ec2.modify_volume(VolumeId=vid, Size=11 + i)
+        if i == 0:
+            expect("IncorrectModificationState", ec2.modify_volume, match="being modified",
+                   VolumeId=vid, Size=20)
+        wait_for(lambda: mods()[0]["ModificationState"] == "completed", 5, "completed")
+    took = time.monotonic() - t0
+    assert took < 10, "4 modifications took %.1f s: no cool-down between them" % took
+    assert [m["TargetSize"] for m in mods()] == [14, 13, 12, 11], mods()
+    msg = expect("VolumeModificationRateExceeded", ec2.modify_volume, VolumeId=vid,
+                 Size=20).response["Error"]["Message"]
+    assert "4 modifications in 24 hours" in msg, msg
+    wait = float(msg.split("again in ")[1].split(" s")[0])
+    assert 86400 - 15 < wait <= 86400, "the first one leaves the window in a day: %s" % msg
+    assert volume(ec2, vid)["Size"] == 14 and len(mods()) == 4
+    # a shorter period: the oldest leaves the window and the next one is allowed
+    sim.config(modify_period=1.0)
+    time.sleep(1.1)
+    ec2.modify_volume(VolumeId=vid, Size=20)
+    return "4 modifications in %.1f s, the fifth refused" % took
+
+
+def test_multi_attach(ctx):
+    """io1 and io2 volumes made with MultiAttachEnabled attach to up to 16 instances of their
+    zone; other types refuse the flag; a volume without it attaches to one instance."""
+    instances = ["i-0a0000000000000%02x" % i for i in range(1, 18)]
+    args = []
+    for iid in instances:
+        args += ["--instance", "%s:m5.large:%s" % (iid, ZONE_A)]
+    args += ["--instance", "i-0b000000000000099:m5.large:%s" % ZONE_B]
+    sim = start(ctx, *args)
+    ec2 = client(sim)
+    expect("InvalidParameterCombination", create, match="io1 and io2", ec2=ec2,
+           VolumeType="gp3", MultiAttachEnabled=True)
+    vid = create(ec2, VolumeType="io2", Iops=1000, MultiAttachEnabled=True)["VolumeId"]
+    wait_state(ec2, vid, "available")
+    assert volume(ec2, vid)["MultiAttachEnabled"] is True
+    expect("InvalidVolume.ZoneMismatch", ec2.attach_volume, VolumeId=vid,
+           InstanceId="i-0b000000000000099", Device="/dev/xvdba")
+    for iid in instances[:16]:
+        ec2.attach_volume(VolumeId=vid, InstanceId=iid, Device="/dev/xvdba")
+    wait_for(lambda: all(a["State"] == "attached" for a in volume(ec2, vid)["Attachments"]),
+             5, "16 attachments")
+    assert sorted(a["InstanceId"] for a in volume(ec2, vid)["Attachments"]) == instances[:16]
+    expect("AttachmentLimitExceeded", ec2.attach_volume, match="16 instances", VolumeId=vid,
+           InstanceId=instances[16], Device="/dev/xvdba")
+    expect("VolumeInUse", ec2.attach_volume, VolumeId=vid, InstanceId=instances[0],
+           Device="/dev/xvdbb")
+    expect("MissingParameter", ec2.detach_volume, match="InstanceId", VolumeId=vid)
+    ec2.detach_volume(VolumeId=vid, InstanceId=instances[0])
+    wait_for(lambda: len(volume(ec2, vid)["Attachments"]) == 15, 5, "15 attachments")
+    assert volume(ec2, vid)["State"] == "in-use"
+    ec2.attach_volume(VolumeId=vid, InstanceId=instances[16], Device="/dev/xvdba")
+    single = create(ec2, VolumeType="io2", Iops=1000)["VolumeId"]
+    wait_state(ec2, single, "available")
+    ec2.attach_volume(VolumeId=single, InstanceId=instances[0], Device="/dev/xvdbc")
+    expect("VolumeInUse", ec2.attach_volume, VolumeId=single, InstanceId=instances[1],
+           Device="/dev/xvdbc")
+    return "16 instances attached, the 17th refused"
 
 
 # --- snapshots ----------------------------------------------------------------------------
@@ -961,6 +1039,7 @@ if __name__ == "__main__":
     run([test_wire_format, test_availability_zones_and_instances, test_create_volume_takes_time,
          test_volume_parameters_checked, test_client_token, test_delete_volume,
          test_describe_volumes_filters_and_pages, test_tags, test_attach_detach,
-         test_attachment_limits, test_modify_volume, test_snapshots, test_create_ends_in_error,
+         test_attachment_limits, test_modify_volume, test_modify_rate_2026, test_multi_attach,
+         test_snapshots, test_create_ends_in_error,
          test_faults, test_eventual_consistency, test_signatures, test_imds,
          test_sts_web_identity, test_control_endpoints, test_states_under_load])

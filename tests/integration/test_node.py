@@ -477,6 +477,37 @@ def test_raw_block_volume(ctx):
 
 
 @node_test
+def test_access_modes_on_the_pools_node(ctx):
+    """SINGLE_NODE_SINGLE_WRITER: one workload, so one target path (FAILED_PRECONDITION for a
+    second, nothing mounted there); SINGLE_NODE_MULTI_WRITER and MULTI_NODE_MULTI_WRITER:
+    several targets on the pool's one node."""
+    d = ctx.daemon(args=FAST)
+    one = Vol(ctx, d, "rwop", 16 * MiB, mount_cap(mode="SINGLE_NODE_SINGLE_WRITER"))
+    many = None
+    try:
+        one.stage()
+        first = one.publish()
+        one.publish()  # the same target again: fine
+        second = one.target("pod2")
+        e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "NodePublishVolume",
+                           volume_id=one.id, staging_target_path=one.staging,
+                           target_path=second, volume_capability=one.cap,
+                           volume_context=one.context)
+        assert "is published at '%s' and its access mode SINGLE_NODE_SINGLE_WRITER allows one " \
+            "target path" % first in e.details(), e.details()
+        assert mount_at(second) is None and not os.path.lexists(second), "nothing made there"
+        many = Vol(ctx, d, "rwx", 16 * MiB, mount_cap(mode="MULTI_NODE_MULTI_WRITER"))
+        many.stage()
+        t1, t2 = many.publish(), many.publish(many.target("pod2"))
+        assert mount_at(t1) is not None and mount_at(t2) is not None
+    finally:
+        safely(one.teardown, *([many.teardown] if many else []))
+    assert_detached(one)
+    if many:
+        assert_detached(many)
+
+
+@node_test
 def test_idempotency_and_conflicts(ctx):
     d = ctx.daemon()
     a = Vol(ctx, d, "a", 32 * MiB)
@@ -1028,12 +1059,16 @@ def mkfs_children(d, fstype):
     return []
 
 
-def wait_for_mkfs(d, fstype, timeout=30):
+def wait_for_mkfs(d, fstype, stage_thread, timeout=30):
+    """The pid of the mkfs.<fstype> volplugd runs for the stage in stage_thread, or None when
+    that stage ended first (a mkfs of a few milliseconds can run between two looks)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = mkfs_children(d, fstype)
         if found:
             return found[0]
+        if not stage_thread.is_alive():
+            return None
     raise AssertionError("timed out waiting for volplugd to run mkfs." + fstype)
 
 
@@ -1050,9 +1085,11 @@ def kill_during_mkfs(ctx, fstype, size, points, params=None):
     # How long mkfs runs here: the kill points spread over that (and a little past it).
     v = Vol(ctx, d, "timing", size, cap=cap, params=params, controller_publish=False)
     t, stage = in_background(v.stage)
-    mkfs = wait_for_mkfs(d, fstype)
     start = time.monotonic()
-    wait_for(lambda: process(mkfs) is None, timeout=60, what="mkfs to end")
+    mkfs = wait_for_mkfs(d, fstype, t)
+    if mkfs is not None:
+        start = time.monotonic()
+        wait_for(lambda: process(mkfs) is None, timeout=60, what="mkfs to end")
     duration = time.monotonic() - start
     t.join(60)
     assert "value" in stage, stage
@@ -1065,7 +1102,7 @@ def kill_during_mkfs(ctx, fstype, size, points, params=None):
         delay = duration * 1.2 * i / points
         v = Vol(ctx, d, "kill-%d" % i, size, cap=cap, params=params, controller_publish=False)
         t, stage = in_background(v.stage)
-        wait_for_mkfs(d, fstype)
+        wait_for_mkfs(d, fstype, t)  # None: the kill falls after mkfs, a point as good
         time.sleep(delay)
         d.proc.kill()
         assert d.proc.wait(10) == -9, d.proc.returncode
@@ -1425,10 +1462,52 @@ def test_staged_elsewhere_and_xfs_clone_beside_its_source(ctx):
         safely(*([clone.teardown] if clone else []), v.teardown)
 
 
+@node_test
+def test_pool_deleted_under_the_daemon(ctx):
+    """The pool's directory removed while a volume is staged and published: Probe is not ready,
+    GetCapacity has nothing, CreateVolume, DeleteVolume, ListVolumes and ControllerGetVolume say
+    the pool is gone (not a field nobody sent, nor an empty list), NodeUnpublish
+    and NodeUnstage still unmount and detach what is provably the volume's (its loop device's
+    backing file was its data file in this pool), and a restart refuses the path until
+    --pool-init."""
+    d = ctx.daemon()
+    v = Vol(ctx, d, "lost", 64 * MiB)
+    v.stage()
+    target = v.publish()
+    dev = v.device()
+    shutil.rmtree(d.pool)
+    gone = "pool %s is not usable: it is gone" % d.pool
+    assert d.call("Probe").ready.value is False
+    assert d.call("GetCapacity").available_capacity == 0, "nothing can be made in it"
+    for method, req in (("CreateVolume", {"name": "another", "volume_capabilities": [v.cap]}),
+                        ("DeleteVolume", {"volume_id": v.id}), ("ListVolumes", {}),
+                        ("ControllerGetVolume", {"volume_id": v.id})):
+        e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, method, req)
+        assert e.details().startswith(gone), (method, e.details())
+        assert "volume_content_source" not in e.details(), e.details()
+    v.unpublish()
+    # Its record of having made the target is gone with the pool: the empty directory stays.
+    assert mount_at(target) is None and os.listdir(target) == []
+    assert mount_at(v.staging)["source"] == dev, "the staging mount stays until unstaged"
+    v.unstage()
+    assert mount_at(v.staging) is None and os.path.isdir(v.staging)
+    assert loops_under(ctx.tmp) == {}, loops_under(ctx.tmp)
+    v.unpublish()  # idempotent: nothing of it is left
+    v.unstage()
+    d.stop()
+    d.start(wait=False)
+    assert d.proc.wait(10) == 2
+    assert "--pool %s: the pool is gone" % d.pool in d.logs(), d.logs()
+    d.args += ["--pool-init"]
+    d.start()
+    assert d.call("Probe").ready.value is True
+
+
 if __name__ == "__main__":
     run([test_lifecycle_ext4, test_lifecycle_xfs, test_mkfs_options_from_storage_class,
          test_existing_filesystem_is_never_reformatted, test_mount_flags_and_read_only_publish,
-         test_raw_block_volume, test_idempotency_and_conflicts, test_bad_paths_are_refused,
+         test_raw_block_volume, test_access_modes_on_the_pools_node,
+         test_idempotency_and_conflicts, test_bad_paths_are_refused,
          test_staged_elsewhere_and_xfs_clone_beside_its_source,
          test_expand_xfs_online, test_ext4_grown_while_unstaged_grows_at_stage,
          test_volume_stats_and_condition, test_loop_devices_pass_direct_io,
@@ -1442,4 +1521,4 @@ if __name__ == "__main__":
          test_raw_stage_takes_the_mark_of_a_half_made_filesystem,
          test_unstage_where_not_staged_is_ok,
          test_volume_mount_group, test_delete_refused_while_staged,
-         test_two_processes_stage_never_races_delete])
+         test_two_processes_stage_never_races_delete, test_pool_deleted_under_the_daemon])

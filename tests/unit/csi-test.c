@@ -47,6 +47,12 @@ void call_done(Call *c)
 	*c = (Call){};
 }
 
+typedef struct StringEntry {
+	ProtobufCMessage base;
+	char *key;
+	char *value;
+} StringEntry;
+
 /* A message as the other end decodes it. */
 static ProtobufCMessage *wire_trip(const ProtobufCMessage *m)
 {
@@ -68,7 +74,7 @@ static json_t *json_quoted(const char *text)
 	return json_loads(s, 0, NULL);
 }
 
-static ProtobufCMessage *request_new(const ProtobufCMessageDescriptor *type, const char *json)
+ProtobufCMessage *request_new(const ProtobufCMessageDescriptor *type, const char *json)
 {
 	_cleanup_free_ char *error = NULL;
 	ProtobufCMessage *m = NULL;
@@ -84,13 +90,13 @@ static ProtobufCMessage *request_new(const ProtobufCMessageDescriptor *type, con
 	return decoded;
 }
 
-static Call call_json(Driver *d, CsiHandler handler, const ProtobufCMessageDescriptor *type,
-		      const char *json)
+Call call_message(Driver *d, CsiHandler handler, ProtobufCMessage *request)
 {
-	ProtobufCMessage *req = request_new(type, json), *reply = NULL;
+	ProtobufCMessage *req = wire_trip(request), *reply = NULL;
 	Call c = {};
 
-	c.r = handler(d, req, &reply, &c.error);
+	protobuf_c_message_free_unpacked(request, NULL);
+	c.r = csi_call(d, handler, req, &reply, &c.error);
 	c.code = rpc_status_name(rpc_status_from_errno(c.r));
 	if (reply) {
 		c.reply = wire_trip(reply);
@@ -98,6 +104,25 @@ static Call call_json(Driver *d, CsiHandler handler, const ProtobufCMessageDescr
 	}
 	protobuf_c_message_free_unpacked(req, NULL);
 	return c;
+}
+
+static Call call_json(Driver *d, CsiHandler handler, const ProtobufCMessageDescriptor *type,
+		      const char *json)
+{
+	return call_message(d, handler, request_new(type, json));
+}
+
+void pbmap_add_many(void ***entries, size_t *n, const ProtobufCMessageDescriptor *entry_type,
+		    size_t count, const char *key_prefix, const char *value)
+{
+	*entries = xrealloc(*entries, (*n + count) * sizeof(void *));
+	for (size_t i = 0; i < count; i++) {
+		StringEntry *e = xmalloc(entry_type->sizeof_message);
+		entry_type->message_init(&e->base);
+		e->key = xasprintf("%s%zu", key_prefix, *n + 1);
+		e->value = xstrdup(value);
+		(*entries)[(*n)++] = e;
+	}
 }
 
 Call call_run(Driver *d, CsiHandler handler, const ProtobufCMessageDescriptor *type,
@@ -182,12 +207,6 @@ bool reply_is(const Call *c, const char *expected, char **ret_text)
 	*ret_text = reply_text(c);
 	return same;
 }
-
-typedef struct StringEntry {
-	ProtobufCMessage base;
-	char *key;
-	char *value;
-} StringEntry;
 
 const char *pbmap_get(void *const *entries, size_t n, const char *key)
 {

@@ -24,6 +24,8 @@
 #define CAP_UNKNOWN_MODE "{'mount':{'fs_type':'ext4'},'access_mode':{'mode':'UNKNOWN'}}"
 #define CAP_BLOCK_SNW "{'block':{},'access_mode':{'mode':'SINGLE_NODE_WRITER'}}"
 #define CAP_BLOCK_MNRO "{'block':{},'access_mode':{'mode':'MULTI_NODE_READER_ONLY'}}"
+#define CAP_BLOCK_MNSW "{'block':{},'access_mode':{'mode':'MULTI_NODE_SINGLE_WRITER'}}"
+#define CAP_BLOCK_SNSW "{'block':{},'access_mode':{'mode':'SINGLE_NODE_SINGLE_WRITER'}}"
 #define CAP_NO_MODE "{'mount':{}}"
 #define CAP_NO_TYPE "{'access_mode':{'mode':'SINGLE_NODE_WRITER'}}"
 
@@ -53,6 +55,18 @@ void call_done(Call *c);
  * the test when the JSON does not make a request of that type (a mistake in the test). */
 Call call_run(Driver *d, CsiHandler handler, const ProtobufCMessageDescriptor *type,
 	      const char *json_fmt, ...) _printf_(4, 5);
+
+/* The request the JSON makes (as call_run() reads it), for a test to change what JSON cannot
+ * say (bytes that are not UTF-8, maps of 100,000 entries) before call_message(). */
+ProtobufCMessage *request_new(const ProtobufCMessageDescriptor *type, const char *json);
+
+/* Runs handler on request (freed) as call_run() does. */
+Call call_message(Driver *d, CsiHandler handler, ProtobufCMessage *request);
+
+/* Appends count entries of entry_type to a map field: keys key_prefix + their position from
+ * 1 ("k1", "k2", ...), every value value. */
+void pbmap_add_many(void ***entries, size_t *n, const ProtobufCMessageDescriptor *entry_type,
+		    size_t count, const char *key_prefix, const char *value);
 
 #define CALL(env, handler, type, ...) \
 	call_run(&(env)->d, handler, &csi__v1__##type##__descriptor, __VA_ARGS__)

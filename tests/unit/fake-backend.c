@@ -422,6 +422,8 @@ static void check_access_record(const BackendAccessCheck *r, Strmap *rec)
 {
 	rec_str(rec, "field", r->field);
 	rec_access(rec, &r->access);
+	rec_str(rec, "params.type", r->params ? r->params->type : "(none)");
+	rec_str(rec, "volume.id", r->volume ? r->volume->id : "(none)");
 }
 
 /* Serves ext4 and xfs (and the default), and no MULTI_NODE_MULTI_WRITER. */

@@ -102,7 +102,8 @@ typedef struct Caller {
 	uint64_t new_size;
 	ParamKV params[4];
 	size_t n_params;
-	usec_t delay; /* after t0 */
+	usec_t delay;	/* after t0 */
+	usec_t timeout; /* the caller's deadline, from its submit; 0: none */
 	pthread_t thread;
 	int r;
 	CoalescedResult result;
@@ -122,6 +123,7 @@ static void *caller_run(void *arg)
 		.new_size = k->new_size,
 		.params = k->params,
 		.n_params = k->n_params,
+		.deadline = k->timeout ? now_usec(CLOCK_MONOTONIC) + k->timeout : USEC_INFINITY,
 	};
 	k->r = coalescer_submit(k->c, &req, &k->result, &k->error);
 	k->returned = now_usec(CLOCK_MONOTONIC) - t0;
@@ -391,5 +393,54 @@ int main(void)
 		is_int(n_applied, 0, "without a backend change");
 	}
 	reset();
+	/* The window never outlives a caller's deadline: `volplugctl -t 500ms volume expand`
+	 * against the default 2 s window must reach the backend in time. */
+	{
+		_cleanup_(coalescer_freep) Coalescer *slow = coalescer_new(&(CoalescerConfig){
+			.window = COALESCER_WINDOW_DEFAULT,
+			.apply = backend_apply,
+		});
+		reset();
+		Caller k[] = {
+			{.c = slow,
+			 .volume_id = "vol-d",
+			 .new_size = 2 * GiB,
+			 .timeout = 500 * USEC_PER_MSEC},
+		};
+		run(k, 1);
+		is_int(k[0].r, 0, "expand with a 500 ms deadline, 2 s window: success");
+		is_int(n_applied, 1, "one backend change");
+		ok(n_applied == 1 && applied[0].start < 300 * USEC_PER_MSEC,
+		   "applied at %llu us: half the caller's time, not the 2 s window",
+		   (unsigned long long)(n_applied ? applied[0].start : 0));
+		ok(k[0].returned < 500 * USEC_PER_MSEC,
+		   "the caller returned within its deadline "
+		   "(%llu us)",
+		   (unsigned long long)k[0].returned);
+		callers_done(k, 1);
+
+		/* a caller that joins with a short deadline closes the batch another opened */
+		reset();
+		Caller j[] = {
+			{.c = slow, .volume_id = "vol-d", .new_size = 3 * GiB},
+			{.c = slow,
+			 .volume_id = "vol-d",
+			 .params = {P("iops", "5000")},
+			 .n_params = 1,
+			 .delay = 40 * USEC_PER_MSEC,
+			 .timeout = 200 * USEC_PER_MSEC},
+		};
+		run(j, 2);
+		is_int(j[0].r + j[1].r, 0, "both callers: success");
+		is_int(n_applied, 1, "merged into one backend change");
+		ok(n_applied == 1 && applied[0].n_callers == 2, "with both callers");
+		ok(n_applied == 1 && applied[0].start >= 130 * USEC_PER_MSEC &&
+			   applied[0].start < 240 * USEC_PER_MSEC,
+		   "applied at %llu us: when the joiner had half its 200 ms left",
+		   (unsigned long long)(n_applied ? applied[0].start : 0));
+		ok(j[1].returned < 240 * USEC_PER_MSEC, "the joiner returned within its deadline");
+		callers_done(j, 2);
+		reset();
+	}
 	return tap_done();
 }

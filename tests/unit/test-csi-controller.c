@@ -56,6 +56,153 @@ static void test_create_name(void)
 	       "the backend saw none of the refused requests");
 }
 
+/* A CreateVolume for a test to change, as the JSON makes it. */
+static Csi__V1__CreateVolumeRequest *create_request(const char *name)
+{
+	return (Csi__V1__CreateVolumeRequest *)request_new(
+		&csi__v1__create_volume_request__descriptor,
+		name ? "{'name':'pvc-1','volume_capabilities':[" CAP_SNW "]}"
+		     : "{'volume_capabilities':[" CAP_SNW "]}");
+}
+
+#define ADD_PARAMS(r, field, count, prefix, value)                                            \
+	pbmap_add_many((void ***)&(r)->field, &(r)->n_##field,                                \
+		       &csi__v1__create_volume_request__##field##_entry__descriptor, (count), \
+		       (prefix), (value))
+
+static void test_create_limits(void)
+{
+	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
+	Csi__V1__CreateVolumeRequest *r;
+
+	/* 100,000 tags, the first malformed: refused on the count, before any key is read */
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, parameters, 1, "tagSpecification_", "noequals");
+	ADD_PARAMS(r, parameters, 99999, "tagSpecification_", "k=v");
+	_cleanup_(call_done) Call many = call_message(&env->d, controller_create_volume, &r->base);
+	is_status(many, "INVALID_ARGUMENT", "parameters: at most 512 entries, got 100000",
+		  "CreateVolume with 100000 parameters: refused, naming the field and the limit");
+
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, parameters, 513, "csi.storage.k8s.io/k", "v");
+	_cleanup_(call_done) Call c513 = call_message(&env->d, controller_create_volume, &r->base);
+	is_status(c513, "INVALID_ARGUMENT", "parameters: at most 512 entries, got 513",
+		  "513 parameters, each one ignored otherwise");
+
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, mutable_parameters, 100000, "tagSpecification_", "k=v");
+	_cleanup_(call_done) Call mut = call_message(&env->d, controller_create_volume, &r->base);
+	is_status(mut, "INVALID_ARGUMENT", "mutable_parameters: at most 512 entries, got 100000",
+		  "100000 mutable_parameters");
+
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, parameters, 1, "tagSpecification_", "noequals");
+	ADD_PARAMS(r, parameters, 50, "tagSpecification_", "k=v");
+	_cleanup_(call_done) Call tags = call_message(&env->d, controller_create_volume, &r->base);
+	is_status(tags, "INVALID_ARGUMENT",
+		  "parameters: tagSpecification_N: wanted at most 50 tags, got 51",
+		  "51 tag keys: refused on the count, before the malformed one is parsed");
+
+	/* 300 KiB in one value */
+	_cleanup_free_ char *big = xmalloc(300 * 1024 + 1);
+	memset(big, 'a', 300 * 1024);
+	big[300 * 1024] = 0;
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, parameters, 1, "csi.storage.k8s.io/k", big);
+	_cleanup_(call_done) Call bytes = call_message(&env->d, controller_create_volume, &r->base);
+	is_status(bytes, "INVALID_ARGUMENT",
+		  "parameters: at most 262144 bytes of keys and values, got more",
+		  "300 KiB of parameters");
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, secrets, 1, "k", big);
+	_cleanup_(call_done) Call secrets =
+		call_message(&env->d, controller_create_volume, &r->base);
+	is_ok(secrets, "300 KiB of secrets: a Secret may hold 1 MiB");
+	is_int(fake_calls(env->fake, FAKE_CREATE_VOLUME), 1,
+	       "the backend saw none of the refused requests");
+
+	/* GetCapacity and ControllerModifyVolume take parameters too */
+	Csi__V1__GetCapacityRequest *g = (Csi__V1__GetCapacityRequest *)request_new(
+		&csi__v1__get_capacity_request__descriptor, "{}");
+	pbmap_add_many((void ***)&g->parameters, &g->n_parameters,
+		       &csi__v1__get_capacity_request__parameters_entry__descriptor, 100000,
+		       "tagSpecification_", "k=v");
+	_cleanup_(call_done) Call cap = call_message(&env->d, controller_get_capacity, &g->base);
+	is_status(cap, "INVALID_ARGUMENT", "parameters: at most 512 entries, got 100000",
+		  "GetCapacity with 100000 parameters");
+	Csi__V1__ControllerModifyVolumeRequest *m =
+		(Csi__V1__ControllerModifyVolumeRequest *)request_new(
+			&csi__v1__controller_modify_volume_request__descriptor,
+			"{'volume_id':'fake-vol-1'}");
+	pbmap_add_many(
+		(void ***)&m->mutable_parameters, &m->n_mutable_parameters,
+		&csi__v1__controller_modify_volume_request__mutable_parameters_entry__descriptor,
+		100000, "tagSpecification_", "k=v");
+	_cleanup_(call_done) Call mod = call_message(&env->d, controller_modify_volume, &m->base);
+	is_status(mod, "INVALID_ARGUMENT", "mutable_parameters: at most 512 entries, got 100000",
+		  "ControllerModifyVolume with 100000 mutable_parameters");
+	is_int(fake_calls(env->fake, FAKE_CHANGE_VOLUME), 0, "nothing was modified");
+}
+
+static void test_create_utf8(void)
+{
+	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
+	Csi__V1__CreateVolumeRequest *r;
+
+	r = create_request("pvc-1");
+	free(r->name);
+	r->name = xstrdup("pvc-\xff");
+	_cleanup_(call_done) Call name = call_message(&env->d, controller_create_volume, &r->base);
+	is_status(name, "INVALID_ARGUMENT", "name: not valid UTF-8", "a name that is not UTF-8");
+
+	/* the handler's own name check, as a caller that skips csi_call() meets it */
+	r = create_request("pvc-1");
+	free(r->name);
+	r->name = xstrdup("pvc-\xc0\xaf");
+	ProtobufCMessage *reply = NULL;
+	_cleanup_free_ char *error = NULL;
+	is_int(controller_create_volume(&env->d, &r->base, &reply, &error), -EINVAL,
+	       "the handler itself refuses an overlong form");
+	is_str(error, "name: not valid UTF-8", "naming the name");
+	protobuf_c_message_free_unpacked(&r->base, NULL);
+
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, parameters, 1, "tagSpecification_", "team=\xe2\x80");
+	_cleanup_(call_done) Call value = call_message(&env->d, controller_create_volume, &r->base);
+	is_status(value, "INVALID_ARGUMENT", "parameters[tagSpecification_1]: not valid UTF-8",
+		  "a parameter value that is not UTF-8");
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, parameters, 1, repeat('k', 70), "\xff");
+	_cleanup_(call_done) Call long_key =
+		call_message(&env->d, controller_create_volume, &r->base);
+	is_status(long_key, "INVALID_ARGUMENT",
+		  "parameters: the value of key #1 is not valid UTF-8",
+		  "a value not UTF-8 under a long key: named by its position");
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, parameters, 1, "csi.storage.k8s.io/\xff", "v");
+	_cleanup_(call_done) Call key = call_message(&env->d, controller_create_volume, &r->base);
+	is_status(key, "INVALID_ARGUMENT", "parameters: key #1 is not valid UTF-8",
+		  "a parameter key that is not UTF-8");
+	r = create_request("pvc-1");
+	ADD_PARAMS(r, secrets, 1, "\xff", "v");
+	_cleanup_(call_done) Call secret =
+		call_message(&env->d, controller_create_volume, &r->base);
+	is_status(secret, "INVALID_ARGUMENT", "secrets: key #1 is not valid UTF-8",
+		  "a secrets key that is not UTF-8");
+	r = create_request("pvc-1");
+	free(r->volume_capabilities[0]->mount->fs_type);
+	r->volume_capabilities[0]->mount->fs_type = xstrdup("ext\xff");
+	_cleanup_(call_done) Call nested =
+		call_message(&env->d, controller_create_volume, &r->base);
+	is_status(nested, "INVALID_ARGUMENT",
+		  "volume_capabilities[0].mount.fs_type: not valid UTF-8",
+		  "a nested string that is not UTF-8: its path");
+	_cleanup_(call_done) Call fine = create(env, "pvc-caf\u00e9", "");
+	is_ok(fine, "a name in UTF-8 beyond ASCII");
+	is_int(fake_calls(env->fake, FAKE_CREATE_VOLUME), 1,
+	       "the backend saw none of the refused requests");
+}
+
 static void test_create_capabilities(void)
 {
 	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
@@ -975,6 +1122,45 @@ static void test_publish(void)
 		  "a backend without attach: UNIMPLEMENTED");
 }
 
+/* Which modes let several nodes in, and what check_access learns: the parameters a volume is
+ * made with (EBS Multi-Attach wants io1 or io2), the volume it validates. */
+static void test_access_modes(void)
+{
+	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
+
+	_cleanup_(call_done) Call mnsw =
+		CALL(env, controller_create_volume, create_volume_request,
+		     "{'name':'pvc-mnsw','volume_capabilities':[" CAP_BLOCK_MNSW "],"
+		     "'capacity_range':{'required_bytes':10737418240},"
+		     "'parameters':{'type':'io2','iops':'1000'}}");
+	is_ok(mnsw, "CreateVolume MULTI_NODE_SINGLE_WRITER");
+	is_str(fake_last(env->fake, FAKE_CREATE_VOLUME, "access.multi_node"), "true",
+	       "MULTI_NODE_SINGLE_WRITER lets several nodes attach");
+	is_str(fake_last(env->fake, FAKE_CHECK_ACCESS, "params.type"), "io2",
+	       "check_access is told the parameters the volume is made with");
+	_cleanup_(call_done) Call snsw =
+		CALL(env, controller_create_volume, create_volume_request,
+		     "{'name':'pvc-snsw','volume_capabilities':[" CAP_BLOCK_SNSW "]}");
+	is_ok(snsw, "CreateVolume SINGLE_NODE_SINGLE_WRITER");
+	is_str(fake_last(env->fake, FAKE_CREATE_VOLUME, "access.multi_node"), "false",
+	       "SINGLE_NODE_SINGLE_WRITER: one node");
+
+	_cleanup_(call_done) Call v = CALL(
+		env, controller_validate_volume_capabilities, validate_volume_capabilities_request,
+		"{'volume_id':'fake-vol-1','volume_capabilities':[" CAP_BLOCK_MNSW "]}");
+	is_ok(v, "ValidateVolumeCapabilities MULTI_NODE_SINGLE_WRITER");
+	is_str(fake_last(env->fake, FAKE_CHECK_ACCESS, "volume.id"), "fake-vol-1",
+	       "check_access is told the volume it validates");
+	is_str(fake_last(env->fake, FAKE_CHECK_ACCESS, "access.multi_node"), "true",
+	       "as a multi-node mode");
+
+	_cleanup_(call_done) Call one = publish(env, "fake-vol-1", "node-1", CAP_BLOCK_MNSW, "");
+	_cleanup_(call_done) Call two = publish(env, "fake-vol-1", "node-2", CAP_BLOCK_MNSW, "");
+	is_ok(one, "ControllerPublishVolume MULTI_NODE_SINGLE_WRITER to node-1");
+	is_ok(two, "and to node-2: the mode lets several nodes attach");
+	is_str(fake_last(env->fake, FAKE_ATTACH, "access.multi_node"), "true", "attach is told so");
+}
+
 static void test_unpublish(void)
 {
 	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
@@ -1233,6 +1419,8 @@ static void test_conflicts(void)
 int main(void)
 {
 	test_create_name();
+	test_create_limits();
+	test_create_utf8();
 	test_create_capabilities();
 	test_create_capacity();
 	test_create_parameters();
@@ -1250,6 +1438,7 @@ int main(void)
 	test_capabilities();
 	test_publish_fields();
 	test_publish();
+	test_access_modes();
 	test_unpublish();
 	test_expand();
 	test_modify();

@@ -684,6 +684,68 @@ static void test_info(void)
 		  "a backend without node_info: UNIMPLEMENTED");
 }
 
+/* Contexts and secrets of 100,000 entries, and strings that are not UTF-8: refused before the
+ * handler builds a map of them or picks a backend. */
+static void test_limits(void)
+{
+	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_NODE);
+	const char *json = "{'volume_id':'fake-vol-1','staging_target_path':'/staging/x',"
+			   "'volume_capability':" CAP_SNW "}";
+	const char *pjson = "{'volume_id':'fake-vol-1','staging_target_path':'/staging/x',"
+			    "'target_path':'/target/x','volume_capability':" CAP_SNW "}";
+	Csi__V1__NodeStageVolumeRequest *s;
+	Csi__V1__NodePublishVolumeRequest *p;
+
+	s = (void *)request_new(&csi__v1__node_stage_volume_request__descriptor, json);
+	pbmap_add_many((void ***)&s->volume_context, &s->n_volume_context,
+		       &csi__v1__node_stage_volume_request__volume_context_entry__descriptor,
+		       100000, "key", "value");
+	_cleanup_(call_done) Call ctx = call_message(&env->d, node_stage_volume, &s->base);
+	is_status(ctx, "INVALID_ARGUMENT", "volume_context: at most 512 entries, got 100000",
+		  "NodeStageVolume with 100000 volume_context entries");
+
+	s = (void *)request_new(&csi__v1__node_stage_volume_request__descriptor, json);
+	pbmap_add_many((void ***)&s->publish_context, &s->n_publish_context,
+		       &csi__v1__node_stage_volume_request__publish_context_entry__descriptor, 513,
+		       "key", "value");
+	_cleanup_(call_done) Call pctx = call_message(&env->d, node_stage_volume, &s->base);
+	is_status(pctx, "INVALID_ARGUMENT", "publish_context: at most 512 entries, got 513",
+		  "NodeStageVolume with 513 publish_context entries");
+
+	s = (void *)request_new(&csi__v1__node_stage_volume_request__descriptor, json);
+	pbmap_add_many((void ***)&s->secrets, &s->n_secrets,
+		       &csi__v1__node_stage_volume_request__secrets_entry__descriptor, 100000,
+		       "key", "value");
+	_cleanup_(call_done) Call sec = call_message(&env->d, node_stage_volume, &s->base);
+	is_status(sec, "INVALID_ARGUMENT", "secrets: at most 512 entries, got 100000",
+		  "NodeStageVolume with 100000 secrets");
+
+	p = (void *)request_new(&csi__v1__node_publish_volume_request__descriptor, pjson);
+	pbmap_add_many((void ***)&p->volume_context, &p->n_volume_context,
+		       &csi__v1__node_publish_volume_request__volume_context_entry__descriptor,
+		       100000, "key", "value");
+	_cleanup_(call_done) Call pub = call_message(&env->d, node_publish_volume, &p->base);
+	is_status(pub, "INVALID_ARGUMENT", "volume_context: at most 512 entries, got 100000",
+		  "NodePublishVolume with 100000 volume_context entries");
+
+	s = (void *)request_new(&csi__v1__node_stage_volume_request__descriptor, json);
+	pbmap_add_many((void ***)&s->volume_context, &s->n_volume_context,
+		       &csi__v1__node_stage_volume_request__volume_context_entry__descriptor, 1,
+		       "\xff", "value");
+	_cleanup_(call_done) Call key = call_message(&env->d, node_stage_volume, &s->base);
+	is_status(key, "INVALID_ARGUMENT", "volume_context: key #1 is not valid UTF-8",
+		  "a volume_context key that is not UTF-8");
+
+	p = (void *)request_new(&csi__v1__node_publish_volume_request__descriptor, pjson);
+	free(p->target_path);
+	p->target_path = xstrdup("/target/\xff");
+	_cleanup_(call_done) Call path = call_message(&env->d, node_publish_volume, &p->base);
+	is_status(path, "INVALID_ARGUMENT", "target_path: not valid UTF-8",
+		  "a target_path that is not UTF-8");
+	is_int(fake_calls(env->fake, FAKE_STAGE), 0, "nothing was staged");
+	is_int(fake_calls(env->fake, FAKE_PUBLISH), 0, "nothing was published");
+}
+
 int main(void)
 {
 	test_stage_fields();
@@ -698,5 +760,6 @@ int main(void)
 	test_stats();
 	test_capabilities();
 	test_info();
+	test_limits();
 	return tap_done();
 }

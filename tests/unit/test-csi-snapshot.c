@@ -47,6 +47,55 @@ static void test_create_fields(void)
 	       "the backend saw none of the refused requests");
 }
 
+static void test_create_limits(void)
+{
+	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
+	const char *json = "{'name':'s','source_volume_id':'fake-vol-1'}";
+	Csi__V1__CreateSnapshotRequest *r;
+
+	r = (void *)request_new(&csi__v1__create_snapshot_request__descriptor, json);
+	free(r->name);
+	r->name = xstrdup("snap-\xff");
+	_cleanup_(call_done) Call name =
+		call_message(&env->d, controller_create_snapshot, &r->base);
+	is_status(name, "INVALID_ARGUMENT", "name: not valid UTF-8",
+		  "a snapshot name that is not UTF-8");
+
+	r = (void *)request_new(&csi__v1__create_snapshot_request__descriptor, json);
+	pbmap_add_many((void ***)&r->parameters, &r->n_parameters,
+		       &csi__v1__create_snapshot_request__parameters_entry__descriptor, 100000,
+		       "tagSpecification_", "k=v");
+	_cleanup_(call_done) Call many =
+		call_message(&env->d, controller_create_snapshot, &r->base);
+	is_status(many, "INVALID_ARGUMENT", "parameters: at most 512 entries, got 100000",
+		  "CreateSnapshot with 100000 parameters");
+
+	r = (void *)request_new(&csi__v1__create_snapshot_request__descriptor, json);
+	pbmap_add_many((void ***)&r->parameters, &r->n_parameters,
+		       &csi__v1__create_snapshot_request__parameters_entry__descriptor, 1,
+		       "tagSpecification_", "noequals");
+	pbmap_add_many((void ***)&r->parameters, &r->n_parameters,
+		       &csi__v1__create_snapshot_request__parameters_entry__descriptor, 50,
+		       "tagSpecification_", "k=v");
+	_cleanup_(call_done) Call tags =
+		call_message(&env->d, controller_create_snapshot, &r->base);
+	is_status(tags, "INVALID_ARGUMENT",
+		  "parameters: tagSpecification_N: wanted at most 50 tags, got 51",
+		  "51 snapshot tags: refused on the count, before the malformed one is read");
+
+	Csi__V1__CreateVolumeGroupSnapshotRequest *g =
+		(void *)request_new(&csi__v1__create_volume_group_snapshot_request__descriptor,
+				    "{'name':'g','source_volume_ids':['fake-vol-1']}");
+	free(g->name);
+	g->name = xstrdup("group-\xed\xa0\x80");
+	_cleanup_(call_done) Call group =
+		call_message(&env->d, group_controller_create_snapshot, &g->base);
+	is_status(group, "INVALID_ARGUMENT", "name: not valid UTF-8",
+		  "a group snapshot name that is not UTF-8 (a surrogate)");
+	is_int(fake_calls(env->fake, FAKE_CREATE_SNAPSHOT), 0, "no snapshot was made");
+	is_int(fake_calls(env->fake, FAKE_CREATE_GROUP), 0, "no group was made");
+}
+
 static void test_create(void)
 {
 	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
@@ -450,6 +499,7 @@ static void test_group_delete_get(void)
 int main(void)
 {
 	test_create_fields();
+	test_create_limits();
 	test_create();
 	test_create_in_flight();
 	test_delete();

@@ -159,6 +159,10 @@ int main(void)
 	daemon_config_done(&c);
 	is_int(parse(ARGV("--pool", "/tmp/p"), &c, &error), 0, "topology defaults");
 	ok(c.topology_labels.n == 0 && !c.distributed, "no labels, not distributed");
+	ok(!c.pool_init, "a lost pool is not made again by default");
+	daemon_config_done(&c);
+	is_int(parse(ARGV("--pool", "/tmp/p", "--pool-init"), &c, &error), 0, "--pool-init");
+	ok(c.pool_init, "a new pool where one was lost, when asked");
 	daemon_config_done(&c);
 
 	const struct {

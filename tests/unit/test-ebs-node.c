@@ -183,7 +183,7 @@ static void test_find(void)
 static uint32_t limit(const char *type, unsigned enis, unsigned extra)
 {
 	uint32_t n = 0;
-	EbsInstance i = {.type = type, .enis = enis, .extra_mappings = extra};
+	EbsInstanceShape i = {.type = type, .enis = enis, .extra_mappings = extra};
 	return ebs_attach_limit(&i, &n) == 0 ? n : 0;
 }
 
@@ -223,7 +223,7 @@ static void test_limits(void)
 	for (const char *const *bad = (const char *const[]){"m5", "M5.large", "m5.large.x",
 							    ".large", "m5.", "m5 .large", NULL};
 	     *bad; bad++)
-		is_int(ebs_attach_limit(&(EbsInstance){.type = *bad}, &n), -EINVAL,
+		is_int(ebs_attach_limit(&(EbsInstanceShape){.type = *bad}, &n), -EINVAL,
 		       "'%s' is not an instance type", *bad);
 	is_str(ebs_instance_hypervisor("t2.micro"), "xen", "t2 on Xen");
 	is_str(ebs_instance_hypervisor("m6g.large"), "nitro", "m6g on Nitro");

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The batched waiter (ebs-waiter.h) against a world of objects that become ready at a set
  * time: waits share Describe calls, the poller learns when to ask, deadlines, failed checks,
- * permanent and transient call failures, objects not visible yet, batch sizes. */
+ * permanent and transient call failures, objects not visible yet, batch sizes, looks. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -313,11 +313,79 @@ static void test_batch_size(void)
 	ebs_waiter_free(NULL);
 }
 
+typedef struct Looking {
+	EbsWaiter *w;
+	const char *id;
+	int r;
+	bool seen, ready;
+	usec_t took;
+} Looking;
+
+static int look_check(const void *item, void *userdata, char **ret_error)
+{
+	const Item *it = item;
+	Looking *l = userdata;
+
+	(void)ret_error;
+	l->seen = it != NULL;
+	l->ready = it && it->ready;
+	return 0; /* "wait on" ends a look too */
+}
+
+static void *look_thread(void *p)
+{
+	Looking *l = p;
+	usec_t start = now_usec(CLOCK_MONOTONIC);
+
+	l->r = ebs_waiter_look(l->w, l->id, look_check, l, start + 5 * USEC_PER_SEC, NULL);
+	l->took = now_usec(CLOCK_MONOTONIC) - start;
+	return NULL;
+}
+
+static void test_looks(void)
+{
+	EbsWaiter *w = waiter_new(0);
+	pthread_t t[8];
+	Looking l[8];
+	bool all = true;
+
+	world_reset();
+	/* eight looks asked together, one at an object EC2 does not show: one call */
+	for (size_t i = 0; i < 8; i++) {
+		l[i] = (Looking){.w = w, .id = i < 7 ? object_add(0, 0, false) : "vol-absent"};
+		pthread_create(&t[i], NULL, look_thread, &l[i]);
+	}
+	for (size_t i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		all = all && l[i].r == 0 && l[i].seen == (i < 7) && l[i].took < 500 * MS;
+	}
+	ok(all, "8 looks: each answered at once, the absent one as not there");
+	ok(fetch_count() == 1, "8 looks asked together share one call (%u)", fetch_count());
+
+	/* a look rides along with a wait's poll, and leaves the wait's plan alone */
+	Waiting x = {.w = w,
+		     .id = object_add(0, 300 * MS, false),
+		     .deadline = now_usec(CLOCK_MONOTONIC) + 5 * USEC_PER_SEC};
+	pthread_t wt;
+	pthread_create(&wt, NULL, wait_thread, &x);
+	Looking one = {.w = w, .id = x.id};
+	look_thread(&one);
+	ok(one.r == 0 && one.seen && !one.ready,
+	   "a look at an object being made sees it not ready");
+	pthread_join(wt, NULL);
+	ok(x.r == 0 && x.took >= 300 * MS, "the wait ends once it is ready (%llu ms)",
+	   (unsigned long long)(x.took / MS));
+	/* the wait alone polls at 100, 150, 225 and 337 ms: the look adds its own call at most */
+	ok(fetch_count() - 1 <= 5, "the look and the wait: %u calls", fetch_count() - 1);
+	ebs_waiter_free(w);
+}
+
 int main(void)
 {
 	test_batched_and_learned();
 	test_wide_bounds();
 	test_deadline_and_failures();
 	test_batch_size();
+	test_looks();
 	return tap_done();
 }

@@ -431,6 +431,26 @@ static void test_controller(void)
 	is_str(strmap_get(&att.publish_context, "devicePath"), "/dev/xvdg", "the new device");
 	backend_attachment_done(&att);
 
+	/* the access mode decides whether another node may attach it too */
+	BackendAttach other = at;
+	other.node_id = "node-2";
+	free(err);
+	err = NULL;
+	is_int(b->ops->attach(b, &other, &att, &err), -ENOTEMPTY,
+	       "SINGLE_NODE_WRITER, another node: -ENOTEMPTY (FAILED_PRECONDITION)");
+	is_str(err,
+	       "volume vx is published to node node-1 and its access mode SINGLE_NODE_WRITER "
+	       "allows one node only",
+	       "the message names the node and the mode");
+	other.access.mode = "MULTI_NODE_MULTI_WRITER";
+	other.access.multi_node = true;
+	is_int(b->ops->attach(b, &other, &att, &err), 0, "MULTI_NODE_MULTI_WRITER: node-2 too");
+	backend_attachment_done(&att);
+	BackendDetach dt2 = {.volume_id = "vx", .node_id = "node-2"};
+	BackendDetached dd = {};
+	is_int(b->ops->detach(b, &dt2, &dd, &err), 0, "detach from node-2");
+	backend_detached_done(&dd);
+
 	put("record", ".stdout", NULL);
 	BackendChange ch = {.volume_id = "vx", .new_size = 2ULL << 30};
 	BackendChanged changed = {};

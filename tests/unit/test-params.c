@@ -70,11 +70,10 @@ static void test_create(void)
 	       "parameter 'foo' is not supported (known: type, iops, iopsPerGB, "
 	       "allowAutoIOPSPerGBIncrease, throughput, encrypted, kmsKeyId, tagSpecification_N, "
 	       "csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "
-	       "ext4BigAlloc, ext4ClusterSize, fsGroupChangePolicy)",
+	       "ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport, fsGroupChangePolicy, "
+	       "volumeInitializationRate, blockExpress, allowAutoIOPSIncreaseOnModify, "
+	       "blockAttachUntilInitialized)",
 	       "unknown key: the message names it and lists the known ones");
-	parse_error1("blockExpress", "true", GiB);
-	ok(starts_with(err, "parameter 'blockExpress' is not supported (known: "),
-	   "EBS keys volplug does not serve are refused: %s", err);
 
 	ParamKV enc[] = {P("encrypted", "true"), P("kmsKeyId", "alias/volumes")};
 	is_int(parse(enc, N(enc), GiB), 0, "encrypted with a KMS key: success");
@@ -135,20 +134,23 @@ static void test_create(void)
 	       "io1 with throughput: message");
 	ParamKV tpst1[] = {P("type", "st1"), P("throughput", "250")};
 	is_int(parse(tpst1, N(tpst1), 500 * GiB), -EINVAL, "st1 with throughput: -EINVAL");
-	is_str(parse_error1("throughput", "2000", GiB),
-	       "throughput: wanted 125 to 1000 MiB/s for type gp3, got 2000",
+	is_str(parse_error1("throughput", "2001", GiB),
+	       "throughput: wanted 125 to 2000 MiB/s for type gp3, got 2001",
 	       "gp3 throughput out of range: message");
 	is_str(parse_error1("throughput", "100", GiB),
-	       "throughput: wanted 125 to 1000 MiB/s for type gp3, got 100",
+	       "throughput: wanted 125 to 2000 MiB/s for type gp3, got 100",
 	       "gp3 throughput below 125: message");
 	ParamKV tp[] = {P("throughput", "1000")};
 	is_int(parse(tp, 1, GiB), 0, "gp3 throughput 1000: success");
 	is_int(vp.throughput, 1000, "throughput 1000 recorded");
 
 	/* IOPS as the EBS driver resolves them */
-	ParamKV cap1[] = {P("iops", "20000")};
-	is_int(parse(cap1, 1, 100 * GiB), 0, "gp3 iops above the maximum: success");
-	is_int(vp.iops, 16000, "capped to gp3's 16000");
+	ParamKV cap1[] = {P("iops", "90000")};
+	is_int(parse(cap1, 1, 200 * GiB), 0, "gp3 iops above the maximum: success");
+	is_int(vp.iops, 80000, "capped to gp3's 80000");
+	ParamKV cap1b[] = {P("iops", "20000")};
+	is_int(parse(cap1b, 1, 100 * GiB), 0, "gp3 iops 20000 on 100 GiB: success");
+	is_int(vp.iops, 20000, "above 2024's 16000: kept");
 	ParamKV cap2[] = {P("iops", "10000")};
 	is_int(parse(cap2, 1, 10 * GiB), 0, "gp3 iops above 500 per GiB: success");
 	is_int(vp.iops, 5000, "capped to 500 x 10 GiB");
@@ -213,8 +215,9 @@ static void test_create(void)
 	is_int(parse(io2, N(io2), 3 * GiB + GiB / 2), 0, "io2 of 3.5 GiB counts as 4 GiB: success");
 	is_int(parse(io2, N(io2), 64 * 1024 * GiB), 0, "io2 of 64 TiB: success");
 	ParamKV gp3[] = {P("type", "gp3")};
-	is_int(parse(gp3, 1, 20 * 1024 * GiB), -EINVAL, "gp3 named, 20 TiB: -EINVAL");
-	is_str(err, "type: gp3 wants a volume of 1 GiB to 16 TiB, got 20 TiB", "gp3 size: message");
+	is_int(parse(gp3, 1, 20 * 1024 * GiB), 0, "gp3 named, 20 TiB: success");
+	is_int(parse(gp3, 1, 65 * 1024 * GiB), -EINVAL, "gp3 named, 65 TiB: -EINVAL");
+	is_str(err, "type: gp3 wants a volume of 1 GiB to 64 TiB, got 65 TiB", "gp3 size: message");
 	is_int(parse(NULL, 0, 20 * 1024 * GiB), 0, "default type, 20 TiB: no size limit");
 	is_int(parse(NULL, 0, 16 << 20), 0, "default type, 16 MiB: no size limit");
 	ParamKV standard[] = {P("type", "standard")};
@@ -385,6 +388,58 @@ static void test_tags(void)
 	is_str(err, "tagSpecification_N: wanted at most 50 tags, got 51", "51 tags: message");
 }
 
+/* n keys "tagSpecification_1".. with distinct tags, the first one malformed: a parse that
+ * reached it would fail on it, so a count message proves the count came first. */
+static ParamKV *tag_keys(size_t n)
+{
+	ParamKV *kv = xnew0(ParamKV, n);
+	for (size_t i = 0; i < n; i++)
+		kv[i] = (ParamKV){xasprintf("tagSpecification_%zu", i + 1),
+				  i == 0 ? xstrdup("noequals") : xasprintf("k%zu=v", i)};
+	return kv;
+}
+
+static void test_limits(void)
+{
+	ParamKV *kv = tag_keys(100000);
+	is_int(parse(kv, 100000, GiB), -EINVAL, "100000 parameters: -EINVAL");
+	is_str(err, "wanted at most 512 parameters, got 100000",
+	       "100000 parameters: refused on the count, before any key is parsed");
+	is_int(volume_params_check_mutable(kv, 100000, &err), -EINVAL,
+	       "100000 mutable parameters: -EINVAL");
+	is_str(err, "wanted at most 512 parameters, got 100000",
+	       "100000 mutable parameters: refused on the count");
+	uint64_t lo, hi;
+	free(err);
+	err = NULL;
+	is_int(volume_params_size_range(kv, 100000, &lo, &hi, &err), -EINVAL,
+	       "GetCapacity's 100000 parameters: -EINVAL");
+	is_str(err, "wanted at most 512 parameters, got 100000",
+	       "GetCapacity's 100000 parameters: refused on the count");
+
+	is_int(parse(kv, 51, GiB), -EINVAL, "51 tag keys: -EINVAL");
+	is_str(err, "tagSpecification_N: wanted at most 50 tags, got 51",
+	       "51 tag keys: refused on the count, before the malformed first one is parsed");
+	is_int(parse(kv, 2, GiB), -EINVAL, "2 tag keys, one malformed: -EINVAL");
+	is_str(err, "tagSpecification_1: wanted 'key=value', got 'noequals'",
+	       "under the limits the keys are parsed");
+	param_kv_free_many(kv, 100000);
+
+	/* keys that are otherwise ignored count too */
+	kv = xnew0(ParamKV, 513);
+	for (size_t i = 0; i < 513; i++)
+		kv[i] = (ParamKV){xasprintf("csi.storage.k8s.io/k%zu", i), xstrdup("v")};
+	is_int(parse(kv, 512, GiB), 0, "512 parameters: success");
+	is_int(parse(kv, 513, GiB), -EINVAL, "513 parameters: -EINVAL");
+	is_str(err, "wanted at most 512 parameters, got 513", "513 parameters: message");
+	param_kv_free_many(kv, 513);
+
+	/* the same tag from two keys is one tag: 50 tags in 50 keys, found by hash */
+	ParamKV dup[] = {P("tagSpecification_7", "env=prod"), P("tagSpecification_9", "env=prod")};
+	is_int(parse(dup, N(dup), GiB), 0, "one tag from two keys: success");
+	is_int(vp.n_tags, 1, "one tag from two keys: one tag");
+}
+
 static void test_serialise(void)
 {
 	ParamKV in[] = {P("type", "gp3"),
@@ -494,9 +549,9 @@ static void test_modify(void)
 	is_int(modify(&cur, 10 * GiB, m2, 1), -EINVAL, "gp3 iops above 500 per GiB: -EINVAL");
 	is_str(err, "iops: wanted 3000 to 5000 for a 10 GiB gp3 volume, got 6000",
 	       "modify does not cap: message");
-	ParamKV m3[] = {P("iops", "20000")};
-	is_int(modify(&cur, 100 * GiB, m3, 1), -EINVAL, "gp3 iops 20000: -EINVAL");
-	is_str(err, "iops: wanted 3000 to 16000 for a 100 GiB gp3 volume, got 20000",
+	ParamKV m3[] = {P("iops", "90000")};
+	is_int(modify(&cur, 200 * GiB, m3, 1), -EINVAL, "gp3 iops 90000: -EINVAL");
+	is_str(err, "iops: wanted 3000 to 80000 for a 200 GiB gp3 volume, got 90000",
 	       "gp3 maximum: message");
 
 	ParamKV m4[] = {P("type", "io2")};
@@ -523,9 +578,9 @@ static void test_modify(void)
 	is_int(modify(&cur, 10 * GiB, m7, 1), 0, "gp3 -> gp2: success");
 	is_int(vp.iops + vp.throughput, 0, "iops and throughput dropped");
 
-	ParamKV m8[] = {P("throughput", "1001")};
-	is_int(modify(&cur, 10 * GiB, m8, 1), -EINVAL, "throughput 1001: -EINVAL");
-	is_str(err, "throughput: wanted 125 to 1000 MiB/s for type gp3, got 1001",
+	ParamKV m8[] = {P("throughput", "2001")};
+	is_int(modify(&cur, 10 * GiB, m8, 1), -EINVAL, "throughput 2001: -EINVAL");
+	is_str(err, "throughput: wanted 125 to 2000 MiB/s for type gp3, got 2001",
 	       "throughput range: message");
 
 	VolumeParams io2 = {};
@@ -559,6 +614,9 @@ static void test_modify(void)
 	is_str(vp.tags[0].value, "dev", "env overwritten");
 	is_str(vp.tags[1].key, "team", "team added");
 	is_str(cur.tags[0].value, "prod", "the current parameters are untouched");
+	ParamKV m14k[] = {P("csi.storage.k8s.io/pvc/name", "data"), P("iops", "4000")};
+	is_int(volume_params_check_mutable(m14k, N(m14k), &err), 0,
+	       "the resizer's csi.storage.k8s.io/ keys: ignored, as the EBS driver does");
 	ParamKV m15[] = {P("size", "10")};
 	is_int(modify(&cur, 10 * GiB, m15, 1), -EINVAL, "a non-mutable key: -EINVAL");
 	is_str(err,
@@ -569,6 +627,105 @@ static void test_modify(void)
 	volume_params_done(&cur);
 }
 
+/* The keys of the AWS EBS CSI driver's StorageClasses: each accepted with its meaning there, or
+ * refused saying why and what to write instead. */
+static void test_upstream_keys(void)
+{
+	ParamKV bx[] = {P("type", "io2"), P("iops", "100000"), P("blockExpress", "true")};
+	is_int(parse(bx, N(bx), 200 * GiB), 0, "blockExpress: accepted");
+	is_int(vp.iops, 100000, "blockExpress: no effect (every io2 is Block Express)");
+	ParamKV bx2[] = {P("BlockExpress", "whatever")};
+	is_int(parse(bx2, 1, GiB), 0, "blockExpress: ignored, whatever its value, as upstream");
+
+	ParamKV rate[] = {P("volumeInitializationRate", "200")};
+	is_int(parse(rate, 1, GiB), 0, "volumeInitializationRate: accepted");
+	is_int(vp.initialization_rate, 200, "volumeInitializationRate: 200 MiB/s for CreateVolume");
+	is_str(parse_error1("volumeInitializationRate", "50", GiB),
+	       "volumeInitializationRate: wanted 100 to 300 MiB/s, got 50",
+	       "volumeInitializationRate below EC2's 100: message");
+	is_str(parse_error1("volumeinitializationrate", "fast", GiB),
+	       "volumeinitializationrate: wanted a positive integer, got 'fast'",
+	       "volumeInitializationRate not a number: message");
+	ParamKV *kv = NULL;
+	size_t n = 0;
+	volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &kv, &n);
+	ok(!kv_get(kv, n, "volumeInitializationRate"),
+	   "the rate is how EBS fills the volume, not a setting kept with it");
+	param_kv_free_many(kv, n);
+
+	ParamKV enc[] = {P("ext4EncryptionSupport", "true")};
+	is_int(parse(enc, 1, GiB), 0, "ext4EncryptionSupport: accepted");
+	ok(vp.ext4_encryption, "ext4EncryptionSupport: recorded for mkfs");
+	volume_params_to_kv(&vp, VOLUME_PARAMS_NODE, &kv, &n);
+	is_str(kv_get(kv, n, "ext4EncryptionSupport"), "true", "it travels to the node");
+	param_kv_free_many(kv, n);
+	free(err);
+	err = NULL;
+	is_int(volume_params_check_capability(&vp, false, "xfs", &err), -EINVAL,
+	       "ext4EncryptionSupport with xfs: -EINVAL");
+	is_str(err, "ext4EncryptionSupport: not accepted with fstype xfs", "with xfs: message");
+	free(err);
+	err = NULL;
+	is_int(volume_params_check_capability(&vp, false, "ext4", &err), 0, "with ext4: success");
+
+	ParamKV off[] = {P("allowAutoIOPSIncreaseOnModify", "false"),
+			 P("blockAttachUntilInitialized", "false")};
+	is_int(parse(off, N(off), GiB), 0, "the two upstream switches at \"false\": accepted");
+	is_str(parse_error1("allowAutoIOPSIncreaseOnModify", "true", GiB),
+	       "allowAutoIOPSIncreaseOnModify: \"true\" is not supported: volplug keeps no "
+	       "iopsPerGB after CreateVolume, so an expansion keeps the volume's IOPS (leave it "
+	       "out, and set iops in a VolumeAttributesClass to change them)",
+	       "allowAutoIOPSIncreaseOnModify \"true\": says why and what to write");
+	is_str(parse_error1("blockAttachUntilInitialized", "true", GiB),
+	       "blockAttachUntilInitialized: \"true\" is not supported: ControllerPublishVolume "
+	       "attaches a volume made from a snapshot at once, while EBS still fills it (leave "
+	       "it out; volumeInitializationRate bounds how long the filling takes)",
+	       "blockAttachUntilInitialized \"true\": says why and what to write");
+}
+
+/* The volume-type table against tests/ec2sim/limits.py, the simulator's model of EC2. */
+static void test_limits_match_simulator(void)
+{
+	static const char *const cmd =
+		PYTHON3 " -c 'import sys; sys.path.insert(0, \"" SOURCE_ROOT "/tests/ec2sim\"); "
+			"import limits\n"
+			"for t, l in sorted(limits.VOLUME_TYPES.items()):\n"
+			"    i = l.get(\"iops\", (0, 0)); th = l.get(\"throughput\", (0, 0))\n"
+			"    print(t, l[\"size\"][0], l[\"size\"][1], i[0], i[1], "
+			"l.get(\"iops_per_gib\", 0), th[0], th[1])'";
+	size_t n_types, seen = 0;
+	const VolumeTypeLimits *types = volume_type_limits(&n_types);
+	char name[32];
+	unsigned long long smin, smax, imin, imax, per, tmin, tmax;
+
+	FILE *f = popen(cmd, "r");
+	ok(f != NULL, "the simulator's table is read");
+	if (!f)
+		return;
+	while (fscanf(f, "%31s %llu %llu %llu %llu %llu %llu %llu", name, &smin, &smax, &imin,
+		      &imax, &per, &tmin, &tmax) == 8) {
+		const VolumeTypeLimits *t = NULL;
+		for (size_t i = 0; i < n_types; i++)
+			if (strcmp(types[i].name, name) == 0)
+				t = &types[i];
+		ok(t, "%s: in volplug's table", name);
+		if (!t)
+			continue;
+		seen++;
+		ok(t->min_gib == smin && t->max_gib == smax,
+		   "%s: sizes %llu-%llu GiB, the simulator's %llu-%llu", name,
+		   (unsigned long long)t->min_gib, (unsigned long long)t->max_gib, smin, smax);
+		ok(t->min_iops == imin && t->max_iops == imax && t->iops_per_gib == per,
+		   "%s: IOPS %u-%u, %u/GiB, the simulator's %llu-%llu, %llu/GiB", name, t->min_iops,
+		   t->max_iops, t->iops_per_gib, imin, imax, per);
+		ok(t->min_throughput == tmin && t->max_throughput == tmax,
+		   "%s: throughput %u-%u MiB/s, the simulator's %llu-%llu", name, t->min_throughput,
+		   t->max_throughput, tmin, tmax);
+	}
+	is_int(pclose(f), 0, "the simulator's table printed");
+	is_int(seen, n_types, "every type of volplug's table is the simulator's");
+}
+
 /* GetCapacity's sizes: a type's own range, and the range the parameters allow. */
 static void test_sizes(void)
 {
@@ -577,9 +734,9 @@ static void test_sizes(void)
 	is_int(volume_type_sizes("io2", &min, &max), 0, "io2's sizes");
 	ok(min == 4 * GiB && max == 65536 * GiB, "io2: 4 GiB to 64 TiB");
 	is_int(volume_type_sizes(VOLUME_TYPE_DEFAULT, &min, &max), 0, "the default type's sizes");
-	ok(min == GiB && max == 16384 * GiB, "gp3: 1 GiB to 16 TiB");
+	ok(min == GiB && max == 65536 * GiB, "gp3: 1 GiB to 64 TiB");
 	is_int(volume_type_sizes("gp9", &min, &max), -EINVAL, "no such type: -EINVAL");
-	ok(min == GiB && max == 16384 * GiB, "and nothing written");
+	ok(min == GiB && max == 65536 * GiB, "and nothing written");
 
 	ParamKV st1[] = {P("type", "st1")};
 	free(err);
@@ -596,9 +753,12 @@ int main(void)
 	test_create();
 	test_fs();
 	test_tags();
+	test_limits();
 	test_serialise();
 	test_modify();
 	test_sizes();
+	test_upstream_keys();
+	test_limits_match_simulator();
 	volume_params_done(&vp);
 	free(err);
 	return tap_done();

@@ -151,6 +151,20 @@ static void test_create(void)
 	       "message");
 	volume_params_done(&params);
 	strmap_done(&other);
+
+	/* A name that is not UTF-8 cannot be recorded: refused, and nothing is left behind (a
+	 * record without its name would be damage, and the retry's answer "cannot be read"). */
+	BackendVolumeList l = {};
+	is_int(create(b, "pvc-\xff", MIB, NULL, NULL, &again), -EINVAL,
+	       "a name that is not UTF-8: -EINVAL");
+	ok(error && strncmp(error, "name, parameters: not valid UTF-8 (volume vol-", 46) == 0,
+	   "the message names the fields: %s", error);
+	is_int(create(b, "pvc-\xff", MIB, NULL, NULL, &again), -EINVAL, "and again on a retry");
+	is_int(CALL(b, list_volumes, &(BackendListRequest){}, &l), 0, "list");
+	is_int(l.n_volumes, 2, "only the two volumes made before are there");
+	for (size_t i = 0; i < l.n_volumes; i++)
+		ok(!l.volumes[i].damage, "%s is sound", l.volumes[i].id);
+	backend_volume_list_done(&l);
 	backend_volume_done(&v);
 	backend_volume_done(&clone);
 	b->ops->free(b);
@@ -439,12 +453,19 @@ static void test_node_checks(void)
 	       "the message names the field");
 	q.access.block = true;
 	is_int(CALL(b, check_access, &q, NULL), 0, "raw block: no filesystem to judge");
-	q.access.mode = "MULTI_NODE_MULTI_WRITER";
-	is_int(CALL(b, check_access, &q, NULL), -EINVAL, "many writers on many nodes: refused");
-	is_str(error,
-	       "volume_capabilities[1].access_mode: MULTI_NODE_MULTI_WRITER is not supported by "
-	       "pool volumes",
-	       "the message names the mode");
+	/* the volume lives on this node: every mode is served here */
+	static const char *const modes[] = {"SINGLE_NODE_SINGLE_WRITER", "SINGLE_NODE_MULTI_WRITER",
+					    "MULTI_NODE_READER_ONLY", "MULTI_NODE_SINGLE_WRITER",
+					    "MULTI_NODE_MULTI_WRITER"};
+	for (size_t i = 0; i < ELEMENTSOF(modes); i++) {
+		q.access.mode = modes[i];
+		q.access.block = i % 2 == 0;
+		q.access.fstype = "";
+		is_int(CALL(b, check_access, &q, NULL), 0, "%s: served on the pool's node",
+		       modes[i]);
+	}
+	q.access.mode = "SINGLE_NODE_WRITER";
+	q.access.block = true;
 
 	create(b, "checked", MIB, NULL, NULL, &v);
 	Strmap ctx = {};

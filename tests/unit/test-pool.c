@@ -761,6 +761,41 @@ static void test_use_lock_after_recreate(void)
 	pool_close(p);
 }
 
+/* A pool is recorded beside it at its first open: found absent or empty later, it was lost,
+ * and only init makes a new one there. A pool whose directory goes while it is open is gone. */
+static void test_lost_pool(void)
+{
+	Pool *p;
+
+	new_pool("lost");
+	p = open_pool(0);
+	_cleanup_free_ char *record = xasprintf("%s/.lost.volplug", scratch);
+	_cleanup_free_ char *want = pool_record_path(dir);
+	is_str(want, record, "the record is beside the pool");
+	ok(access(record, F_OK) == 0, "made at the first open");
+	is_int(pool_probe(p), 0, "usable");
+	_cleanup_free_ char *moved = xasprintf("%s/lost-moved", scratch);
+	ok(rename(dir, moved) == 0, "the pool's directory goes elsewhere");
+	is_int(pool_probe(p), -ENOMEDIUM, "the open pool is gone from its path");
+	pool_close(p);
+
+	p = NULL;
+	is_int(pool_open(&(PoolConfig){.path = dir}, &p), -ENOMEDIUM, "absent: refused");
+	ok(access(dir, F_OK) < 0, "and not made");
+	ok(mkdir(dir, 0700) == 0, "an empty directory in its place");
+	is_int(pool_open(&(PoolConfig){.path = dir}, &p), -ENOMEDIUM, "empty: refused");
+	_cleanup_free_ char *file = path_in("notes");
+	write_text("notes", "x");
+	is_int(pool_open(&(PoolConfig){.path = dir, .init = true}, &p), -ENOTEMPTY,
+	       "init: not over files");
+	ok(unlink(file) == 0, "the files gone");
+	is_int(pool_open(&(PoolConfig){.path = dir, .init = true}, &p), 0, "init: a new pool");
+	is_int(entries("volumes"), 0, "an empty one");
+	pool_close(p);
+	is_int(pool_open(&(PoolConfig){.path = moved}, &p), 0, "the moved pool opens where it is");
+	pool_close(p);
+}
+
 int main(void)
 {
 	setenv("VOLPLUG_FAILPOINTS", FAILPOINTS, 1);
@@ -780,5 +815,6 @@ int main(void)
 	test_mkfs_mark();
 	test_delete_staged();
 	test_use_lock_after_recreate();
+	test_lost_pool();
 	return tap_done();
 }

@@ -47,5 +47,14 @@ int main(void)
 	is_int(len, 11, "its length");
 	_cleanup_free_ char *z = utf8_replace_invalid("\xff\0x", 3, &len);
 	ok(len == 5 && memcmp(z, "\xef\xbf\xbd\0x", 5) == 0, "NUL bytes kept");
+
+	ok(utf8_valid("", 0), "utf8_valid: empty text is valid");
+	ok(utf8_valid("pvc-caf\xc3\xa9 \xf0\x9f\x98\x80", 14), "utf8_valid: ASCII, 2 and 4 bytes");
+	ok(!utf8_valid("pvc-\xff", 5), "utf8_valid: a stray byte refused");
+	ok(!utf8_valid("\xc0\xaf", 2), "utf8_valid: overlong form refused");
+	ok(!utf8_valid("\xed\xa0\x80", 3), "utf8_valid: surrogate refused");
+	ok(!utf8_valid("ok\xe2\x80", 4), "utf8_valid: sequence cut at the end refused");
+	ok(utf8_valid("a\0b", 3),
+	   "utf8_valid: NUL is a valid code point (the wire check refuses it)");
 	return tap_done();
 }

@@ -5,16 +5,23 @@
  *
  * The names instances' volumes hold come from EC2: the first publish to an instance after a
  * start reads its block device mapping (DescribeInstances) into the allocator, so a name is
- * never given twice, even to a volume a killed controller was attaching. Every idempotency
- * case is settled by what EC2 says when it refuses: VolumeInUse (attached here already: the
- * same device; attached elsewhere: FAILED_PRECONDITION; detaching: wait, then attach) or
- * IncorrectState (an unpublish while attaching: wait, then detach). */
+ * never given twice, even to a volume a killed controller was attaching.
+ *
+ * A publish settles idempotency and exclusivity itself, whatever EC2 would refuse: it looks at
+ * the volume's attachments first (one batched DescribeVolumes, ebs_waiter_look()): attached
+ * here, the same device; attached elsewhere in a one-node mode, FAILED_PRECONDITION; read-only
+ * where it was published read-write (or the reverse), ALREADY_EXISTS; detaching, wait. It
+ * keeps the instance's attach limit too (ebs-limits.h), counting every EBS volume of its block
+ * device mapping, the root volume and volumes volplug did not attach among them. What EC2 says
+ * when it refuses stays the second line, for what changed since the look: VolumeInUse,
+ * AttachmentLimitExceeded, IncorrectState (an unpublish while attaching: wait, then detach). */
 #include <errno.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "ebs-controller.h"
 #include "error-util.h"
+#include "ebs-limits.h"
 #include "failpoint.h"
 #include "log.h"
 #include "strv.h"
@@ -27,12 +34,36 @@
 
 /* ---- instances ---- */
 
+/* What a publish needs of an instance (c->instances' values). */
+typedef struct NodeInfo {
+	uint32_t max_volumes; /* EBS volumes it can have attached, the root volume included; 0: no
+			       * limit known (a type of another shape) */
+	size_t others;	      /* of its block device mapping when read: volumes at names outside
+			       * the allocator's list (its root volume, volumes attached by others) */
+	char zone[];
+} NodeInfo;
+
 static bool node_known(EbsController *c, const char *node)
 {
 	pthread_mutex_lock(&c->lock);
 	bool known = hashmap_contains(c->instances, node);
 	pthread_mutex_unlock(&c->lock);
 	return known;
+}
+
+/* How many names of the allocator's list the node may hold: its limit less the volumes at
+ * other names; 0: no limit known. *ret_full: none at all. */
+static size_t node_names_max(EbsController *c, const char *node, bool *ret_full)
+{
+	size_t max = 0;
+
+	pthread_mutex_lock(&c->lock);
+	const NodeInfo *info = hashmap_get(c->instances, node);
+	*ret_full = info && info->max_volumes && info->others >= info->max_volumes;
+	if (info && info->max_volumes && !*ret_full)
+		max = info->max_volumes - info->others;
+	pthread_mutex_unlock(&c->lock);
+	return max;
 }
 
 static int node_describe(EbsController *c, const char *node, usec_t deadline, char **ret_error);
@@ -57,6 +88,8 @@ static int node_describe(EbsController *c, const char *node, usec_t deadline, ch
 	Ec2Error e = {};
 	XmlNode *reply = NULL;
 	EbsInstance inst = {};
+	uint32_t limit = 0;
+	size_t others = 0;
 
 	ec2_params_add(&p, "InstanceId.1", node);
 	int r = ebs_call(c, "DescribeInstances", &p, deadline, &reply, &e, ret_error, NULL);
@@ -77,16 +110,75 @@ static int node_describe(EbsController *c, const char *node, usec_t deadline, ch
 		ebs_instance_done(&inst);
 		return r;
 	}
-	for (size_t i = 0; inst.devices && inst.devices[i]; i++)
-		if (devnames_restore(c->devnames, node, inst.volumes[i], inst.devices[i]) ==
-		    -EEXIST)
+	for (size_t i = 0; inst.devices && inst.devices[i]; i++) {
+		r = devnames_restore(c->devnames, node, inst.volumes[i], inst.devices[i]);
+		if (r == -EEXIST)
 			log_debug("instance %s: %s of volume %s is held by another volume here",
 				  node, inst.devices[i], inst.volumes[i]);
+		else if (r == -EINVAL)
+			/* a name the allocator never gives: its root volume, or not ours */
+			others++;
+	}
+	/* The limit as NodeGetInfo computes it, with no volume left out: every EBS volume of the
+	 * mapping is counted here. */
+	if (ebs_attach_limit(&(EbsInstanceShape){.type = inst.type, .enis = inst.enis}, &limit) ==
+	    0)
+		limit++; /* its root volume */
+	const char *zone = inst.zone ?: "";
+	NodeInfo *info = xmalloc(sizeof(NodeInfo) + strlen(zone) + 1);
+	*info = (NodeInfo){.max_volumes = limit, .others = others};
+	strcpy(info->zone, zone);
 	pthread_mutex_lock(&c->lock);
 	free(hashmap_remove(c->instances, node));
-	(void)hashmap_put(c->instances, node, xstrdup(inst.zone));
+	(void)hashmap_put(c->instances, node, info);
 	pthread_mutex_unlock(&c->lock);
+	log_debug("instance %s (%s): %zu volume(s) at other names, attach limit %u", node,
+		  inst.type ?: "?", others, limit);
 	ebs_instance_done(&inst);
+	return 0;
+}
+
+/* A name for volume on node within the node's attach limit: 0 with *ret_device (the name it
+ * holds already, if any), -EMLINK when the node is full (read again once before saying so),
+ * -ENOSPC when no name of the list is left. */
+static int node_allocate(EbsController *c, const BackendAttach *r, usec_t deadline,
+			 char **ret_device, char **ret_error)
+{
+	bool full;
+	int e = -EMLINK;
+
+	for (unsigned pass = 0; pass < 2 && e == -EMLINK; pass++) {
+		/* full: EC2 may have detached some since it was read */
+		if (pass > 0 && (e = node_ensure(c, r->node_id, true, deadline, ret_error)) < 0)
+			return e;
+		size_t max = node_names_max(c, r->node_id, &full);
+		if (full && devnames_lookup(c->devnames, r->node_id, r->volume_id, ret_device) == 0)
+			return 0;
+		e = full ? -EMLINK
+			 : devnames_allocate_max(c->devnames, r->node_id, r->volume_id, max,
+						 ret_device);
+	}
+	if (e == -EMLINK) {
+		size_t others = 0;
+		uint32_t limit = 0;
+		pthread_mutex_lock(&c->lock);
+		const NodeInfo *info = hashmap_get(c->instances, r->node_id);
+		if (info) {
+			others = info->others;
+			limit = info->max_volumes;
+		}
+		pthread_mutex_unlock(&c->lock);
+		return errorf(ret_error, -EMLINK,
+			      "node %s cannot take volume %s: its %zu attached EBS volumes (the "
+			      "root volume and any volplug did not attach included) reach its "
+			      "attach limit of %u",
+			      r->node_id, r->volume_id,
+			      others + devnames_count(c->devnames, r->node_id), limit);
+	}
+	if (e < 0)
+		return errorf(ret_error, -EMLINK,
+			      "node %s has no free device name left (%d are in use)", r->node_id,
+			      DEVNAMES_MAX);
 	return 0;
 }
 
@@ -194,28 +286,24 @@ typedef enum {
 	ATTACH_AGAIN = 2, /* a state settled: try AttachVolume again */
 } AttachNext;
 
-/* VolumeInUse: where is it attached? Here: the same device, once attached. Detaching: wait,
- * then again. Elsewhere: FAILED_PRECONDITION, unless the mode lets several nodes have it. */
-static int attach_in_use(EbsController *c, const BackendAttach *r, const char *device,
-			 usec_t deadline, BackendAttachment *ret, char **ret_error)
+/* What the volume's attachments say before an AttachVolume (v as just seen): here, the same
+ * device, once attached (ATTACH_DONE); elsewhere, FAILED_PRECONDITION unless the mode lets
+ * several nodes have it; detaching, wait; ATTACH_AGAIN when nothing stands in the way. */
+static int attach_existing(EbsController *c, const BackendAttach *r, const EbsVolume *v,
+			   usec_t deadline, BackendAttachment *ret, char **ret_error)
 {
-	_cleanup_free_ char *attached_as = NULL;
-	EbsVolume v = {};
-	int e;
+	_cleanup_free_ char *attached_as = NULL, *held = NULL;
+	int e = 0;
 
-	if ((e = ebs_volume_describe(c, r->volume_id, "volume_id", deadline, &v, ret_error)) < 0)
-		return e;
-	const EbsAttachment *here = ebs_volume_attachment(&v, r->node_id);
+	const EbsAttachment *here = ebs_volume_attachment(v, r->node_id);
 	if (here && strcmp(here->state, "detaching") != 0 && strcmp(here->state, "detached") != 0) {
-		bool read_only = read_only_tagged(&v, r->node_id);
-		if (read_only != r->read_only) {
-			e = errorf(ret_error, -EEXIST,
-				   "volume %s is already published to node %s with readonly=%s",
-				   r->volume_id, r->node_id, read_only ? "true" : "false");
-			ebs_volume_done(&v);
-			return e;
-		}
-		if (strcmp(here->device, device) != 0) {
+		bool read_only = read_only_tagged(v, r->node_id);
+		if (read_only != r->read_only)
+			return errorf(ret_error, -EEXIST,
+				      "volume %s is already published to node %s with readonly=%s",
+				      r->volume_id, r->node_id, read_only ? "true" : "false");
+		if (devnames_lookup(c->devnames, r->node_id, r->volume_id, &held) < 0 ||
+		    strcmp(held, here->device) != 0) {
 			devnames_release(c->devnames, r->node_id, r->volume_id);
 			(void)devnames_restore(c->devnames, r->node_id, r->volume_id, here->device);
 		}
@@ -225,32 +313,52 @@ static int attach_in_use(EbsController *c, const BackendAttach *r, const char *d
 		else
 			e = attachment_wait(c, r->volume_id, r->node_id, false, deadline,
 					    &attached_as, NULL, ret_error);
-		if (e == 0)
-			attachment_result(attached_as, existed, ret);
-		ebs_volume_done(&v);
-		return e < 0 ? e : ATTACH_DONE;
+		if (e < 0)
+			return e;
+		attachment_result(attached_as, existed, ret);
+		return ATTACH_DONE;
 	}
 	const char *wait_for = here ? r->node_id : NULL;
-	for (size_t i = 0; !wait_for && i < v.n_attachments; i++) {
-		const EbsAttachment *a = &v.attachments[i];
-		if (strcmp(a->state, "detaching") == 0)
+	for (size_t i = 0; !wait_for && i < v->n_attachments; i++) {
+		const EbsAttachment *a = &v->attachments[i];
+		if (strcmp(a->state, "detaching") == 0 && !r->access.multi_node)
 			wait_for = a->instance_id;
-		else if (strcmp(a->state, "detached") != 0 && !r->access.multi_node) {
+		else if (strcmp(a->state, "detached") != 0 &&
+			 (!r->access.multi_node || !v->multi_attach)) {
 			devnames_release(c->devnames, r->node_id, r->volume_id);
-			e = errorf(ret_error, -ENOTEMPTY,
-				   "volume %s is attached to node %s (EC2 attachment %s) and its "
-				   "access mode %s allows one node only",
-				   r->volume_id, a->instance_id, a->state, r->access.mode);
-			ebs_volume_done(&v);
-			return e;
+			if (r->access.multi_node)
+				/* EC2 says VolumeInUse again and again: say why at once */
+				return errorf(
+					ret_error, -ENOTEMPTY,
+					"volume %s is attached to node %s (EC2 attachment %s) and "
+					"was made without Multi-Attach: one node only",
+					r->volume_id, a->instance_id, a->state);
+			else
+				return errorf(
+					ret_error, -ENOTEMPTY,
+					"volume %s is attached to node %s (EC2 attachment %s) and "
+					"its access mode %s allows one node only",
+					r->volume_id, a->instance_id, a->state, r->access.mode);
 		}
 	}
-	_cleanup_free_ char *instance = wait_for ? xstrdup(wait_for) : NULL;
-	ebs_volume_done(&v);
-	if (instance && (e = attachment_wait(c, r->volume_id, instance, true, deadline, NULL, NULL,
+	if (wait_for && (e = attachment_wait(c, r->volume_id, wait_for, true, deadline, NULL, NULL,
 					     ret_error)) < 0)
 		return e;
 	return ATTACH_AGAIN;
+}
+
+/* VolumeInUse: what changed since the look? */
+static int attach_in_use(EbsController *c, const BackendAttach *r, usec_t deadline,
+			 BackendAttachment *ret, char **ret_error)
+{
+	EbsVolume v = {};
+
+	int e = ebs_volume_describe(c, r->volume_id, "volume_id", deadline, &v, ret_error);
+	if (e < 0)
+		return e;
+	e = attach_existing(c, r, &v, deadline, ret, ret_error);
+	ebs_volume_done(&v);
+	return e;
 }
 
 /* IncorrectState: a volume still being made is waited for; one going away is not there. */
@@ -287,7 +395,7 @@ static int attach_refused(EbsController *c, const BackendAttach *r, const char *
 	const char *msg = ec2->message ?: strerror(-e);
 
 	if (ebs_code_is(ec2, "VolumeInUse"))
-		return attach_in_use(c, r, device, deadline, ret, ret_error);
+		return attach_in_use(c, r, deadline, ret, ret_error);
 	/* From here on the volume was not attached with device. */
 	devnames_release(c->devnames, r->node_id, r->volume_id);
 	if (ebs_code_is(ec2, "IncorrectState"))
@@ -349,11 +457,9 @@ static int attach_once(EbsController *c, const BackendAttach *r, usec_t deadline
 	Ec2Params p = {};
 	Ec2Error ec2 = {};
 
-	int e = devnames_allocate(c->devnames, r->node_id, r->volume_id, &device);
+	int e = node_allocate(c, r, deadline, &device, ret_error);
 	if (e < 0)
-		return errorf(ret_error, -EMLINK,
-			      "node %s has no free device name left (%d are in use)", r->node_id,
-			      DEVNAMES_MAX);
+		return e;
 	ec2_params_add(&p, "VolumeId", r->volume_id);
 	ec2_params_add(&p, "InstanceId", r->node_id);
 	ec2_params_add(&p, "Device", device);
@@ -386,11 +492,38 @@ static int attach_once(EbsController *c, const BackendAttach *r, usec_t deadline
 	return ATTACH_DONE;
 }
 
+/* The volume as it is before the first AttachVolume: its attachments (attach_existing()), or
+ * a wait while it is still being made. */
+static int attach_look(EbsController *c, const BackendAttach *r, usec_t deadline,
+		       BackendAttachment *ret, char **ret_error)
+{
+	static const char *const available[] = {"available", "in-use", NULL};
+	EbsVolume v = {};
+
+	int e = ebs_volume_look(c, r->volume_id, "volume_id", deadline, &v, ret_error);
+	if (e < 0)
+		return e;
+	if (strcmp(v.state, "creating") == 0)
+		e = ebs_volume_wait_state(c, r->volume_id, "create", available, false, deadline,
+					  NULL, ret_error);
+	else if (strcmp(v.state, "deleting") == 0 || strcmp(v.state, "deleted") == 0)
+		e = errorf(ret_error, -ENOENT, "volume_id: volume %s is %s", r->volume_id, v.state);
+	else
+		e = attach_existing(c, r, &v, deadline, ret, ret_error);
+	ebs_volume_done(&v);
+	return e < 0 ? e : e == ATTACH_DONE ? ATTACH_DONE : ATTACH_AGAIN;
+}
+
 int ebs_attach(EbsController *c, const BackendAttach *r, BackendAttachment *ret, char **ret_error)
 {
 	usec_t deadline = ebs_deadline();
 
 	int e = node_ensure(c, r->node_id, false, deadline, ret_error);
+	if (e < 0)
+		return e;
+	e = attach_look(c, r, deadline, ret, ret_error);
+	if (e == ATTACH_DONE)
+		return 0;
 	if (e < 0)
 		return e;
 	for (unsigned i = 0; i < ATTACH_TRIES; i++) {

@@ -30,21 +30,46 @@ static int ebs_probe(Backend *b, char **ret_error)
 	if (r < 0)
 		return errorf(ret_error, r, "the EBS node's state directory %s is not usable: %s",
 			      ebs_node_state_dir(n), strerror(-r));
-	return 0;
+	/* the controller: EC2 with its credentials, asked at most every 30 s */
+	return ebs_of(b)->controller ? ebs_controller_probe(ebs_of(b)->controller, ret_error) : 0;
 }
 
-/* EBS volumes are used by one node at a time, or by many at once as raw devices (io2
- * Multi-Attach); the node makes the filesystems of the block-device node service. */
+static bool multi_attach_type(const char *type)
+{
+	return strcmp(type, "io1") == 0 || strcmp(type, "io2") == 0;
+}
+
+/* EBS volumes are used by one node at a time, or by several at once only as raw block
+ * devices of io1 or io2 made with Multi-Attach (MULTI_NODE_MULTI_WRITER, block access: no
+ * filesystem survives two nodes writing it, and EBS has no read-only attachment); the node
+ * makes the filesystems of the block-device node service. */
 static int check_access_op(Backend *b, const BackendAccessCheck *r, void *ret, char **ret_error)
 {
 	(void)b;
 	(void)ret;
-	if (r->access.multi_node &&
-	    (strcmp(r->access.mode, "MULTI_NODE_MULTI_WRITER") != 0 || !r->access.block))
+	if (r->access.multi_node && strcmp(r->access.mode, EBS_MULTI_ATTACH_MODE) != 0)
 		return errorf(ret_error, -EINVAL,
 			      "%s.access_mode: %s is not supported by EBS volumes (several nodes "
-			      "only write raw block devices, with io2 Multi-Attach)",
+			      "use an EBS volume only as MULTI_NODE_MULTI_WRITER block volumes of "
+			      "io1 or io2, with Multi-Attach)",
 			      r->field, r->access.mode);
+	if (r->access.multi_node && !r->access.block)
+		return errorf(ret_error, -EINVAL,
+			      "%s.access_mode: %s is not supported for EBS filesystem volumes "
+			      "(Multi-Attach volumes are raw block devices: no filesystem survives "
+			      "two nodes writing it; ask for block access)",
+			      r->field, r->access.mode);
+	if (r->access.multi_node && r->params && !multi_attach_type(r->params->type))
+		return errorf(ret_error, -EINVAL,
+			      "%s.access_mode: %s needs an io1 or io2 volume (EBS Multi-Attach), "
+			      "not type %s (set parameters.type to io2)",
+			      r->field, r->access.mode, r->params->type);
+	if (r->access.multi_node && r->volume &&
+	    strcmp(r->volume->access_mode ?: "", EBS_MULTI_ATTACH_MODE) != 0)
+		return errorf(ret_error, -EINVAL,
+			      "%s.access_mode: %s needs a volume made with Multi-Attach; volume %s "
+			      "was made for one node",
+			      r->field, r->access.mode, r->volume->id);
 	if (!r->access.block && !blocknode_fstype_supported(r->access.fstype ?: ""))
 		return errorf(
 			ret_error, -EINVAL,

@@ -25,6 +25,9 @@
 
 static int volumes_fetch(void *userdata, char *const *ids, size_t n, usec_t deadline, EbsFound *ret,
 			 char **ret_error);
+static int names_fetch(void *userdata, char *const *names, size_t n, usec_t deadline, EbsFound *ret,
+		       char **ret_error);
+static void named_free(void *p);
 int ebs_modifications_fetch(void *userdata, char *const *ids, size_t n, usec_t deadline,
 			    EbsFound *ret, char **ret_error);
 
@@ -79,6 +82,12 @@ int ebs_controller_new(const EbsControllerConfig *config, EbsController **ret, c
 		.free_item = ebs_volume_free,
 		.userdata = c,
 	});
+	c->names = ebs_waiter_new(&(EbsWaiterConfig){
+		.name = "DescribeVolumes by name",
+		.fetch = names_fetch,
+		.free_item = named_free,
+		.userdata = c,
+	});
 	c->modifications = ebs_waiter_new(&(EbsWaiterConfig){
 		.name = "DescribeVolumesModifications",
 		.fetch = ebs_modifications_fetch,
@@ -93,6 +102,7 @@ int ebs_controller_new(const EbsControllerConfig *config, EbsController **ret, c
 	});
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->discover_lock, NULL);
+	pthread_mutex_init(&c->probe_lock, NULL);
 	c->instances = hashmap_new(free_value);
 	c->recent_volumes = hashmap_new(free_value);
 	log_debug("EBS controller: region %s, EC2 at %s, driver tag %s=%s", c->region,
@@ -107,6 +117,7 @@ void ebs_controller_free(EbsController *c)
 		return;
 	/* the pollers first: they call EC2 */
 	ebs_waiter_free(c->volumes);
+	ebs_waiter_free(c->names);
 	ebs_waiter_free(c->modifications);
 	ebs_waiter_free(c->snapshots);
 	ec2_client_free(c->ec2);
@@ -122,7 +133,58 @@ void ebs_controller_free(EbsController *c)
 	free(c->region);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->discover_lock);
+	pthread_mutex_destroy(&c->probe_lock);
+	free(c->probe_error);
 	free(c);
+}
+
+/* The last answer, under probe_lock. */
+static int probe_answer(EbsController *c, char **ret_error)
+{
+	if (c->probe_result < 0 && ret_error)
+		*ret_error = xstrdup(c->probe_error ?: strerror(-c->probe_result));
+	return c->probe_result;
+}
+
+int ebs_controller_probe(EbsController *c, char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+	usec_t now = now_usec(CLOCK_MONOTONIC);
+	Ec2Params p = {};
+	int r;
+
+	pthread_mutex_lock(&c->probe_lock);
+	if (c->probing || (c->probed && now - c->probed < EBS_PROBE_INTERVAL)) {
+		r = probe_answer(c, ret_error);
+		pthread_mutex_unlock(&c->probe_lock);
+		return r;
+	}
+	c->probing = true;
+	pthread_mutex_unlock(&c->probe_lock);
+
+	const char *region[] = {c->region};
+	ec2_params_add_filter(&p, "region-name", region, 1);
+	/* within the Probe's own deadline too: the kubelet's liveness probe waits a second */
+	r = ebs_call(c, "DescribeAvailabilityZones", &p,
+		     MIN(now + EBS_PROBE_TIMEOUT, call_deadline()), NULL, NULL, &err, NULL);
+	ec2_params_done(&p);
+	if (r == -EAGAIN) {
+		/* throttled or 5xx until the retries ran out: EC2 is there, and busy */
+		log_debug("EBS controller probe: %s", err);
+		r = 0;
+	}
+
+	pthread_mutex_lock(&c->probe_lock);
+	c->probing = false;
+	c->probed = now_usec(CLOCK_MONOTONIC);
+	c->probe_result = r;
+	free(c->probe_error);
+	c->probe_error = r < 0 ? xasprintf("EC2 at %s does not answer the EBS controller: %s",
+					   ec2_client_endpoint(c->ec2), err ?: strerror(-r))
+			       : NULL;
+	r = probe_answer(c, ret_error);
+	pthread_mutex_unlock(&c->probe_lock);
+	return r;
 }
 
 /* ---- shared ---- */
@@ -204,6 +266,8 @@ bool ebs_recent_volume(EbsController *c, const char *id)
 }
 
 /* ---- describing and waiting ---- */
+
+static bool volume_id_valid(const char *s);
 
 /* Parses every volumeSet item of reply into a heap array. */
 static size_t volumes_parse(const XmlNode *reply, EbsVolume **ret)
@@ -351,6 +415,150 @@ int ebs_volume_describe(EbsController *c, const char *id, const char *field, use
 		return errorf(ret_error, r, "%s: %s", field, err);
 	if (r < 0)
 		return errorf(ret_error, r, "%s", err);
+	return 0;
+}
+
+typedef struct Look {
+	EbsVolume seen;
+	bool have;
+} Look;
+
+static int look_check(const void *item, void *userdata, char **ret_error _unused_)
+{
+	Look *l = userdata;
+
+	if (item) {
+		ebs_volume_copy(item, &l->seen);
+		l->have = true;
+	}
+	return 1;
+}
+
+int ebs_volume_look(EbsController *c, const char *id, const char *field, usec_t deadline,
+		    EbsVolume *ret, char **ret_error)
+{
+	Look l = {};
+
+	/* An ID of another shape would fail the whole batch (InvalidVolumeID.Malformed). */
+	if (!volume_id_valid(id))
+		return errorf(ret_error, -ENOENT, "%s: volume %s not found (not a volume ID)",
+			      field, id);
+	int r = ebs_waiter_look(c->volumes, id, look_check, &l, deadline, ret_error);
+	if (r < 0)
+		return r;
+	if (!l.have)
+		/* made a moment ago and not shown yet, or not there: as describe says */
+		return ebs_volume_describe(c, id, field, deadline, ret, ret_error);
+	*ret = l.seen;
+	return 0;
+}
+
+/* ---- volumes by name ---- */
+
+/* What a poll by name found of one name: this driver's live volumes of that name. */
+typedef struct Named {
+	EbsVolume *volumes;
+	size_t n;
+} Named;
+
+static void named_free(void *p)
+{
+	Named *x = p;
+
+	volumes_free(x->volumes, x->n);
+	free(x);
+}
+
+static bool volume_live(const EbsVolume *v)
+{
+	return strcmp(v->state, "deleting") != 0 && strcmp(v->state, "deleted") != 0;
+}
+
+/* The names waiter's call: one DescribeVolumes by this driver's tag and the names' tag (EC2
+ * takes 200 values a filter, the waiter's batch), an item for every name asked. */
+static int names_fetch(void *userdata, char *const *names, size_t n, usec_t deadline, EbsFound *ret,
+		       char **ret_error)
+{
+	EbsController *c = userdata;
+	const char *drivers[] = {c->driver_name};
+	_cleanup_free_ char *next = NULL;
+	Named **found = xnew0(Named *, n);
+
+	for (size_t i = 0; i < n; i++)
+		found[i] = xnew0(Named, 1);
+	do {
+		Ec2Params p = {};
+		XmlNode *reply = NULL;
+		EbsVolume *v;
+
+		ec2_params_add_filter(&p, "tag:" EBS_TAG_VOLUME_NAME, (const char *const *)names,
+				      n);
+		ec2_params_add_filter(&p, "tag:" EBS_TAG_DRIVER, drivers, 1);
+		if (next)
+			ec2_params_add(&p, "NextToken", next);
+		int r = ebs_call(c, "DescribeVolumes", &p, deadline, &reply, NULL, ret_error,
+				 "DescribeVolumes by name");
+		ec2_params_done(&p);
+		if (r < 0) {
+			for (size_t i = 0; i < n; i++)
+				named_free(found[i]);
+			free(found);
+			return r;
+		}
+		free(next);
+		const char *token = xml_text(reply, "nextToken");
+		next = token && *token ? xstrdup(token) : NULL;
+		size_t m = volumes_parse(reply, &v);
+		xml_free(reply);
+		for (size_t k = 0; k < m; k++) {
+			/* a filter value may hold wildcards: only the exact name counts */
+			const char *name = strmap_get(&v[k].tags, EBS_TAG_VOLUME_NAME);
+			Named *x = NULL;
+			for (size_t i = 0; name && i < n && !x; i++)
+				if (strcmp(names[i], name) == 0)
+					x = found[i];
+			if (!x || !volume_live(&v[k])) {
+				ebs_volume_done(&v[k]);
+				continue;
+			}
+			x->volumes = xrealloc(x->volumes, (x->n + 1) * sizeof(EbsVolume));
+			x->volumes[x->n++] = v[k];
+		}
+		free(v);
+	} while (next);
+	*ret = (EbsFound){.ids = xnew0(char *, n), .items = (void **)found, .n = n};
+	for (size_t i = 0; i < n; i++)
+		ret->ids[i] = xstrdup(names[i]);
+	return 0;
+}
+
+static int named_check(const void *item, void *userdata, char **ret_error _unused_)
+{
+	const Named *x = item;
+	Look *l = userdata;
+	ssize_t best = -1;
+
+	for (size_t i = 0; x && i < x->n; i++)
+		if (best < 0 || x->volumes[i].created < x->volumes[best].created)
+			best = (ssize_t)i;
+	if (best >= 0) {
+		ebs_volume_copy(&x->volumes[best], &l->seen);
+		l->have = true;
+	}
+	return 1;
+}
+
+int ebs_volume_find_named(EbsController *c, const char *name, usec_t deadline, EbsVolume *ret,
+			  char **ret_error)
+{
+	Look l = {};
+
+	int r = ebs_waiter_look(c->names, name, named_check, &l, deadline, ret_error);
+	if (r < 0)
+		return r;
+	if (!l.have)
+		return -ENOENT;
+	*ret = l.seen;
 	return 0;
 }
 
@@ -546,6 +754,10 @@ static void create_params(EbsController *c, const BackendCreateVolume *r, const 
 		ec2_params_add(p, "KmsKeyId", r->params->kms_key_id);
 	if (snapshot_id)
 		ec2_params_add(p, "SnapshotId", snapshot_id);
+	/* EC2 refuses it without a snapshot, as the EBS driver leaves it to EC2 to say */
+	if (r->params->initialization_rate)
+		ec2_params_addf(p, "VolumeInitializationRate", "%u",
+				r->params->initialization_rate);
 	if (r->access.multi_node)
 		ec2_params_add(p, "MultiAttachEnabled", "true");
 	create_tags(c, r, &tags);
@@ -724,17 +936,18 @@ int ebs_create_volume(EbsController *c, const BackendCreateVolume *r, BackendVol
 
 	if ((e = pick_zone(c, r, deadline, &zone, ret_error)) < 0)
 		return e;
-	if (clone) {
-		/* made already: its snapshot may be gone, so look before taking another */
-		e = volume_find_by_name(c, r->name, deadline, &made, ret_error);
-		if (e == 0)
-			e = create_existing(c, &made, deadline, ret, ret_error);
-		if (e == -ENOENT)
-			e = ebs_clone_snapshot(c, r, deadline, &clone_snapshot, ret_error);
-		if (e < 0) {
-			ebs_volume_done(&made);
-			return e;
-		}
+	/* This driver's volume of the name first, whatever EC2 makes of a ClientToken (the second
+	 * line, for a volume EC2 does not show yet); a clone's snapshot may be gone by now. */
+	e = ebs_volume_find_named(c, r->name, deadline, &made, ret_error);
+	if (e == 0 && strcmp(made.state, "error") == 0)
+		e = create_errored(c, r, made.id, deadline, ret_error);
+	else if (e == 0)
+		e = create_existing(c, &made, deadline, ret, ret_error);
+	if (e == -ENOENT)
+		e = clone ? ebs_clone_snapshot(c, r, deadline, &clone_snapshot, ret_error) : 0;
+	if (e < 0) {
+		ebs_volume_done(&made);
+		return e;
 	}
 	const char *snapshot = clone ? clone_snapshot
 			       : r->source_kind && strcmp(r->source_kind, "snapshot") == 0

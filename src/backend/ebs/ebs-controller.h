@@ -36,6 +36,10 @@
 #define EBS_VISIBLE_WAIT (30 * USEC_PER_SEC)
 /* The EBS driver's default size of a volume whose request gives none. */
 #define EBS_DEFAULT_SIZE (100 * EBS_GIB)
+/* EC2's modification rate since 2026-01-15: this many ModifyVolume of a volume in any period
+ * this long, each as soon as the one before completed. */
+#define EBS_MODIFY_LIMIT 4
+#define EBS_MODIFY_PERIOD (24 * 3600 * USEC_PER_SEC)
 
 typedef struct EbsControllerConfig {
 	const char *driver_name;   /* tags what it makes, and what it lists */
@@ -62,6 +66,7 @@ typedef struct EbsController {
 	Ec2Client *ec2;
 	DevNames *devnames;
 	EbsWaiter *volumes;	  /* DescribeVolumes */
+	EbsWaiter *names;	  /* DescribeVolumes by CSI name (its ids are names) */
 	EbsWaiter *modifications; /* DescribeVolumesModifications */
 	EbsWaiter *snapshots;	  /* DescribeSnapshots */
 
@@ -71,17 +76,37 @@ typedef struct EbsController {
 	pthread_mutex_t lock;
 	/* guarded by lock: */
 	char **zones;		 /* the region's, asked once; NULL: not yet */
-	Hashmap *instances;	 /* instance id -> char * zone: seen, device names restored */
+	Hashmap *instances;	 /* instance id -> what publishes need (ebs-attach.c): seen,
+				  * device names restored */
 	Hashmap *recent_volumes; /* volume id -> usec_t * when made */
 	EbsRecentSnapshot *recent_snapshots;
 	size_t n_recent_snapshots;
+
+	pthread_mutex_t probe_lock; /* a leaf: never held across the EC2 call */
+	/* guarded by probe_lock: the last probe of EC2 */
+	usec_t probed;	   /* CLOCK_MONOTONIC; 0: never */
+	bool probing;	   /* a thread is asking EC2 now */
+	int probe_result;  /* 0 or a negative errno */
+	char *probe_error; /* why not, or NULL */
 } EbsController;
+
+/* How often the controller's readiness asks EC2 (ebs_controller_probe()), and how long it
+ * waits for the answer. */
+#define EBS_PROBE_INTERVAL (30 * USEC_PER_SEC)
+#define EBS_PROBE_TIMEOUT (5 * USEC_PER_SEC)
 
 /* Finds the region (AWS_REGION, AWS_DEFAULT_REGION, the instance metadata) and makes the EC2
  * client; no call to EC2 yet, no credential read yet. Fills *ret, or a negative errno with
  * *ret_error naming what is missing. Blocks (the metadata service). */
 int ebs_controller_new(const EbsControllerConfig *config, EbsController **ret, char **ret_error);
 void ebs_controller_free(EbsController *c);
+
+/* Readiness: whether EC2 answers with these credentials at this endpoint, by
+ * DescribeAvailabilityZones of the region (what the controller asks first anyway, in every IAM
+ * policy it needs) at most once per EBS_PROBE_INTERVAL; between calls, and while another
+ * thread's call runs, the last answer. Throttling is an answer: EC2 is there. Returns 0 or the
+ * call's negative errno with *ret_error saying why. Blocks up to EBS_PROBE_TIMEOUT. */
+int ebs_controller_probe(EbsController *c, char **ret_error);
 
 /* The deadline of the running operation: the client's, or EBS_OPERATION_TIMEOUT from now. */
 usec_t ebs_deadline(void);
@@ -106,6 +131,17 @@ bool ebs_recent_volume(EbsController *c, const char *id);
 int ebs_volume_describe(EbsController *c, const char *id, const char *field, usec_t deadline,
 			EbsVolume *ret, char **ret_error);
 
+/* As ebs_volume_describe(), through the batched poll (ebs_waiter_look()): one DescribeVolumes
+ * serves every look and wait of the moment. */
+int ebs_volume_look(EbsController *c, const char *id, const char *field, usec_t deadline,
+		    EbsVolume *ret, char **ret_error);
+
+/* This driver's live volume named name (its CSIVolumeName and driver tags), the oldest when
+ * there are several, through one batched DescribeVolumes for every name looked up at the
+ * moment: 0 with *ret, -ENOENT when EC2 shows none, or the call's error. */
+int ebs_volume_find_named(EbsController *c, const char *name, usec_t deadline, EbsVolume *ret,
+			  char **ret_error);
+
 /* Waits (batched) until the volume's state is one of states ("available", ...): 0 with *ret
  * the volume as then seen (may be NULL), -EIO when it went to "error", -ENOENT when it is gone
  * (gone_ok: 0), -ETIMEDOUT. */
@@ -124,6 +160,11 @@ int ebs_get_capacity(EbsController *c, const BackendCapacityRequest *r, BackendC
 		     char **ret_error);
 int ebs_attach(EbsController *c, const BackendAttach *r, BackendAttachment *ret, char **ret_error);
 int ebs_detach(EbsController *c, const BackendDetach *r, BackendDetached *ret, char **ret_error);
+/* Counts the modifications of volume id in a DescribeVolumesModifications reply that started
+ * within EBS_MODIFY_PERIOD before now (CLOCK_REALTIME). Returns -EAGAIN when they reach
+ * EBS_MODIFY_LIMIT, with *ret_next the time EC2 takes the next, else 0 (*ret_next 0). */
+int ebs_modify_rate_check(const XmlNode *reply, const char *id, usec_t now, size_t *ret_count,
+			  usec_t *ret_next);
 int ebs_change_volume(EbsController *c, const BackendChange *r, BackendChanged *ret,
 		      char **ret_error);
 int ebs_create_snapshot(EbsController *c, const BackendCreateSnapshot *r, BackendSnapshot *ret,

@@ -160,7 +160,7 @@ static uint32_t at_least_one(int64_t n)
 	return n < 1 ? 1 : (uint32_t)n;
 }
 
-int ebs_attach_limit(const EbsInstance *instance, uint32_t *ret)
+int ebs_attach_limit(const EbsInstanceShape *instance, uint32_t *ret)
 {
 	const char *type = instance->type;
 

@@ -7,11 +7,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef struct EbsInstance {
+typedef struct EbsInstanceShape {
 	const char *type;	 /* "m5.large" */
 	unsigned enis;		 /* network interfaces attached (they share Nitro's slots); 0: 1 */
 	unsigned extra_mappings; /* EBS volumes of its block device mapping besides the root one */
-} EbsInstance;
+} EbsInstanceShape;
 
 /* Whether type has the shape of an instance type ("family.size": m5.large, u-6tb1.metal). */
 bool ebs_instance_type_valid(const char *type);
@@ -21,4 +21,4 @@ bool ebs_instance_type_valid(const char *type);
 const char *ebs_instance_hypervisor(const char *type);
 
 /* The attach limit for data volumes: at least 1. -EINVAL for a type of the wrong shape. */
-int ebs_attach_limit(const EbsInstance *instance, uint32_t *ret);
+int ebs_attach_limit(const EbsInstanceShape *instance, uint32_t *ret);

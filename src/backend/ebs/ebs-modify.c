@@ -3,11 +3,15 @@
  * one ModifyVolume (size, type, IOPS, throughput) waited for until EC2 says optimizing (the
  * volume serves its new size and performance from then on), then CreateTags for new tags.
  *
- * EC2 modifies a volume at most once in 6 hours, which is why the change is merged. A retry of
- * a change EC2 is still making finds that modification (DescribeVolumesModifications) and waits
- * for it instead of asking again. */
+ * EC2 modifies a volume at most EBS_MODIFY_LIMIT times in a rolling EBS_MODIFY_PERIOD, each as
+ * soon as the one before completed (the rule since 2026-01-15; before it, once in 6 hours),
+ * which is why the change is merged. A retry of a change EC2 is still making finds that
+ * modification (DescribeVolumesModifications) and waits for it instead of asking again. */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "ebs-controller.h"
@@ -131,8 +135,51 @@ static bool modification_makes(const EbsModification *m, const Target *t)
 	       (strcmp(t->params.type, "gp3") != 0 || m->target_throughput == t->params.throughput);
 }
 
+static int usec_cmp_desc(const void *a, const void *b)
+{
+	usec_t x = *(const usec_t *)a, y = *(const usec_t *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* "2026-01-15T10:00:00Z" for a CLOCK_REALTIME time. */
+static const char *iso_time(char buf[static 32], usec_t t)
+{
+	time_t s = (time_t)(t / USEC_PER_SEC);
+	struct tm tm;
+
+	if (!gmtime_r(&s, &tm) || strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, 32, "(unknown)");
+	return buf;
+}
+
+int ebs_modify_rate_check(const XmlNode *reply, const char *id, usec_t now, size_t *ret_count,
+			  usec_t *ret_next)
+{
+	_cleanup_free_ usec_t *starts = NULL;
+	size_t n = 0;
+
+	XML_FOREACH (item, reply, "volumeModificationSet/item") {
+		EbsModification m = {};
+		if (ebs_modification_from_xml(item, &m) < 0)
+			continue;
+		/* a modification started in the period counts, failed or not */
+		if (strcmp(m.volume_id, id) == 0 && m.started > 0 &&
+		    m.started + EBS_MODIFY_PERIOD > now) {
+			starts = xrealloc(starts, (n + 1) * sizeof(usec_t));
+			starts[n++] = m.started;
+		}
+		ebs_modification_done(&m);
+	}
+	qsort_safe(starts, n, sizeof(usec_t), usec_cmp_desc);
+	*ret_count = n;
+	/* the limit-th latest leaves the period first */
+	*ret_next = n >= EBS_MODIFY_LIMIT ? starts[EBS_MODIFY_LIMIT - 1] + EBS_MODIFY_PERIOD : 0;
+	return n >= EBS_MODIFY_LIMIT ? -EAGAIN : 0;
+}
+
 /* ModifyVolume was refused as one is running or was made lately: if that one makes t, it is
- * ours (a retry): 0 to wait for it; else the refusal stands. */
+ * ours (a retry): 0 to wait for it; else the refusal stands, a refusal of the rate with the
+ * time EC2 takes the next change. */
 static int modify_busy(EbsController *c, const char *id, const Target *t, int e,
 		       const Ec2Error *ec2, usec_t deadline, char **ret_error)
 {
@@ -141,11 +188,15 @@ static int modify_busy(EbsController *c, const char *id, const Target *t, int e,
 	EbsFound f = {};
 	const char *ids[] = {id};
 
+	size_t count = 0;
+	usec_t next = 0;
+
 	ec2_params_add_list(&p, "VolumeId", ids, 1);
 	int r = ebs_call(c, "DescribeVolumesModifications", &p, deadline, &reply, NULL, NULL, NULL);
 	ec2_params_done(&p);
 	if (r == 0) {
 		modifications_parse(reply, &f);
+		(void)ebs_modify_rate_check(reply, id, now_usec(CLOCK_REALTIME), &count, &next);
 		xml_free(reply);
 	}
 	bool ours = f.n > 0 && strcmp(((EbsModification *)f.items[0])->state, "failed") != 0 &&
@@ -158,11 +209,19 @@ static int modify_busy(EbsController *c, const char *id, const Target *t, int e,
 	free(f.items);
 	if (ours)
 		return 0;
-	if (ebs_code_is(ec2, "VolumeModificationRateExceeded"))
+	if (ebs_code_is(ec2, "VolumeModificationRateExceeded") && next > 0) {
+		char when[32];
 		return errorf(ret_error, -EAGAIN,
-			      "volume %s was modified less than 6 hours ago; EC2 takes the next "
-			      "change later: %s",
-			      id, ec2->message);
+			      "volume %s was modified %zu times in the last 24 hours, the most EC2 "
+			      "allows; the next change is allowed at %s: %s",
+			      id, count, iso_time(when, next), ec2->message);
+	}
+	if (ebs_code_is(ec2, "VolumeModificationRateExceeded"))
+		return errorf(
+			ret_error, -EAGAIN,
+			"volume %s: EC2 takes no more changes of it for now (at most %d in 24 "
+			"hours; it shows %zu in the last 24 hours): %s",
+			id, EBS_MODIFY_LIMIT, count, ec2->message);
 	return errorf(ret_error, e, "volume %s is being modified: %s", id, ec2->message);
 }
 

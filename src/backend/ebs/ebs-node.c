@@ -52,7 +52,7 @@ static unsigned count_lines(const char *text, const char *prefix)
 
 /* The ENIs and the EBS volumes of the block device mapping besides the root one: both take
  * attachment slots. Best effort: without them the limit counts one ENI and no other volume. */
-static void imds_slots(Imds *m, usec_t deadline, EbsInstance *inst)
+static void imds_slots(Imds *m, usec_t deadline, EbsInstanceShape *inst)
 {
 	_cleanup_free_ char *macs = NULL, *mapping = NULL;
 
@@ -62,7 +62,7 @@ static void imds_slots(Imds *m, usec_t deadline, EbsInstance *inst)
 		inst->extra_mappings = count_lines(mapping, "ebs");
 }
 
-static int imds_learn(EbsNode *n, const EbsNodeConfig *c, EbsInstance *inst, char **ret_error)
+static int imds_learn(EbsNode *n, const EbsNodeConfig *c, EbsInstanceShape *inst, char **ret_error)
 {
 	static const struct {
 		const char *path;
@@ -95,7 +95,7 @@ static int imds_learn(EbsNode *n, const EbsNodeConfig *c, EbsInstance *inst, cha
 /* What the flags leave out, from the metadata service; then the attach limit. */
 static int identity_learn(EbsNode *n, const EbsNodeConfig *c, char **ret_error)
 {
-	EbsInstance inst = {};
+	EbsInstanceShape inst = {};
 	int r;
 
 	n->node_id = c->node_id ? xstrdup(c->node_id) : NULL;

@@ -248,6 +248,8 @@ int ebs_instance_from_xml(const XmlNode *item, EbsInstance *ret)
 		strv_push(&i.devices, &n, &cap, xstrdup(dev));
 		strv_push(&i.volumes, &m, &mcap, xstrdup(vol));
 	}
+	XML_FOREACH (eni, item, "networkInterfaceSet/item")
+		i.enis++;
 	*ret = i;
 	return 0;
 }
@@ -303,6 +305,7 @@ static void node_params_decode(const char *s, VolumeParams *p)
 	p->number_of_inodes = node.number_of_inodes;
 	p->ext4_bigalloc = node.ext4_bigalloc;
 	p->ext4_cluster_size = node.ext4_cluster_size;
+	p->ext4_encryption = node.ext4_encryption;
 	p->fs_group_change_policy = node.fs_group_change_policy;
 	volume_params_done(&node);
 }
@@ -373,7 +376,8 @@ void ebs_volume_to_backend(const EbsVolume *v, const Strmap *extra, BackendVolum
 				       : *v->snapshot_id ? "snapshot"
 							 : ""),
 		.source_id = xstrdup(source ?: v->snapshot_id),
-		.access_mode = xstrdup(""),
+		/* all EC2 tells of it: Multi-Attach or not */
+		.access_mode = xstrdup(v->multi_attach ? EBS_MULTI_ATTACH_MODE : ""),
 	};
 	volume_params_of(v, extra, &ret->params);
 	volume_params_to_strmap(&ret->params, VOLUME_PARAMS_NODE, &ret->context);

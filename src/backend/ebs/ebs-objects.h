@@ -89,6 +89,9 @@ void ebs_snapshot_free(void *s); /* an EbsSnapshot on the heap */
 void ebs_snapshot_copy(const EbsSnapshot *src, EbsSnapshot *ret);
 int ebs_snapshot_from_xml(const XmlNode *item, EbsSnapshot *ret);
 
+/* BackendVolume.access_mode of a volume made with MultiAttachEnabled. */
+#define EBS_MULTI_ATTACH_MODE "MULTI_NODE_MULTI_WRITER"
+
 typedef struct EbsModification {
 	char *volume_id;
 	char *state; /* modifying, optimizing, completed, failed */
@@ -110,6 +113,7 @@ typedef struct EbsInstance {
 	char *state;
 	char **devices; /* strv: the block device mapping's device names... */
 	char **volumes; /* ...and the volume of each */
+	unsigned enis;	/* network interfaces attached; 0: the reply lists none */
 } EbsInstance;
 
 void ebs_instance_done(EbsInstance *i);

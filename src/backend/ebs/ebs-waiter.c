@@ -16,6 +16,7 @@
 #define RETRY_BASE_DEFAULT (100 * USEC_PER_MSEC)
 #define RETRY_CAP_DEFAULT (2 * USEC_PER_SEC)
 #define FETCH_TIMEOUT_DEFAULT (10 * USEC_PER_SEC)
+#define LOOK_DELAY_DEFAULT (10 * USEC_PER_MSEC)
 #define KINDS_MAX 8
 
 /* What the poller knows of how long a kind of change takes: more than lo, at most hi (0:
@@ -31,7 +32,7 @@ typedef struct Kind {
 typedef struct Wait {
 	struct Wait *next;
 	const char *id;
-	Kind *kind;
+	Kind *kind; /* NULL: a look (ebs_waiter_look()), which teaches nothing */
 	EbsCheckFunc check;
 	void *userdata;
 	usec_t start;
@@ -98,6 +99,8 @@ EbsWaiter *ebs_waiter_new(const EbsWaiterConfig *config)
 		w->cfg.retry_cap = RETRY_CAP_DEFAULT;
 	if (!w->cfg.fetch_timeout)
 		w->cfg.fetch_timeout = FETCH_TIMEOUT_DEFAULT;
+	if (!w->cfg.look_delay)
+		w->cfg.look_delay = LOOK_DELAY_DEFAULT;
 	pthread_mutex_init(&w->lock, NULL);
 	cond_init_monotonic(&w->wake);
 	cond_init_monotonic(&w->done);
@@ -266,10 +269,18 @@ static void poll_judge(EbsWaiter *w, char *const *ids, size_t n, const EbsFound 
 		if (x->done || x->start > began || !in_batch(ids, n, x->id))
 			continue;
 		char *error = NULL;
-		Lesson *l = &lessons[x->kind - w->kinds];
 		int r = x->check(found_item(found, x->id), x->userdata, &error);
+		if (!x->kind) {
+			wait_finish(w, x, MIN(r, 0), error);
+			continue;
+		}
+		Lesson *l = &lessons[x->kind - w->kinds];
 		if (r == 0) {
-			reschedule(w, x, t);
+			if (x->next_due > t + w->cfg.window)
+				/* asked early, along with others: its plan stands */
+				x->last_miss = t - x->start;
+			else
+				reschedule(w, x, t);
 			l->max_miss = l->miss ? MAX(l->max_miss, x->last_miss) : x->last_miss;
 			l->miss = true;
 			continue;
@@ -386,7 +397,7 @@ static void waits_remove(EbsWaiter *w, Wait *x)
 		}
 }
 
-int ebs_waiter_wait(EbsWaiter *w, const char *id, const char *kind, EbsCheckFunc check,
+static int wait_for(EbsWaiter *w, const char *id, const char *kind, EbsCheckFunc check,
 		    void *userdata, usec_t deadline, char **ret_error)
 {
 	Wait x = {.id = id, .check = check, .userdata = userdata};
@@ -398,9 +409,12 @@ int ebs_waiter_wait(EbsWaiter *w, const char *id, const char *kind, EbsCheckFunc
 			abort();
 		w->started = true;
 	}
-	x.kind = kind_get(w, kind);
+	x.kind = kind ? kind_get(w, kind) : NULL;
 	x.start = now_usec(CLOCK_MONOTONIC);
-	x.next_due = x.start + kind_guess(w, x.kind);
+	x.next_due = x.start + (kind ? kind_guess(w, x.kind) : w->cfg.look_delay);
+	/* a guess past the deadline would leave the wait unasked: ask once before it */
+	if (deadline != USEC_INFINITY && deadline > x.start && x.next_due >= deadline)
+		x.next_due = x.start + (deadline - x.start) / 2;
 	x.next = w->waits;
 	w->waits = &x;
 	w->stats.waits++;
@@ -412,7 +426,7 @@ int ebs_waiter_wait(EbsWaiter *w, const char *id, const char *kind, EbsCheckFunc
 	if (!x.done) {
 		if (ret_error)
 			errorf(ret_error, -ETIMEDOUT, "%s %s: still waiting after %.1f s (%s)",
-			       kind, id,
+			       kind ?: "look at", id,
 			       (double)(now_usec(CLOCK_MONOTONIC) - x.start) / USEC_PER_SEC,
 			       deadline == USEC_INFINITY ? "no deadline" : "deadline reached");
 		return -ETIMEDOUT;
@@ -424,4 +438,16 @@ int ebs_waiter_wait(EbsWaiter *w, const char *id, const char *kind, EbsCheckFunc
 	} else
 		free(x.error);
 	return r;
+}
+
+int ebs_waiter_wait(EbsWaiter *w, const char *id, const char *kind, EbsCheckFunc check,
+		    void *userdata, usec_t deadline, char **ret_error)
+{
+	return wait_for(w, id, kind, check, userdata, deadline, ret_error);
+}
+
+int ebs_waiter_look(EbsWaiter *w, const char *id, EbsCheckFunc check, void *userdata,
+		    usec_t deadline, char **ret_error)
+{
+	return wait_for(w, id, NULL, check, userdata, deadline, ret_error);
 }

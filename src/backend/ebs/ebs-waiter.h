@@ -51,6 +51,7 @@ typedef struct EbsWaiterConfig {
 	usec_t retry_base;    /* after the upper bound: base, x1.5 each time, up to retry_cap; */
 	usec_t retry_cap;     /*     0: 100 ms and 2 s */
 	usec_t fetch_timeout; /* one Describe call at most; 0: 10 s */
+	usec_t look_delay;    /* a look falls due this long after it is asked; 0: 10 ms */
 } EbsWaiterConfig;
 
 /* A waiter; the poller thread starts with the first wait. Never fails. */
@@ -66,9 +67,17 @@ void ebs_waiter_free(EbsWaiter *w);
 int ebs_waiter_wait(EbsWaiter *w, const char *id, const char *kind, EbsCheckFunc check,
 		    void *userdata, usec_t deadline, char **ret_error);
 
+/* One look at id's object, as the next poll finds it: the look falls due look_delay after it
+ * is asked (every look and wait due within the window is served by the same call), and rides
+ * along with any poll that starts before. check judges the item (NULL: not in the reply) as for
+ * ebs_waiter_wait(), except that its 0 ends the look as well. Returns 0, check's error, a
+ * permanent error of the Describe call with its message, or -ETIMEDOUT. Blocks. */
+int ebs_waiter_look(EbsWaiter *w, const char *id, EbsCheckFunc check, void *userdata,
+		    usec_t deadline, char **ret_error);
+
 typedef struct EbsWaiterStats {
 	unsigned long long polls;  /* Describe calls made */
-	unsigned long long waits;  /* waits registered */
+	unsigned long long waits;  /* waits and looks registered */
 	unsigned long long failed; /* Describe calls that failed */
 } EbsWaiterStats;
 

@@ -127,7 +127,7 @@ static const struct {
 	{"IncorrectState", -EBUSY},
 	{"IncorrectInstanceState", -EBUSY},
 	{"IncorrectModificationState", -EBUSY},
-	/* Once per 6 hours per volume: later, not now. */
+	/* At most 4 per volume in 24 hours (once in 6 hours before 2026): later, not now. */
 	{"VolumeModificationRateExceeded", -EAGAIN},
 	{"IdempotentParameterMismatch", -EEXIST},
 	{"AttachmentLimitExceeded", -EMLINK},

@@ -272,6 +272,13 @@ static int attach_record(FlexBackend *fb, const BackendAttach *r, FlexRecord **r
 	if ((e = flex_backend_load(fb, FLEX_RECORD_VOLUME, r->volume_id, NULL, &old, ret_error)) <
 	    0)
 		return e;
+	/* Several nodes only in a mode that lets them: a single-node mode keeps to the first. */
+	for (size_t i = 0; old && !r->access.multi_node && i < old->n_attachments; i++)
+		if (strcmp(old->attachments[i].node, r->node_id) != 0)
+			return errorf(ret_error, -ENOTEMPTY,
+				      "volume %s is published to node %s and its access mode %s "
+				      "allows one node only",
+				      r->volume_id, old->attachments[i].node, r->access.mode);
 	if (old) {
 		rec->attachments = TAKE_PTR(old->attachments);
 		rec->n_attachments = old->n_attachments;

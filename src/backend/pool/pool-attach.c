@@ -160,7 +160,7 @@ int pool_backend_attach(Backend *b, const BackendAttach *r, BackendAttachment *r
 
 	int e = pool_backend_id_find(pb, POOL_ID_VOLUME, "volume_id", r->volume_id, local,
 				     ret_error);
-	if (e < 0)
+	if (e < 0 || (e = pool_backend_usable(pb, ret_error)) < 0)
 		return e;
 	/* The volume's data is on this node: no other node reaches it. */
 	if (strcmp(r->node_id, pb->node_id) != 0)

@@ -19,20 +19,47 @@ static int fail(char **ret_error, int err, char *message)
 	return err;
 }
 
-static int pool_probe_op(Backend *b, char **ret_error)
+char *pool_leftover(Pool *p, const char *why)
 {
-	int r = pool_probe(pool_of(b)->pool);
+	if (!why)
+		return NULL;
+	return xasprintf("its files could not all be removed and stay in pool %s: %s, then run "
+			 "volplugctl pool check --repair %s (volplugd does at its next start)",
+			 pool_path(p), why, pool_path(p));
+}
+
+int pool_backend_usable(PoolBackend *pb, char **ret_error)
+{
+	int r = pool_probe(pb->pool);
+	if (r == -ENOMEDIUM)
+		return fail(
+			ret_error, r,
+			xasprintf("pool %s is not usable: it is gone: the directory volplugd "
+				  "opened was removed or replaced while it served it, and the "
+				  "records of its volumes with it (a restarted volplugd refuses "
+				  "the path until started with --pool-init)",
+				  pool_path(pb->pool)));
 	if (r < 0)
-		return fail(ret_error, r,
-			    xasprintf("pool %s is not usable: %s", pool_path(pool_of(b)->pool),
-				      strerror(-r)));
+		return fail(
+			ret_error, r,
+			xasprintf("pool %s is not usable: %s", pool_path(pb->pool), strerror(-r)));
 	return 0;
 }
 
-/* The access modes pool volumes serve: one node, or many that only read. */
+static int pool_probe_op(Backend *b, char **ret_error)
+{
+	return pool_backend_usable(pool_of(b), ret_error);
+}
+
+/* A pool volume lives on the pool's one node, so every mode is served there: the single-node
+ * ones as CSI has them (SINGLE_NODE_SINGLE_WRITER: one target path), and the multi-node ones
+ * as their single-node counterparts, since no other node can reach the volume (a publish to
+ * another node is NOT_FOUND naming both; the volume's topology tells the CO where it is).
+ * Several workloads of the node share the one mount, which no filesystem minds. */
 static const char *const access_modes[] = {
 	"SINGLE_NODE_WRITER",	    "SINGLE_NODE_READER_ONLY", "SINGLE_NODE_SINGLE_WRITER",
-	"SINGLE_NODE_MULTI_WRITER", "MULTI_NODE_READER_ONLY",
+	"SINGLE_NODE_MULTI_WRITER", "MULTI_NODE_READER_ONLY",  "MULTI_NODE_SINGLE_WRITER",
+	"MULTI_NODE_MULTI_WRITER",
 };
 
 static bool one_of(const char *s, const char *const *list, size_t n)
@@ -316,6 +343,19 @@ static void segment_make(PoolBackend *pb, const BackendConfig *config)
 
 static char *open_error(const BackendConfig *config, int r)
 {
+	_cleanup_free_ char *record = pool_record_path(config->pool_path);
+
+	if (r == -ENOMEDIUM)
+		return xasprintf("--pool %s: the pool is gone: the directory is absent or holds no "
+				 "pool, but %s says volplugd made a pool there. Its volumes are "
+				 "lost, or the filesystem holding them is not mounted: mount it "
+				 "back; to start over with a new, empty pool there, start "
+				 "volplugd with --pool-init",
+				 config->pool_path, record);
+	if (r == -ENOTEMPTY)
+		return xasprintf("--pool %s --pool-init: it holds files but no pool: a new pool is "
+				 "made in an absent or empty directory only",
+				 config->pool_path);
 	_cleanup_free_ char *damage = r != -EXDEV ? pool_layout_damage(config->pool_path) : NULL;
 	if (damage)
 		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
@@ -360,6 +400,7 @@ BACKEND_NEW(pool)
 		.zone = config->zone,
 		.node_id = config->node_id,
 		.overprovision = config->overprovision,
+		.init = config->pool_init,
 	};
 	PoolBackend *pb = xnew0(PoolBackend, 1);
 	int r;

@@ -71,6 +71,14 @@ int pool_backend_volume_load(PoolBackend *pb, const char *field, const char *id,
 int pool_backend_volume_lock(PoolBackend *pb, const char *field, const char *id, const char *local,
 			     int *ret_lock_fd, char **ret_error);
 
+/* What a delete says it left in the pool's tmp/ (why: pool_volume_delete()'s found->why),
+ * for BackendDeleted.leftover; NULL when nothing. Caller frees. */
+char *pool_leftover(Pool *p, const char *why);
+
+/* 0 while the pool's directory is the one opened, else -ENOMEDIUM with *ret_error saying the
+ * pool is gone (what a call that needs the pool answers: FAILED_PRECONDITION). */
+int pool_backend_usable(PoolBackend *pb, char **ret_error);
+
 /* The operations, with backend.h's contracts. */
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error);

@@ -318,19 +318,34 @@ static void check_tmp(Checker *c)
 		    held(fd, de->d_name))
 			continue; /* an operation in flight */
 		snprintf(where, sizeof(where), "tmp/%s", de->d_name);
+		/* What cannot be removed is said, with what to do: never promised away. */
+		_cleanup_free_ char *why = NULL;
 		if (!pool_tmp_name_ours(de->d_name)) {
 			problem(c, where, "unknown: no file of the pool (left as it is)");
 			continue;
 		}
 		if (!c->repair) {
-			problem(c, where,
-				"left by an interrupted operation (removed when volplugd next "
-				"opens the pool)");
+			if (pool_tree_check(fd, de->d_name, "tmp", &why) < 0)
+				problem(c, where,
+					"left by an interrupted operation, and it cannot be "
+					"removed: %s, then repair",
+					why);
+			else
+				problem(c, where,
+					"left by an interrupted operation (removed when volplugd "
+					"next opens the pool)");
 			continue;
 		}
-		PoolCheckItem *item = problem(c, where, "left by an interrupted operation");
-		if (pool_tmp_clean(c->repair, de->d_name) == 0)
-			repaired(c, item, "removed");
+		int r = pool_tmp_clean(c->repair, de->d_name, &why);
+		if (r == -EBUSY && !why)
+			continue; /* taken by an operation since we looked */
+		if (r == 0)
+			repaired(c, problem(c, where, "left by an interrupted operation"),
+				 "removed");
+		else
+			problem(c, where,
+				"left by an interrupted operation, and it cannot be removed: %s%s",
+				why ?: strerror(-r), why ? ", then repair again" : "");
 	}
 }
 

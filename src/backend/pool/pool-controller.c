@@ -146,7 +146,7 @@ int pool_backend_get_volume(Backend *b, const BackendRef *r, BackendVolume *ret,
 
 	int e = pool_backend_id_find(pool_of(b), POOL_ID_VOLUME, "volume_id", r->id, local,
 				     ret_error);
-	if (e < 0)
+	if (e < 0 || (e = pool_backend_usable(pool_of(b), ret_error)) < 0)
 		return e;
 	_cleanup_free_ char *full = pool_space_full_condition(pool_of(b)->pool);
 	if (volume_get(pool_of(b), local, full, ret) < 0)
@@ -164,7 +164,7 @@ int pool_backend_list_volumes(Backend *b, const BackendListRequest *r, BackendVo
 
 	int e = pool_page_token_check(r->starting_token, pool_volume_id_valid, "ListVolumes",
 				      ret_error);
-	if (e < 0)
+	if (e < 0 || (e = pool_backend_usable(pb, ret_error)) < 0)
 		return e;
 	if ((e = pool_volume_list(pb->pool, &ids, &n)) < 0)
 		return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
@@ -188,8 +188,12 @@ int pool_backend_get_capacity(Backend *b, const BackendCapacityRequest *r, Backe
 	uint64_t total, available, largest;
 	const char *key;
 
+	_cleanup_free_ char *gone = NULL;
+
 	(void)ret_error;
 	pool_capacity(pb->pool, &total, &available);
+	if (pool_backend_usable(pb, &gone) < 0)
+		available = 0; /* nothing can be made in it */
 	/* A segment is this node, or holds nothing of this pool. */
 	if (r->topology &&
 	    backend_topology_fit(&pb->segment, r->topology, &key) != BACKEND_TOPOLOGY_FITS)
@@ -347,8 +351,10 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	CopyMethod method;
 	char source[POOL_ID_MAX] = "";
 
-	int e = create_check_topology(pb, r, ret_error);
+	int e = pool_backend_usable(pb, ret_error);
 	if (e < 0)
+		return e;
+	if ((e = create_check_topology(pb, r, ret_error)) < 0)
 		return e;
 	if (r->params->encrypted)
 		/* A pool volume is a plain file: saying yes would be a lie about the data. */
@@ -379,6 +385,9 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 			   spec.source_kind, spec.source_id,
 			   strcmp(spec.source_kind, "snapshot") == 0 ? "snapshots" : "volumes",
 			   source);
+	else if (e == -EINVAL)
+		/* its record would not hold it: nothing was made */
+		e = errorf(ret_error, e, "name, parameters: not valid UTF-8 (volume %s)", spec.id);
 	else if (e < 0)
 		e = errorf(ret_error, e, "creating volume '%s' (%s) failed: %s", r->name, spec.id,
 			   strerror(-e));
@@ -426,6 +435,9 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 		*ret = (BackendDeleted){}; /* no volume of ours: already gone */
 		return 0;
 	}
+	/* Without its pool nothing says whether the volume is gone. */
+	if ((e = pool_backend_usable(pool_of(b), ret_error)) < 0)
+		return e;
 	/* "Is it in use?" and the removal are one decision of the pool, under one hold of the
 	 * volume's lock: a publish from any process comes before or after, never between. */
 	e = pool_volume_delete(pool_of(b)->pool, local, &found);
@@ -434,6 +446,11 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 		e = 0;
 	} else if (e == -ENOTEMPTY)
 		e = delete_refused(ret_error, r->id, &found);
+	else if (e == -EPERM && found.why)
+		e = errorf(ret_error, -ENOTEMPTY,
+			   "volume %s cannot be deleted (nothing was removed): pool %s: %s, then "
+			   "delete it again",
+			   r->id, pool_path(pool_of(b)->pool), found.why);
 	else if (e < 0)
 		e = errorf(ret_error, e, "deleting volume %s failed: %s", r->id, strerror(-e));
 	else
@@ -441,6 +458,7 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 			.found = true,
 			.damaged = !found.name,
 			.name = TAKE_PTR(found.name),
+			.leftover = pool_leftover(pool_of(b)->pool, found.why),
 		};
 	pool_volume_found_done(&found);
 	return e;
@@ -509,7 +527,7 @@ int pool_backend_change_volume(Backend *b, const BackendChange *r, BackendChange
 
 	int e = pool_backend_id_find(pool_of(b), POOL_ID_VOLUME, "volume_id", r->volume_id, local,
 				     ret_error);
-	if (e < 0)
+	if (e < 0 || (e = pool_backend_usable(pool_of(b), ret_error)) < 0)
 		return e;
 	if ((e = pool_backend_volume_lock(pool_of(b), "volume_id", r->volume_id, local, &lock,
 					  ret_error)) < 0)

@@ -21,7 +21,8 @@
 
 struct Pool {
 	char *path;
-	int dir_fd; /* pinned pool directory */
+	char *real_path; /* path made absolute without symlinks at open; NULL if it could not be */
+	int dir_fd;	 /* pinned pool directory */
 	int volumes_fd, snapshots_fd, groups_fd, nodes_fd, tmp_fd;
 	int ledger_fd;
 	char *zone;
@@ -66,9 +67,30 @@ void pool_lock_release(Pool *p);
 bool pool_tmp_name_ours(const char *name);
 
 /* Removes tmp/name unless a live operation holds it (-EBUSY) or the pool never makes such a
- * name (-EPERM); a staging directory's reserved bytes go back to the ledger. Takes the pool
- * lock. */
-int pool_tmp_clean(Pool *p, const char *name);
+ * name (-EPERM); a staging directory's reserved
+ * bytes go back to the ledger. What cannot be removed (pool_tree_remove()) stays: a negative
+ * errno and *ret_why (NULL'ed by the caller) naming it. Takes the pool lock. */
+int pool_tmp_clean(Pool *p, const char *name, char **ret_why);
+
+/* Whether a pool may be opened or made at path (pool-record.c): 0; -ENOMEDIUM when the
+ * directory is absent or empty (or holds no pool) and the record beside it says a pool was
+ * there, unless init; -ENOTEMPTY with init when it holds files but no pool. */
+int pool_place_check(const char *path, bool init);
+/* Records beside the pool at path that a pool is there, once (failures only logged). */
+void pool_record_write(const char *path);
+
+/* Whether dir_fd/name, an object's directory or an entry of tmp/ (where: its parent's path in
+ * the pool, "volumes" or "tmp", for messages), can be removed whole: only the pool's names in
+ * it (meta.json, data, node.json, node.lock, temporaries of atomic writes; below a directory in
+ * place of one of them, anything), nothing immutable or append-only, no mount point, and
+ * nothing followed. 0, or a negative errno and *ret_why (NULL'ed by the caller) naming the
+ * first object in the way and what to do about it: -EPERM immutable or append-only, -ENOTEMPTY
+ * a name that is no file of the pool, -EBUSY a mount point. Changes nothing. */
+int pool_tree_check(int dir_fd, const char *name, const char *where, char **ret_why);
+/* Removes dir_fd/name by the same rules; whatever is in the way stays, with all that was not
+ * yet removed, and is named as by pool_tree_check(). 0 once it is gone, also when it was not
+ * there. */
+int pool_tree_remove(int dir_fd, const char *name, const char *where, char **ret_why);
 
 /* A directory stream of its own on dir_fd's directory: a dup of dir_fd would share its offset
  * with every other reader (threads listing at once would each miss entries). NULL on error. */

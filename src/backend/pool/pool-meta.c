@@ -10,12 +10,35 @@
 
 #define META_FORMAT 1
 
-static json_t *strmap_to_json(const Strmap *m)
+/* A string that came in a request: JSON holds only UTF-8, and jansson would leave the member
+ * out (a record without its name). *bad is set instead, and the record is not written. */
+static json_t *str(const char *s, bool *bad)
+{
+	json_t *j = json_string(s ?: "");
+	if (!j) {
+		*bad = true;
+		j = json_null();
+	}
+	return j;
+}
+
+static json_t *strmap_to_json(const Strmap *m, bool *bad)
 {
 	json_t *o = json_object();
 	for (size_t i = 0; i < m->n; i++)
-		json_object_set_new(o, m->keys[i], json_string(m->values[i]));
+		if (json_object_set_new(o, m->keys[i], str(m->values[i], bad)) < 0)
+			*bad = true; /* the key is not UTF-8 */
 	return o;
+}
+
+/* o as text, or NULL when a string in it was not UTF-8. */
+static char *dump_checked(json_t *o, bool bad, size_t *ret_len)
+{
+	if (bad) {
+		json_decref(o);
+		return NULL;
+	}
+	return meta_json_dump(o, ret_len);
 }
 
 static int strmap_from_json(json_t *o, Strmap *m)
@@ -51,27 +74,28 @@ static char *node_from_json(json_t *o)
 char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len)
 {
 	json_t *o = json_object(), *att = json_array();
+	bool bad = false;
 
 	json_object_set_new(o, "format", json_integer(META_FORMAT));
-	json_object_set_new(o, "id", json_string(v->id));
-	json_object_set_new(o, "name", json_string(v->name));
+	json_object_set_new(o, "id", str(v->id, &bad));
+	json_object_set_new(o, "name", str(v->name, &bad));
 	json_object_set_new(o, "size", json_integer((json_int_t)v->size));
 	json_object_set_new(o, "created_ns", json_integer(v->created_ns));
-	json_object_set_new(o, "params", strmap_to_json(&v->params));
-	json_object_set_new(o, "context", strmap_to_json(&v->context));
-	json_object_set_new(o, "source_kind", json_string(v->source_kind ?: ""));
-	json_object_set_new(o, "source_id", json_string(v->source_id ?: ""));
-	json_object_set_new(o, "access_mode", json_string(v->access_mode ?: ""));
+	json_object_set_new(o, "params", strmap_to_json(&v->params, &bad));
+	json_object_set_new(o, "context", strmap_to_json(&v->context, &bad));
+	json_object_set_new(o, "source_kind", str(v->source_kind ?: "", &bad));
+	json_object_set_new(o, "source_id", str(v->source_id ?: "", &bad));
+	json_object_set_new(o, "access_mode", str(v->access_mode ?: "", &bad));
 	node_to_json(o, v->node);
 	for (size_t i = 0; i < v->n_attachments; i++) {
 		json_t *a = json_object();
-		json_object_set_new(a, "node", json_string(v->attachments[i].node));
-		json_object_set_new(a, "device", json_string(v->attachments[i].device));
+		json_object_set_new(a, "node", str(v->attachments[i].node, &bad));
+		json_object_set_new(a, "device", str(v->attachments[i].device, &bad));
 		json_object_set_new(a, "readonly", json_boolean(v->attachments[i].readonly));
 		json_array_append_new(att, a);
 	}
 	json_object_set_new(o, "attachments", att);
-	return meta_json_dump(o, ret_len);
+	return dump_checked(o, bad, ret_len);
 }
 
 static int attachments_from_json(json_t *arr, PoolVolume *v)
@@ -141,16 +165,17 @@ int pool_volume_from_json(const char *text, size_t len, PoolVolume **ret)
 char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len)
 {
 	json_t *o = json_object();
+	bool bad = false;
 
 	json_object_set_new(o, "format", json_integer(META_FORMAT));
-	json_object_set_new(o, "id", json_string(s->id));
-	json_object_set_new(o, "name", json_string(s->name));
-	json_object_set_new(o, "source_volume_id", json_string(s->source_volume_id));
+	json_object_set_new(o, "id", str(s->id, &bad));
+	json_object_set_new(o, "name", str(s->name, &bad));
+	json_object_set_new(o, "source_volume_id", str(s->source_volume_id, &bad));
 	json_object_set_new(o, "size", json_integer((json_int_t)s->size));
 	json_object_set_new(o, "created_ns", json_integer(s->created_ns));
-	json_object_set_new(o, "params", strmap_to_json(&s->params));
+	json_object_set_new(o, "params", strmap_to_json(&s->params, &bad));
 	node_to_json(o, s->node);
-	return meta_json_dump(o, ret_len);
+	return dump_checked(o, bad, ret_len);
 }
 
 static int snapshot_fields(json_t *o, PoolSnapshot *s)
@@ -195,16 +220,17 @@ int pool_snapshot_from_json(const char *text, size_t len, PoolSnapshot **ret)
 char *pool_group_to_json(const PoolGroup *g, size_t *ret_len)
 {
 	json_t *o = json_object(), *ids = json_array();
+	bool bad = false;
 
 	json_object_set_new(o, "format", json_integer(META_FORMAT));
-	json_object_set_new(o, "id", json_string(g->id));
-	json_object_set_new(o, "name", json_string(g->name));
+	json_object_set_new(o, "id", str(g->id, &bad));
+	json_object_set_new(o, "name", str(g->name, &bad));
 	json_object_set_new(o, "created_ns", json_integer(g->created_ns));
 	for (size_t i = 0; i < g->n_snapshots; i++)
-		json_array_append_new(ids, json_string(g->snapshot_ids[i]));
+		json_array_append_new(ids, str(g->snapshot_ids[i], &bad));
 	json_object_set_new(o, "snapshot_ids", ids);
 	node_to_json(o, g->node);
-	return meta_json_dump(o, ret_len);
+	return dump_checked(o, bad, ret_len);
 }
 
 static int group_fields(json_t *o, PoolGroup *g)

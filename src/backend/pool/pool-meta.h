@@ -6,8 +6,10 @@
 
 #include "pool.h"
 
-/* Each *_to_json returns a malloc'ed NUL-terminated text; *_from_json returns -EBADMSG for
- * anything that is not a whole, valid object of the current format. */
+/* Each *_to_json returns a malloc'ed NUL-terminated text; those of volumes, snapshots and
+ * groups return NULL when a string in the object (from a request: a name, a parameter) is not
+ * UTF-8, which no JSON record can hold. *_from_json returns -EBADMSG for anything that is not a
+ * whole, valid object of the current format. */
 char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len);
 int pool_volume_from_json(const char *text, size_t len, PoolVolume **ret);
 char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len);

@@ -45,6 +45,30 @@ static int pool_device_find(void *userdata, const char *id, const Strmap *publis
 	return 0;
 }
 
+/* The loop device of a volume whose records are gone (deleted, or lost with its pool): bound to
+ * its data file at this pool's path, unlinked since, on the pool's filesystem. The kernel keeps
+ * the path it was attached with and the inode it holds; only volplug attaches loop devices over
+ * a volume's data file, so that is the volume's device still, and what it has mounted is the
+ * volume's. -ENODEV when there is none. */
+static int pool_device_find_lost(void *userdata, const char *id, BlockDevice *ret)
+{
+	Pool *p = userdata;
+	_cleanup_free_ char *data = NULL, *dev = NULL;
+	struct stat st;
+
+	if (!p->real_path || !pool_volume_id_valid(id) || pool_volume_present(p, id) ||
+	    fstat(p->dir_fd, &st) < 0)
+		return -ENODEV;
+	data = xasprintf("%s/volumes/%s/" DATA_FILE, p->real_path, id);
+	int r = loop_find_deleted(data, st.st_dev, &dev);
+	if (r < 0)
+		return r == -ENOENT ? -ENODEV : r;
+	if (stat(dev, &st) < 0 || !S_ISBLK(st.st_mode))
+		return -ENODEV;
+	*ret = (BlockDevice){.path = TAKE_PTR(dev), .rdev = st.st_rdev};
+	return 0;
+}
+
 /* The logical block size of a new loop device over data: what passes direct I/O straight to
  * the pool's filesystem (loop_block_size_for()), lowered to the unit of a filesystem already
  * on the volume (made under 512-byte sectors before volplug chose larger ones, it would not
@@ -164,6 +188,7 @@ static int pool_use_save(void *userdata, const char *id, const NodeUse *u, bool 
 
 static const BlockNodeOps pool_node_ops = {
 	.device_find = pool_device_find,
+	.device_find_lost = pool_device_find_lost,
 	.device_get = pool_device_get,
 	.device_release = pool_device_release,
 	.device_size = pool_device_size,

@@ -56,13 +56,16 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 	char local[POOL_ID_MAX];
 	CopyMethod method;
 
+	int e = pool_backend_usable(pb, ret_error);
+	if (e < 0)
+		return e;
 	pool_snapshot_id_for_name(r->name, spec.id);
 	if (pool_snapshot_load(pool, spec.id, &existing) == 0) {
 		snapshot_to_backend(existing, ret);
 		return -EEXIST;
 	}
-	int e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id,
-				     local, ret_error);
+	e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id, local,
+				 ret_error);
 	if (e < 0)
 		return e;
 	if ((e = pool_backend_volume_load(pb, "source_volume_id", r->source_volume_id, local,
@@ -106,14 +109,22 @@ int pool_backend_delete_snapshot(Backend *b, const BackendRef *r, BackendDeleted
 		*ret = (BackendDeleted){};
 		return 0;
 	}
+	if ((e = pool_backend_usable(pool_of(b), ret_error)) < 0)
+		return e;
 	if (pool_snapshot_load(pool, local, &s) == 0 && strmap_get(&s->params, GROUP_KEY))
 		return errorf(ret_error, -ENOTEMPTY,
 			      "snapshot %s belongs to group snapshot %s: delete the group", r->id,
 			      strmap_get(&s->params, GROUP_KEY));
-	e = pool_snapshot_delete(pool, local);
+	_cleanup_free_ char *why = NULL;
+	e = pool_snapshot_delete(pool, local, &why);
+	if (e == -EPERM && why)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "snapshot %s cannot be deleted (nothing was removed): pool %s: %s, "
+			      "then delete it again",
+			      r->id, pool_path(pool), why);
 	if (e < 0 && e != -ENOENT)
 		return errorf(ret_error, e, "deleting snapshot %s failed: %s", r->id, strerror(-e));
-	*ret = (BackendDeleted){.found = e == 0};
+	*ret = (BackendDeleted){.found = e == 0, .leftover = pool_leftover(pool, why)};
 	return 0;
 }
 
@@ -125,7 +136,7 @@ int pool_backend_get_snapshot(Backend *b, const BackendRef *r, BackendSnapshot *
 
 	int e = pool_backend_id_find(pool_of(b), POOL_ID_SNAPSHOT, "snapshot_id", r->id, local,
 				     ret_error);
-	if (e < 0)
+	if (e < 0 || (e = pool_backend_usable(pool_of(b), ret_error)) < 0)
 		return e;
 	if (pool_snapshot_load(pool_of(b)->pool, local, &s) < 0)
 		return errorf(ret_error, -ENOENT, "snapshot_id: snapshot %s not found", r->id);
@@ -179,7 +190,8 @@ int pool_backend_list_snapshots(Backend *b, const BackendListRequest *r, Backend
 
 	int e = pool_page_token_check(r->starting_token, pool_snapshot_id_valid, "ListSnapshots",
 				      ret_error);
-	if (e < 0 || (e = list_ids(pb, r, &ids, &n, ret_error)) < 0)
+	if (e < 0 || (e = pool_backend_usable(pb, ret_error)) < 0 ||
+	    (e = list_ids(pb, r, &ids, &n, ret_error)) < 0)
 		return e;
 	size_t i = pool_page_start(ids, n, r->starting_token);
 	size_t max = r->max_entries ?: POOL_LIST_MAX_DEFAULT;
@@ -365,15 +377,18 @@ int pool_backend_delete_group(Backend *b, const BackendGroupRequest *r, BackendD
 	if ((e = group_members_check(ret_error, pb, g, r)) < 0)
 		return e;
 	for (size_t i = 0; i < g->n_snapshots; i++) {
-		e = pool_snapshot_delete(pool, g->snapshot_ids[i]);
+		_cleanup_free_ char *why = NULL;
+		e = pool_snapshot_delete(pool, g->snapshot_ids[i], &why);
 		if (e < 0 && e != -ENOENT)
-			return errorf(ret_error, e, "deleting snapshot %s of group %s failed: %s",
-				      g->snapshot_ids[i], g->id, strerror(-e));
+			return errorf(ret_error, e == -EPERM ? -ENOTEMPTY : e,
+				      "deleting snapshot %s of group %s failed: %s",
+				      g->snapshot_ids[i], g->id, why ?: strerror(-e));
 	}
-	e = pool_group_delete(pool, g->id);
+	_cleanup_free_ char *why = NULL;
+	e = pool_group_delete(pool, g->id, &why);
 	if (e < 0 && e != -ENOENT)
-		return errorf(ret_error, e, "deleting group snapshot %s failed: %s", g->id,
-			      strerror(-e));
+		return errorf(ret_error, e == -EPERM ? -ENOTEMPTY : e,
+			      "deleting group snapshot %s failed: %s", g->id, why ?: strerror(-e));
 	*ret = (BackendDeleted){
 		.found = true,
 		.name = xstrdup(g->name ?: ""),

@@ -91,25 +91,6 @@ void pool_snapshot_id_for_name(const char *name, char ret_id[POOL_ID_MAX])
 
 /* Directory helpers */
 
-static int remove_object_dir(int parent_fd, const char *name)
-{
-	_cleanup_close_ int fd =
-		openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : negative_errno();
-	_cleanup_closedir_ DIR *d = pool_opendir(fd);
-	if (!d)
-		return negative_errno();
-	struct dirent *de;
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
-		    unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT)
-			return negative_errno();
-	if (unlinkat(parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		return negative_errno();
-	return 0;
-}
-
 DIR *pool_opendir(int dir_fd)
 {
 	int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -370,34 +351,31 @@ bool pool_tmp_name_ours(const char *name)
 	return write_file_is_temporary(name);
 }
 
-/* Removes tmp/name unless a live operation holds its flock. Hold the pool lock. */
-static int tmp_clean_locked(Pool *p, const char *name)
+/* Removes tmp/name unless a live operation holds its flock; what is in the way stays
+ * (pool_tree_remove()). Hold the pool lock. */
+static int tmp_clean_locked(Pool *p, const char *name, char **ret_why)
 {
 	if (!pool_tmp_name_ours(name))
 		return -EPERM; /* nothing the pool made: left as it is */
 	/* O_NONBLOCK: a FIFO someone left here must not hang the open. */
 	_cleanup_close_ int fd =
 		openat(p->tmp_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 && errno == ELOOP) /* a symlink: nobody's operation, nothing to follow */
-		return unlinkat(p->tmp_fd, name, 0) < 0 ? negative_errno() : 0;
-	if (fd < 0)
+	if (fd < 0 && errno != ELOOP) /* ELOOP: a symlink, nobody's operation, never followed */
 		return errno == ENOENT ? 0 : negative_errno();
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? -EBUSY : negative_errno();
-	int r = remove_object_dir(p->tmp_fd, name);
-	if (r == -ENOTDIR)
-		r = unlinkat(p->tmp_fd, name, 0) < 0 && errno != ENOENT ? negative_errno() : 0;
+	int r = pool_tree_remove(p->tmp_fd, name, "tmp", ret_why);
 	if (r == 0)
 		ledger_release(p, staging_reserved(name));
 	return r;
 }
 
-int pool_tmp_clean(Pool *p, const char *name)
+int pool_tmp_clean(Pool *p, const char *name, char **ret_why)
 {
 	int r = pool_lock_take(p);
 	if (r < 0)
 		return r;
-	r = tmp_clean_locked(p, name);
+	r = tmp_clean_locked(p, name, ret_why);
 	pool_lock_release(p);
 	return r;
 }
@@ -418,11 +396,13 @@ static void pool_recover(Pool *p)
 				  de->d_name);
 			continue;
 		}
-		int r = tmp_clean_locked(p, de->d_name);
+		_cleanup_free_ char *why = NULL;
+		int r = tmp_clean_locked(p, de->d_name, &why);
 		if (r == -EBUSY)
 			continue;
-		if (r < 0) {
-			log_debug_errno(r, "pool: cannot clean tmp/%s: %m", de->d_name);
+		if (r < 0) { /* pool_check_repair() reports it, with why */
+			log_debug_errno(r, "pool: cannot clean tmp/%s: %s", de->d_name,
+					why ?: strerror(-r));
 			continue;
 		}
 		log_debug("pool: cleaned tmp/%s left by an interrupted operation", de->d_name);
@@ -438,6 +418,9 @@ static int open_subdir(int dir_fd, const char *name)
 /* The pinned pool directory, laid out unless it must hold a pool already. */
 static int pool_dir_open(const PoolConfig *config)
 {
+	int r = config->existing ? 0 : pool_place_check(config->path, config->init);
+	if (r < 0)
+		return r;
 	if (!config->existing && mkdir(config->path, 0700) < 0 && errno != EEXIST)
 		return negative_errno();
 	_cleanup_close_ int fd = open(config->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -447,8 +430,11 @@ static int pool_dir_open(const PoolConfig *config)
 		return negative_errno();
 	if (config->existing && faccessat(fd, "volumes", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
 		return -ENOENT;
-	int r = pool_layout(fd);
-	return r < 0 ? r : TAKE_FD(fd);
+	if ((r = pool_layout(fd)) < 0)
+		return r;
+	if (!config->existing)
+		pool_record_write(config->path);
+	return TAKE_FD(fd);
 }
 
 /* Cleans tmp/ and recounts the ledger, under the pool lock: another process's operations in
@@ -529,6 +515,7 @@ int pool_open(const PoolConfig *config, Pool **ret)
 	p->volumes_fd = p->snapshots_fd = p->groups_fd = p->nodes_fd = p->tmp_fd = -EBADF;
 	p->ledger_fd = -EBADF;
 	p->path = xstrdup(config->path);
+	p->real_path = realpath(config->path, NULL);
 	p->dir_fd = fd;
 	p->zone = xstrdup(config->zone ?: "local");
 	p->boot_id = node_use_boot_id();
@@ -569,6 +556,7 @@ void pool_close(Pool *p)
 	pthread_mutex_destroy(&p->lock);
 	strv_free(p->recovered);
 	free(p->path);
+	free(p->real_path);
 	free(p->zone);
 	free(p->boot_id);
 	free(p);
@@ -577,14 +565,18 @@ void pool_close(Pool *p)
 int pool_probe(Pool *p)
 {
 	struct statvfs sv;
-	struct stat st;
+	struct stat st, there;
 
 	if (fstat(p->dir_fd, &st) < 0)
 		return negative_errno();
 	if (st.st_nlink == 0)
-		return -ENOENT; /* the directory was removed under us */
+		return -ENOMEDIUM; /* the directory was removed under us */
+	/* Its path leads elsewhere now (removed and made again, moved, a mount over it): the
+	 * pool's paths (a data file's, for a loop device) no longer reach it. */
+	if (stat(p->path, &there) < 0 || there.st_ino != st.st_ino || there.st_dev != st.st_dev)
+		return -ENOMEDIUM;
 	if (fstatat(p->volumes_fd, ".", &st, 0) < 0 || st.st_nlink == 0)
-		return -ENOENT;
+		return -ENOMEDIUM;
 	if (fstatvfs(p->dir_fd, &sv) < 0)
 		return negative_errno();
 	if (sv.f_flag & ST_RDONLY)
@@ -648,17 +640,18 @@ static void staging_abort(Pool *p, Staging *s)
 {
 	char trash[sizeof(s->name) + 4];
 	const char *name = s->name;
+	_cleanup_free_ char *why = NULL;
 
 	snprintf(trash, sizeof(trash), "del-%s", s->name + strlen(STAGING_PREFIX));
 	if (pool_lock_take(p) == 0) {
 		if (renameat2(p->tmp_fd, s->name, p->tmp_fd, trash, RENAME_NOREPLACE) == 0)
 			name = trash;
 		else
-			(void)remove_object_dir(p->tmp_fd, s->name);
+			(void)pool_tree_remove(p->tmp_fd, s->name, "tmp", &why);
 		ledger_release(p, s->size);
 		pool_lock_release(p);
 	}
-	(void)remove_object_dir(p->tmp_fd, name);
+	(void)pool_tree_remove(p->tmp_fd, name, "tmp", &why); /* else the next open's */
 	closep(&s->fd);
 }
 
@@ -802,6 +795,12 @@ static int pool_volume_check_unused(Pool *p, int dir_fd, const char *id, PoolVol
 	return volume_check_unstaged(p, id, found);
 }
 
+static const char *const kind_dir[] = {
+	[KIND_VOLUME] = "volumes",
+	[KIND_SNAPSHOT] = "snapshots",
+	[KIND_GROUP] = "groups",
+};
+
 /* Removes what is at an object's name and is no directory (a symlink, a file): that entry
  * itself, never what a symlink points to. */
 static int object_remove_entry(Pool *p, ObjectKind k, const char *id)
@@ -820,11 +819,7 @@ static int object_remove_entry(Pool *p, ObjectKind k, const char *id)
 	pool_lock_release(p);
 	if (r < 0)
 		return r;
-	log_debug("pool: removed %s%s, which was no directory",
-		  k == KIND_VOLUME     ? "volumes/"
-		  : k == KIND_SNAPSHOT ? "snapshots/"
-				       : "groups/",
-		  id);
+	log_debug("pool: removed %s/%s, which was no directory", kind_dir[k], id);
 	return fsync_dir(kind_fd(p, k));
 }
 
@@ -844,8 +839,12 @@ static int volume_use_lock_for_delete(int dir_fd, int *ret_lock_fd)
 /* Removes an object: one rename makes it gone, and gives its data's size back to the ledger in
  * the same critical section; the files go after. A volume (found non-NULL) is checked unused
  * first, under the same hold of its lock and of its node lock: a NodeStageVolume waiting for
- * the node lock finds the volume gone when it gets it. */
-static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound *found)
+ * the node lock finds the volume gone when it gets it. So is whether its files can all be
+ * removed: a delete that could not finish is refused before anything changes (-EPERM, *ret_why
+ * says what is in the way), never left half done in tmp/. Should a file still resist (changed
+ * since), the object is gone all the same and *ret_why says what is left in tmp/. */
+static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound *found,
+			 char **ret_why)
 {
 	char trash[POOL_ID_MAX + 24];
 	struct stat st;
@@ -860,6 +859,8 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 		return r;
 	if (found && (r = pool_volume_check_unused(p, fd, id, found)) < 0)
 		return r;
+	if (pool_tree_check(kind_fd(p, k), id, kind_dir[k], ret_why) < 0)
+		return -EPERM;
 	failpoint("pool-delete-after-check");
 	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
 	if ((r = pool_lock_take(p)) < 0)
@@ -878,7 +879,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 	if (r < 0)
 		return r;
 	failpoint("pool-delete-after-rename");
-	(void)remove_object_dir(p->tmp_fd, trash);
+	(void)pool_tree_remove(p->tmp_fd, trash, "tmp", ret_why);
 	pool_reserve_restore(p); /* with the space it held, where the reserve was given up */
 	return 0;
 }
@@ -1019,13 +1020,15 @@ int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, Copy
 		.failpoint = "pool-create-before-commit",
 	};
 	_cleanup_free_ char *meta = pool_volume_to_json(spec, &o.meta_len);
+	if (!meta)
+		return -EINVAL; /* a string not UTF-8: refused before anything is made */
 	o.meta = meta;
 	return object_create(p, &o, ret_method);
 }
 
 int pool_volume_delete(Pool *p, const char *id, PoolVolumeFound *found)
 {
-	return object_remove(p, KIND_VOLUME, id, found);
+	return object_remove(p, KIND_VOLUME, id, found, &found->why);
 }
 
 void pool_volume_found_done(PoolVolumeFound *f)
@@ -1034,6 +1037,7 @@ void pool_volume_found_done(PoolVolumeFound *f)
 	free(f->node);
 	free(f->device);
 	free(f->staging_path);
+	free(f->why);
 	*f = (PoolVolumeFound){};
 }
 
@@ -1055,6 +1059,8 @@ int pool_volume_save(Pool *p, const PoolVolume *v)
 	if (fd < 0)
 		return fd;
 	_cleanup_free_ char *meta = pool_volume_to_json(v, &len);
+	if (!meta)
+		return -EINVAL;
 	return write_meta(p, fd, meta, len);
 }
 
@@ -1296,13 +1302,15 @@ int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 		.failpoint = "pool-snapshot-before-commit",
 	};
 	_cleanup_free_ char *meta = pool_snapshot_to_json(spec, &o.meta_len);
+	if (!meta)
+		return -EINVAL; /* a string not UTF-8: refused before anything is made */
 	o.meta = meta;
 	return object_create(p, &o, ret_method);
 }
 
-int pool_snapshot_delete(Pool *p, const char *id)
+int pool_snapshot_delete(Pool *p, const char *id, char **ret_why)
 {
-	return object_remove(p, KIND_SNAPSHOT, id, NULL);
+	return object_remove(p, KIND_SNAPSHOT, id, NULL, ret_why);
 }
 
 int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n)
@@ -1345,6 +1353,8 @@ int pool_group_create(Pool *p, const PoolGroup *spec)
 		.failpoint = "pool-group-before-commit",
 	};
 	_cleanup_free_ char *meta = pool_group_to_json(spec, &o.meta_len);
+	if (!meta)
+		return -EINVAL; /* a string not UTF-8: refused before anything is made */
 	o.meta = meta;
 	return object_create(p, &o, NULL);
 }
@@ -1360,7 +1370,7 @@ int pool_group_load(Pool *p, const char *id, PoolGroup **ret)
 	return pool_group_from_json(text, len, ret);
 }
 
-int pool_group_delete(Pool *p, const char *id)
+int pool_group_delete(Pool *p, const char *id, char **ret_why)
 {
-	return object_remove(p, KIND_GROUP, id, NULL);
+	return object_remove(p, KIND_GROUP, id, NULL, ret_why);
 }

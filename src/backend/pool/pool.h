@@ -36,6 +36,9 @@ typedef struct PoolConfig {
 	const char *zone;    /* topology zone of this pool */
 	const char *node_id; /* the node it serves (recorded at first use); NULL: not checked */
 	bool existing;	     /* refuse (-ENOENT) a directory that holds no pool yet */
+	/* Make a new pool in an absent or empty directory although the record beside it
+	 * (pool_record_path()) says a pool was there; without it that is -ENOMEDIUM. */
+	bool init;
 	/* Volumes and snapshots may be provisioned up to capacity x this (thin provisioning
 	 * beyond 1: their data files are sparse); 0: 1, every byte provisioned is there. */
 	double overprovision;
@@ -102,9 +105,13 @@ char *pool_layout_damage(const char *path);
 
 /* The node recorded in the pool at path (POOL/node), or NULL when none is. Caller frees. */
 char *pool_recorded_node(const char *path);
+/* Where the record that a pool is at path is kept: PARENT/.NAME.volplug, beside it (NULL for
+ * a path without a last component). Caller frees. */
+char *pool_record_path(const char *path);
 void pool_close(Pool *p);
 
-/* 0 when the pool can serve requests now, else a negative errno (directory gone, read-only). */
+/* 0 when the pool can serve requests now, else a negative errno: -ENOMEDIUM when its directory
+ * is gone (removed, or its path leads elsewhere now), -EROFS read-only. */
 int pool_probe(Pool *p);
 
 const char *pool_path(const Pool *p);
@@ -214,6 +221,9 @@ typedef struct PoolVolumeFound {
 	char *node;
 	char *device;
 	char *staging_path;
+	/* With -EPERM: what in its directory cannot be removed (nothing was); with 0: what of its
+	 * files is left in tmp/ (the volume is gone; a repair removes them once they can be). */
+	char *why;
 } PoolVolumeFound;
 
 void pool_volume_found_done(PoolVolumeFound *f);
@@ -221,9 +231,10 @@ void pool_volume_found_done(PoolVolumeFound *f);
 /* Removes a volume unless something uses it, deciding both under one hold of its lock and its
  * node lock (in that order, as pool_volume_use_lock() callers must), kept until the volume is
  * renamed away: a publish or a stage from any process comes before or after, never between. 0,
- * -ENOENT when there was none, -ENOTEMPTY when it is published or staged on this machine.
- * *found (zeroed by the caller; free it with pool_volume_found_done()) says what the volume was,
- * and what uses it. A volume whose metadata is damaged can be removed too. Blocks. */
+ * -ENOENT when there was none, -ENOTEMPTY when it is published or staged on this machine,
+ * -EPERM when its files cannot all be removed (found->why says which; nothing changed). *found
+ * (zeroed by the caller; free it with pool_volume_found_done()) says what the volume was, and
+ * what uses it. A volume whose metadata is damaged can be removed too. Blocks. */
 int pool_volume_delete(Pool *p, const char *id, PoolVolumeFound *found);
 
 /* Locks a volume against other writers (threads and processes) until pool_unlock(): -ENOENT
@@ -258,7 +269,9 @@ void pool_volume_freep(PoolVolume **v);
 int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 			 CopyMethod *ret_method);
 int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret);
-int pool_snapshot_delete(Pool *p, const char *id);
+/* delete: -EPERM when its files cannot all be removed, *ret_why (NULL'ed by the caller) saying
+ * which (nothing changed); 0 with *ret_why set: gone, but that is left in tmp/. */
+int pool_snapshot_delete(Pool *p, const char *id, char **ret_why);
 int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n);
 void pool_snapshot_free(PoolSnapshot *s);
 void pool_snapshot_freep(PoolSnapshot **s);
@@ -268,7 +281,7 @@ bool pool_group_id_valid(const char *id);
 void pool_group_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 int pool_group_create(Pool *p, const PoolGroup *spec); /* -EEXIST when the ID exists */
 int pool_group_load(Pool *p, const char *id, PoolGroup **ret);
-int pool_group_delete(Pool *p, const char *id);
+int pool_group_delete(Pool *p, const char *id, char **ret_why); /* as pool_snapshot_delete() */
 void pool_group_free(PoolGroup *g);
 void pool_group_freep(PoolGroup **g);
 
