@@ -10,6 +10,7 @@ DeleteObject, DeleteObjects, ListObjectsV2 (max-keys, continuation tokens), and 
 uploads (create, part, complete, abort). Controlled over HTTP:
 
     POST /_s3sim/reset    {"buckets": [...], "keys": {id: secret}, "page": n}: forget all
+    POST /_s3sim/clear    forget the faults
     POST /_s3sim/faults   a JSON list, appended; each fault matches requests by "method" and
                           "key" (a regular expression; absent: any) and applies "times"
                           times (absent: always): {"status": 503, "code": "SlowDown"},
@@ -41,6 +42,11 @@ def reset(buckets=(), keys=None, page=1000):
 
 
 reset()
+
+
+def stamp(t):
+    """ISO 8601 with milliseconds, as S3 writes LastModified."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%03dZ" % (int(t * 1000) % 1000)
 
 
 def xml(body):
@@ -123,6 +129,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 reset(j.get("buckets", ()), j.get("keys"), j.get("page", 1000))
             elif what == "faults":
                 state["faults"].extend(json.loads(body))
+            elif what == "clear":
+                state["faults"] = []
             elif what == "put":
                 j = json.loads(body)
                 state["buckets"][j["bucket"]][j["key"]] = (bytes.fromhex(j["body_hex"]),
@@ -200,8 +208,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             items = "".join(
                 "<Contents><Key>%s</Key><Size>%d</Size><LastModified>%s</LastModified>"
                 "</Contents>" % (k, len(objects[k][0]),
-                                 time.strftime("%Y-%m-%dT%H:%M:%S.000Z",
-                                               time.gmtime(objects[k][1]))) for k in out)
+                                 stamp(objects[k][1])) for k in out)
             more = "<IsTruncated>true</IsTruncated><NextContinuationToken>%s" \
                    "</NextContinuationToken>" % out[-1] if rest else \
                    "<IsTruncated>false</IsTruncated>"

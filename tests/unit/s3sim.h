@@ -114,6 +114,12 @@ __attribute__((unused)) static void s3sim_faults(const char *json)
 	free(s3sim_control("POST", "faults", json));
 }
 
+/* Forgets the faults. */
+__attribute__((unused)) static void s3sim_clear(void)
+{
+	free(s3sim_control("POST", "clear", "{}"));
+}
+
 /* Its counters and objects (caller decrefs). */
 __attribute__((unused)) static json_t *s3sim_stats(void)
 {
