@@ -102,6 +102,7 @@ static char *standin_control(const char *method, const char *what, const char *b
 		printf("Bail out! stand-in %s: %s\n", what, error ? error : reply.body);
 		exit(1);
 	}
+	strmap_done(&reply.headers);
 	return reply.body;
 }
 
