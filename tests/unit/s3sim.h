@@ -36,14 +36,13 @@ static void s3sim_stop(void)
 	http_pool_free(s3sim.pool);
 }
 
-/* Starts the simulator; skips the whole test when python3 is missing. */
-__attribute__((unused)) static void s3sim_start(void)
+/* Starts script under python3 with pipes on its stdin (kept in *control_fd: closing it ends
+ * the script) and stdout; its first line in line. */
+static void s3sim_spawn(const char *script, pid_t *pid, int *control_fd, char *line, size_t n)
 {
-	static const char *const script = SOURCE_ROOT "/tests/s3sim/s3sim.py";
 	char *argv[] = {(char *)PYTHON3, (char *)script, NULL};
-	int in[2], out[2], port = 0;
 	posix_spawn_file_actions_t fa;
-	char line[64];
+	int in[2], out[2];
 
 	if (access(PYTHON3, X_OK) < 0)
 		TAP_SKIP_ALL("no " PYTHON3);
@@ -58,20 +57,35 @@ __attribute__((unused)) static void s3sim_start(void)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-	if (posix_spawn(&s3sim.pid, PYTHON3, &fa, NULL, argv, environ) != 0) {
+	if (posix_spawn(pid, PYTHON3, &fa, NULL, argv, environ) != 0) {
 		printf("Bail out! cannot start %s\n", script);
 		exit(1);
 	}
 	posix_spawn_file_actions_destroy(&fa);
 	close(in[0]);
 	close(out[1]);
-	s3sim.control_fd = in[1];
+	*control_fd = in[1];
 	FILE *f = fdopen(out[0], "r");
-	if (!f || !fgets(line, sizeof(line), f) || sscanf(line, "PORT %d", &port) != 1) {
-		printf("Bail out! the S3 simulator did not start\n");
+	if (!f || !fgets(line, (int)n, f)) {
+		printf("Bail out! %s did not start\n", script);
 		exit(1);
 	}
 	fclose(f);
+	line[strcspn(line, "\n")] = 0;
+}
+
+/* Starts the simulator; skips the whole test when python3 is missing. */
+__attribute__((unused)) static void s3sim_start(void)
+{
+	char line[64];
+	int port = 0;
+
+	s3sim_spawn(SOURCE_ROOT "/tests/s3sim/s3sim.py", &s3sim.pid, &s3sim.control_fd, line,
+		    sizeof(line));
+	if (sscanf(line, "PORT %d", &port) != 1) {
+		printf("Bail out! the S3 simulator did not start\n");
+		exit(1);
+	}
 	snprintf(s3sim.url, sizeof(s3sim.url), "http://127.0.0.1:%d", port);
 	s3sim.pool = http_pool_new(1);
 	atexit(s3sim_stop);
