@@ -11,6 +11,7 @@
 
 #include "alloc.h"
 #include "aws-credentials.h"
+#include "random-util.h"
 #include "s3.h"
 #include "s3sim.h"
 #include "store.h"
@@ -318,6 +319,40 @@ static void test_gc(void)
 	       "...puts its chunks again, though the store holds them (they become young)");
 }
 
+/* Chunks that do not compress, sent as multipart uploads (the threshold made tiny). */
+static void test_multipart(void)
+{
+	Store *s = NULL;
+	_cleanup_close_ int fd = volume_file("vol-m");
+	_cleanup_free_ char *buf = xmalloc(CHUNK), *err = NULL;
+	StoreUploadStats st = {};
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	store_new(&(StoreConfig){.s3 = s3, .chunk_size = CHUNK, .multipart_threshold = 1024}, &s,
+		  NULL);
+	for (unsigned i = 0; i < 3; i++) {
+		for (size_t j = 0; j < CHUNK; j += 8) {
+			uint64_t v = random_u64();
+			memcpy(buf + j, &v, 8);
+		}
+		if (pwrite(fd, buf, CHUNK, (off_t)(i * 7 * CHUNK)) != (ssize_t)CHUNK) {
+			printf("Bail out! pwrite: %m\n");
+			exit(1);
+		}
+	}
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "m"}, in(20 * USEC_PER_SEC), &st, &err),
+	       0, "upload of incompressible chunks above the multipart threshold: %s",
+	       err ? err : "ok");
+	ok(st.bytes_sent > 3 * CHUNK, "...sent as they are (%llu bytes)",
+	   (unsigned long long)st.bytes_sent);
+	is_int(s3sim_requests("POST"), 6, "...3 multipart uploads created and completed");
+	is_int(store_restore(s, "m", dir_fd, "m-restored", in(20 * USEC_PER_SEC), NULL, &err), 0,
+	       "...and restored");
+	_cleanup_close_ int rfd = openat(dir_fd, "m-restored", O_RDONLY | O_CLOEXEC);
+	ok(rfd >= 0 && same_file(fd, rfd), "...the same bytes");
+	store_free(s);
+}
+
 static void test_manifest_parse(void)
 {
 	static const struct {
@@ -379,6 +414,7 @@ int main(void)
 	test_faults_and_resume();
 	test_resume();
 	test_gc();
+	test_multipart();
 	s3_client_free(s3);
 	aws_credentials_provider_free(creds);
 	char cmd[64];
