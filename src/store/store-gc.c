@@ -206,3 +206,42 @@ out:
 	free(w.doomed);
 	return r;
 }
+
+typedef struct Unfinished {
+	Store *s;
+	usec_t now; /* CLOCK_REALTIME: a stale intent is only a hint here, not a decision */
+	usec_t deadline;
+	int (*fn)(const char *id, const char *node, bool stale, void *userdata);
+	void *userdata;
+} Unfinished;
+
+static int unfinished_one(const S3Object *o, void *userdata)
+{
+	Unfinished *u = userdata;
+	_cleanup_free_ char *text = NULL;
+	const char *id = strrchr(o->key, '/') + 1;
+	size_t len = 0;
+	json_auto_t *j = NULL;
+
+	if (!store_id_valid(id))
+		return 0;
+	if (s3_get(u->s->s3, o->key, 0, 0, 65536, u->deadline, &text, &len, NULL) < 0)
+		return 0; /* gone since the list: finished */
+	j = json_loadb(text, len, 0, NULL);
+	const char *node = json_string_value(json_object_get(j, "node"));
+	return u->fn(id, node ? node : "", o->last_modified + u->s->lease <= u->now, u->userdata);
+}
+
+int store_unfinished(Store *s,
+		     int (*fn)(const char *id, const char *node, bool stale, void *userdata),
+		     void *userdata, usec_t deadline, char **ret_error)
+{
+	_cleanup_free_ char *prefix = xasprintf("%sintents/", s->prefix);
+	Unfinished u = {.s = s,
+			.now = now_usec(CLOCK_REALTIME),
+			.deadline = deadline,
+			.fn = fn,
+			.userdata = userdata};
+
+	return s3_list(s->s3, prefix, unfinished_one, &u, deadline, ret_error);
+}

@@ -108,6 +108,14 @@ int store_manifest_get(Store *s, const char *id, usec_t deadline, StoreManifest 
 int store_list(Store *s, int (*fn)(const char *id, void *userdata), void *userdata, usec_t deadline,
 	       char **ret_error);
 
+/* Calls fn with each upload left unfinished (its intent still there: failed, or its volplugd
+ * stopped), the node that ran it, and whether its lease ran out: a restarted volplugd runs its
+ * own again with store_upload(), which resumes. fn returns 0 to go on, else that value is
+ * returned. */
+int store_unfinished(Store *s,
+		     int (*fn)(const char *id, const char *node, bool stale, void *userdata),
+		     void *userdata, usec_t deadline, char **ret_error);
+
 typedef struct StoreRestoreStats {
 	uint64_t chunks;
 	uint64_t bytes_received; /* compressed */

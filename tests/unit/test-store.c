@@ -243,6 +243,14 @@ static void test_faults_and_resume(void)
 	s3sim_reset("{\"buckets\": [], \"keys\": {\"AKID\": \"secret\"}}");
 }
 
+static int unfinished(const char *id, const char *node, bool stale, void *userdata)
+{
+	char **found = userdata;
+	free(*found);
+	*found = xasprintf("%s %s %s", id, node, stale ? "stale" : "live");
+	return 0;
+}
+
 static void test_resume(void)
 {
 	_cleanup_(store_freep) Store *s = store_with(0, 0);
@@ -260,6 +268,10 @@ static void test_resume(void)
 	   "...naming the manifest: %s", err);
 	is_int((long long)s3sim_objects(), 9, "...its 8 chunks and its intent stay");
 	s3sim_clear();
+	_cleanup_free_ char *found = NULL;
+	is_int(store_unfinished(s, unfinished, &found, in(5 * USEC_PER_SEC), NULL), 0,
+	       "the unfinished uploads");
+	is_str(found, "r node-a live", "...name it, its node, its lease not run out");
 	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "r"}, in(10 * USEC_PER_SEC), &st, NULL),
 	       0, "run again, it resumes");
 	is_int((long long)st.chunks_sent, 0, "...sending no chunk again");
