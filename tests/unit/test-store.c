@@ -5,6 +5,8 @@
  * delete and collection with its rule for uploads in progress. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -331,6 +333,69 @@ static void test_gc(void)
 	       "...puts its chunks again, though the store holds them (they become young)");
 }
 
+typedef struct Race {
+	Store *s;
+	_Atomic bool done;
+	unsigned collections, deferred;
+} Race;
+
+static void *collect_loop(void *userdata)
+{
+	Race *race = userdata;
+
+	while (!race->done) {
+		int r = store_gc(race->s, in(10 * USEC_PER_SEC), NULL, NULL);
+		race->collections++;
+		race->deferred += r == -EBUSY;
+	}
+	return NULL;
+}
+
+/* Uploads and deletes while collections run back to back, with no grace at all: only the
+ * intents and markers keep the chunks uploads reference. */
+static void test_gc_race(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 1);
+	_cleanup_close_ int fd = volume_file("vol-race");
+	Race race = {.s = s};
+	pthread_t t;
+	int failed = 0;
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	for (unsigned i = 0; i < 6; i++)
+		fill(fd, i, 'a' + (int)i);
+	pthread_create(&t, NULL, collect_loop, &race);
+	/* Slow uploads: a collection has time to run between a HEAD and the manifest. */
+	s3sim_faults("[{\"method\": \"PUT\", \"key\": \"snapshots/\", \"delay\": 0.3}]");
+	for (unsigned i = 0; i < 12; i++) {
+		char id[16], prev[16], name[32];
+		snprintf(id, sizeof(id), "race-%u", i);
+		snprintf(prev, sizeof(prev), "race-%u", i - 1);
+		/* The previous snapshot goes first: its chunks are garbage the next one reuses. */
+		if (i > 0)
+			store_delete(s, prev, in(5 * USEC_PER_SEC), NULL);
+		fill(fd, i % 6, 'A' + (int)i); /* one chunk changes, five stay */
+		if (store_upload(s, fd, &(StoreUploadInfo){.id = id}, in(20 * USEC_PER_SEC), NULL,
+				 NULL) < 0)
+			failed++;
+		snprintf(name, sizeof(name), "race-restored-%u", i);
+		_cleanup_free_ char *err = NULL;
+		if (store_restore(s, id, dir_fd, name, in(20 * USEC_PER_SEC), NULL, &err) < 0) {
+			printf("# %s: %s\n", id, err);
+			failed++;
+		}
+		unlinkat(dir_fd, name, 0);
+	}
+	race.done = true;
+	pthread_join(t, NULL);
+	is_int(failed, 0, "12 uploads and restores while %u collections ran (%u deferred)",
+	       race.collections, race.deferred);
+	ok(race.collections > 12, "...collections ran all along");
+	is_int(store_gc(s, in(10 * USEC_PER_SEC), NULL, NULL), 0, "a last collection");
+	is_int((long long)s3sim_objects(), 7,
+	       "...leaves the last snapshot's 6 chunks and manifest");
+}
+
 /* Chunks that do not compress, sent as multipart uploads (the threshold made tiny). */
 static void test_multipart(void)
 {
@@ -427,6 +492,7 @@ int main(void)
 	test_resume();
 	test_gc();
 	test_multipart();
+	test_gc_race();
 	s3_client_free(s3);
 	aws_credentials_provider_free(creds);
 	char cmd[64];
