@@ -520,6 +520,22 @@ def test_volume_io(ctx):
                          r"busy \d+\.\d{3} s, \d+ in flight$" % (re.escape(v), re.escape(dev[0])),
                          text, re.M), text
 
+        # A restart finds the volume staged: its series count again from what the new process
+        # first saw, and go on counting.
+        d.stop()
+        d = ctx.daemon(args=ADDR + ["--flexvolume-dir", ""], pool=d.pool, name="restarted")
+        again = volume_series(scrape(d), v)
+        assert again["volplug_volume_written_bytes_total"] < size, again
+        fd = os.open(path, os.O_RDWR | os.O_DIRECT)
+        try:
+            for off in range(0, size, MiB):
+                assert os.pwritev(fd, [buf], off) == MiB
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        later = volume_series(scrape(d, fresh=True), v)
+        assert later["volplug_volume_written_bytes_total"] - again["volplug_volume_written_bytes_total"] >= size, (again, later)
+
         d.call("NodeUnstageVolume", volume_id=v, staging_target_path=stage)
         gone = scrape(d, fresh=True)
         assert volume_series(gone, v) == {}, "unstaged: its series are gone"

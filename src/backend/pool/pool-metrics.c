@@ -12,6 +12,7 @@
  * counter of the process they start again with it, and with a new stage; their series go with
  * the stage. Prometheus' rate() takes each new start as a counter reset. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,26 +117,52 @@ static void count_uses(PoolBackend *pb, Hashmap *staged_ids)
 	metric_add(&published, (double)n_published);
 }
 
-/* The baselines: "N <backing file>" -> LoopStat, one per loop device over a volume of a pool of
- * this process (attached by it or seen by its collector), dropped when the collector no longer
- * sees the device bound so. */
+/* The baselines: loop device number -> the file it was bound to and its counters then, one per
+ * loop device over a volume of a pool of this process (attached by it or seen by its
+ * collector): at most one per loop device of the machine, replaced when the device is bound to
+ * another file, dropped when the collector no longer sees it bound. */
+typedef struct Baseline {
+	char *backing_file;
+	LoopStat stat;
+} Baseline;
+
 static pthread_mutex_t baselines_lock = PTHREAD_MUTEX_INITIALIZER;
 static Hashmap *baselines;
 
-static char *baseline_key(const LoopInfo *l)
+static void baseline_free(void *v)
 {
-	return xasprintf("%u %s", l->number, l->backing_file);
+	Baseline *b = v;
+
+	free(b->backing_file);
+	free(b);
 }
 
-/* Puts st as the baseline of key. Hold baselines_lock. */
-static void baseline_put(const char *key, const LoopStat *st)
+/* Sets the baseline of l to st. Hold baselines_lock. */
+static Baseline *baseline_put(const LoopInfo *l, const LoopStat *st)
 {
+	char key[16];
+
+	snprintf(key, sizeof(key), "%u", l->number);
 	if (!baselines)
-		baselines = hashmap_new(free);
-	free(hashmap_remove(baselines, key));
-	LoopStat *copy = xnew0(LoopStat, 1);
-	*copy = *st;
-	(void)hashmap_put(baselines, key, copy);
+		baselines = hashmap_new(baseline_free);
+	Baseline *b = hashmap_remove(baselines, key);
+	if (b)
+		baseline_free(b);
+	b = xnew0(Baseline, 1);
+	b->backing_file = xstrdup(l->backing_file);
+	b->stat = *st;
+	(void)hashmap_put(baselines, key, b);
+	return b;
+}
+
+/* The baseline of l, if it has one for the file it is bound to. Hold baselines_lock. */
+static Baseline *baseline_get(const LoopInfo *l)
+{
+	char key[16];
+
+	snprintf(key, sizeof(key), "%u", l->number);
+	Baseline *b = baselines ? hashmap_get(baselines, key) : NULL;
+	return b && strcmp(b->backing_file, l->backing_file) == 0 ? b : NULL;
 }
 
 void pool_metrics_device_attached(const char *devpath)
@@ -144,9 +171,8 @@ void pool_metrics_device_attached(const char *devpath)
 	LoopStat st;
 
 	if (loop_get_info(devpath, &info) == 0 && loop_get_stat(info.number, &st) == 0) {
-		_cleanup_free_ char *key = baseline_key(&info);
 		pthread_mutex_lock(&baselines_lock);
-		baseline_put(key, &st);
+		(void)baseline_put(&info, &st);
 		pthread_mutex_unlock(&baselines_lock);
 	}
 	loop_info_done(&info);
@@ -156,14 +182,9 @@ void pool_metrics_device_attached(const char *devpath)
  * baseline (the device was removed and made again) makes the baseline zero. */
 static void since_baseline(const LoopInfo *l, LoopStat *st)
 {
-	_cleanup_free_ char *key = baseline_key(l);
-
 	pthread_mutex_lock(&baselines_lock);
-	LoopStat *b = baselines ? hashmap_get(baselines, key) : NULL;
-	if (!b) {
-		baseline_put(key, st);
-		b = hashmap_get(baselines, key);
-	}
+	Baseline *base = baseline_get(l) ?: baseline_put(l, st);
+	LoopStat *b = &base->stat;
 	if (st->reads < b->reads || st->read_sectors < b->read_sectors ||
 	    st->read_ms < b->read_ms || st->writes < b->writes ||
 	    st->write_sectors < b->write_sectors || st->write_ms < b->write_ms ||
@@ -182,18 +203,15 @@ static void since_baseline(const LoopInfo *l, LoopStat *st)
 /* Drops the baselines of devices not in list (detached, or bound to another file). */
 static void baselines_prune(const LoopInfo *list, size_t n)
 {
-	_cleanup_(hashmap_freep) Hashmap *keep = hashmap_new(free);
+	_cleanup_(hashmap_freep) Hashmap *keep = hashmap_new(baseline_free);
 
 	pthread_mutex_lock(&baselines_lock);
-	if (!baselines) {
-		pthread_mutex_unlock(&baselines_lock);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		_cleanup_free_ char *key = baseline_key(&list[i]);
-		void *b = hashmap_remove(baselines, key);
-		if (b)
-			(void)hashmap_put(keep, key, b);
+	for (size_t i = 0; baselines && i < n; i++) {
+		char key[16];
+		if (!baseline_get(&list[i]))
+			continue;
+		snprintf(key, sizeof(key), "%u", list[i].number);
+		(void)hashmap_put(keep, key, hashmap_remove(baselines, key));
 	}
 	hashmap_free(baselines);
 	baselines = TAKE_PTR(keep);
