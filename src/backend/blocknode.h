@@ -111,6 +111,27 @@ bool blocknode_fstype_supported(const char *fstype);
 int blocknode_stage_defaults(const BackendStage *r, const char **ret_fstype,
 			     BlockfsMkfsOptions *ret_mkfs, char **ret_error);
 
+/* The mark of the node service's mkfs of a volume (node-use.h: "mkfs"), where a backend keeps
+ * it: as last saved, and how a new one is saved, durably (synced before save returns: the mark
+ * must survive a crash of the machine), with a message on failure. */
+typedef struct BlockMkfsMark {
+	NodeMkfs state;
+	const char *uuid; /* the UUID of the mark's mkfs (NODE_MKFS_NONE: NULL) */
+	int (*save)(void *userdata, NodeMkfs state, const char *fstype, const char *uuid,
+		    char **ret_error);
+	void *userdata;
+} BlockMkfsMark;
+
+/* Makes fstype on dev with mkfs's options (NULL: the tool's defaults) when dev is blank, or
+ * when it holds only what an interrupted mkfs under mark left (a signature with the UUID of a
+ * "started" mark: wiped and made again with that UUID); the mark is saved "started" with the
+ * UUID before mkfs runs, "done" after it succeeded. Anything else on dev is never touched:
+ * *ret_found (malloc'ed) says what it holds, for the caller to check; "" when formatted here.
+ * Blocks (mkfs). */
+int blocknode_format(const char *volume_id, const char *dev, const char *fstype,
+		     const BlockfsMkfsOptions *mkfs, const BlockMkfsMark *mark, char **ret_found,
+		     char **ret_error);
+
 /* NodeStageVolume: the device (device_get), a filesystem made with mkfs's options (NULL: the
  * tool's defaults) on a blank device (never on one that holds anything), checked, mounted at
  * r->staging_path (r->access.fstype: resolved, not empty). Idempotent. Blocks (mkfs, fsck). */
