@@ -330,6 +330,17 @@ static int use_begin(const BlockNode *n, const char *id, Use *ret, char **ret_er
 		*ret_error = n->ops->not_found("volume_id", id);
 		return r;
 	}
+	if (r == -ELOOP || r == -EISDIR || r == -EBADFD) {
+		/* Never followed nor replaced: what is there is not the node service's. */
+		_cleanup_free_ char *name = n->ops->lock_name(n->userdata, id);
+		return errorf(ret_error, -EUCLEAN,
+			      "volume %s is damaged: its node lock %s is %s, not a file of its "
+			      "own: left as it is, nothing of the volume is changed",
+			      id, name,
+			      r == -ELOOP    ? "a symbolic link"
+			      : r == -EISDIR ? "a directory"
+					     : "not a regular file");
+	}
 	if (r < 0)
 		return errorf(ret_error, r, "volume %s: cannot lock it: %s", id, strerror(-r));
 	ret->n = n;

@@ -79,6 +79,10 @@ typedef struct BlockNodeOps {
 	/* The volume's node lock, blocking, also against other processes: -ENOENT when there is
 	 * no such volume. Released by closing *ret_lock_fd (use_unlock, when set, first). */
 	int (*use_lock)(void *userdata, const char *id, int *ret_lock_fd);
+	/* Where the volume's node lock lives, for messages ("volumes/<id>/node.lock in pool
+	 * /p", malloc'ed): use_lock fails -ELOOP (a symlink), -EISDIR or -EBADFD (not a regular
+	 * file) when something else is in its place, which makes the volume damaged. */
+	char *(*lock_name)(void *userdata, const char *id);
 	/* Called with the lock held right before it is released: a backend may drop what an
 	 * empty record leaves behind. NULL: nothing. */
 	void (*use_unlock)(void *userdata, const char *id, int lock_fd);

@@ -253,6 +253,12 @@ static int ebs_use_lock(void *userdata, const char *id, int *ret_lock_fd)
 	}
 }
 
+static char *ebs_use_lock_name(void *userdata, const char *id)
+{
+	EbsNode *n = userdata;
+	return xasprintf("%s/volumes/%s.lock", n->dir, id);
+}
+
 static void ebs_use_unlock(void *userdata, const char *id, int lock_fd)
 {
 	EbsNode *n = userdata;
@@ -383,6 +389,7 @@ static const BlockNodeOps ebs_block_ops = {
 	.volume_present = ebs_volume_present,
 	.not_found = ebs_not_found,
 	.use_lock = ebs_use_lock,
+	.lock_name = ebs_use_lock_name,
 	.use_unlock = ebs_use_unlock,
 	.use_load = ebs_use_load,
 	.use_save = ebs_use_save,
