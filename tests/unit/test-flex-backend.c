@@ -120,6 +120,28 @@ static void test_format(void)
 	ok(old && old->n_attachments == 1 && old->attachments[0].attach,
 	   "its attachments were made by attachable drivers: a detach is owed");
 	is_int(flex_record_from_json("[1]", 3, &back), -EBADMSG, "not an object: -EBADMSG");
+	ok(old && old->mkfs == NODE_MKFS_NONE && !*old->mkfs_uuid, "no mkfs mark: none");
+
+	/* The mark of the mountdevice fallback's mkfs, as node-use.h writes it. */
+	_cleanup_(flex_record_freep) FlexRecord *marked = NULL, *odd = NULL;
+	rec->mkfs = NODE_MKFS_STARTED;
+	flex_record_set(&rec->mkfs_fstype, "xfs");
+	flex_record_set(&rec->mkfs_uuid, "0f6e1c1a-3b9d-4c55-9a4e-2d7f6a1b8c90");
+	_cleanup_free_ char *with_mark = flex_record_to_json(rec);
+	ok(with_mark && strstr(with_mark, "\"mkfs\":{\"fstype\":\"xfs\",\"state\":\"started\","
+					  "\"uuid\":\"0f6e1c1a-3b9d-4c55-9a4e-2d7f6a1b8c90\"}"),
+	   "a mkfs mark is written: %s", with_mark);
+	is_int(flex_record_from_json(with_mark, strlen(with_mark), &marked), 0, "and read back");
+	ok(marked && marked->mkfs == NODE_MKFS_STARTED &&
+		   strcmp(marked->mkfs_uuid, "0f6e1c1a-3b9d-4c55-9a4e-2d7f6a1b8c90") == 0 &&
+		   strcmp(marked->mkfs_fstype, "xfs") == 0,
+	   "started, with its UUID and fstype");
+	static const char strange[] = "{\"mkfs\":{\"state\":\"what\",\"uuid\":\"x\"},"
+				      "\"volume_id\":\"vx\"}";
+	is_int(flex_record_from_json(strange, strlen(strange), &odd), 0,
+	       "a mark of no known state");
+	ok(odd && odd->mkfs == NODE_MKFS_STARTED && !*odd->mkfs_uuid,
+	   "stays a mark but proves no filesystem half made (no UUID)");
 
 	flex_record_set(&rec->driver, "bad\xff");
 	ok(!flex_record_to_json(rec), "a string that is not UTF-8 makes no record");
