@@ -265,6 +265,14 @@ static void test_check(void)
 	   "a node record whose path is gone");
 	is_int(rep.problems, 2, "2 problems");
 	flex_records_report_done(&rep);
+	/* Unstaged, but the mark of a mkfs killed half-way stays for the next stage. */
+	idle->mkfs = NODE_MKFS_STARTED;
+	flex_record_set(&idle->mkfs_uuid, "0f6e1c1a-3b9d-4c55-9a4e-2d7f6a1b8c90");
+	(void)flex_record_save(&s, FLEX_RECORD_STAGED, idle);
+	is_int(flex_records_check(dir, &rep), 0, "check: a record kept for its mkfs mark");
+	ok(!contains(rep.text, "/nonexistent/staging/vi is gone") && rep.problems == 1,
+	   "is no leftover: %s", rep.text);
+	flex_records_report_done(&rep);
 	(void)flex_record_remove(&s, FLEX_RECORD_STAGED, idle);
 	(void)flex_record_remove(&s, FLEX_RECORD_VOLUME, idle);
 

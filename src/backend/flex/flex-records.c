@@ -422,7 +422,8 @@ static bool record_name_valid(const char *name)
 }
 
 /* A record that owes nothing: the controller's with no attachment and no size to keep, a
- * node's whose path is gone (what it did was undone, its removal was not). */
+ * node's whose path is gone (what it did was undone, its removal was not) and that keeps no
+ * "started" mark of a mkfs (which the next stage needs). */
 static void check_leftover(Checker *c, const char *where, FlexRecordKind k, const FlexRecord *rec,
 			   const char *name)
 {
@@ -433,8 +434,8 @@ static void check_leftover(Checker *c, const char *where, FlexRecordKind k, cons
 			"%s/%s: volume %s: attached nowhere, no size to keep: left behind "
 			"(safe to remove)",
 			where, name, rec->volume_id);
-	else if (k != FLEX_RECORD_VOLUME && *rec->path == '/' && lstat(rec->path, &st) < 0 &&
-		 errno == ENOENT)
+	else if (k != FLEX_RECORD_VOLUME && rec->mkfs != NODE_MKFS_STARTED && *rec->path == '/' &&
+		 lstat(rec->path, &st) < 0 && errno == ENOENT)
 		problem(c, "%s/%s: volume %s: %s is gone: left behind (safe to remove)", where,
 			name, rec->volume_id, rec->path);
 }
