@@ -1076,6 +1076,50 @@ def test_fallback_mkfs_killed_never_wedges(ctx):
         cleanup_machine(ctx.tmp)
 
 
+def test_fallback_half_made_xfs_is_made_again(ctx):
+    """volplugd killed right after the mountdevice fallback's mkfs.xfs, before its mark says
+    done, and the superblock left as a killed mkfs.xfs leaves it (still flagged "in progress":
+    blkid knows it, the kernel refuses it): the next NodeStageVolume makes it again and mounts
+    it; the filesystem then finished is kept."""
+    need_root()
+    d = flex_daemon(ctx, name="d0", env={"VOLPLUG_FAILPOINTS": "node-stage-after-mkfs=crash"})
+    nsdev = "volplug.test/nsdev"
+    install(d.plugin_dir, nsdev, text=wrapper(
+        'case "$1" in mountdevice|unmountdevice) echo \'{"status":"Not supported"}\' ;;\n'
+        '*) exec "%s" "$@" ;; esac\n' % os.path.join(EXAMPLES, "loop")))
+    wait_driver(d, nsdev)
+    try:
+        v = AttachedVolume(ctx, d, "half", loop_context(ctx, driver=nsdev, size="1G"), fs="xfs")
+        v.publish_controller()
+        try:
+            v.stage()
+        except grpc.RpcError:
+            pass
+        assert d.proc.wait(10) == -9, "killed by its failpoint after mkfs"
+        subprocess.run(["xfs_db", "-x", "-c", "sb 0", "-c", "write -d inprogress 1", v.device],
+                       capture_output=True, check=True)
+        p = subprocess.run(["blkid", "-p", "-o", "value", "-s", "TYPE", v.device],
+                           capture_output=True, text=True)
+        assert p.stdout.strip() == "xfs", p.stdout
+        v.d = d = ctx.daemon(args=["--flexvolume-dir", d.plugin_dir], pool=d.pool, name="d1")
+        wait_driver(d, nsdev)
+        v.stage()
+        assert "an interrupted mkfs left" in d.logs(), d.logs()
+        m = mount_at(v.staging)
+        assert m and m["fstype"] == "xfs" and m["source"] == v.device, m
+        with open(os.path.join(v.staging, "kept"), "w") as f:
+            f.write("1")
+        v.unstage()
+        os.makedirs(v.staging)
+        v.stage()
+        assert os.path.exists(os.path.join(v.staging, "kept")), "finished: never made again"
+        v.unstage()
+        v.unpublish_controller()
+        assert loops_under(ctx.tmp) == {}
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
 if __name__ == "__main__":
     run([test_drivers_appear_and_tmpfs_volume_mounts, test_loop_driver_attach_stage_publish_and_back,
          test_upgrade_between_attachable_and_not_while_mounted, test_broken_and_removed_drivers,
@@ -1088,4 +1132,5 @@ if __name__ == "__main__":
          test_expand_arguments_reach_a_dollar_star_driver_in_place,
          test_volume_name_as_the_kubelet_gives_it, test_getvolumename_goes_first_as_with_the_kubelet,
          test_waitforattach_device_as_the_kubelet_passes_it, test_a_full_lifecycle_leaves_no_record,
-         test_flexvolume_off_and_unusable_dir, test_fallback_mkfs_killed_never_wedges])
+         test_flexvolume_off_and_unusable_dir, test_fallback_mkfs_killed_never_wedges,
+         test_fallback_half_made_xfs_is_made_again])
