@@ -249,9 +249,11 @@ def children(pid):
         for child in pids:
             try:
                 with open("/proc/%s/cmdline" % child, "rb") as f:
-                    names.append(os.path.basename(f.read().split(b"\0")[0].decode()))
+                    name = os.path.basename(f.read().split(b"\0")[0].decode())
             except OSError:
-                pass
+                continue
+            if name:  # empty: a zombie, or between fork and exec
+                names.append(name)
     return names
 
 
