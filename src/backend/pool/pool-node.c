@@ -177,6 +177,12 @@ static int pool_use_lock(void *userdata, const char *id, int *ret_lock_fd)
 	return pool_volume_use_lock(userdata, id, ret_lock_fd);
 }
 
+static char *pool_use_lock_name(void *userdata, const char *id)
+{
+	Pool *p = userdata;
+	return xasprintf("volumes/%s/" USE_LOCK " in pool %s", id, p->path);
+}
+
 static int pool_use_load(void *userdata, const char *id, NodeUse *ret)
 {
 	return pool_volume_use_load(userdata, id, ret);
@@ -197,6 +203,7 @@ static const BlockNodeOps pool_node_ops = {
 	.volume_present = pool_present,
 	.not_found = pool_volume_not_found,
 	.use_lock = pool_use_lock,
+	.lock_name = pool_use_lock_name,
 	.use_load = pool_use_load,
 	.use_save = pool_use_save,
 };
