@@ -201,10 +201,12 @@ static int pool_use_lock(void *userdata, const char *id, int *ret_lock_fd)
 	return pool_volume_use_lock(c->p, local_of(c, id), ret_lock_fd);
 }
 
+/* The lock's path in the pool: by the volume's local ID, the name of its directory. */
 static char *pool_use_lock_name(void *userdata, const char *id)
 {
-	Pool *p = userdata;
-	return xasprintf("volumes/%s/" USE_LOCK " in pool %s", id, p->path);
+	PoolNodeCall *c = userdata;
+
+	return xasprintf("volumes/%s/" USE_LOCK " in pool %s", local_of(c, id), c->p->path);
 }
 
 static int pool_use_load(void *userdata, const char *id, NodeUse *ret)
