@@ -607,6 +607,9 @@ def check_ebs(objs):
     driver's name, no pool."""
     d = find(objs, "CSIDriver", "ebs.volplug.io")[0]["spec"]
     assert d["attachRequired"] is True, d
+    # The kubelet asks NodeGetInfo again for the attach limit (MutableCSINodeAllocatableCount,
+    # beta in 1.34): the API takes 10 s at least.
+    assert d.get("nodeAllocatableUpdatePeriodSeconds", 0) >= 10, d
     (ctrl, cspec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "Deployment"]
     (node, nspec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "DaemonSet"]
     assert ctrl["spec"]["replicas"] == 2 and ctrl["spec"]["strategy"]["type"] == "RollingUpdate"

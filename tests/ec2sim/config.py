@@ -49,6 +49,7 @@ def defaults(region="us-east-1"):
         "role_name": "ec2sim-role",
         "imds_instance": None,
         "imds_v1": False,
+        "imds_ebs_mappings": 0,
     }
 
 
@@ -156,6 +157,7 @@ CHECKS = {
         r"^[\w+=,.@-]{1,64}$", v) else "an IAM role name or null (no role)", True),
     "imds_instance": (_optional_string, True),
     "imds_v1": (_bool, True),
+    "imds_ebs_mappings": (_number(0, 26, integer=True), True),
 }
 
 

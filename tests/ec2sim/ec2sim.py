@@ -74,6 +74,9 @@ Settings (flags set them at start, POST /_sim/config while running; see config.p
   credential_ttl (3600 s)   lifetime of the temporary credentials IMDS and STS hand out
   web_identity_tokens []    the tokens STS accepts (empty: any)
   role_name, imds_instance (the first instance), imds_v1 (false)
+  imds_ebs_mappings (0)     EBS volumes besides the root one in the block device mapping IMDS
+                            lists (ebs1..): those the instance was last started with, never
+                            the ones attached since. Both it and enis change while running
   region (us-east-1), zones (<region>a,b,c), account_id, seed, instances
                             [{id, type, zone, state, enis, tags}] (default: two m5.large in
                             zone a, one t2.medium in zone b; each has a root volume at /dev/xvda)

@@ -150,11 +150,14 @@ class Imds:
         if inst is not None:
             zone_index = cfg["zones"].index(inst.zone)
             enis = cfg["enis"] if inst.enis is None else inst.enis
+            mappings = cfg["imds_ebs_mappings"]
             values = {
                 "/latest/meta-data/": "block-device-mapping/\ninstance-id\ninstance-type\n"
                                       "network/\nplacement/\n" + ("iam/" if role else ""),
-                # The root volume only: the simulator launches instances with no other.
-                "/latest/meta-data/block-device-mapping/": "ami\nroot",
+                # The mapping the instance was last started with: the root volume and
+                # imds_ebs_mappings more (ebs1..); as on EC2, never the volumes attached since.
+                "/latest/meta-data/block-device-mapping/": "\n".join(
+                    ["ami", "root"] + ["ebs%d" % (i + 1) for i in range(mappings)]),
                 "/latest/meta-data/block-device-mapping/ami": "/dev/xvda",
                 "/latest/meta-data/block-device-mapping/root": "/dev/xvda",
                 # Each network interface takes one of a Nitro instance's attachment slots.
@@ -175,6 +178,9 @@ class Imds:
                     "architecture": "x86_64", "imageId": "ami-0ec25000000000000",
                     "pendingTime": iso_seconds(inst.launched), "version": "2017-09-30"}),
             }
+            for i in range(mappings):
+                values["/latest/meta-data/block-device-mapping/ebs%d" % (i + 1)] = \
+                    "sd" + chr(ord("b") + i)
         if role:
             values["/latest/meta-data/iam/"] = "info\nsecurity-credentials/"
             values["/latest/meta-data/iam/security-credentials/"] = role

@@ -249,6 +249,71 @@ def test_node_info_from_flags(ctx):
 # --- the node service on EBS devices -------------------------------------------------------------
 
 
+ROOT_VOL = "vol-0123456789abcdef0"
+MACS = "/latest/meta-data/network/interfaces/macs/"
+
+
+def limit_becomes(d, want, what, within=12.0):
+    """Asks NodeGetInfo until it says want (the node counts again every few seconds); returns
+    how long that took."""
+    start = time.monotonic()
+    while True:
+        got = int(node_info(d)["max_volumes_per_node"])
+        if got == want:
+            return time.monotonic() - start
+        assert time.monotonic() - start < within, \
+            "%s: max_volumes_per_node stays %d, want %d" % (what, got, want)
+        time.sleep(0.25)
+
+
+@ebs_test
+def test_node_info_counts_again(ctx):
+    """The kubelet asks NodeGetInfo again (CSIDriver nodeAllocatableUpdatePeriodSeconds): the
+    answer follows the ENIs and the EBS volumes that are not volplug's as they come and go,
+    without a restart; volplug's own attached volumes never count against it."""
+    sim = ctx.ec2sim()
+    sim.reset(imds_instance=NITRO, enis=1)
+    disks = Disks(ctx)
+    # The root volume, as udev names it on a Nitro instance (the node only reads names here).
+    os.symlink("/dev/null", disks.link_path(ROOT_VOL))
+    d = ebs_daemon(ctx, disks, sim)
+    assert int(node_info(d)["max_volumes_per_node"]) == 26, "m5.large: 28 - 1 ENI - root"
+
+    rows = []
+    sim.config(enis=3)  # two network interfaces attached to the running instance
+    rows.append("2 ENIs attached: 24 after %.1f s" % limit_becomes(d, 24, "2 more ENIs"))
+    foreign = "vol-0a1b2c3d4e5f60009"
+    os.symlink("/dev/null", disks.link_path(foreign))  # attached by someone else
+    rows.append("a foreign volume: 23 after %.1f s" % limit_becomes(d, 23, "a foreign volume"))
+
+    # volplug's own volume, attached and staged, takes none of the count.
+    disks.attach(VOL_A)
+    v = Vol(ctx, d, VOL_A)
+    v.stage()
+    time.sleep(6)
+    assert int(node_info(d)["max_volumes_per_node"]) == 23, "volplug's volume was counted"
+
+    # A burst of NodeGetInfo makes at most one round of metadata calls.
+    before = imds_paths_count(sim, MACS)
+    for _ in range(50):
+        node_info(d)
+    asked = imds_paths_count(sim, MACS) - before
+    assert asked <= 1, "50 NodeGetInfo asked for the ENIs %d times" % asked
+
+    os.unlink(disks.link_path(foreign))
+    sim.config(enis=1)
+    rows.append("both gone: 26 after %.1f s" % limit_becomes(d, 26, "the ENIs and volume gone"))
+    # A mapping the instance was started with counts too (IMDS lists launch-time volumes).
+    sim.config(imds_ebs_mappings=2)
+    limit_becomes(d, 24, "2 volumes mapped at launch")
+    v.unstage()
+    return "; ".join(rows)
+
+
+def imds_paths_count(sim, path):
+    return sim.stats()["imds"].get(path, 0)
+
+
 def can_grow_ext4_online():
     """Whether this process may grow a mounted ext4 (CAP_SYS_RESOURCE, bit 24)."""
     with open("/proc/self/status") as f:
@@ -486,7 +551,8 @@ def test_node_never_reads_credentials(ctx):
 
 
 if __name__ == "__main__":
-    run([test_node_info_from_instance_metadata, test_node_info_from_flags, test_lifecycle_ext4,
+    run([test_node_info_from_instance_metadata, test_node_info_from_flags,
+         test_node_info_counts_again, test_lifecycle_ext4,
          test_lifecycle_xfs, test_raw_block, test_device_named_at_attach,
          test_device_appears_while_the_stage_waits, test_unknown_volumes,
          test_records_of_an_earlier_boot_are_void, test_node_never_reads_credentials])

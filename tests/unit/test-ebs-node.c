@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The EBS node's device discovery (volume IDs, NVMe serials, by-id names, a sysfs tree made
- * here, what is refused) and the attach limits of instance types. */
+ * here, what is refused), the attach limits of instance types and NodeGetInfo's limit counted
+ * again as volumes come and go. */
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "alloc.h"
 #include "ebs-devices.h"
 #include "ebs-limits.h"
+#include "ebs-node.h"
 #include "path-util.h"
 #include "tap.h"
 
@@ -209,8 +211,17 @@ static void test_limits(void)
 		{"m7i.large", 4, 0, 31, "dedicated: 32 with the root volume, ENIs apart"},
 		{"m7i.48xlarge", 1, 0, 127, "dedicated by size"},
 		{"c7a.metal-48xl", 1, 0, 78, "dedicated metal"},
-		{"d3.8xlarge", 1, 0, 1, "capped at 3 EBS volumes: at least 1 left"},
-		{"inf1.24xlarge", 1, 0, 9, "capped at 11"},
+		{"d3.8xlarge", 1, 0, 2, "EC2 caps it at 3 EBS volumes, the root among them"},
+		{"d3.8xlarge", 4, 0, 1, "at least 1 left"},
+		{"inf1.24xlarge", 1, 0, 10, "capped at 11"},
+		{"g5.48xlarge", 1, 0, 8, "capped at 9 (its GPUs take slots)"},
+		{"c5d.large", 3, 0, 23,
+		 "a listed shared type: each ENI past the first takes a slot"},
+		{"m8g.large", 3, 0, 31, "Graviton4: dedicated, 32"},
+		{"m8i.96xlarge", 1, 0, 127, "8th-generation Intel: dedicated, 128"},
+		{"m7i.metal-24xl", 1, 0, 38, "dedicated metal-24xl: 39"},
+		{"p5.48xlarge", 8, 0, 63, "a dedicated type off its size's rule: 64"},
+		{"hpc7a.96xlarge", 1, 0, 26, "dedicated, 27"},
 		{"u-6tb1.metal", 1, 0, 17, "high memory metal: 19"},
 		{"zz9.large", 1, 0, 26, "a family the table lacks: Nitro"},
 		{"m5.large", 40, 0, 1, "never below 1 (0 would mean no limit)"},
@@ -229,6 +240,63 @@ static void test_limits(void)
 	is_str(ebs_instance_hypervisor("m6g.large"), "nitro", "m6g on Nitro");
 }
 
+static uint32_t info_limit(EbsNode *n)
+{
+	BackendNodeInfo info = {};
+
+	ebs_node_info(n, &info);
+	free(info.node_id);
+	strmap_done(&info.topology);
+	return info.max_volumes;
+}
+
+/* NodeGetInfo counts what is attached when it is asked: EBS volumes not volplug's take slots,
+ * volplug's own (those with a use record) do not. */
+static void test_limit_counted_again(void)
+{
+	_cleanup_free_ char *by_id = xasprintf("%s/limit-by-id", root),
+			    *state = xasprintf("%s/limit-state", root), *err = NULL;
+	EbsNodeConfig c = {
+		.node_id = "i-0fedcba9876543210",
+		.zone = "eu-west-1b",
+		.instance_type = "m5.large",
+		.state_dir = state,
+		.devices = {.by_id = by_id},
+		.imds_endpoint = "",
+		.limit_refresh = 1,
+	};
+	EbsNode *n = NULL;
+
+	mkdir_p(by_id, 0755);
+	link_to("../../nvme0n1", "limit-by-id/" EBS_BY_ID_PREFIX "vol0123456789abcdef0");
+	link_to("../../nvme0n1p1", "limit-by-id/" EBS_BY_ID_PREFIX "vol0123456789abcdef0-part1");
+	if (!ok(ebs_node_new(&c, &n, &err) == 0, "a node from flags (%s)", err ?: "ok"))
+		return;
+	is_int(info_limit(n), 26, "the root volume alone: 28 - 1 ENI - root");
+
+	link_to("../../nvme1n1", "limit-by-id/" EBS_BY_ID_PREFIX "vol0a1b2c3d4e5f60005");
+	usleep(10);
+	is_int(info_limit(n), 25, "a volume attached by someone else takes a slot");
+
+	link_to("../../nvme2n1", "limit-by-id/" EBS_BY_ID_PREFIX "vol0a1b2c3d4e5f60006");
+	put("limit-state/ebs/volumes/vol-0a1b2c3d4e5f60006.json", "{}");
+	usleep(10);
+	is_int(info_limit(n), 25, "volplug's own volume (it has a use record) is not counted");
+
+	_cleanup_free_ char *foreign =
+		xasprintf("%s/limit-by-id/" EBS_BY_ID_PREFIX "vol0a1b2c3d4e5f60005", root);
+	unlink(foreign);
+	usleep(10);
+	is_int(info_limit(n), 26, "the other volume detached: its slot is free again");
+	ebs_node_free(n);
+
+	c.max_volumes = 7;
+	n = NULL;
+	if (ebs_node_new(&c, &n, &err) == 0)
+		is_int(info_limit(n), 7, "--max-volumes-per-node is never counted again");
+	ebs_node_free(n);
+}
+
 int main(void)
 {
 	if (!mkdtemp(root))
@@ -237,6 +305,7 @@ int main(void)
 	test_sysfs();
 	test_find();
 	test_limits();
+	test_limit_counted_again();
 	nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	return tap_done();
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -19,11 +20,21 @@
 #define IMDS_TIMEOUT_DEFAULT (10 * USEC_PER_SEC)
 #define DEVICE_POLL (100 * USEC_PER_MSEC)
 #define NODE_ID_MAX 128
+#define LIMIT_REFRESH_DEFAULT (5 * USEC_PER_SEC)
+#define LIMIT_IMDS_TIMEOUT (2 * USEC_PER_SEC)
 #define NO_IMDS_FLAGS "--node-id, --zone and --instance-type (or --max-volumes-per-node)"
 
 struct EbsNode {
 	char *node_id, *zone, *instance_type;
-	uint32_t max_volumes;
+	uint32_t max_volumes_flag; /* --max-volumes-per-node: fixed; 0: counted */
+	Imds *imds;		   /* asked again for ENIs and mappings; NULL: never */
+	usec_t limit_refresh;
+	/* limit_lock guards the counted limit: one caller counts, the others wait for its
+	 * answer, so a burst of NodeGetInfo makes at most one round of metadata calls. */
+	pthread_mutex_t limit_lock;
+	EbsInstanceShape shape; /* the ENIs and mapped volumes last learnt */
+	uint32_t limit;		/* the limit last counted */
+	usec_t limit_at;	/* when (CLOCK_MONOTONIC); 0: never */
 	char *dir;		/* STATE/ebs */
 	int volumes_fd, tmp_fd; /* its volumes/ and tmp/ */
 	char *boot_id;		/* this boot: records of another are void */
@@ -62,7 +73,7 @@ static void imds_slots(Imds *m, usec_t deadline, EbsInstanceShape *inst)
 		inst->extra_mappings = count_lines(mapping, "ebs");
 }
 
-static int imds_learn(EbsNode *n, const EbsNodeConfig *c, EbsInstanceShape *inst, char **ret_error)
+static int imds_learn(EbsNode *n, const EbsNodeConfig *c, char **ret_error)
 {
 	static const struct {
 		const char *path;
@@ -73,7 +84,7 @@ static int imds_learn(EbsNode *n, const EbsNodeConfig *c, EbsInstanceShape *inst
 		{"instance-type", offsetof(EbsNode, instance_type)},
 	};
 	usec_t deadline = now_usec(CLOCK_MONOTONIC) + (c->imds_timeout ?: IMDS_TIMEOUT_DEFAULT);
-	_cleanup_(imds_freep) Imds *m = imds_new(&(ImdsConfig){.endpoint = c->imds_endpoint});
+	Imds *m = n->imds = imds_new(&(ImdsConfig){.endpoint = c->imds_endpoint});
 
 	for (size_t i = 0; i < ELEMENTSOF(items); i++) {
 		char **field = (char **)((char *)n + items[i].field);
@@ -88,14 +99,13 @@ static int imds_learn(EbsNode *n, const EbsNodeConfig *c, EbsInstanceShape *inst
 				      imds_endpoint(m), items[i].path, error ?: strerror(-r));
 	}
 	if (!c->max_volumes)
-		imds_slots(m, deadline, inst);
+		imds_slots(m, deadline, &n->shape);
 	return 0;
 }
 
 /* What the flags leave out, from the metadata service; then the attach limit. */
 static int identity_learn(EbsNode *n, const EbsNodeConfig *c, char **ret_error)
 {
-	EbsInstanceShape inst = {};
 	int r;
 
 	n->node_id = c->node_id ? xstrdup(c->node_id) : NULL;
@@ -105,16 +115,18 @@ static int identity_learn(EbsNode *n, const EbsNodeConfig *c, char **ret_error)
 	if (!complete && c->imds_endpoint && !*c->imds_endpoint)
 		return errorf(ret_error, -EINVAL,
 			      "no instance metadata service: give " NO_IMDS_FLAGS);
-	if (!complete && (r = imds_learn(n, c, &inst, ret_error)) < 0)
+	if (!complete && (r = imds_learn(n, c, ret_error)) < 0)
 		return r;
 	if (strlen(n->node_id) > NODE_ID_MAX || !*n->zone)
 		return errorf(ret_error, -EINVAL, "node id '%s' or zone '%s' is not usable",
 			      n->node_id, n->zone);
-	n->max_volumes = c->max_volumes;
-	if (n->max_volumes)
+	n->max_volumes_flag = c->max_volumes;
+	if (n->max_volumes_flag) {
+		imds_freep(&n->imds);
 		return 0;
-	inst.type = n->instance_type;
-	if (ebs_attach_limit(&inst, &n->max_volumes) < 0)
+	}
+	n->shape.type = n->instance_type;
+	if (ebs_attach_limit(&n->shape, &n->limit) < 0)
 		return errorf(ret_error, -EINVAL,
 			      "instance type '%s' is not one (want family.size, e.g. m5.large)",
 			      n->instance_type);
@@ -339,6 +351,71 @@ static const BlockNodeOps ebs_block_ops = {
 	.use_save = ebs_use_save,
 };
 
+/* ---- the attach limit, counted again on each NodeGetInfo ---- */
+
+/* Whether the volume is volplug's: it has a use record here (made at stage, from the publish
+ * context's volume; removed at unstage). */
+static bool volume_ours(EbsNode *n, const char *id)
+{
+	_cleanup_free_ char *name = record_name(id, "json");
+
+	return faccessat(n->volumes_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* The EBS volumes attached to this instance now that are not volplug's, the root volume among
+ * them: udev's by-id links of EBS NVMe disks (partitions left out). -errno when the directory
+ * cannot be read (a Xen instance has no such links: its devices have no serial). */
+static int foreign_volumes(EbsNode *n, unsigned *ret)
+{
+	_cleanup_closedir_ DIR *d = opendir(n->by_id ?: EBS_BY_ID_DIR);
+	struct dirent *de;
+	unsigned count = 0;
+
+	if (!d)
+		return negative_errno();
+	while ((de = readdir(d))) {
+		size_t len = strlen(EBS_BY_ID_PREFIX);
+		if (strncmp(de->d_name, EBS_BY_ID_PREFIX, len) != 0 ||
+		    strchr(de->d_name + len, '-'))
+			continue;
+		const char *serial = de->d_name + len;
+		_cleanup_free_ char *id = ebs_serial_volume_id(serial);
+		if (id && !volume_ours(n, id))
+			count++;
+	}
+	*ret = count;
+	return 0;
+}
+
+/* Counts the limit again when the last count is older than limit_refresh: the ENIs and the
+ * mapping from the metadata service (at most one round of calls, bounded by
+ * LIMIT_IMDS_TIMEOUT; what it does not answer keeps its last value), the EBS volumes not
+ * volplug's from the devices. Called with limit_lock held. */
+static void limit_count(EbsNode *n)
+{
+	usec_t now = now_usec(CLOCK_MONOTONIC);
+	EbsInstanceShape shape;
+	unsigned foreign = 0;
+	uint32_t limit;
+
+	if (n->limit_at && now - n->limit_at < n->limit_refresh)
+		return;
+	if (n->imds)
+		imds_slots(n->imds, now + LIMIT_IMDS_TIMEOUT, &n->shape);
+	shape = n->shape;
+	/* The mapping lists only the volumes the instance was started with; volumes attached
+	 * since show as devices. The root volume is in both, the mapping's extra count apart. */
+	if (foreign_volumes(n, &foreign) == 0 && foreign > 1 + shape.extra_mappings)
+		shape.extra_mappings = foreign - 1;
+	if (ebs_attach_limit(&shape, &limit) == 0) {
+		if (n->limit_at && limit != n->limit)
+			log_debug("ebs: attach limit %u -> %u (%u ENIs, %u other EBS volumes)",
+				  n->limit, limit, shape.enis, shape.extra_mappings);
+		n->limit = limit;
+	}
+	n->limit_at = now_usec(CLOCK_MONOTONIC);
+}
+
 /* ---- the node ---- */
 
 int ebs_node_new(const EbsNodeConfig *config, EbsNode **ret, char **ret_error)
@@ -352,6 +429,8 @@ int ebs_node_new(const EbsNodeConfig *config, EbsNode **ret, char **ret_error)
 	n->devices = (EbsDeviceDirs){.by_id = n->by_id, .sys = n->sys};
 	n->device_wait = config->device_wait ?: EBS_DEVICE_WAIT_DEFAULT;
 	n->boot_id = node_use_boot_id();
+	n->limit_refresh = config->limit_refresh ?: LIMIT_REFRESH_DEFAULT;
+	pthread_mutex_init(&n->limit_lock, NULL);
 	if ((r = identity_learn(n, config, ret_error)) < 0 ||
 	    (r = state_open(n, config->state_dir, ret_error)) < 0) {
 		ebs_node_free(n);
@@ -371,6 +450,8 @@ void ebs_node_free(EbsNode *n)
 {
 	if (!n)
 		return;
+	imds_free(n->imds);
+	pthread_mutex_destroy(&n->limit_lock);
 	free(n->node_id);
 	free(n->zone);
 	free(n->instance_type);
@@ -390,7 +471,15 @@ const BlockNode *ebs_node_block(EbsNode *n)
 
 void ebs_node_info(EbsNode *n, BackendNodeInfo *ret)
 {
-	*ret = (BackendNodeInfo){.max_volumes = n->max_volumes, .node_id = xstrdup(n->node_id)};
+	uint32_t limit = n->max_volumes_flag;
+
+	if (!limit) {
+		pthread_mutex_lock(&n->limit_lock);
+		limit_count(n);
+		limit = n->limit;
+		pthread_mutex_unlock(&n->limit_lock);
+	}
+	*ret = (BackendNodeInfo){.max_volumes = limit, .node_id = xstrdup(n->node_id)};
 	strmap_set(&ret->topology, EBS_TOPOLOGY_ZONE, n->zone);
 	strmap_set(&ret->topology, EBS_TOPOLOGY_K8S_ZONE, n->zone);
 }

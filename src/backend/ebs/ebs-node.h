@@ -3,9 +3,12 @@
  * the block-device node service (blocknode.h).
  *
  * Identity comes from the flags, and what they leave out from the instance metadata service
- * (IMDSv2: instance-id, placement/availability-zone, instance-type, the network interfaces and
- * the block device mapping), asked once at start. The node never reads a credential and never
- * calls EC2: EC2 attaches, the node only finds the device (ebs-devices.h).
+ * (IMDSv2: instance-id, placement/availability-zone, instance-type), asked once at start. The
+ * attach limit is counted again on each NodeGetInfo (at most every limit_refresh): the network
+ * interfaces and the block device mapping from the metadata service, and the EBS volumes
+ * attached now that are not volplug's (a by-id device without a use record) from the devices. The
+ * node never reads a credential and never calls EC2: EC2 attaches, the node only finds the device
+ * (ebs-devices.h).
  *
  * Use records (node-use.h) live in the node's own state directory:
  *
@@ -44,6 +47,7 @@ typedef struct EbsNodeConfig {
 	usec_t device_wait;	   /* how long a stage waits for the device; 0: the default */
 	const char *imds_endpoint; /* NULL: the default; "": no metadata service */
 	usec_t imds_timeout;	   /* the whole identity lookup; 0: 10 s */
+	usec_t limit_refresh;	   /* how long a counted attach limit stands; 0: 5 s */
 } EbsNodeConfig;
 
 /* Learns the node's identity and opens its state directory (made when missing); removes
@@ -55,7 +59,8 @@ void ebs_node_free(EbsNode *n);
 /* The node service over this node's devices (borrowed from n). */
 const BlockNode *ebs_node_block(EbsNode *n);
 
-/* NodeGetInfo: the node id, its attach limit and its zone. */
+/* NodeGetInfo: the node id, its attach limit as counted now (or at most limit_refresh ago) and
+ * its zone. Blocks for the metadata service (at most 2 s) when the count is due. */
 void ebs_node_info(EbsNode *n, BackendNodeInfo *ret);
 
 /* The state directory of the node's records ("STATE/ebs"). */
