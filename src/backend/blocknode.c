@@ -330,6 +330,17 @@ static int use_begin(const BlockNode *n, const char *id, Use *ret, char **ret_er
 		*ret_error = n->ops->not_found("volume_id", id);
 		return r;
 	}
+	if (r == -ELOOP || r == -EISDIR || r == -EBADFD) {
+		/* Never followed nor replaced: what is there is not the node service's. */
+		_cleanup_free_ char *name = n->ops->lock_name(n->userdata, id);
+		return errorf(ret_error, -EUCLEAN,
+			      "volume %s is damaged: its node lock %s is %s, not a file of its "
+			      "own: left as it is, nothing of the volume is changed",
+			      id, name,
+			      r == -ELOOP    ? "a symbolic link"
+			      : r == -EISDIR ? "a directory"
+					     : "not a regular file");
+	}
 	if (r < 0)
 		return errorf(ret_error, r, "volume %s: cannot lock it: %s", id, strerror(-r));
 	ret->n = n;
@@ -479,40 +490,84 @@ static char *new_uuid(void)
 			 (unsigned)(b >> 48), (unsigned long long)(b & UINT64_C(0xffffffffffff)));
 }
 
-/* Whether what is on the device is the filesystem a mkfs of the volume's "started" mark left:
- * it has the UUID that mkfs was given, and no mark says the mkfs finished. */
-static bool is_half_made(const Use *u, const BlockDevice *dev)
+/* Whether what is on dev is the filesystem a mkfs under mark left: it has the UUID that mkfs
+ * was given, and no mark says the mkfs finished. */
+static bool is_half_made(const BlockMkfsMark *mark, const char *dev)
 {
 	_cleanup_free_ char *uuid = NULL;
 
-	if (u->rec.mkfs != NODE_MKFS_STARTED || !u->rec.mkfs_uuid || !*u->rec.mkfs_uuid)
+	if (mark->state != NODE_MKFS_STARTED || !mark->uuid || !*mark->uuid)
 		return false;
-	if (blockfs_probe_uuid(dev->path, &uuid) < 0)
+	if (blockfs_probe_uuid(dev, &uuid) < 0)
 		return false;
-	return strcasecmp(uuid, u->rec.mkfs_uuid) == 0;
+	return strcasecmp(uuid, mark->uuid) == 0;
 }
 
 /* mkfs under the volume's mark: "started" (durable) before, "done" (durable) after, so that a
  * crash at any point leaves either a blank device, a filesystem the mark proves half made (made
  * again by the next try), or a finished one marked done. A failed mkfs leaves "started". */
-static int stage_mkfs(const BackendStage *r, Use *u, const BlockfsMkfsOptions *mkfs,
-		      const BlockDevice *dev, const char *uuid, char **ret_error)
+static int format_marked(const char *volume_id, const char *dev, const char *fstype,
+			 const BlockfsMkfsOptions *mkfs, const BlockMkfsMark *mark,
+			 const char *uuid, char **ret_error)
 {
 	_cleanup_free_ char *err = NULL;
 	BlockfsMkfsOptions o = mkfs ? *mkfs : (BlockfsMkfsOptions){};
 	int e;
 
-	_cleanup_free_ char *id = xstrdup(uuid); /* uuid may be the record's own */
-	node_use_set_mkfs(&u->rec, NODE_MKFS_STARTED, r->access.fstype, id);
-	if ((e = use_save(u, true, ret_error)) < 0)
+	_cleanup_free_ char *id = xstrdup(uuid); /* uuid may be the mark's own */
+	if ((e = mark->save(mark->userdata, NODE_MKFS_STARTED, fstype, id, ret_error)) < 0)
 		return e;
 	o.uuid = id;
-	e = blockfs_mkfs(dev->path, r->access.fstype, &o, &err);
+	e = blockfs_mkfs(dev, fstype, &o, &err);
 	if (e < 0)
-		return errorf(ret_error, e, "volume %s: %s", r->volume_id, err ?: strerror(-e));
-	log_debug("volume %s: made %s on %s", r->volume_id, r->access.fstype, dev->path);
+		return errorf(ret_error, e, "volume %s: %s", volume_id, err ?: strerror(-e));
+	log_debug("volume %s: made %s on %s", volume_id, fstype, dev);
 	failpoint("node-stage-after-mkfs");
-	node_use_set_mkfs(&u->rec, NODE_MKFS_DONE, r->access.fstype, id);
+	return mark->save(mark->userdata, NODE_MKFS_DONE, fstype, id, ret_error);
+}
+
+int blocknode_format(const char *volume_id, const char *dev, const char *fstype,
+		     const BlockfsMkfsOptions *mkfs, const BlockMkfsMark *mark, char **ret_found,
+		     char **ret_error)
+{
+	_cleanup_free_ char *found = NULL;
+
+	int e = blockfs_probe(dev, &found);
+	if (e < 0)
+		return errorf(ret_error, e, "volume %s: probing %s failed: %s", volume_id, dev,
+			      strerror(-e));
+	if (!*found) {
+		_cleanup_free_ char *uuid = new_uuid();
+		e = format_marked(volume_id, dev, fstype, mkfs, mark, uuid, ret_error);
+	} else if (is_half_made(mark, dev)) {
+		/* Only the mkfs that was interrupted ever wrote to it: nothing to keep. */
+		log_warning("volume %s: %s on %s is what an interrupted mkfs left (uuid %s): "
+			    "making it again",
+			    volume_id, found, dev, mark->uuid);
+		if ((e = blockfs_wipe(dev)) < 0)
+			return errorf(
+				ret_error, e,
+				"volume %s: erasing the half-made filesystem on %s failed: %s",
+				volume_id, dev, strerror(-e));
+		_cleanup_free_ char *uuid = xstrdup(mark->uuid);
+		e = format_marked(volume_id, dev, fstype, mkfs, mark, uuid, ret_error);
+	} else {
+		*ret_found = TAKE_PTR(found);
+		return 0;
+	}
+	if (e < 0)
+		return e;
+	*ret_found = xstrdup("");
+	return 0;
+}
+
+/* The mark of a Use: its record's, saved with it. */
+static int use_save_mkfs(void *userdata, NodeMkfs state, const char *fstype, const char *uuid,
+			 char **ret_error)
+{
+	Use *u = userdata;
+
+	node_use_set_mkfs(&u->rec, state, fstype, uuid);
 	return use_save(u, true, ret_error);
 }
 
@@ -522,28 +577,17 @@ static int stage_prepare_fs(const BackendStage *r, Use *u, const BlockfsMkfsOpti
 			    const BlockDevice *dev, char **ret_error)
 {
 	_cleanup_free_ char *found = NULL, *err = NULL;
+	BlockMkfsMark mark = {
+		.state = u->rec.mkfs,
+		.uuid = u->rec.mkfs_uuid,
+		.save = use_save_mkfs,
+		.userdata = u,
+	};
 
-	int e = blockfs_probe(dev->path, &found);
-	if (e < 0)
-		return errorf(ret_error, e, "volume %s: probing %s failed: %s", r->volume_id,
-			      dev->path, strerror(-e));
-	if (!*found) {
-		_cleanup_free_ char *uuid = new_uuid();
-		return stage_mkfs(r, u, mkfs, dev, uuid, ret_error);
-	}
-	if (is_half_made(u, dev)) {
-		/* Only the mkfs that was interrupted ever wrote to it: nothing to keep. */
-		log_warning("volume %s: %s on %s is what an interrupted mkfs left (uuid %s): "
-			    "making it again",
-			    r->volume_id, found, dev->path, u->rec.mkfs_uuid);
-		if ((e = blockfs_wipe(dev->path)) < 0)
-			return errorf(
-				ret_error, e,
-				"volume %s: erasing the half-made filesystem on %s failed: %s",
-				r->volume_id, dev->path, strerror(-e));
-		_cleanup_free_ char *uuid = xstrdup(u->rec.mkfs_uuid);
-		return stage_mkfs(r, u, mkfs, dev, uuid, ret_error);
-	}
+	int e = blocknode_format(r->volume_id, dev->path, r->access.fstype, mkfs, &mark, &found,
+				 ret_error);
+	if (e < 0 || !*found)
+		return e;
 	if (strcmp(found, r->access.fstype) != 0)
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s holds %s, not the requested %s: it is never reformatted",

@@ -79,6 +79,10 @@ typedef struct BlockNodeOps {
 	/* The volume's node lock, blocking, also against other processes: -ENOENT when there is
 	 * no such volume. Released by closing *ret_lock_fd (use_unlock, when set, first). */
 	int (*use_lock)(void *userdata, const char *id, int *ret_lock_fd);
+	/* Where the volume's node lock lives, for messages ("volumes/<id>/node.lock in pool
+	 * /p", malloc'ed): use_lock fails -ELOOP (a symlink), -EISDIR or -EBADFD (not a regular
+	 * file) when something else is in its place, which makes the volume damaged. */
+	char *(*lock_name)(void *userdata, const char *id);
 	/* Called with the lock held right before it is released: a backend may drop what an
 	 * empty record leaves behind. NULL: nothing. */
 	void (*use_unlock)(void *userdata, const char *id, int lock_fd);
@@ -110,6 +114,27 @@ bool blocknode_fstype_supported(const char *fstype);
  * for options that do not parse or a filesystem that is not made here. */
 int blocknode_stage_defaults(const BackendStage *r, const char **ret_fstype,
 			     BlockfsMkfsOptions *ret_mkfs, char **ret_error);
+
+/* The mark of the node service's mkfs of a volume (node-use.h: "mkfs"), where a backend keeps
+ * it: as last saved, and how a new one is saved, durably (synced before save returns: the mark
+ * must survive a crash of the machine), with a message on failure. */
+typedef struct BlockMkfsMark {
+	NodeMkfs state;
+	const char *uuid; /* the UUID of the mark's mkfs (NODE_MKFS_NONE: NULL) */
+	int (*save)(void *userdata, NodeMkfs state, const char *fstype, const char *uuid,
+		    char **ret_error);
+	void *userdata;
+} BlockMkfsMark;
+
+/* Makes fstype on dev with mkfs's options (NULL: the tool's defaults) when dev is blank, or
+ * when it holds only what an interrupted mkfs under mark left (a signature with the UUID of a
+ * "started" mark: wiped and made again with that UUID); the mark is saved "started" with the
+ * UUID before mkfs runs, "done" after it succeeded. Anything else on dev is never touched:
+ * *ret_found (malloc'ed) says what it holds, for the caller to check; "" when formatted here.
+ * Blocks (mkfs). */
+int blocknode_format(const char *volume_id, const char *dev, const char *fstype,
+		     const BlockfsMkfsOptions *mkfs, const BlockMkfsMark *mark, char **ret_found,
+		     char **ret_error);
 
 /* NodeStageVolume: the device (device_get), a filesystem made with mkfs's options (NULL: the
  * tool's defaults) on a blank device (never on one that holds anything), checked, mounted at

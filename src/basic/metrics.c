@@ -421,6 +421,58 @@ void metrics_render(StrBuf *out)
 	pthread_mutex_unlock(&collect_lock);
 }
 
+static MetricFamily *family_find(const char *name)
+{
+	MetricFamily *f = NULL;
+
+	pthread_mutex_lock(&registry_lock);
+	for (MetricFamily *i = families; i && !f; i = i->next)
+		if (strcmp(i->name, name) == 0)
+			f = i;
+	pthread_mutex_unlock(&registry_lock);
+	return f;
+}
+
+int metrics_samples(const char *name, MetricSample **ret, size_t *ret_n)
+{
+	MetricSample *list = NULL;
+	size_t n = 0;
+
+	pthread_mutex_lock(&collect_lock);
+	collect_if_stale();
+	MetricFamily *f = family_find(name);
+	if (f) {
+		size_t n_labels = family_n_labels(f);
+		pthread_mutex_lock(&f->lock);
+		n = f->n_series;
+		list = n ? xnew0(MetricSample, n) : NULL;
+		for (size_t i = 0; i < n; i++) {
+			const MetricSeries *s = f->series[i];
+			list[i].values = xnew0(char *, n_labels + 1);
+			for (size_t j = 0; j < n_labels; j++)
+				list[i].values[j] = xstrdup(s->values[j]);
+			list[i].value = f->type == METRIC_HISTOGRAM ? (double)s->count : s->value;
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_unlock(&collect_lock);
+	if (!f)
+		return -ENOENT;
+	*ret = list;
+	*ret_n = n;
+	return 0;
+}
+
+void metric_samples_free(MetricSample *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		for (char **v = s[i].values; v && *v; v++)
+			free(*v);
+		free(s[i].values);
+	}
+	free(s);
+}
+
 int metrics_sum(const char *name, double *ret)
 {
 	MetricFamily *f = NULL;
@@ -429,11 +481,7 @@ int metrics_sum(const char *name, double *ret)
 
 	pthread_mutex_lock(&collect_lock);
 	collect_if_stale();
-	pthread_mutex_lock(&registry_lock);
-	for (MetricFamily *i = families; i && !f; i = i->next)
-		if (strcmp(i->name, name) == 0)
-			f = i;
-	pthread_mutex_unlock(&registry_lock);
+	f = family_find(name);
 	if (f) {
 		pthread_mutex_lock(&f->lock);
 		n = f->n_series;

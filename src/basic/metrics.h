@@ -128,6 +128,19 @@ void metrics_render(StrBuf *out);
  * or it has no series. */
 int metrics_sum(const char *name, double *ret);
 
+/* One series of a family: its label values (in the family's order) and its value (a
+ * histogram: its observations' count). */
+typedef struct MetricSample {
+	char **values; /* NULL-terminated */
+	double value;
+} MetricSample;
+
+/* Every series of the family named name, collectors run as for metrics_render(), in the order
+ * first seen. -ENOENT when no such family is registered (none of it: 0 and *ret NULL). Free with
+ * metric_samples_free(). */
+int metrics_samples(const char *name, MetricSample **ret, size_t *ret_n);
+void metric_samples_free(MetricSample *s, size_t n);
+
 /* Runs the collectors now, whatever their age: for tests. */
 void metrics_collect_now(void);
 

@@ -85,6 +85,27 @@ static void print_pool(json_t *p)
 	       (long long)num(p, "loop_devices"));
 }
 
+/* Each volume staged here: its device and what went through it. */
+static void print_volumes(json_t *s)
+{
+	json_t *list = json_object_get(s, "staged_volumes"), *v;
+	size_t i;
+
+	if (json_array_size(list) == 0)
+		return;
+	printf("staged volumes (I/O since attached):\n");
+	json_array_foreach (list, i, v) {
+		char a[32], b[32];
+		printf("  %s  %s  read %s in %lld ops, written %s in %lld ops, busy %.3f s, %lld "
+		       "in "
+		       "flight\n",
+		       str(v, "volume_id"), str(v, "device"), bytes(num(v, "read_bytes"), a),
+		       (long long)num(v, "reads"), bytes(num(v, "written_bytes"), b),
+		       (long long)num(v, "writes"), (double)num(v, "busy_ms") / 1000,
+		       (long long)num(v, "in_flight"));
+	}
+}
+
 static void print_drivers(json_t *s)
 {
 	json_t *list = json_object_get(s, "flex_drivers"), *d;
@@ -141,6 +162,7 @@ int ctl_status(Ctl *ctl, int argc, char **argv)
 	}
 	print_header(reply);
 	print_pool(json_object_get(reply, "pool"));
+	print_volumes(reply);
 	printf("calls: %lld answered, %lld in flight\n", (long long)num(reply, "calls"),
 	       (long long)num(reply, "calls_in_flight"));
 	print_drivers(reply);

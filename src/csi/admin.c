@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* volplug.admin.v1.Admin: what volplugctl asks the running daemon. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "admin.pb-c.h"
@@ -112,6 +113,61 @@ static Volplug__Admin__V1__PoolStatus *pool_status(const Driver *d)
 	return p;
 }
 
+/* The value of the series of family name whose first label is id; 0 when it has none. */
+static int64_t volume_figure(const char *name, const char *id, double scale)
+{
+	MetricSample *list = NULL;
+	size_t n = 0;
+	double v = 0;
+
+	if (metrics_samples(name, &list, &n) == 0)
+		for (size_t i = 0; i < n; i++)
+			if (list[i].values[0] && strcmp(list[i].values[0], id) == 0)
+				v = list[i].value * scale;
+	metric_samples_free(list, n);
+	/* Rounded: milliseconds come back from seconds a hair below the whole number. */
+	return v >= 0x1p63 ? INT64_MAX : v <= 0 ? 0 : (int64_t)(v + 0.5);
+}
+
+static int volume_io_cmp(const void *a, const void *b)
+{
+	const Volplug__Admin__V1__VolumeIO *x = *(Volplug__Admin__V1__VolumeIO *const *)a,
+					   *y = *(Volplug__Admin__V1__VolumeIO *const *)b;
+	return strcmp(x->volume_id, y->volume_id);
+}
+
+/* The volumes staged on this node and their I/O, from the pool backend's collector: one
+ * volplug_volume_device_info series each. */
+static void staged_volumes(Volplug__Admin__V1__GetStatusResponse *r)
+{
+	MetricSample *list = NULL;
+	size_t n = 0;
+
+	if (metrics_samples("volplug_volume_device_info", &list, &n) < 0 || n == 0)
+		return;
+	r->staged_volumes = xnew0(Volplug__Admin__V1__VolumeIO *, n);
+	for (size_t i = 0; i < n; i++) {
+		const char *id = list[i].values[0], *dev = id ? list[i].values[1] : NULL;
+		if (!dev)
+			continue;
+		Volplug__Admin__V1__VolumeIO *v = xnew0(Volplug__Admin__V1__VolumeIO, 1);
+		volplug__admin__v1__volume_io__init(v);
+		v->volume_id = xstrdup(id);
+		v->device = xstrdup(dev);
+		v->read_bytes = volume_figure("volplug_volume_read_bytes_total", id, 1);
+		v->reads = volume_figure("volplug_volume_reads_total", id, 1);
+		v->written_bytes = volume_figure("volplug_volume_written_bytes_total", id, 1);
+		v->writes = volume_figure("volplug_volume_writes_total", id, 1);
+		v->read_ms = volume_figure("volplug_volume_read_seconds_total", id, 1000);
+		v->write_ms = volume_figure("volplug_volume_write_seconds_total", id, 1000);
+		v->busy_ms = volume_figure("volplug_volume_io_busy_seconds_total", id, 1000);
+		v->in_flight = volume_figure("volplug_volume_io_in_flight", id, 1);
+		r->staged_volumes[r->n_staged_volumes++] = v;
+	}
+	metric_samples_free(list, n);
+	qsort(r->staged_volumes, r->n_staged_volumes, sizeof(*r->staged_volumes), volume_io_cmp);
+}
+
 static void recent_problems(Volplug__Admin__V1__GetStatusResponse *r)
 {
 	LogRecent list[LOG_RECENT_MAX];
@@ -166,6 +222,7 @@ int admin_get_status(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **
 	r->calls_in_flight = MAX(figure("volplug_csi_operations_in_flight") - 1, 0);
 	flex_drivers(d, r);
 	recent_problems(r);
+	staged_volumes(r);
 	*ret = &r->base;
 	return 0;
 }

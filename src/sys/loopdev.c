@@ -100,6 +100,45 @@ static int sysfs_read_u64(unsigned n, const char *attr, uint64_t *ret)
 	return 0;
 }
 
+int loop_stat_parse(const char *text, LoopStat *ret)
+{
+	uint64_t v[11];
+	const char *p = text;
+
+	for (size_t i = 0; i < ELEMENTSOF(v); i++) {
+		char *end;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p < '0' || *p > '9')
+			return -EBADMSG;
+		errno = 0;
+		v[i] = strtoull(p, &end, 10);
+		if (errno != 0)
+			return -EBADMSG;
+		p = end;
+	}
+	/* Fields 5..8 are the writes; 2 and 6 the merges, 11 the weighted time: not kept. */
+	*ret = (LoopStat){
+		.reads = v[0],
+		.read_sectors = v[2],
+		.read_ms = v[3],
+		.writes = v[4],
+		.write_sectors = v[6],
+		.write_ms = v[7],
+		.in_flight = v[8],
+		.io_ms = v[9],
+	};
+	return 0;
+}
+
+int loop_get_stat(unsigned number, LoopStat *ret)
+{
+	_cleanup_free_ char *s = NULL;
+
+	int r = sysfs_read(number, "stat", &s);
+	return r < 0 ? r : loop_stat_parse(s, ret);
+}
+
 static int sysfs_devno(unsigned n, dev_t *ret)
 {
 	_cleanup_free_ char *s = NULL;

@@ -102,6 +102,21 @@ int loop_get_size(const char *devpath, uint64_t *ret);
  * not a loop device path. */
 int loop_get_info(const char *devpath, LoopInfo *ret);
 
+/* The kernel's I/O counters of a block device (/sys/block/<dev>/stat, in
+ * Documentation/block/stat.rst), since it was attached: they go on across volplugd restarts. */
+typedef struct LoopStat {
+	uint64_t reads, read_sectors, read_ms;	  /* completed; 512-byte sectors; ms spent */
+	uint64_t writes, write_sectors, write_ms; /* likewise */
+	uint64_t in_flight;			  /* requests issued, not yet completed */
+	uint64_t io_ms;				  /* ms the device had I/O in flight (busy) */
+} LoopStat;
+
+/* Reads loopN's stat file. -ENOENT when there is no such device, -EBADMSG when the file has
+ * fewer than the 11 fields every kernel since 2.6 writes. */
+int loop_get_stat(unsigned number, LoopStat *ret);
+/* Parses the text of such a file: whitespace-separated decimal numbers. */
+int loop_stat_parse(const char *text, LoopStat *ret);
+
 /* Every bound loop device whose backing file lies below dir (canonicalised; deleted backing
  * files are included, they are leaks), ordered by device number. *ret is NULL when none.
  * Free with loop_info_array_free(). */

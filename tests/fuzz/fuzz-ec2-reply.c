@@ -4,7 +4,7 @@
  * reply always gives a message. */
 #include <string.h>
 
-#include "ec2-xml.h"
+#include "aws-xml.h"
 #include "ec2.h"
 #include "fuzz.h"
 

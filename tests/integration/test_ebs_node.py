@@ -10,6 +10,7 @@ directory. Needs root."""
 import functools
 import json
 import os
+import shutil
 import stat
 import subprocess
 import threading
@@ -550,9 +551,68 @@ def test_node_never_reads_credentials(ctx):
     return "%d Node RPCs served, no credential read, no EC2 call" % len(calls)
 
 
+@ebs_test
+def test_state_dir_cleanup_takes_only_its_own(ctx):
+    """At start the node removes from STATE/ebs/tmp/ only what a crash of its own record writes
+    left (".<volume id>.json.tmp-<16 hex>", a regular file nobody holds); anything else there is
+    left as it is, a FIFO under its name included (never opened to block the start). A symlink
+    in place of STATE/ebs or of its folders is refused, naming it, and never followed."""
+    disks = Disks(ctx)
+    tmp = os.path.join(disks.state, "ebs", "tmp")
+    os.makedirs(tmp)
+    os.makedirs(os.path.join(disks.state, "ebs", "volumes"))
+    hexes = "0123456789abcdef"
+    stale = "." + VOL_A + ".json.tmp-" + hexes
+    kept = ["notes.txt", ".notes.tmp-" + hexes, ".vol-123.json.tmp-" + hexes,
+            ".nothing.json.tmp-" + hexes]
+    for name in [stale] + kept:
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write("x")
+    fifo = "." + VOL_B + ".json.tmp-" + hexes
+    os.mkfifo(os.path.join(tmp, fifo))
+    outside = os.path.join(ctx.tmp, "outside")
+    with open(outside, "w") as f:
+        f.write("not the node's")
+    link = "." + VOL_C + ".json.tmp-" + hexes
+    os.symlink(outside, os.path.join(tmp, link))
+    d = ebs_daemon(ctx, disks, start=False)
+    d.start(wait=False)
+    d.wait_ready(timeout=5)
+    assert sorted(os.listdir(tmp)) == sorted(kept + [fifo, link]), os.listdir(tmp)
+    assert os.path.exists(outside), "a symlink is never followed"
+    d.stop()
+
+    # STATE/ebs, then STATE/ebs/tmp, a symlink to a folder elsewhere: refused, naming it.
+    elsewhere = os.path.join(ctx.tmp, "elsewhere")
+    os.makedirs(os.path.join(elsewhere, "tmp"))
+    os.makedirs(os.path.join(elsewhere, "volumes"))
+    planted = os.path.join(elsewhere, "tmp", stale)
+    with open(planted, "w") as f:
+        f.write("x")
+    top = os.path.join(disks.state, "ebs")
+    os.rename(top, top + ".old")
+    os.symlink(elsewhere, top)
+    refused = []
+    for victim in (top, os.path.join(top + ".old", "tmp")):
+        if victim != top:
+            os.unlink(top)
+            os.rename(top + ".old", top)
+            victim = os.path.join(top, "tmp")
+            shutil.rmtree(victim)
+            os.symlink(os.path.join(elsewhere, "tmp"), victim)
+        d = ebs_daemon(ctx, disks, start=False)
+        d.start(wait=False)
+        assert d.proc.wait(10) != 0, "volplugd started over a symlinked state directory"
+        assert "%s is a symlink, never followed" % victim in d.logs(), d.logs()
+        refused.append(victim)
+    assert os.path.exists(planted), "nothing is removed through a symlink"
+    return "%d left alone, 1 removed, %d symlinks refused" % (len(kept) + 2, len(refused))
+
+
 if __name__ == "__main__":
     run([test_node_info_from_instance_metadata, test_node_info_from_flags,
          test_node_info_counts_again, test_lifecycle_ext4,
          test_lifecycle_xfs, test_raw_block, test_device_named_at_attach,
          test_device_appears_while_the_stage_waits, test_unknown_volumes,
-         test_records_of_an_earlier_boot_are_void, test_node_never_reads_credentials])
+         test_records_of_an_earlier_boot_are_void, test_node_never_reads_credentials,
+         test_state_dir_cleanup_takes_only_its_own])

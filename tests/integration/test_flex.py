@@ -976,6 +976,156 @@ def test_flexvolume_off_and_unusable_dir(ctx):
     assert bad.call("GetPluginInfo").name, "the daemon serves without Flexvolume"
 
 
+def mkfs_child(d, fstype):
+    """The pid of the mkfs.<fstype> volplugd runs now, or None (its children only: fast)."""
+    for children in glob.glob("/proc/%d/task/*/children" % d.proc.pid):
+        try:
+            with open(children) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            p = process(pid)
+            if p and p["args"] and os.path.basename(p["args"][0]) == "mkfs." + fstype:
+                return pid
+    return None
+
+
+def test_fallback_mkfs_killed_never_wedges(ctx):
+    """volplugd SIGKILLed while the mountdevice fallback's mkfs.xfs runs, at points spread over
+    it: mkfs.xfs may leave a superblock blkid knows that the kernel refuses ("Structure needs
+    cleaning"). The retried NodeStageVolume makes such a filesystem again (the staged record
+    holds the mark of the mkfs) and mounts a whole xfs every time; one finished is kept."""
+    need_root()
+    points = 16
+    d = flex_daemon(ctx, name="d0")
+    pool, plugin_dir = d.pool, d.plugin_dir
+    nsdev = "volplug.test/nsdev"
+    install(plugin_dir, nsdev, text=wrapper(
+        'case "$1" in mountdevice|unmountdevice) echo \'{"status":"Not supported"}\' ;;\n'
+        '*) exec "%s" "$@" ;; esac\n' % os.path.join(EXAMPLES, "loop")))
+    wait_driver(d, nsdev)
+
+    def restart(i):
+        n = ctx.daemon(args=["--flexvolume-dir", plugin_dir], pool=pool, name="d%d" % i)
+        n.plugin_dir = plugin_dir
+        wait_driver(n, nsdev)
+        return n
+
+    def volume(vid):
+        v = AttachedVolume(ctx, d, vid, loop_context(ctx, driver=nsdev, size="16G"), fs="xfs")
+        v.publish_controller()
+        return v
+
+    def wait_mkfs(stage_thread):
+        """The mkfs.xfs volplugd runs for the stage in stage_thread, or None when that stage
+        ended first (a mkfs of a few milliseconds can run between two looks)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pid = mkfs_child(d, "xfs")
+            if pid:
+                return pid
+            if not stage_thread.is_alive():
+                return None
+        raise AssertionError("volplugd never ran mkfs.xfs")
+
+    failures, half_made, made_again = [], 0, 0
+    try:
+        # How long mkfs.xfs runs here: the kill points spread over that and a little past it.
+        v = volume("timing")
+        t, res = in_background(v.stage)
+        start = time.monotonic()
+        pid = wait_mkfs(t)
+        if pid is not None:
+            start = time.monotonic()
+            wait_for(lambda: process(pid) is None, timeout=60, what="mkfs to end")
+        duration = time.monotonic() - start
+        t.join(60)
+        assert "value" in res, res
+        v.unstage()
+        v.unpublish_controller()
+        for i in range(points):
+            v = volume("kill-%d" % i)
+            t, res = in_background(v.stage)
+            wait_mkfs(t)  # None: the kill falls after mkfs, a point as good
+            time.sleep(duration * 1.2 * i / points)
+            d.proc.kill()
+            assert d.proc.wait(10) == -9, d.proc.returncode
+            t.join(30)
+            left = subprocess.run(["blkid", "-p", "-o", "value", "-s", "TYPE", v.device],
+                                  capture_output=True, text=True).stdout.strip()
+            d = v.d = restart(i + 1)
+            try:
+                v.stage()
+            except grpc.RpcError as e:
+                failures.append("kill %d (blkid: %r): %s: %s" % (i, left, e.code().name,
+                                                                 e.details()))
+                continue
+            half_made += left == "xfs"
+            made_again += "an interrupted mkfs left" in d.logs()
+            m = mount_at(v.staging)
+            assert m and m["fstype"] == "xfs" and m["source"] == v.device, m
+            with open(os.path.join(v.staging, "kept"), "w") as f:
+                f.write(str(i))
+            v.unstage()
+            os.makedirs(v.staging)
+            v.stage()  # finished: mounted as it is, never made again
+            with open(os.path.join(v.staging, "kept")) as f:
+                assert f.read() == str(i), "a finished filesystem is never reformatted"
+            v.unstage()
+            v.unpublish_controller()
+        assert not failures, "%d of %d retried stages failed:\n%s" % (
+            len(failures), points, "\n".join(failures))
+        return "%d kill points over %.0f ms of mkfs.xfs: %d left an xfs signature, %d made " \
+            "again" % (points, duration * 1000, half_made, made_again)
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
+def test_fallback_half_made_xfs_is_made_again(ctx):
+    """volplugd killed right after the mountdevice fallback's mkfs.xfs, before its mark says
+    done, and the superblock left as a killed mkfs.xfs leaves it (still flagged "in progress":
+    blkid knows it, the kernel refuses it): the next NodeStageVolume makes it again and mounts
+    it; the filesystem then finished is kept."""
+    need_root()
+    d = flex_daemon(ctx, name="d0", env={"VOLPLUG_FAILPOINTS": "node-stage-after-mkfs=crash"})
+    nsdev = "volplug.test/nsdev"
+    install(d.plugin_dir, nsdev, text=wrapper(
+        'case "$1" in mountdevice|unmountdevice) echo \'{"status":"Not supported"}\' ;;\n'
+        '*) exec "%s" "$@" ;; esac\n' % os.path.join(EXAMPLES, "loop")))
+    wait_driver(d, nsdev)
+    try:
+        v = AttachedVolume(ctx, d, "half", loop_context(ctx, driver=nsdev, size="1G"), fs="xfs")
+        v.publish_controller()
+        try:
+            v.stage()
+        except grpc.RpcError:
+            pass
+        assert d.proc.wait(10) == -9, "killed by its failpoint after mkfs"
+        subprocess.run(["xfs_db", "-x", "-c", "sb 0", "-c", "write -d inprogress 1", v.device],
+                       capture_output=True, check=True)
+        p = subprocess.run(["blkid", "-p", "-o", "value", "-s", "TYPE", v.device],
+                           capture_output=True, text=True)
+        assert p.stdout.strip() == "xfs", p.stdout
+        v.d = d = ctx.daemon(args=["--flexvolume-dir", d.plugin_dir], pool=d.pool, name="d1")
+        wait_driver(d, nsdev)
+        v.stage()
+        assert "an interrupted mkfs left" in d.logs(), d.logs()
+        m = mount_at(v.staging)
+        assert m and m["fstype"] == "xfs" and m["source"] == v.device, m
+        with open(os.path.join(v.staging, "kept"), "w") as f:
+            f.write("1")
+        v.unstage()
+        os.makedirs(v.staging)
+        v.stage()
+        assert os.path.exists(os.path.join(v.staging, "kept")), "finished: never made again"
+        v.unstage()
+        v.unpublish_controller()
+        assert loops_under(ctx.tmp) == {}
+    finally:
+        cleanup_machine(ctx.tmp)
+
+
 if __name__ == "__main__":
     run([test_drivers_appear_and_tmpfs_volume_mounts, test_loop_driver_attach_stage_publish_and_back,
          test_upgrade_between_attachable_and_not_while_mounted, test_broken_and_removed_drivers,
@@ -988,4 +1138,5 @@ if __name__ == "__main__":
          test_expand_arguments_reach_a_dollar_star_driver_in_place,
          test_volume_name_as_the_kubelet_gives_it, test_getvolumename_goes_first_as_with_the_kubelet,
          test_waitforattach_device_as_the_kubelet_passes_it, test_a_full_lifecycle_leaves_no_record,
-         test_flexvolume_off_and_unusable_dir])
+         test_flexvolume_off_and_unusable_dir, test_fallback_mkfs_killed_never_wedges,
+         test_fallback_half_made_xfs_is_made_again])

@@ -5,6 +5,7 @@ and garbage HTTP while CSI calls go on, the log (-v levels, JSON, secrets never 
 problem logged once), volplugctl status, and docs/metrics.md naming every series."""
 
 import json
+import mmap
 import os
 import re
 import resource
@@ -448,6 +449,108 @@ def test_volplugctl_status(ctx):
     assert "NOT_FOUND  ControllerPublishVolume volume_id=vol-00000000000000aa:" in text, text
 
 
+IO_SERIES = ["volplug_volume_reads_total", "volplug_volume_read_bytes_total",
+             "volplug_volume_read_seconds_total", "volplug_volume_writes_total",
+             "volplug_volume_written_bytes_total", "volplug_volume_write_seconds_total",
+             "volplug_volume_io_busy_seconds_total", "volplug_volume_io_in_flight"]
+
+
+def volume_series(samples, volume_id):
+    """{name: value} of every sample labelled with volume_id."""
+    return {name: v for (name, labels), v in samples.items() if ("volume_id", volume_id) in labels}
+
+
+def test_volume_io(ctx):
+    """A volume staged here has its loop device's I/O counters as series labelled by its id, and
+    a line in volplugctl status: 8 MiB written and read with O_DIRECT through its filesystem move
+    them by at least that. Unstaged, its series are gone."""
+    if not is_root():
+        raise Skip("needs root (loop devices, mkfs, mount)")
+    d = ctx.daemon(args=ADDR + ["--flexvolume-dir", ""])
+    stage = os.path.join(ctx.tmp, "stage-io")
+    os.makedirs(stage)
+    size = 8 * MiB
+    try:
+        v = d.call("CreateVolume", name="pvc-io", capacity_range={"required_bytes": 64 * MiB},
+                   volume_capabilities=[mount_cap()]).volume.volume_id
+        other = d.call("CreateVolume", name="pvc-io-idle", capacity_range={"required_bytes": 64 * MiB},
+                       volume_capabilities=[mount_cap()]).volume.volume_id
+        pc = d.call("ControllerPublishVolume", volume_id=v, node_id="node-1",
+                    volume_capability=mount_cap()).publish_context
+        d.call("NodeStageVolume", volume_id=v, staging_target_path=stage,
+               volume_capability=mount_cap(), publish_context=dict(pc))
+        before = scrape(d, fresh=True)
+        mine = volume_series(before, v)
+        assert sorted(mine) == sorted(IO_SERIES + ["volplug_volume_device_info"]), mine
+        assert volume_series(before, other) == {}, "an unstaged volume has no series"
+        dev = [dict(labels)["device"] for (name, labels) in before
+               if name == "volplug_volume_device_info" and ("volume_id", v) in labels]
+        assert len(dev) == 1 and dev[0].startswith("/dev/loop"), dev
+
+        buf = mmap.mmap(-1, MiB)
+        buf.write(os.urandom(MiB))
+        path = os.path.join(stage, "direct")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+        try:
+            for off in range(0, size, MiB):
+                assert os.pwritev(fd, [buf], off) == MiB
+            os.fsync(fd)
+            for off in range(0, size, MiB):
+                assert os.preadv(fd, [buf], off) == MiB
+        finally:
+            os.close(fd)
+
+        after = volume_series(scrape(d, fresh=True), v)
+        moved = {n: after[n] - mine[n] for n in IO_SERIES}
+        assert moved["volplug_volume_written_bytes_total"] >= size, moved
+        assert moved["volplug_volume_read_bytes_total"] >= size, moved
+        assert moved["volplug_volume_writes_total"] >= 1 and moved["volplug_volume_reads_total"] >= 1, moved
+        assert after["volplug_volume_io_busy_seconds_total"] > 0, after
+
+        st = d.ctl_json("status")
+        vols = st.get("staged_volumes", [])
+        assert [x["volume_id"] for x in vols] == [v], vols
+        io = vols[0]
+        assert io["device"] == dev[0], io
+        assert int(io["written_bytes"]) >= after["volplug_volume_written_bytes_total"] >= size, io
+        assert int(io["read_bytes"]) >= size and int(io["writes"]) >= 1 and int(io["reads"]) >= 1, io
+        assert int(io["busy_ms"]) > 0, io
+        text = d.ctl("status").stdout
+        assert re.search(r"^  %s  %s  read \d+\.\d MiB in \d+ ops, written \d+\.\d MiB in \d+ ops, "
+                         r"busy \d+\.\d{3} s, \d+ in flight$" % (re.escape(v), re.escape(dev[0])),
+                         text, re.M), text
+
+        # A restart finds the volume staged: its series count again from what the new process
+        # first saw, and go on counting.
+        d.stop()
+        d = ctx.daemon(args=ADDR + ["--flexvolume-dir", ""], pool=d.pool, name="restarted")
+        again = volume_series(scrape(d), v)
+        assert again["volplug_volume_written_bytes_total"] < size, again
+        fd = os.open(path, os.O_RDWR | os.O_DIRECT)
+        try:
+            for off in range(0, size, MiB):
+                assert os.pwritev(fd, [buf], off) == MiB
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        later = volume_series(scrape(d, fresh=True), v)
+        assert later["volplug_volume_written_bytes_total"] - again["volplug_volume_written_bytes_total"] >= size, (again, later)
+
+        d.call("NodeUnstageVolume", volume_id=v, staging_target_path=stage)
+        gone = scrape(d, fresh=True)
+        assert volume_series(gone, v) == {}, "unstaged: its series are gone"
+        assert not any(name.startswith("volplug_volume_") for (name, _) in gone), gone
+        assert d.ctl_json("status").get("staged_volumes", []) == []
+        assert "staged volumes" not in d.ctl("status").stdout
+        d.call("ControllerUnpublishVolume", volume_id=v, node_id="node-1")
+        d.call("DeleteVolume", volume_id=v)
+        d.call("DeleteVolume", volume_id=other)
+    finally:
+        umount_below(ctx.tmp)
+    return "%d bytes written, %d read" % (moved["volplug_volume_written_bytes_total"],
+                                          moved["volplug_volume_read_bytes_total"])
+
+
 def test_thin_pool_gauges_and_status(ctx):
     """With --overprovision-ratio 2.5 more than the capacity is provisioned: the gauges and
     status say so, the limit spelled out. The same pool opened again without thin provisioning
@@ -524,5 +627,5 @@ if __name__ == "__main__":
     run([test_lifecycle_moves_counters_exactly, test_storm_of_scrapes_and_garbage,
          test_healthz_and_probe_follow_the_pool, test_off_by_default_and_bad_address,
          test_json_logs_and_verbosity, test_flex_drivers_and_their_calls, test_volplugctl_status,
-         test_thin_pool_gauges_and_status,
+         test_thin_pool_gauges_and_status, test_volume_io,
          test_docs_name_every_series, test_bench_script_runs])

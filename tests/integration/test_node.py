@@ -1503,6 +1503,43 @@ def test_pool_deleted_under_the_daemon(ctx):
     assert d.call("Probe").ready.value is True
 
 
+@node_test
+def test_unstage_with_a_symlinked_node_lock_says_damaged(ctx):
+    """The volume's node.lock replaced by a symlink while it is staged: NodeUnstageVolume (and
+    NodeStageVolume) answer FAILED_PRECONDITION naming the volume, the file and the damage,
+    follow nothing and change nothing; once the file is its own again, the unstage works."""
+    d = ctx.daemon()
+    v = Vol(ctx, d, "lock-swapped")
+    try:
+        v.stage()
+        lock = os.path.join(os.path.dirname(v.data), "node.lock")
+        canary = os.path.join(ctx.tmp, "canary")
+        with open(canary, "w") as f:
+            f.write("precious\n")
+        os.unlink(lock)
+        os.symlink(canary, lock)
+        said = None
+        for method, req in (("NodeUnstageVolume", {"staging_target_path": v.staging}),
+                            ("NodeStageVolume", {"staging_target_path": v.staging,
+                                                 "volume_capability": mount_cap()})):
+            e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, method, volume_id=v.id,
+                               **req)
+            msg = e.details()
+            said = said or msg
+            assert "is damaged" in msg and "volumes/%s/node.lock" % local_id(v.id) in msg \
+                and "is a symbolic link" in msg and "Too many levels" not in msg, msg
+        assert mount_at(v.staging)["source"] == v.device(), "nothing was unmounted"
+        with open(canary) as f:
+            assert f.read() == "precious\n", "the symlink was never followed"
+        assert os.path.islink(lock), "left as it is"
+        os.unlink(lock)
+        v.unstage()
+        assert mount_at(v.staging) is None
+        return said
+    finally:
+        safely(v.teardown)
+
+
 if __name__ == "__main__":
     run([test_lifecycle_ext4, test_lifecycle_xfs, test_mkfs_options_from_storage_class,
          test_existing_filesystem_is_never_reformatted, test_mount_flags_and_read_only_publish,
@@ -1521,4 +1558,5 @@ if __name__ == "__main__":
          test_raw_stage_takes_the_mark_of_a_half_made_filesystem,
          test_unstage_where_not_staged_is_ok,
          test_volume_mount_group, test_delete_refused_while_staged,
-         test_two_processes_stage_never_races_delete, test_pool_deleted_under_the_daemon])
+         test_two_processes_stage_never_races_delete, test_pool_deleted_under_the_daemon,
+         test_unstage_with_a_symlinked_node_lock_says_damaged])

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "ec2-http.h"
+#include "aws-http.h"
 #include "tap.h"
 
 extern char **environ;
@@ -102,6 +102,7 @@ static char *standin_control(const char *method, const char *what, const char *b
 		printf("Bail out! stand-in %s: %s\n", what, error ? error : reply.body);
 		exit(1);
 	}
+	strmap_done(&reply.headers);
 	return reply.body;
 }
 

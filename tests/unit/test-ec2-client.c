@@ -12,7 +12,7 @@
 
 #include "alloc.h"
 #include "aws-standin.h"
-#include "ec2-credentials.h"
+#include "aws-credentials.h"
 #include "ec2.h"
 #include "metrics.h"
 #include "tap.h"
@@ -27,7 +27,7 @@ static const char volumes_reply[] =
 	"<requestId>req-1</requestId><volumeSet><item><volumeId>vol-1</volumeId>"
 	"<status>available</status></item></volumeSet></DescribeVolumesResponse>";
 
-static Ec2CredentialsProvider *creds;
+static AwsCredentialsProvider *creds;
 static Ec2Client *client;
 static char endpoint[96];
 
@@ -341,8 +341,8 @@ static void test_expired_token(void)
 {
 	_cleanup_free_ char *imds = xasprintf("AWS_EC2_METADATA_SERVICE_ENDPOINT=%s", standin.url);
 	char *env[] = {imds, NULL};
-	Ec2CredentialsProvider *profile =
-		ec2_credentials_provider_new(&(Ec2CredentialsConfig){.environment = env});
+	AwsCredentialsProvider *profile =
+		aws_credentials_provider_new(&(AwsCredentialsConfig){.environment = env});
 	Ec2Client *c = NULL;
 	Ec2Error e;
 
@@ -365,7 +365,7 @@ static void test_expired_token(void)
 	standin_rules(rules);
 	is_int(describe(c, in(10 * USEC_PER_SEC), &e), 0,
 	       "ExpiredToken: new credentials fetched, the call repeated and served");
-	is_int(ec2_credentials_fetches(profile), 2, "...credentials fetched twice");
+	is_int(aws_credentials_fetches(profile), 2, "...credentials fetched twice");
 	json_auto_t *j = standin_requests();
 	const char *first = NULL, *second = NULL;
 	for (size_t i = 0; i < json_array_size(j); i++)
@@ -376,7 +376,7 @@ static void test_expired_token(void)
 	ok(first && strstr(first, "Credential=AKIDFIRST/"), "...first signed with the old key");
 	ok(second && strstr(second, "Credential=AKIDSECOND/"), "...then with the new one");
 	ec2_client_free(c);
-	ec2_credentials_provider_free(profile);
+	aws_credentials_provider_free(profile);
 }
 
 #define THREADS 8
@@ -464,7 +464,7 @@ int main(void)
 	snprintf(endpoint, sizeof(endpoint), "%s/", standin.url);
 	char *env[] = {"AWS_ACCESS_KEY_ID=" KEY, "AWS_SECRET_ACCESS_KEY=" SECRET,
 		       "AWS_SESSION_TOKEN=session/token+1", "AWS_EC2_METADATA_DISABLED=true", NULL};
-	creds = ec2_credentials_provider_new(&(Ec2CredentialsConfig){.environment = env});
+	creds = aws_credentials_provider_new(&(AwsCredentialsConfig){.environment = env});
 	/* Short backoff: the tests count retries, not wait for them. */
 	if (ec2_client_new(&(Ec2Config){.region = "us-east-1",
 					.endpoint = endpoint,
@@ -483,6 +483,6 @@ int main(void)
 	test_threads();
 	test_overhead();
 	ec2_client_free(client);
-	ec2_credentials_provider_free(creds);
+	aws_credentials_provider_free(creds);
 	return tap_done();
 }

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "ec2-credentials.h"
-#include "ec2-http.h"
+#include "aws-credentials.h"
+#include "aws-http.h"
 #include "ec2.h"
 #include "imds.h"
 #include "tap.h"

@@ -120,6 +120,28 @@ static void test_format(void)
 	ok(old && old->n_attachments == 1 && old->attachments[0].attach,
 	   "its attachments were made by attachable drivers: a detach is owed");
 	is_int(flex_record_from_json("[1]", 3, &back), -EBADMSG, "not an object: -EBADMSG");
+	ok(old && old->mkfs == NODE_MKFS_NONE && !*old->mkfs_uuid, "no mkfs mark: none");
+
+	/* The mark of the mountdevice fallback's mkfs, as node-use.h writes it. */
+	_cleanup_(flex_record_freep) FlexRecord *marked = NULL, *odd = NULL;
+	rec->mkfs = NODE_MKFS_STARTED;
+	flex_record_set(&rec->mkfs_fstype, "xfs");
+	flex_record_set(&rec->mkfs_uuid, "0f6e1c1a-3b9d-4c55-9a4e-2d7f6a1b8c90");
+	_cleanup_free_ char *with_mark = flex_record_to_json(rec);
+	ok(with_mark && strstr(with_mark, "\"mkfs\":{\"fstype\":\"xfs\",\"state\":\"started\","
+					  "\"uuid\":\"0f6e1c1a-3b9d-4c55-9a4e-2d7f6a1b8c90\"}"),
+	   "a mkfs mark is written: %s", with_mark);
+	is_int(flex_record_from_json(with_mark, strlen(with_mark), &marked), 0, "and read back");
+	ok(marked && marked->mkfs == NODE_MKFS_STARTED &&
+		   strcmp(marked->mkfs_uuid, "0f6e1c1a-3b9d-4c55-9a4e-2d7f6a1b8c90") == 0 &&
+		   strcmp(marked->mkfs_fstype, "xfs") == 0,
+	   "started, with its UUID and fstype");
+	static const char strange[] = "{\"mkfs\":{\"state\":\"what\",\"uuid\":\"x\"},"
+				      "\"volume_id\":\"vx\"}";
+	is_int(flex_record_from_json(strange, strlen(strange), &odd), 0,
+	       "a mark of no known state");
+	ok(odd && odd->mkfs == NODE_MKFS_STARTED && !*odd->mkfs_uuid,
+	   "stays a mark but proves no filesystem half made (no UUID)");
 
 	flex_record_set(&rec->driver, "bad\xff");
 	ok(!flex_record_to_json(rec), "a string that is not UTF-8 makes no record");
@@ -242,6 +264,14 @@ static void test_check(void)
 	ok(contains(rep.text, "volume vi: /nonexistent/staging/vi is gone: left behind"),
 	   "a node record whose path is gone");
 	is_int(rep.problems, 2, "2 problems");
+	flex_records_report_done(&rep);
+	/* Unstaged, but the mark of a mkfs killed half-way stays for the next stage. */
+	idle->mkfs = NODE_MKFS_STARTED;
+	flex_record_set(&idle->mkfs_uuid, "0f6e1c1a-3b9d-4c55-9a4e-2d7f6a1b8c90");
+	(void)flex_record_save(&s, FLEX_RECORD_STAGED, idle);
+	is_int(flex_records_check(dir, &rep), 0, "check: a record kept for its mkfs mark");
+	ok(!contains(rep.text, "/nonexistent/staging/vi is gone") && rep.problems == 1,
+	   "is no leftover: %s", rep.text);
 	flex_records_report_done(&rep);
 	(void)flex_record_remove(&s, FLEX_RECORD_STAGED, idle);
 	(void)flex_record_remove(&s, FLEX_RECORD_VOLUME, idle);

@@ -5,6 +5,7 @@
 #include <linux/fs.h>
 #include <linux/loop.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -447,6 +448,53 @@ static void test_bad_input(void)
 	is_int(loop_detach("/dev/loop999999"), 0, "a device that does not exist is detached");
 }
 
+/* The kernel's I/O counters: parsed field by field, and moved by writes through the device. */
+static void test_stat(void)
+{
+	LoopStat st;
+
+	is_int(loop_stat_parse(
+		       "     12        3      456        7       89       10     1112       13"
+		       "        2       14       20        0        0        0        0\n",
+		       &st),
+	       0, "a stat line with discards");
+	ok(st.reads == 12 && st.read_sectors == 456 && st.read_ms == 7 && st.writes == 89 &&
+		   st.write_sectors == 1112 && st.write_ms == 13 && st.in_flight == 2 &&
+		   st.io_ms == 14,
+	   "its fields: reads, sectors read, ms reading, writes, sectors written, ms writing, in "
+	   "flight, busy ms");
+	is_int(loop_stat_parse("1 2 3 4 5 6 7 8 9 10 11", &st), 0, "the 11 fields of old kernels");
+	is_int(loop_stat_parse("1 2 3 4 5 6 7 8 9 10", &st), -EBADMSG, "10 fields: refused");
+	is_int(loop_stat_parse("1 2 3 x 5 6 7 8 9 10 11", &st), -EBADMSG, "not a number: refused");
+	is_int(loop_stat_parse("", &st), -EBADMSG, "empty: refused");
+	is_int(loop_get_stat(999999, &st), -ENOENT, "no such device");
+
+	_cleanup_free_ char *file = scratch_file("stat.img", 4 * MiB);
+	char *dev = NULL;
+	LoopStat before, after;
+	unsigned n;
+	is_int(loop_attach(file, NULL, &dev), 0, "attached");
+	ok(sscanf(dev, "/dev/loop%u", &n) == 1, "its number");
+	is_int(loop_get_stat(n, &before), 0, "its counters");
+	void *buf = mmap(NULL, MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	memset(buf, 0x5a, MiB);
+	int fd = open(dev, O_RDWR | O_DIRECT | O_CLOEXEC);
+	ok(fd >= 0 && pwrite(fd, buf, MiB, 0) == (ssize_t)MiB &&
+		   pread(fd, buf, MiB, MiB) == (ssize_t)MiB,
+	   "1 MiB written and 1 MiB read with O_DIRECT");
+	close(fd);
+	munmap(buf, MiB);
+	is_int(loop_get_stat(n, &after), 0, "its counters again");
+	ok(after.write_sectors - before.write_sectors >= MiB / 512 && after.writes > before.writes,
+	   "sectors written moved by %llu",
+	   (unsigned long long)(after.write_sectors - before.write_sectors));
+	ok(after.read_sectors - before.read_sectors >= MiB / 512 && after.reads > before.reads,
+	   "sectors read moved by %llu",
+	   (unsigned long long)(after.read_sectors - before.read_sectors));
+	is_int(loop_detach(dev), 0, "detached");
+	free(dev);
+}
+
 int main(void)
 {
 	LoopInfo *l;
@@ -468,6 +516,7 @@ int main(void)
 	test_direct_io();
 	test_direct_io_refused();
 	test_bad_input();
+	test_stat();
 
 	is_int(loop_list_for_dir(scratch, &l, &n), 0, "final list");
 	is_int(n, 0, "no loop device leaked");

@@ -110,6 +110,19 @@ static void test_exposition(void)
 	   "a histogram's sum is its count");
 	is_int(metrics_sum("test_unused_total", &sum), -ENOENT, "no series: -ENOENT");
 	is_int(metrics_sum("no_such_family", &sum), -ENOENT, "unknown family: -ENOENT");
+
+	MetricSample *samples;
+	size_t n;
+	is_int(metrics_samples("test_calls_total", &samples, &n), 0, "the series of a family");
+	is_int(n, 3, "three series");
+	ok(strcmp(samples[0].values[0], "CreateVolume") == 0 &&
+		   strcmp(samples[0].values[1], "OK") == 0 && !samples[0].values[2] &&
+		   samples[0].value == 2,
+	   "the first seen first, its label values in order, its value");
+	metric_samples_free(samples, n);
+	is_int(metrics_samples("test_unused_total", &samples, &n), 0, "a family without series");
+	ok(n == 0 && !samples, "none");
+	is_int(metrics_samples("no_such_family", &samples, &n), -ENOENT, "unknown family: -ENOENT");
 }
 
 static int collector_runs;

@@ -796,6 +796,90 @@ static void test_lost_pool(void)
 	pool_close(p);
 }
 
+typedef struct Committer {
+	Pool *p;
+	pthread_barrier_t *start;
+	char name[32], id[POOL_ID_MAX];
+	int r;
+	bool delete;
+} Committer;
+
+static bool present(Pool *p, const char *id)
+{
+	PoolVolume *v = NULL;
+	bool r = pool_volume_load(p, id, &v) == 0;
+	pool_volume_free(v);
+	return r;
+}
+
+static void *commit_one(void *arg)
+{
+	Committer *c = arg;
+	PoolVolumeFound found = {};
+
+	pthread_barrier_wait(c->start);
+	if (c->delete)
+		c->r = pool_volume_delete(c->p, c->id, &found);
+	else
+		c->r = create(c->p, c->name, MIB);
+	pool_volume_found_done(&found);
+	return NULL;
+}
+
+/* Runs 8 creates or 8 deletes at once; returns how many fsyncs of volumes/ they ran. */
+static uint64_t commit_eight(Pool *p, bool delete, int *ret_ok)
+{
+	pthread_barrier_t start;
+	Committer c[8];
+	pthread_t th[8];
+	uint64_t before = pool_dir_fsyncs(p);
+
+	pthread_barrier_init(&start, NULL, 8);
+	*ret_ok = 0;
+	for (int i = 0; i < 8; i++) {
+		c[i] = (Committer){.p = p, .start = &start, .delete = delete};
+		snprintf(c[i].name, sizeof(c[i].name), "group-commit-%d", i);
+		pool_volume_id_for_name(c[i].name, c[i].id);
+		pthread_create(&th[i], NULL, commit_one, &c[i]);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		*ret_ok += c[i].r == 0;
+		if (c[i].r != 0)
+			printf("# %s: %s\n", c[i].name, strerror(-c[i].r));
+	}
+	pthread_barrier_destroy(&start);
+	return pool_dir_fsyncs(p) - before;
+}
+
+/* Concurrent creates and deletes share the fsync of volumes/ that makes their renames durable:
+ * while one runs (held 100 ms by a failpoint), the others queue, and the next fsync covers all
+ * of them. One alone runs one. Every volume is there after its create, gone after its delete. */
+static void test_group_commit(void)
+{
+	int ok_count;
+
+	new_pool("group-commit");
+	Pool *p = open_pool(100 * MIB);
+	uint64_t before = pool_dir_fsyncs(p);
+	is_int(create(p, "alone", MIB), 0, "one create");
+	is_int(pool_dir_fsyncs(p) - before, 1, "one fsync of volumes/ for it");
+	uint64_t n = commit_eight(p, false, &ok_count);
+	is_int(ok_count, 8, "8 concurrent creates");
+	ok(n >= 1 && n <= 3, "share %llu fsyncs of volumes/ (one each before)",
+	   (unsigned long long)n);
+	for (int i = 0; i < 8; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "group-commit-%d", i);
+		ok(present(p, id_of(name)), "%s is there", name);
+	}
+	n = commit_eight(p, true, &ok_count);
+	is_int(ok_count, 8, "8 concurrent deletes");
+	ok(n >= 1 && n <= 3, "share %llu fsyncs of volumes/", (unsigned long long)n);
+	ok(!present(p, id_of("group-commit-0")), "gone");
+	pool_close(p);
+}
+
 int main(void)
 {
 	setenv("VOLPLUG_FAILPOINTS", FAILPOINTS, 1);
@@ -816,5 +900,10 @@ int main(void)
 	test_delete_staged();
 	test_use_lock_after_recreate();
 	test_lost_pool();
+	/* Last: the failpoint holds every fsync of volumes/ 100 ms. */
+	setenv("VOLPLUG_FAILPOINTS", "pool-dir-sync=sleep(100ms)", 1);
+	if (failpoints_init() < 0)
+		return 1;
+	test_group_commit();
 	return tap_done();
 }

@@ -60,7 +60,7 @@ int ebs_controller_new(const EbsControllerConfig *config, EbsController **ret, c
 	c->imds = imds;
 	if (config->extra_tags)
 		strmap_copy(&c->extra_tags, config->extra_tags);
-	c->credentials = ec2_credentials_provider_new(&(Ec2CredentialsConfig){
+	c->credentials = aws_credentials_provider_new(&(AwsCredentialsConfig){
 		.region = c->region,
 		.imds_endpoint = config->imds_endpoint && *config->imds_endpoint
 					 ? config->imds_endpoint
@@ -121,7 +121,7 @@ void ebs_controller_free(EbsController *c)
 	ebs_waiter_free(c->modifications);
 	ebs_waiter_free(c->snapshots);
 	ec2_client_free(c->ec2);
-	ec2_credentials_provider_free(c->credentials);
+	aws_credentials_provider_free(c->credentials);
 	imds_free(c->imds);
 	devnames_free(c->devnames);
 	hashmap_free(c->instances);

@@ -24,7 +24,7 @@
 #include "devnames.h"
 #include "ebs-objects.h"
 #include "ebs-waiter.h"
-#include "ec2-credentials.h"
+#include "aws-credentials.h"
 #include "ec2.h"
 #include "hashmap.h"
 
@@ -62,7 +62,7 @@ typedef struct EbsController {
 	char *region;
 	Strmap extra_tags;
 	Imds *imds;
-	Ec2CredentialsProvider *credentials;
+	AwsCredentialsProvider *credentials;
 	Ec2Client *ec2;
 	DevNames *devnames;
 	EbsWaiter *volumes;	  /* DescribeVolumes */

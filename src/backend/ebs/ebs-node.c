@@ -16,6 +16,7 @@
 #include "imds.h"
 #include "log.h"
 #include "path-util.h"
+#include "pinned-path.h"
 
 #define IMDS_TIMEOUT_DEFAULT (10 * USEC_PER_SEC)
 #define DEVICE_POLL (100 * USEC_PER_MSEC)
@@ -135,47 +136,83 @@ static int identity_learn(EbsNode *n, const EbsNodeConfig *c, char **ret_error)
 
 /* ---- the state directory ---- */
 
+/* dir_fd/name, a directory made when missing, opened beneath dir_fd without following a
+ * symlink (-ELOOP for one, -ENOTDIR for anything else that is not a directory). */
 static int open_dir(int dir_fd, const char *name)
 {
 	if (mkdirat(dir_fd, name, 0700) < 0 && errno != EEXIST)
 		return negative_errno();
-	int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? negative_errno() : fd;
+	return open_beneath(dir_fd, name, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 }
 
-/* Temporaries a crash left (a live writer holds its flock: it stays). */
+/* Whether tmp/name is one the node makes: the temporary of a use record's write,
+ * '.' + <volume id>.json + ".tmp-" + 16 hex (fileio.h). Anything else is left as it is. */
+static bool tmp_name_ours(const char *name)
+{
+	static const char suffix[] = ".json.tmp-";
+
+	if (!write_file_is_temporary(name))
+		return false;
+	const char *end = strstr(name, suffix);
+	if (!end || strlen(end) != strlen(suffix) + 16)
+		return false;
+	_cleanup_free_ char *id = xstrndup(name + 1, end - name - 1);
+	return ebs_volume_id_valid(id);
+}
+
+/* Temporaries a crash left (a live writer holds its flock: it stays). Only regular files of
+ * the node's own names go; a symlink, a FIFO or a folder under such a name is nobody's write
+ * and stays too (opened without following it, without blocking on a FIFO). */
 static void tmp_clean(EbsNode *n)
 {
 	int dir_fd = openat(n->tmp_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_closedir_ DIR *d = dir_fd >= 0 ? fdopendir(dir_fd) : NULL;
 	struct dirent *de;
+	struct stat st;
 
 	if (dir_fd >= 0 && !d)
 		close(dir_fd);
 
 	while (d && (de = readdir(d))) {
-		if (!write_file_is_temporary(de->d_name))
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		_cleanup_close_ int fd =
-			openat(n->tmp_fd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
-		    unlinkat(n->tmp_fd, de->d_name, 0) == 0)
+		if (!tmp_name_ours(de->d_name)) {
+			log_debug("ebs: tmp/%s is nothing the node made: left as it is",
+				  de->d_name);
+			continue;
+		}
+		_cleanup_close_ int fd = openat(n->tmp_fd, de->d_name,
+						O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && unlinkat(n->tmp_fd, de->d_name, 0) == 0)
 			log_debug("ebs: removed tmp/%s left by a crash", de->d_name);
 	}
 }
 
 static int state_open(EbsNode *n, const char *state_dir, char **ret_error)
 {
-	_cleanup_close_ int fd = -EBADF;
+	_cleanup_close_ int top = -EBADF, fd = -EBADF;
+	const char *top_path = state_dir ?: EBS_STATE_DIR_DEFAULT, *where = top_path;
 
-	n->dir = xasprintf("%s/ebs", state_dir ?: EBS_STATE_DIR_DEFAULT);
-	int r = mkdir_p(n->dir, 0700);
-	if (r >= 0 && (fd = open(n->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+	/* The state directory is the admin's to place; what is beneath it is the node's, opened
+	 * without following a symlink. */
+	n->dir = xasprintf("%s/ebs", top_path);
+	int r = mkdir_p(top_path, 0700);
+	if (r >= 0 && (top = open(top_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		r = negative_errno();
-	if (r >= 0 && (n->volumes_fd = open_dir(fd, "volumes")) < 0)
+	if (r >= 0 && (where = n->dir, fd = open_dir(top, "ebs")) < 0)
+		r = fd;
+	if (r >= 0 && (where = "volumes", n->volumes_fd = open_dir(fd, where)) < 0)
 		r = n->volumes_fd;
-	if (r >= 0 && (n->tmp_fd = open_dir(fd, "tmp")) < 0)
+	if (r >= 0 && (where = "tmp", n->tmp_fd = open_dir(fd, where)) < 0)
 		r = n->tmp_fd;
+	if (r == -ELOOP || r == -ENOTDIR)
+		return errorf(ret_error, r,
+			      "--state-dir: cannot keep records in %s: %s%s%s is %s, never "
+			      "followed or replaced",
+			      n->dir, where == n->dir ? "" : n->dir, where == n->dir ? "" : "/",
+			      where, r == -ELOOP ? "a symlink" : "not a directory");
 	if (r < 0)
 		return errorf(ret_error, r, "--state-dir: cannot keep records in %s: %s", n->dir,
 			      strerror(-r));
@@ -214,6 +251,12 @@ static int ebs_use_lock(void *userdata, const char *id, int *ret_lock_fd)
 		}
 		close(fd);
 	}
+}
+
+static char *ebs_use_lock_name(void *userdata, const char *id)
+{
+	EbsNode *n = userdata;
+	return xasprintf("%s/volumes/%s.lock", n->dir, id);
 }
 
 static void ebs_use_unlock(void *userdata, const char *id, int lock_fd)
@@ -346,6 +389,7 @@ static const BlockNodeOps ebs_block_ops = {
 	.volume_present = ebs_volume_present,
 	.not_found = ebs_not_found,
 	.use_lock = ebs_use_lock,
+	.lock_name = ebs_use_lock_name,
 	.use_unlock = ebs_use_unlock,
 	.use_load = ebs_use_load,
 	.use_save = ebs_use_save,

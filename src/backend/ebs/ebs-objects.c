@@ -7,7 +7,7 @@
 #include "blocknode.h"
 #include "ebs-node.h"
 #include "ebs-objects.h"
-#include "ec2-credentials.h"
+#include "aws-credentials.h"
 #include "parse-util.h"
 #include "strbuf.h"
 #include "strv.h"

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "ec2-xml.h"
+#include "aws-xml.h"
 #include "strmap.h"
 #include "time-util.h"
 

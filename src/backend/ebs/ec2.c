@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "ec2-credentials.h"
-#include "ec2-http.h"
+#include "aws-credentials.h"
+#include "aws-http.h"
 #include "ec2.h"
 #include "log.h"
 #include "metrics.h"
@@ -15,8 +15,6 @@
 #define RETRY_BASE_DEFAULT (100 * USEC_PER_MSEC)
 #define RETRY_CAP_DEFAULT (20 * USEC_PER_SEC)
 #define ATTEMPT_TIMEOUT_DEFAULT (60 * USEC_PER_SEC)
-#define MAX_RETRIES_NO_DEADLINE 10
-#define ERROR_EXCERPT_MAX 200
 
 /* ---- parameters ---- */
 
@@ -115,35 +113,8 @@ void ec2_params_done(Ec2Params *p)
 
 void ec2_error_done(Ec2Error *e)
 {
-	free(e->code);
-	free(e->message);
-	free(e->request_id);
-	*e = (Ec2Error){};
+	aws_error_done(e);
 }
-
-static const char *const throttle_codes[] = {
-	"RequestLimitExceeded",
-	"Throttling",
-	"ThrottlingException",
-	"ThrottledException",
-	"RequestThrottled",
-	"RequestThrottledException",
-	"TooManyRequestsException",
-	"EC2ThrottledException",
-	"SlowDown",
-	"PriorRequestNotComplete",
-	"BandwidthLimitExceeded",
-};
-
-/* Failures on EC2's side that a later attempt may not meet. */
-static const char *const transient_codes[] = {
-	"InternalError",
-	"InternalFailure",
-	"Unavailable",
-	"ServiceUnavailable",
-	"ServiceUnavailableException",
-	"IDPCommunicationError",
-};
 
 static const struct {
 	const char *code;
@@ -198,17 +169,9 @@ static const struct {
 	{".InUse", -ENOTEMPTY},
 };
 
-static bool code_in(const char *code, const char *const *list, size_t n)
-{
-	for (size_t i = 0; code && i < n; i++)
-		if (strcmp(code, list[i]) == 0)
-			return true;
-	return false;
-}
-
 bool ec2_code_is_throttle(const char *code)
 {
-	return code_in(code, throttle_codes, ELEMENTSOF(throttle_codes));
+	return aws_code_is_throttle(code);
 }
 
 static bool has_suffix(const char *s, const char *suffix)
@@ -219,8 +182,7 @@ static bool has_suffix(const char *s, const char *suffix)
 
 int ec2_code_to_errno(const char *code, int http_status)
 {
-	if (ec2_code_is_throttle(code) ||
-	    code_in(code, transient_codes, ELEMENTSOF(transient_codes)))
+	if (aws_code_is_throttle(code) || aws_code_is_transient(code))
 		return -EAGAIN;
 	for (size_t i = 0; code && i < ELEMENTSOF(code_table); i++)
 		if (strcmp(code, code_table[i].code) == 0)
@@ -243,46 +205,12 @@ int ec2_code_to_errno(const char *code, int http_status)
 
 bool ec2_error_retryable(const char *code, int http_status)
 {
-	if (ec2_code_is_throttle(code) ||
-	    code_in(code, transient_codes, ELEMENTSOF(transient_codes)))
-		return true;
-	return http_status == 429 || http_status >= 500;
-}
-
-/* The first bytes of a reply that is not AWS's XML, printable, for a message. */
-static char *excerpt(const char *body, size_t len)
-{
-	size_t n = MIN(len, (size_t)ERROR_EXCERPT_MAX);
-	char *s = xstrndup(body, n);
-
-	for (char *c = s; *c; c++)
-		if ((unsigned char)*c < 0x20 || (unsigned char)*c == 0x7f)
-			*c = ' ';
-	return s;
+	return aws_error_retryable(code, http_status);
 }
 
 void ec2_error_from_reply(int http_status, const char *body, size_t len, Ec2Error *ret)
 {
-	_cleanup_xml_free_ XmlNode *root = NULL;
-	const XmlNode *err = NULL;
-
-	*ret = (Ec2Error){.http_status = http_status};
-	if (xml_parse(body, len, &root, NULL) == 0)
-		err = xml_search(root, "Error");
-	const char *code = xml_text(err, "Code"), *message = xml_text(err, "Message");
-	if (code && *code) {
-		ret->code = xstrdup(code);
-		ret->message =
-			message && *message ? xasprintf("%s: %s", code, message) : xstrdup(code);
-		const char *id = xml_text(root, "RequestID");
-		if (!id)
-			id = xml_text(root, "RequestId");
-		ret->request_id = id ? xstrdup(id) : NULL;
-		return;
-	}
-	_cleanup_free_ char *text = excerpt(body, len);
-	ret->message = *text ? xasprintf("HTTP %d: %s", http_status, text)
-			     : xasprintf("HTTP %d", http_status);
+	aws_error_from_reply(http_status, body, len, ret);
 }
 
 /* ---- the client ---- */
@@ -292,7 +220,7 @@ struct Ec2Client {
 	char *endpoint;
 	char *api_version;
 	char *sigv4; /* "aws:amz:<region>:<service>" */
-	Ec2CredentialsProvider *credentials;
+	AwsCredentialsProvider *credentials;
 	usec_t retry_base, retry_cap, attempt_timeout;
 	unsigned max_retries;
 	HttpPool *pool;
@@ -379,116 +307,19 @@ METRIC_DEFINE(
 	"action",
 	"action");
 
-/* What one attempt came to. */
-typedef struct Attempt {
-	int r;		  /* 0: *reply is the answer */
-	bool retryable;	  /* another attempt may do better */
-	bool expired_key; /* the credentials were refused as expired */
-	Ec2Error error;	  /* when r < 0 */
-} Attempt;
-
-static void attempt_fail(Attempt *a, int r, char *message)
-{
-	a->r = r;
-	a->error.message = message;
-}
-
-/* Signs (or not) and sends one request; fills *a, and *ret_reply on success. */
-static void attempt_once(Ec2Client *c, const char *action, const char *body, usec_t deadline,
-			 XmlNode **ret_reply, Attempt *a)
-{
-	Ec2Credentials creds = {};
-	HttpReply reply = {};
-	_cleanup_free_ char *token_header = NULL, *msg = NULL;
-	int r;
-
-	*a = (Attempt){};
-	if (c->credentials) {
-		r = ec2_credentials_get(c->credentials, deadline, &creds, &msg);
-		if (r < 0)
-			return attempt_fail(a, r, xasprintf("credentials: %s", msg));
-		if (creds.session_token)
-			token_header = xasprintf("X-Amz-Security-Token: %s", creds.session_token);
-	}
-	const char *headers[] = {"Content-Type: application/x-www-form-urlencoded; charset=utf-8",
-				 token_header, NULL};
-	HttpRequest req = {
-		.method = "POST",
-		.url = c->endpoint,
-		.headers = headers,
-		.body = body,
-		.body_len = strlen(body),
-		.sigv4 = c->credentials ? c->sigv4 : NULL,
-		.access_key = creds.access_key_id,
-		.secret_key = creds.secret_access_key,
-		.deadline = deadline,
-		.attempt_timeout = c->attempt_timeout,
-	};
-	atomic_fetch_add(&c->attempts, 1);
-	r = http_perform(c->pool, &req, &reply, &msg);
-	ec2_credentials_done(&creds);
-	if (r < 0) {
-		a->retryable = http_error_transient(r);
-		return attempt_fail(a, r, TAKE_PTR(msg));
-	}
-	if (reply.status == 200) {
-		r = xml_parse(reply.body, reply.body_len, ret_reply, &msg);
-		if (r < 0)
-			attempt_fail(a, -EPROTO, xasprintf("unreadable reply: %s", msg));
-		http_reply_done(&reply);
-		return;
-	}
-	ec2_error_from_reply((int)reply.status, reply.body, reply.body_len, &a->error);
-	http_reply_done(&reply);
-	a->r = ec2_code_to_errno(a->error.code, a->error.http_status);
-	a->retryable = ec2_error_retryable(a->error.code, a->error.http_status);
-	a->expired_key = a->error.code && strcmp(a->error.code, "ExpiredToken") == 0;
-	if (ec2_code_is_throttle(a->error.code) || reply.status == 503) {
-		atomic_fetch_add(&c->throttled, 1);
-		metric_inc(&ec2_throttles, action);
-	}
-}
-
-/* Full jitter: uniform in [0, min(cap, base * 2^retry)]. */
-static usec_t backoff(const Ec2Client *c, unsigned retry)
-{
-	usec_t bound = c->retry_base;
-
-	for (unsigned i = 0; i < retry && bound < c->retry_cap; i++)
-		bound *= 2;
-	bound = MIN(bound, c->retry_cap);
-	return random_u64() % (bound + 1);
-}
-
-static void sleep_until(usec_t when)
-{
-	struct timespec ts = {.tv_sec = (time_t)(when / USEC_PER_SEC),
-			      .tv_nsec = (long)(when % USEC_PER_SEC * NSEC_PER_USEC)};
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-		;
-}
-
-/* Gives the attempt's error to the caller, saying how it ended. */
-static int call_fail(Ec2Client *c, const char *action, Attempt *a, int r, const char *why,
-		     unsigned retries, Ec2Error *ret_error)
+/* Gives the error to the caller, saying how the call ended. */
+static int call_fail(Ec2Client *c, const char *action, int r, Ec2Error *e, Ec2Error *ret_error)
 {
 	atomic_fetch_add(&c->failed, 1);
 	metric_inc(&ec2_calls, action,
-		   a->error.code
+		   e->code
 			   ?: r == -ETIMEDOUT ? "DeadlineExceeded"
 					      : "Transport");
-	log_debug("EC2 %s: %s%s", action, a->error.message, why ? why : "");
-	if (!ret_error) {
-		ec2_error_done(&a->error);
-		return r;
-	}
-	*ret_error = a->error;
-	ret_error->retries = retries;
-	if (why) {
-		char *m = xasprintf("%s%s", ret_error->message, why);
-		free(ret_error->message);
-		ret_error->message = m;
-	}
+	log_debug("EC2 %s: %s", action, e->message);
+	if (ret_error)
+		*ret_error = *e;
+	else
+		ec2_error_done(e);
 	return r;
 }
 
@@ -496,70 +327,52 @@ static int call_retrying(Ec2Client *c, const char *action, const Ec2Params *para
 			 XmlNode **ret_reply, Ec2Error *ret_error)
 {
 	_cleanup_free_ char *body = ec2_params_encode(params, action, c->api_version);
-	unsigned retries = 0, limit = c->max_retries;
-	bool refreshed = false;
-	Ec2Error last = {}; /* the last reply that said "later" */
-	char why[96];
-	Attempt a;
+	_cleanup_free_ char *msg = NULL;
+	const char *headers[] = {"Content-Type: application/x-www-form-urlencoded; charset=utf-8",
+				 NULL};
+	HttpRequest req = {
+		.method = "POST",
+		.url = c->endpoint,
+		.headers = headers,
+		.body = body,
+		.body_len = strlen(body),
+	};
+	AwsSigning signing = {.credentials = c->credentials, .sigv4 = c->sigv4};
+	AwsRetry retry = {.base = c->retry_base,
+			  .cap = c->retry_cap,
+			  .max_retries = c->max_retries,
+			  .attempt_timeout = c->attempt_timeout};
+	AwsRequestStats stats = {};
+	HttpReply reply = {};
+	Ec2Error e = {};
+	int r;
 
-	if (limit == 0 && deadline == USEC_INFINITY)
-		limit = MAX_RETRIES_NO_DEADLINE;
 	atomic_fetch_add(&c->calls, 1);
-	for (;;) {
-		attempt_once(c, action, body, deadline, ret_reply, &a);
-		if (a.r == 0) {
-			ec2_error_done(&last);
-			metric_inc(&ec2_calls, action, "Success");
-			return 0;
-		}
-		if (a.expired_key && !refreshed && c->credentials) {
-			/* Keys revoked or rotated early: fetch new ones once, right away. */
-			ec2_credentials_invalidate(c->credentials);
-			refreshed = true;
-			ec2_error_done(&a.error);
-			continue;
-		}
-		if (!a.retryable) {
-			ec2_error_done(&last);
-			return call_fail(c, action, &a, a.r, NULL, retries, ret_error);
-		}
-		usec_t now = now_usec(CLOCK_MONOTONIC);
-		if (deadline != USEC_INFINITY && now >= deadline) {
-			/* Cut short by the deadline: what EC2 said before tells more. */
-			if (last.message) {
-				ec2_error_done(&a.error);
-				a.error = last;
-			}
-			snprintf(why, sizeof(why), " (deadline reached after %u retries)", retries);
-			return call_fail(c, action, &a, -ETIMEDOUT, retries > 0 ? why : NULL,
-					 retries, ret_error);
-		}
-		if (limit > 0 && retries >= limit) {
-			/* A reply said "later"; a transport failure keeps its own errno. */
-			ec2_error_done(&last);
-			snprintf(why, sizeof(why), " (gave up after %u retries)", retries);
-			return call_fail(c, action, &a, a.error.http_status ? -EAGAIN : a.r, why,
-					 retries, ret_error);
-		}
-		usec_t delay = backoff(c, retries);
-		if (deadline != USEC_INFINITY && delay >= deadline - now) {
-			ec2_error_done(&last);
-			snprintf(why, sizeof(why), " (deadline reached after %u retries)", retries);
-			return call_fail(c, action, &a, -ETIMEDOUT, why, retries, ret_error);
-		}
-		log_debug("EC2 %s: %s; retrying in %.0f ms", action, a.error.message,
-			  (double)delay / USEC_PER_MSEC);
-		if (a.error.http_status) {
-			ec2_error_done(&last);
-			last = a.error;
-			a.error = (Ec2Error){};
-		}
-		ec2_error_done(&a.error);
-		sleep_until(now + delay);
-		retries++;
-		atomic_fetch_add(&c->retries, 1);
+	r = aws_request(c->pool, &signing, &retry, &req, deadline, &reply, &stats, &e);
+	atomic_fetch_add(&c->attempts, stats.attempts);
+	atomic_fetch_add(&c->retries, stats.retries);
+	atomic_fetch_add(&c->throttled, stats.throttled);
+	for (unsigned i = 0; i < stats.retries; i++)
 		metric_inc(&ec2_retries, action);
+	for (unsigned i = 0; i < stats.throttled; i++)
+		metric_inc(&ec2_throttles, action);
+	if (r < 0)
+		return call_fail(c, action, r, &e, ret_error);
+	if (reply.status != 200) {
+		ec2_error_from_reply((int)reply.status, reply.body, reply.body_len, &e);
+		e.retries = stats.retries;
+		http_reply_done(&reply);
+		return call_fail(c, action, ec2_code_to_errno(e.code, e.http_status), &e,
+				 ret_error);
 	}
+	r = xml_parse(reply.body, reply.body_len, ret_reply, &msg);
+	http_reply_done(&reply);
+	if (r < 0) {
+		e.message = xasprintf("unreadable reply: %s", msg);
+		return call_fail(c, action, -EPROTO, &e, ret_error);
+	}
+	metric_inc(&ec2_calls, action, "Success");
+	return 0;
 }
 
 int ec2_call(Ec2Client *c, const char *action, const Ec2Params *params, usec_t deadline,

@@ -4,7 +4,7 @@
  * A call is a form-encoded POST of Action, Version and the action's parameters, signed with
  * AWS Signature Version 4 by libcurl ("aws:amz:<region>:ec2"; a session token travels in
  * X-Amz-Security-Token), to https://ec2.<region>.amazonaws.com/ or an endpoint given (a VPC
- * endpoint, a test peer). The reply is an XML tree (ec2-xml.h), whichever namespace it is in.
+ * endpoint, a test peer). The reply is an XML tree (aws-xml.h), whichever namespace it is in.
  *
  *     Ec2Params p = {};
  *     ec2_params_add_list(&p, "VolumeId", ids, n);            VolumeId.1=... VolumeId.2=...
@@ -25,14 +25,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ec2-xml.h"
+#include "aws-request.h"
+#include "aws-xml.h"
 #include "strmap.h"
 #include "time-util.h"
 
 #define EC2_API_VERSION "2016-11-15"
 
 typedef struct Ec2Client Ec2Client;
-typedef struct Ec2CredentialsProvider Ec2CredentialsProvider;
 
 /* ---- request parameters ---- */
 
@@ -62,13 +62,8 @@ void ec2_params_done(Ec2Params *p);
 
 /* ---- errors ---- */
 
-typedef struct Ec2Error {
-	int http_status;  /* 0: no HTTP reply came */
-	char *code;	  /* EC2's error code; NULL when there was none (transport, deadline) */
-	char *message;	  /* "Code: Message" (or what went wrong), for the user */
-	char *request_id; /* EC2's, when it gave one */
-	unsigned retries; /* retries the call made before giving up */
-} Ec2Error;
+/* An EC2 error: the shared AWS error (code, message, request ID, retries). */
+typedef AwsError Ec2Error;
 
 void ec2_error_done(Ec2Error *e);
 
@@ -94,7 +89,7 @@ typedef struct Ec2Config {
 	const char *endpoint;		     /* NULL: https://ec2.<region>.amazonaws.com/ */
 	const char *service;		     /* SigV4 service name; NULL: "ec2" */
 	const char *api_version;	     /* NULL: EC2_API_VERSION */
-	Ec2CredentialsProvider *credentials; /* borrowed; NULL: requests go unsigned */
+	AwsCredentialsProvider *credentials; /* borrowed; NULL: requests go unsigned */
 	usec_t retry_base;		     /* first backoff bound; 0: 100 ms */
 	usec_t retry_cap;		     /* backoff bound cap; 0: 20 s */
 	unsigned max_retries;		     /* 0: until the deadline (10 without one) */

@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "blockfs.h"
+#include "blocknode.h"
 #include "error-util.h"
 #include "flex-internal.h"
 #include "log.h"
@@ -137,29 +138,54 @@ static int remove_unmounted(const FlexRecord *rec, const char *op, const char *f
 
 /* ---- stage ---- */
 
-/* Kubernetes' fallback for mountdevice: format the device when blank, then mount it. */
-static int mountdevice_fallback(const FlexRecord *rec, const char *dev, const char *staging,
-				char **ret_error)
-{
-	_cleanup_free_ char *found = NULL, *err = NULL, *why = NULL;
-	const char *fstype = *rec->fs_type ? rec->fs_type : DEFAULT_FSTYPE;
+/* The staged record keeps the mark of the fallback's mkfs (blocknode_format()). */
+typedef struct MkfsMark {
+	FlexBackend *fb;
+	FlexRecord *rec;
+} MkfsMark;
 
-	int e = blockfs_probe(dev, &found);
-	if (e < 0)
-		return errorf(ret_error, e, "volume %s: probing %s failed: %s", rec->volume_id, dev,
-			      strerror(-e));
-	if (!*found) {
-		if (rec->read_only)
+static int save_mkfs_mark(void *userdata, NodeMkfs state, const char *fstype, const char *uuid,
+			  char **ret_error)
+{
+	MkfsMark *m = userdata;
+
+	m->rec->mkfs = state;
+	flex_record_set(&m->rec->mkfs_fstype, fstype);
+	flex_record_set(&m->rec->mkfs_uuid, uuid);
+	return flex_backend_save(m->fb, FLEX_RECORD_STAGED, m->rec, ret_error);
+}
+
+/* Kubernetes' fallback for mountdevice: format the device when blank, then mount it. The
+ * format is the block node service's, under the same mark in the staged record: a mkfs
+ * interrupted by a crash is made again by the next stage, never taken for a filesystem. */
+static int mountdevice_fallback(FlexBackend *fb, FlexRecord *rec, const char *dev,
+				const char *staging, char **ret_error)
+{
+	_cleanup_free_ char *found = NULL, *why = NULL;
+	const char *fstype = *rec->fs_type ? rec->fs_type : DEFAULT_FSTYPE;
+	MkfsMark m = {fb, rec};
+	BlockMkfsMark mark = {
+		.state = rec->mkfs,
+		.uuid = rec->mkfs_uuid,
+		.save = save_mkfs_mark,
+		.userdata = &m,
+	};
+	int e;
+
+	if (rec->read_only) {
+		/* Probed only: a read-only volume is never formatted. */
+		if ((e = blockfs_probe(dev, &found)) < 0)
+			return errorf(ret_error, e, "volume %s: probing %s failed: %s",
+				      rec->volume_id, dev, strerror(-e));
+		if (!*found)
 			return errorf(ret_error, -EROFS,
 				      "volume %s: %s is blank and the volume is read-only: not "
 				      "formatting it",
 				      rec->volume_id, dev);
-		e = blockfs_mkfs(dev, fstype, NULL, &err);
-		if (e < 0)
-			return errorf(ret_error, e, "volume %s: %s", rec->volume_id,
-				      err ?: strerror(-e));
-		log_debug("volume %s: made %s on %s", rec->volume_id, fstype, dev);
-	} else if (strcmp(found, fstype) != 0)
+	} else if ((e = blocknode_format(rec->volume_id, dev, fstype, NULL, &mark, &found,
+					 ret_error)) < 0)
+		return e;
+	if (*found && strcmp(found, fstype) != 0)
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s: %s holds %s, not the requested %s: it is never "
 			      "reformatted",
@@ -206,7 +232,8 @@ static int stage_attached(FlexBackend *fb, FlexDriver *drv, FlexRecord *rec, con
 	e = flex_backend_run(fb, drv, rec, FLEX_MOUNTDEVICE, &args, NULL, ret_error);
 	if (e == -EOPNOTSUPP)
 		/* Without a device (attach unsupported too) there is nothing to mount. */
-		e = *rec->device ? mountdevice_fallback(rec, rec->device, rec->path, ret_error) : 0;
+		e = *rec->device ? mountdevice_fallback(fb, rec, rec->device, rec->path, ret_error)
+				 : 0;
 	return e;
 }
 
@@ -241,6 +268,12 @@ static int stage_record(FlexBackend *fb, const BackendStage *r, FlexRecord **ret
 	    0)
 		return e;
 	rec->size = old ? old->size : known_size(fb, r->volume_id);
+	if (old) {
+		/* The mark of a mkfs of ours goes on: only it tells a half-made filesystem. */
+		rec->mkfs = old->mkfs;
+		flex_record_set(&rec->mkfs_fstype, old->mkfs_fstype);
+		flex_record_set(&rec->mkfs_uuid, old->mkfs_uuid);
+	}
 	*ret_rec = TAKE_PTR(rec);
 	*ret_old = TAKE_PTR(old);
 	return 0;
@@ -274,7 +307,8 @@ int flex_stage(Backend *b, const BackendStage *r, void *ret, char **ret_error)
 		return e;
 	e = stage_attached(fb, drv, rec, device ?: "", ret_error);
 	if (e < 0) {
-		if (!mounted(rec->path))
+		/* A "started" mark stays: the next stage makes that filesystem again. */
+		if (!mounted(rec->path) && rec->mkfs != NODE_MKFS_STARTED)
 			(void)flex_record_remove(&fb->records, FLEX_RECORD_STAGED, rec);
 		return e;
 	}
@@ -326,6 +360,11 @@ int flex_unstage(Backend *b, const BackendUnstage *r, void *ret, char **ret_erro
 			return e;
 		log_debug("volume %s: unstaged from %s (Flexvolume driver %s)", rec->volume_id,
 			  rec->path, rec->driver);
+	}
+	if (rec->mkfs == NODE_MKFS_STARTED) {
+		/* Not staged any more, but the mark of an interrupted mkfs of ours stays. */
+		rec->device_mounted = false;
+		return flex_backend_save(fb, FLEX_RECORD_STAGED, rec, ret_error);
 	}
 	return flex_backend_remove(fb, FLEX_RECORD_STAGED, rec, ret_error);
 }

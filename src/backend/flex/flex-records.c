@@ -32,6 +32,8 @@ FlexRecord *flex_record_free(FlexRecord *rec)
 	free(rec->path);
 	free(rec->staging_path);
 	free(rec->device);
+	free(rec->mkfs_fstype);
+	free(rec->mkfs_uuid);
 	for (size_t i = 0; i < rec->n_attachments; i++) {
 		free(rec->attachments[i].node);
 		free(rec->attachments[i].device);
@@ -51,6 +53,8 @@ FlexRecord *flex_record_new(const char *volume_id)
 	rec->path = xstrdup("");
 	rec->staging_path = xstrdup("");
 	rec->device = xstrdup("");
+	rec->mkfs_fstype = xstrdup("");
+	rec->mkfs_uuid = xstrdup("");
 	return rec;
 }
 
@@ -104,6 +108,14 @@ char *flex_record_to_json(const FlexRecord *rec)
 	json_object_set_new(o, "device", json_str(rec->device, &bad));
 	json_object_set_new(o, "device_mounted", json_boolean(rec->device_mounted));
 	json_object_set_new(o, "size", json_integer((json_int_t)rec->size));
+	if (rec->mkfs != NODE_MKFS_NONE) {
+		json_t *m = json_object();
+		json_object_set_new(m, "state",
+				    json_string(rec->mkfs == NODE_MKFS_DONE ? "done" : "started"));
+		json_object_set_new(m, "fstype", json_str(rec->mkfs_fstype, &bad));
+		json_object_set_new(m, "uuid", json_str(rec->mkfs_uuid, &bad));
+		json_object_set_new(o, "mkfs", m);
+	}
 	json_object_set_new(o, "attachments", attachments_to_json(rec, &bad));
 	char *s = bad ? NULL : json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(o);
@@ -114,6 +126,20 @@ static const char *json_get_str(json_t *o, const char *key)
 {
 	json_t *v = json_object_get(o, key);
 	return json_is_string(v) ? json_string_value(v) : "";
+}
+
+/* The mkfs mark; one that is not whole reads as "started" with no UUID: never proof of a
+ * half-made filesystem, never forgotten either. */
+static void mkfs_from_json(json_t *m, FlexRecord *rec)
+{
+	if (!json_is_object(m))
+		return;
+	const char *state = json_get_str(m, "state");
+	rec->mkfs = strcmp(state, "done") == 0 ? NODE_MKFS_DONE : NODE_MKFS_STARTED;
+	flex_record_set(&rec->mkfs_fstype, json_get_str(m, "fstype"));
+	flex_record_set(&rec->mkfs_uuid, rec->mkfs == NODE_MKFS_STARTED && strcmp(state, "started")
+						 ? ""
+						 : json_get_str(m, "uuid"));
 }
 
 static void attachments_from_json(json_t *atts, FlexRecord *rec)
@@ -156,6 +182,7 @@ int flex_record_from_json(const char *text, size_t len, FlexRecord **ret)
 	v = json_object_get(o, "size");
 	rec->size = json_is_integer(v) && json_integer_value(v) > 0 ? json_integer_value(v) : 0;
 	attachments_from_json(json_object_get(o, "attachments"), rec);
+	mkfs_from_json(json_object_get(o, "mkfs"), rec);
 	json_decref(o);
 	*ret = rec;
 	return 0;
@@ -395,7 +422,8 @@ static bool record_name_valid(const char *name)
 }
 
 /* A record that owes nothing: the controller's with no attachment and no size to keep, a
- * node's whose path is gone (what it did was undone, its removal was not). */
+ * node's whose path is gone (what it did was undone, its removal was not) and that keeps no
+ * "started" mark of a mkfs (which the next stage needs). */
 static void check_leftover(Checker *c, const char *where, FlexRecordKind k, const FlexRecord *rec,
 			   const char *name)
 {
@@ -406,8 +434,8 @@ static void check_leftover(Checker *c, const char *where, FlexRecordKind k, cons
 			"%s/%s: volume %s: attached nowhere, no size to keep: left behind "
 			"(safe to remove)",
 			where, name, rec->volume_id);
-	else if (k != FLEX_RECORD_VOLUME && *rec->path == '/' && lstat(rec->path, &st) < 0 &&
-		 errno == ENOENT)
+	else if (k != FLEX_RECORD_VOLUME && rec->mkfs != NODE_MKFS_STARTED && *rec->path == '/' &&
+		 lstat(rec->path, &st) < 0 && errno == ENOENT)
 		problem(c, "%s/%s: volume %s: %s is gone: left behind (safe to remove)", where,
 			name, rec->volume_id, rec->path);
 }

@@ -5,7 +5,7 @@
  * step is undone:
  *
  *   DIR/volumes/<hash of the volume id>.json              driver, options, attachments
- *   DIR/nodes/<node>/staged/<hash of the volume id>.json  driver, options, device
+ *   DIR/nodes/<node>/staged/<hash of the volume id>.json  driver, options, device, mkfs mark
  *   DIR/nodes/<node>/published/<hash of id, target>.json  driver, options, target
  *
  * DIR is POOL/flex (flex_records_dir()). Secrets are never written there. The hash (FNV-1a, 64
@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "macro.h"
+#include "node-use.h"
 #include "strmap.h"
 
 /* The folder of the records in a pool directory. */
@@ -47,6 +48,10 @@ typedef struct FlexRecord {
 	char *staging_path;  /* published: the staging path it came with ("" none) */
 	char *device;	     /* staged: the device waitforattach named ("" none) */
 	bool device_mounted; /* staged: mountdevice ran (the driver was attachable) */
+	/* staged: the mark of volplug's own mkfs of the device (node-use.h's "mkfs", made by
+	 * the mountdevice fallback); a "started" one keeps the record after an unstage */
+	NodeMkfs mkfs;
+	char *mkfs_fstype, *mkfs_uuid; /* NODE_MKFS_NONE: "" */
 	uint64_t size; /* bytes: as the last expansion left it, else flexvolume.size; 0 unknown */
 	FlexAttachment *attachments; /* volume */
 	size_t n_attachments;

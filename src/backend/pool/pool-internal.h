@@ -19,6 +19,18 @@
 /* The pool lock (its flock) and the ledger of provisioned bytes (its content). */
 #define LEDGER_FILE "ledger"
 
+/* Group commit of one directory's fsync: every caller that changed the directory (a rename into
+ * or out of it) before calling dir_sync_wait() is covered by the first fsync that starts after
+ * its call; concurrent callers share it (one of them runs it, the others wait for it). */
+typedef struct DirSync {
+	pthread_mutex_t lock;
+	pthread_cond_t done_cond;
+	uint64_t ticket; /* callers so far */
+	uint64_t done;	 /* every caller up to this one is durable */
+	bool running;	 /* an fsync is under way */
+	uint64_t fsyncs; /* fsyncs run: for tests and benchmarks */
+} DirSync;
+
 struct Pool {
 	char *path;
 	char *real_path; /* path made absolute without symlinks at open; NULL if it could not be */
@@ -33,6 +45,9 @@ struct Pool {
 	/* The threads' half of the pool lock: flock() excludes other open files, not the threads
 	 * sharing ledger_fd. Taken before the flock, released after it. */
 	pthread_mutex_t lock;
+
+	/* The object directories' fsyncs, by kind (volumes/, snapshots/, groups/). */
+	DirSync dir_syncs[3];
 
 	char **recovered; /* a strv: what pool_open() removed from tmp/, for pool_check_repair() */
 };

@@ -120,6 +120,7 @@ static int pool_device_get(void *userdata, const char *id, const Strmap *publish
 	if ((r = loop_attach_fd(data, name, &how, &dev)) < 0)
 		return errorf(ret_error, r, "volume %s: attaching a loop device failed: %s", id,
 			      strerror(-r));
+	pool_metrics_device_attached(dev);
 	failpoint("node-stage-after-attach");
 	if ((r = pool_device_find(p, id, publish_context, ret)) < 0)
 		return errorf(ret_error, r, "volume %s: its new loop device %s is gone", id, dev);
@@ -176,6 +177,12 @@ static int pool_use_lock(void *userdata, const char *id, int *ret_lock_fd)
 	return pool_volume_use_lock(userdata, id, ret_lock_fd);
 }
 
+static char *pool_use_lock_name(void *userdata, const char *id)
+{
+	Pool *p = userdata;
+	return xasprintf("volumes/%s/" USE_LOCK " in pool %s", id, p->path);
+}
+
 static int pool_use_load(void *userdata, const char *id, NodeUse *ret)
 {
 	return pool_volume_use_load(userdata, id, ret);
@@ -196,6 +203,7 @@ static const BlockNodeOps pool_node_ops = {
 	.volume_present = pool_present,
 	.not_found = pool_volume_not_found,
 	.use_lock = pool_use_lock,
+	.lock_name = pool_use_lock_name,
 	.use_load = pool_use_load,
 	.use_save = pool_use_save,
 };
@@ -240,8 +248,7 @@ int pool_node_stats(Pool *p, const char *volume_id, const char *volume_path, Bac
 	return blocknode_stats(POOL_NODE(p, NULL), volume_id, volume_path, ret, ret_error);
 }
 
-/* The volume a loop device's backing file is the data file of: "POOL/volumes/<id>/data". */
-static bool volume_of_backing(const char *volumes, const LoopInfo *l, char ret_id[POOL_ID_MAX])
+bool pool_node_loop_volume(const char *volumes, const LoopInfo *l, char ret_id[POOL_ID_MAX])
 {
 	size_t n = strlen(volumes);
 
@@ -272,7 +279,7 @@ int pool_node_trim_all(Pool *p, uint64_t *ret_trimmed)
 	for (size_t i = 0; i < n; i++) {
 		char id[POOL_ID_MAX];
 		uint64_t trimmed = 0;
-		if (!volume_of_backing(volumes, &loops[i], id))
+		if (!pool_node_loop_volume(volumes, &loops[i], id))
 			continue;
 		r = blocknode_trim(POOL_NODE(p, NULL), id, &trimmed);
 		if (r < 0) {

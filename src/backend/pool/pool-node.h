@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "loopdev.h"
 #include "pool.h"
 #include "time-util.h"
 
@@ -44,6 +45,14 @@ int pool_node_stats(Pool *p, const char *volume_id, const char *volume_path, Bac
  * data files. Returns how many were trimmed, *ret_trimmed the bytes their filesystems
  * trimmed. Volumes not mounted, or whose devices cannot discard, are skipped. Blocks. */
 int pool_node_trim_all(Pool *p, uint64_t *ret_trimmed);
+
+/* The volume a loop device's backing file is the data file of: "<volumes>/<id>/data", volumes
+ * the canonical path of the pool's volumes/. False for any other device. */
+bool pool_node_loop_volume(const char *volumes, const LoopInfo *l, char ret_id[POOL_ID_MAX]);
+
+/* Notes the I/O counters of a loop device just attached over a volume: the volume's I/O
+ * metrics count from there (pool-metrics.c). */
+void pool_metrics_device_attached(const char *devpath);
 
 /* 0 when the pool's filesystem takes direct I/O (a file in tmp/ opens with O_DIRECT),
  * -EOPNOTSUPP when it refuses it: loop devices over it then work buffered. */

@@ -41,6 +41,72 @@ static int kind_fd(const Pool *p, ObjectKind k)
 				    : p->groups_fd;
 }
 
+/* Group commit of the object directories' fsyncs (DirSync). */
+
+static void dir_sync_init(DirSync *s)
+{
+	*s = (DirSync){};
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->done_cond, NULL);
+}
+
+static void dir_sync_done(DirSync *s)
+{
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->done_cond);
+}
+
+/* Makes durable every change the caller made to dir_fd (renames of entries into or out of it)
+ * before this call: by an fsync of dir_fd started after the call, by this caller or a
+ * concurrent one. A failed fsync covers nobody: its runner returns the error, the others run
+ * it again. */
+static int dir_sync_wait(DirSync *s, int dir_fd)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	uint64_t mine = ++s->ticket;
+	while (s->done < mine) {
+		if (s->running) {
+			pthread_cond_wait(&s->done_cond, &s->lock);
+			continue;
+		}
+		/* Every caller up to here made its change before the fsync starts. */
+		uint64_t upto = s->ticket;
+		s->running = true;
+		s->fsyncs++;
+		pthread_mutex_unlock(&s->lock);
+		failpoint("pool-dir-sync");
+		r = fsync_dir(dir_fd);
+		pthread_mutex_lock(&s->lock);
+		s->running = false;
+		if (r == 0)
+			s->done = upto;
+		pthread_cond_broadcast(&s->done_cond);
+		if (r < 0)
+			break;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+static int kind_sync(Pool *p, ObjectKind k)
+{
+	return dir_sync_wait(&p->dir_syncs[k], kind_fd(p, k));
+}
+
+uint64_t pool_dir_fsyncs(Pool *p)
+{
+	uint64_t n = 0;
+
+	for (size_t k = 0; k < ELEMENTSOF(p->dir_syncs); k++) {
+		pthread_mutex_lock(&p->dir_syncs[k].lock);
+		n += p->dir_syncs[k].fsyncs;
+		pthread_mutex_unlock(&p->dir_syncs[k].lock);
+	}
+	return n;
+}
+
 /* IDs */
 
 static bool id_valid(const char *id, const char *prefix)
@@ -351,6 +417,29 @@ bool pool_tmp_name_ours(const char *name)
 	return write_file_is_temporary(name);
 }
 
+/* Whether tmp/name (open as fd) is a staging directory whose object was committed: the same
+ * directory is in place under the object's ID. The rename that commits an object syncs only the
+ * directory it lands in (docs/pool.md, Crash safety), so after a crash on a filesystem without
+ * a journal the staging name may be found again: it is no leftover to remove. */
+static bool staging_committed(Pool *p, const char *name, int fd)
+{
+	char id[POOL_ID_MAX];
+	struct stat a, b;
+	const char *start = name + strlen(STAGING_PREFIX), *dot;
+
+	if (strncmp(name, STAGING_PREFIX, strlen(STAGING_PREFIX)) != 0 ||
+	    !(dot = strchr(start, '.')) || (size_t)(dot - start) >= sizeof(id))
+		return false;
+	memcpy(id, start, (size_t)(dot - start));
+	id[dot - start] = 0;
+	for (size_t k = 0; k < ELEMENTSOF(kind_prefix); k++)
+		if (id_valid(id, kind_prefix[k]) && fstat(fd, &a) == 0 &&
+		    fstatat(kind_fd(p, (ObjectKind)k), id, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return true;
+	return false;
+}
+
 /* Removes tmp/name unless a live operation holds its flock; what is in the way stays
  * (pool_tree_remove()). Hold the pool lock. */
 static int tmp_clean_locked(Pool *p, const char *name, char **ret_why)
@@ -364,6 +453,12 @@ static int tmp_clean_locked(Pool *p, const char *name, char **ret_why)
 		return errno == ENOENT ? 0 : negative_errno();
 	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0)
 		return errno == EWOULDBLOCK ? -EBUSY : negative_errno();
+	if (fd >= 0 && staging_committed(p, name, fd)) {
+		log_warning("pool: tmp/%s is also the object it made (a crash lost the directory "
+			    "entry's removal, the filesystem needs a check): left as it is",
+			    name);
+		return -EEXIST;
+	}
 	int r = pool_tree_remove(p->tmp_fd, name, "tmp", ret_why);
 	if (r == 0)
 		ledger_release(p, staging_reserved(name));
@@ -520,6 +615,8 @@ int pool_open(const PoolConfig *config, Pool **ret)
 	p->zone = xstrdup(config->zone ?: "local");
 	p->boot_id = node_use_boot_id();
 	pthread_mutex_init(&p->lock, NULL);
+	for (size_t k = 0; k < ELEMENTSOF(p->dir_syncs); k++)
+		dir_sync_init(&p->dir_syncs[k]);
 	if ((r = p->volumes_fd = open_subdir(p->dir_fd, "volumes")) < 0 ||
 	    (r = p->snapshots_fd = open_subdir(p->dir_fd, "snapshots")) < 0 ||
 	    (r = p->groups_fd = open_subdir(p->dir_fd, "groups")) < 0 ||
@@ -554,6 +651,8 @@ void pool_close(Pool *p)
 	closep(&p->tmp_fd);
 	closep(&p->ledger_fd);
 	pthread_mutex_destroy(&p->lock);
+	for (size_t k = 0; k < ELEMENTSOF(p->dir_syncs); k++)
+		dir_sync_done(&p->dir_syncs[k]);
 	strv_free(p->recovered);
 	free(p->path);
 	free(p->real_path);
@@ -695,8 +794,9 @@ static int staging_commit(Pool *p, ObjectKind k, Staging *s, const char *id)
 		return r;
 	}
 	closep(&s->fd);
-	(void)fsync_dir(p->tmp_fd);
-	return fsync_dir(kind_fd(p, k));
+	/* tmp/ is not synced: should its side of the rename be lost, the open's clean-up finds
+	 * the old name to be the object itself and leaves it (tmp_clean_locked()). */
+	return kind_sync(p, k);
 }
 
 /* Fills a staged object's data file: blank of size bytes, or a copy of source's data file
@@ -820,7 +920,7 @@ static int object_remove_entry(Pool *p, ObjectKind k, const char *id)
 	if (r < 0)
 		return r;
 	log_debug("pool: removed %s/%s, which was no directory", kind_dir[k], id);
-	return fsync_dir(kind_fd(p, k));
+	return kind_sync(p, k);
 }
 
 /* The node lock of a volume being deleted (its directory dir_fd, locked): a node.lock that is no
@@ -875,7 +975,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 	pool_unlock(TAKE_FD(node_lock)); /* renamed away (or not): a waiting stage may look now */
 	if (r < 0)
 		return r;
-	r = fsync_dir(kind_fd(p, k));
+	r = kind_sync(p, k);
 	if (r < 0)
 		return r;
 	failpoint("pool-delete-after-rename");

@@ -110,6 +110,10 @@ char *pool_recorded_node(const char *path);
 char *pool_record_path(const char *path);
 void pool_close(Pool *p);
 
+/* How many fsyncs of the object directories (volumes/, snapshots/, groups/) this Pool ran:
+ * concurrent creates and deletes share them (group commit, docs/pool.md). */
+uint64_t pool_dir_fsyncs(Pool *p);
+
 /* 0 when the pool can serve requests now, else a negative errno: -ENOMEDIUM when its directory
  * is gone (removed, or its path leads elsewhere now), -EROFS read-only. */
 int pool_probe(Pool *p);

@@ -23,7 +23,7 @@
  * refresh_before (5 min) is left. Should that fail while they are still valid, they keep
  * being used, and the next try waits 10 s. Thread-safe: one thread fetches while the others
  * wait for it (or use the still valid ones). Nothing is read before the first
- * ec2_credentials_get(): a process that never calls it (node mode) never touches a
+ * aws_credentials_get(): a process that never calls it (node mode) never touches a
  * credential. */
 #pragma once
 
@@ -31,45 +31,45 @@
 #include "macro.h"
 #include "time-util.h"
 
-typedef struct Ec2CredentialsProvider Ec2CredentialsProvider;
+typedef struct AwsCredentialsProvider AwsCredentialsProvider;
 
-typedef struct Ec2Credentials {
+typedef struct AwsCredentials {
 	char *access_key_id;
 	char *secret_access_key;
 	char *session_token; /* NULL: none */
 	usec_t expiration;   /* CLOCK_REALTIME; 0: does not expire */
 	const char *source;  /* "environment", "web-identity", "shared-file", "instance-profile" */
-} Ec2Credentials;
+} AwsCredentials;
 
-void ec2_credentials_done(Ec2Credentials *c);
+void aws_credentials_done(AwsCredentials *c);
 
-typedef struct Ec2CredentialsConfig {
-	char *const *environment;  /* NULL: the process's (read in ec2_credentials_provider_new) */
+typedef struct AwsCredentialsConfig {
+	char *const *environment;  /* NULL: the process's (read in aws_credentials_provider_new) */
 	const char *region;	   /* STS's region; NULL: AWS_REGION, AWS_DEFAULT_REGION */
 	const char *sts_endpoint;  /* NULL: AWS_STS_ENDPOINT, else by region */
 	const char *imds_endpoint; /* NULL: AWS_EC2_METADATA_SERVICE_ENDPOINT, else the default */
 	usec_t refresh_before;	   /* 0: 5 min */
 	usec_t imds_attempt_timeout; /* 0: imds.h's default */
-} Ec2CredentialsConfig;
+} AwsCredentialsConfig;
 
 /* A provider; copies the variables it needs from the environment, does no I/O. */
-Ec2CredentialsProvider *ec2_credentials_provider_new(const Ec2CredentialsConfig *config);
+AwsCredentialsProvider *aws_credentials_provider_new(const AwsCredentialsConfig *config);
 /* No call may be running. NULL is a no-op. */
-void ec2_credentials_provider_free(Ec2CredentialsProvider *p);
-DEFINE_TRIVIAL_CLEANUP_FUNC(Ec2CredentialsProvider *, ec2_credentials_provider_free);
+void aws_credentials_provider_free(AwsCredentialsProvider *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(AwsCredentialsProvider *, aws_credentials_provider_free);
 
 /* A copy of the current credentials in *ret, fetched first when there are none or they are
  * due for refresh. Blocks until the deadline (CLOCK_MONOTONIC) at most. Returns 0, or
  * -ENOKEY when no source is configured, -ETIMEDOUT, or the failing source's errno (-EACCES
  * for STS refusing the token, ...), with *ret_error (may be NULL) naming the source. */
-int ec2_credentials_get(Ec2CredentialsProvider *p, usec_t deadline, Ec2Credentials *ret,
+int aws_credentials_get(AwsCredentialsProvider *p, usec_t deadline, AwsCredentials *ret,
 			char **ret_error);
 
 /* Forgets the current credentials (refused as expired): the next get walks the chain again. */
-void ec2_credentials_invalidate(Ec2CredentialsProvider *p);
+void aws_credentials_invalidate(AwsCredentialsProvider *p);
 
 /* How many times the chain was walked (credentials fetched or refreshed). */
-unsigned ec2_credentials_fetches(Ec2CredentialsProvider *p);
+unsigned aws_credentials_fetches(AwsCredentialsProvider *p);
 
 /* The region as the SDKs find it: AWS_REGION, AWS_DEFAULT_REGION in environment (NULL: the
  * process's), else from the instance metadata service (imds may be NULL: none). Returns 0 with

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libcurl is loaded when the first pool is made, not linked: it and the libraries it needs
- * (TLS, Kerberos, LDAP, ...) are 4 MiB of the resident set of a daemon that never speaks to
- * EC2. */
+ * (Kerberos, LDAP, libssh2, ...) are 2 MiB of the resident set of a daemon that never speaks
+ * to AWS. */
 #define CURL_DISABLE_TYPECHECK /* its macros name the functions, which are pointers here */
+#include <ctype.h>
 #include <curl/curl.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "alloc.h"
-#include "ec2-http.h"
+#include "aws-http.h"
 #include "log.h"
 #include "strbuf.h"
 #include "version.h"
@@ -147,6 +148,7 @@ static void pool_give(HttpPool *p, CURL *h)
 void http_reply_done(HttpReply *r)
 {
 	free(r->body);
+	strmap_done(&r->headers);
 	*r = (HttpReply){};
 }
 
@@ -166,6 +168,29 @@ static size_t sink_write(char *data, size_t size, size_t n, void *userdata)
 		return 0; /* libcurl stops with CURLE_WRITE_ERROR */
 	}
 	strbuf_add(&s->buf, data, len);
+	return len;
+}
+
+static size_t header_write(char *data, size_t size, size_t n, void *userdata)
+{
+	Strmap *headers = userdata;
+	size_t len = size * n;
+	const char *colon = memchr(data, ':', len);
+
+	if (strncmp(data, "HTTP/", MIN(len, (size_t)5)) == 0)
+		strmap_done(headers); /* a new reply (after 100 Continue or a redirect) */
+	if (!colon)
+		return len;
+	_cleanup_free_ char *name = xstrndup(data, (size_t)(colon - data));
+	const char *v = colon + 1, *end = data + len;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	for (char *c = name; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	_cleanup_free_ char *value = xstrndup(v, (size_t)(end - v));
+	strmap_set(headers, name, value);
 	return len;
 }
 
@@ -230,6 +255,14 @@ static int set_method(CURL *h, const HttpRequest *req)
 
 	if (strcmp(req->method, "GET") == 0)
 		return 0;
+	if (strcmp(req->method, "HEAD") == 0) {
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+		return 0;
+	}
+	if (strcmp(req->method, "DELETE") == 0) {
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+		return 0;
+	}
 	if (strcmp(req->method, "POST") != 0 && strcmp(req->method, "PUT") != 0)
 		return -EINVAL;
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
@@ -257,6 +290,7 @@ int http_perform(HttpPool *p, const HttpRequest *req, HttpReply *ret, char **ret
 	char errbuf[CURL_ERROR_SIZE] = "";
 	Sink sink = {.max = req->max_reply ? req->max_reply : HTTP_MAX_REPLY_DEFAULT};
 	long timeout = timeout_ms(req), status = 0;
+	Strmap reply_headers = {};
 	int r;
 
 	if (timeout < 0) {
@@ -275,6 +309,8 @@ int http_perform(HttpPool *p, const HttpRequest *req, HttpReply *ret, char **ret
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_write);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &reply_headers);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "volplug/" VOLPLUG_VERSION);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
 	if (req->no_proxy)
@@ -305,9 +341,10 @@ int http_perform(HttpPool *p, const HttpRequest *req, HttpReply *ret, char **ret
 	pool_give(p, h);
 	if (r < 0) {
 		strbuf_done(&sink.buf);
+		strmap_done(&reply_headers);
 		return r;
 	}
-	*ret = (HttpReply){.status = status, .body_len = sink.buf.len};
+	*ret = (HttpReply){.status = status, .body_len = sink.buf.len, .headers = reply_headers};
 	ret->body = strbuf_steal(&sink.buf);
 	return 0;
 }

@@ -12,7 +12,7 @@
 
 #include "alloc.h"
 #include "aws-standin.h"
-#include "ec2-credentials.h"
+#include "aws-credentials.h"
 #include "imds.h"
 #include "scratch.h"
 #include "tap.h"
@@ -94,31 +94,31 @@ static char *imds_rules(const char *key)
 
 typedef struct Got {
 	int r;
-	Ec2Credentials c;
+	AwsCredentials c;
 	char *error;
 } Got;
 
 static void got_done(Got *g)
 {
-	ec2_credentials_done(&g->c);
+	aws_credentials_done(&g->c);
 	free(g->error);
 	*g = (Got){};
 }
 
-static Got get(Ec2CredentialsProvider *p)
+static Got get(AwsCredentialsProvider *p)
 {
 	Got g = {};
-	g.r = ec2_credentials_get(p, now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC, &g.c, &g.error);
+	g.r = aws_credentials_get(p, now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC, &g.c, &g.error);
 	return g;
 }
 
 /* The provider's answer for an environment, in one go. */
 static Got get_with(char **env)
 {
-	Ec2CredentialsProvider *p = ec2_credentials_provider_new(
-		&(Ec2CredentialsConfig){.environment = env, .imds_attempt_timeout = 200000});
+	AwsCredentialsProvider *p = aws_credentials_provider_new(
+		&(AwsCredentialsConfig){.environment = env, .imds_attempt_timeout = 200000});
 	Got g = get(p);
-	ec2_credentials_provider_free(p);
+	aws_credentials_provider_free(p);
 	return g;
 }
 
@@ -331,8 +331,8 @@ static void test_chain_order(void)
 static void test_refresh(void)
 {
 	char *env[] = {token_env, "AWS_ROLE_ARN=" ROLE, sts_env, NULL};
-	Ec2CredentialsProvider *p =
-		ec2_credentials_provider_new(&(Ec2CredentialsConfig){.environment = env});
+	AwsCredentialsProvider *p =
+		aws_credentials_provider_new(&(AwsCredentialsConfig){.environment = env});
 	Got g;
 
 	standin_reset(NULL, NULL);
@@ -341,12 +341,12 @@ static void test_refresh(void)
 	got_done(&g);
 	g = get(p);
 	is_str(g.c.access_key_id, "ASIAHOUR", "valid for an hour: the same key again");
-	is_int(ec2_credentials_fetches(p), 1, "...fetched once");
+	is_int(aws_credentials_fetches(p), 1, "...fetched once");
 	got_done(&g);
-	ec2_credentials_provider_free(p);
+	aws_credentials_provider_free(p);
 
 	/* Within 5 minutes of expiry: fetched anew. */
-	p = ec2_credentials_provider_new(&(Ec2CredentialsConfig){.environment = env});
+	p = aws_credentials_provider_new(&(AwsCredentialsConfig){.environment = env});
 	standin_reset(NULL, NULL);
 	_cleanup_free_ char *a = sts_rule("ASIAOLD", 240, 0), *b = sts_rule("ASIANEW", 3600, 0);
 	_cleanup_free_ char *both = xasprintf("[%s, %s]", a, b);
@@ -356,12 +356,12 @@ static void test_refresh(void)
 	got_done(&g);
 	g = get(p);
 	is_str(g.c.access_key_id, "ASIANEW", "...are refreshed at the next use");
-	is_int(ec2_credentials_fetches(p), 2, "...two fetches");
+	is_int(aws_credentials_fetches(p), 2, "...two fetches");
 	got_done(&g);
-	ec2_credentials_provider_free(p);
+	aws_credentials_provider_free(p);
 
 	/* The refresh fails while they are still valid: kept, and not asked for at every use. */
-	p = ec2_credentials_provider_new(&(Ec2CredentialsConfig){.environment = env});
+	p = aws_credentials_provider_new(&(AwsCredentialsConfig){.environment = env});
 	standin_reset(NULL, NULL);
 	rules1(sts_rule("ASIAOLD", 240, 0));
 	g = get(p);
@@ -371,12 +371,12 @@ static void test_refresh(void)
 	is_str(g.c.access_key_id, "ASIAOLD", "...the current ones kept");
 	got_done(&g);
 	g = get(p);
-	is_int(ec2_credentials_fetches(p), 2, "...and no new try right after the failed one");
+	is_int(aws_credentials_fetches(p), 2, "...and no new try right after the failed one");
 	got_done(&g);
-	ec2_credentials_provider_free(p);
+	aws_credentials_provider_free(p);
 
 	/* Expired, and the refresh fails: an error. */
-	p = ec2_credentials_provider_new(&(Ec2CredentialsConfig){.environment = env});
+	p = aws_credentials_provider_new(&(AwsCredentialsConfig){.environment = env});
 	standin_reset(NULL, NULL);
 	rules1(sts_rule("ASIABRIEF", 1, 0));
 	g = get(p);
@@ -386,12 +386,12 @@ static void test_refresh(void)
 	is_int(g.r, -EINVAL, "expired, and the refresh fails: the refresh's error");
 	ok(g.error && strstr(g.error, "StandinNoRule"), "...with its message: %s", S(g.error));
 	got_done(&g);
-	ec2_credentials_provider_free(p);
+	aws_credentials_provider_free(p);
 }
 
 #define THREADS 8
 
-static Ec2CredentialsProvider *shared;
+static AwsCredentialsProvider *shared;
 
 static void *getter(void *arg)
 {
@@ -402,8 +402,8 @@ static void *getter(void *arg)
 static void test_threads(void)
 {
 	char *env[] = {token_env, "AWS_ROLE_ARN=" ROLE, sts_env, NULL};
-	Ec2CredentialsProvider *p =
-		ec2_credentials_provider_new(&(Ec2CredentialsConfig){.environment = env});
+	AwsCredentialsProvider *p =
+		aws_credentials_provider_new(&(AwsCredentialsConfig){.environment = env});
 	pthread_t t[THREADS];
 
 	shared = p;
@@ -423,9 +423,9 @@ static void test_threads(void)
 		got_done(&g[i]);
 	}
 	is_int(same, THREADS, "%d threads asking during a slow fetch all get its result", THREADS);
-	is_int(ec2_credentials_fetches(p), 1, "...from one fetch");
+	is_int(aws_credentials_fetches(p), 1, "...from one fetch");
 	is_int(standin_count(), 1, "...one STS request");
-	ec2_credentials_provider_free(p);
+	aws_credentials_provider_free(p);
 }
 
 static void test_no_io_until_used(void)
@@ -439,9 +439,9 @@ static void test_no_io_until_used(void)
 		       NULL};
 
 	standin_reset(NULL, NULL);
-	Ec2CredentialsProvider *p =
-		ec2_credentials_provider_new(&(Ec2CredentialsConfig){.environment = env});
-	ec2_credentials_provider_free(p);
+	AwsCredentialsProvider *p =
+		aws_credentials_provider_new(&(AwsCredentialsConfig){.environment = env});
+	aws_credentials_provider_free(p);
 	is_int(standin_count(), 0,
 	       "a provider never asked for credentials sends no request (node mode)");
 }

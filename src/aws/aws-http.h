@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* One HTTP exchange on libcurl, for the EC2 and STS Query APIs and the instance metadata
+/* One HTTP exchange on libcurl, for the AWS APIs (EC2, STS, S3) and the instance metadata
  * service: a request with a deadline on CLOCK_MONOTONIC, optionally signed with AWS Signature
  * Version 4 by libcurl itself (CURLOPT_AWS_SIGV4), and the whole reply body up to a cap.
  *
@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "strmap.h"
 #include "time-util.h"
 
 typedef struct HttpPool HttpPool;
@@ -22,7 +23,7 @@ HttpPool *http_pool_new(size_t max_idle);
 void http_pool_free(HttpPool *p);
 
 typedef struct HttpRequest {
-	const char *method;	    /* "GET", "POST" or "PUT" */
+	const char *method;	    /* "GET", "HEAD", "POST", "PUT" or "DELETE" */
 	const char *url;	    /* http:// or https:// only */
 	const char *const *headers; /* "Name: value" each, NULL-terminated; NULL: none */
 	const char *body;	    /* POST and PUT: the body (NULL: empty) */
@@ -40,6 +41,7 @@ typedef struct HttpReply {
 	long status; /* 200, 404, ... */
 	char *body;  /* NUL-terminated (the body may hold NULs of its own) */
 	size_t body_len;
+	Strmap headers; /* the reply's headers, names in lower case (the last of a name kept) */
 } HttpReply;
 
 void http_reply_done(HttpReply *r);

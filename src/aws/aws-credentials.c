@@ -7,8 +7,9 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "ec2-credentials.h"
-#include "ec2.h"
+#include "aws-credentials.h"
+#include "aws-request.h"
+#include "aws-xml.h"
 #include "fileio.h"
 #include "log.h"
 #include "random-util.h"
@@ -22,20 +23,21 @@
 
 extern char **environ;
 
-struct Ec2CredentialsProvider {
+struct AwsCredentialsProvider {
 	/* Settings, read once at creation; not changed after. */
 	char *env_key, *env_secret, *env_token;
 	char *shared_file; /* NULL: no home directory to find it in */
 	char *profile;
 	bool profile_explicit;
 	char *token_file, *role_arn, *session_name;
-	Ec2Client *sts; /* with token_file */
-	Imds *imds;	/* NULL: instance metadata disabled */
+	char *sts_url;	    /* with token_file; NULL: not an http(s) URL */
+	HttpPool *sts_pool; /* with token_file */
+	Imds *imds;	    /* NULL: instance metadata disabled */
 	usec_t refresh_before;
 
 	pthread_mutex_t lock;	/* guards the fields below */
 	pthread_cond_t done;	/* a fetch ended; on CLOCK_MONOTONIC */
-	Ec2Credentials current; /* access_key_id NULL: none */
+	AwsCredentials current; /* access_key_id NULL: none */
 	bool fetching;
 	usec_t retry_after; /* CLOCK_MONOTONIC: no refresh before, after one failed */
 	unsigned fetches;
@@ -71,7 +73,7 @@ static char *home_dir(char *const *env)
 	return NULL;
 }
 
-static char *sts_endpoint(const Ec2CredentialsConfig *config, char *const *env, const char *region)
+static char *sts_endpoint(const AwsCredentialsConfig *config, char *const *env, const char *region)
 {
 	const char *e =
 		config->sts_endpoint ? config->sts_endpoint : env_get(env, "AWS_STS_ENDPOINT");
@@ -82,7 +84,7 @@ static char *sts_endpoint(const Ec2CredentialsConfig *config, char *const *env, 
 		      : xstrdup("https://sts.amazonaws.com/");
 }
 
-static void setup_web_identity(Ec2CredentialsProvider *p, const Ec2CredentialsConfig *config,
+static void setup_web_identity(AwsCredentialsProvider *p, const AwsCredentialsConfig *config,
 			       char *const *env)
 {
 	const char *region = config->region ? config->region : env_get(env, "AWS_REGION");
@@ -97,20 +99,15 @@ static void setup_web_identity(Ec2CredentialsProvider *p, const Ec2CredentialsCo
 		p->session_name = xasprintf("volplug-%016" PRIx64, random_u64());
 	if (!p->token_file)
 		return;
-	Ec2Config sts = {
-		.region = region ? region : "us-east-1",
-		.endpoint = endpoint,
-		.service = "sts",
-		.api_version = STS_API_VERSION,
-		.max_retries = 3,
-	};
-	if (ec2_client_new(&sts, &p->sts, NULL) < 0)
-		p->sts = NULL; /* a bad AWS_STS_ENDPOINT: said when used */
+	/* A bad AWS_STS_ENDPOINT is said when used. */
+	if (strncmp(endpoint, "https://", 8) == 0 || strncmp(endpoint, "http://", 7) == 0)
+		p->sts_url = xstrdup(endpoint);
+	p->sts_pool = http_pool_new(1);
 }
 
-Ec2CredentialsProvider *ec2_credentials_provider_new(const Ec2CredentialsConfig *config)
+AwsCredentialsProvider *aws_credentials_provider_new(const AwsCredentialsConfig *config)
 {
-	Ec2CredentialsProvider *p = xnew0(Ec2CredentialsProvider, 1);
+	AwsCredentialsProvider *p = xnew0(AwsCredentialsProvider, 1);
 	char *const *env = config->environment ? config->environment : environ;
 	pthread_condattr_t attr;
 
@@ -147,22 +144,23 @@ Ec2CredentialsProvider *ec2_credentials_provider_new(const Ec2CredentialsConfig 
 	return p;
 }
 
-void ec2_credentials_done(Ec2Credentials *c)
+void aws_credentials_done(AwsCredentials *c)
 {
 	free(c->access_key_id);
 	free(c->secret_access_key);
 	free(c->session_token);
-	*c = (Ec2Credentials){};
+	*c = (AwsCredentials){};
 }
 
-void ec2_credentials_provider_free(Ec2CredentialsProvider *p)
+void aws_credentials_provider_free(AwsCredentialsProvider *p)
 {
 	if (!p)
 		return;
-	ec2_credentials_done(&p->current);
+	aws_credentials_done(&p->current);
 	pthread_cond_destroy(&p->done);
 	pthread_mutex_destroy(&p->lock);
-	ec2_client_free(p->sts);
+	http_pool_free(p->sts_pool);
+	free(p->sts_url);
 	imds_free(p->imds);
 	free(p->env_key);
 	free(p->env_secret);
@@ -175,9 +173,9 @@ void ec2_credentials_provider_free(Ec2CredentialsProvider *p)
 	free(p);
 }
 
-static void credentials_copy(Ec2Credentials *dst, const Ec2Credentials *src)
+static void credentials_copy(AwsCredentials *dst, const AwsCredentials *src)
 {
-	*dst = (Ec2Credentials){
+	*dst = (AwsCredentials){
 		.access_key_id = xstrdup(src->access_key_id),
 		.secret_access_key = xstrdup(src->secret_access_key),
 		.session_token = src->session_token ? xstrdup(src->session_token) : NULL,
@@ -186,10 +184,10 @@ static void credentials_copy(Ec2Credentials *dst, const Ec2Credentials *src)
 	};
 }
 
-static void credentials_set(Ec2Credentials *c, const char *source, const char *key,
+static void credentials_set(AwsCredentials *c, const char *source, const char *key,
 			    const char *secret, const char *token, usec_t expiration)
 {
-	*c = (Ec2Credentials){
+	*c = (AwsCredentials){
 		.access_key_id = xstrdup(key),
 		.secret_access_key = xstrdup(secret),
 		.session_token = token && *token ? xstrdup(token) : NULL,
@@ -227,7 +225,7 @@ int aws_parse_time(const char *s, usec_t *ret)
 /* ---- the sources: each returns 0 (found), 1 (not configured: *ret_note says so) or a
  * negative errno (configured, but broken: *ret_error says why) ---- */
 
-static int from_environment(Ec2CredentialsProvider *p, Ec2Credentials *ret, char **ret_note,
+static int from_environment(AwsCredentialsProvider *p, AwsCredentials *ret, char **ret_note,
 			    char **ret_error)
 {
 	if (!p->env_key && !p->env_secret) {
@@ -244,7 +242,7 @@ static int from_environment(Ec2CredentialsProvider *p, Ec2Credentials *ret, char
 	return 0;
 }
 
-static int sts_credentials(const XmlNode *creds, Ec2Credentials *ret, char **ret_error)
+static int sts_credentials(const XmlNode *creds, AwsCredentials *ret, char **ret_error)
 {
 	const char *key = xml_text(creds, "AccessKeyId"),
 		   *secret = xml_text(creds, "SecretAccessKey");
@@ -261,13 +259,85 @@ static int sts_credentials(const XmlNode *creds, Ec2Credentials *ret, char **ret
 	return 0;
 }
 
-static int from_web_identity(Ec2CredentialsProvider *p, usec_t deadline, Ec2Credentials *ret,
+/* STS's answer to a refused AssumeRoleWithWebIdentity, as an errno. */
+static int sts_code_to_errno(const char *code, int http_status)
+{
+	static const char *const refused[] = {"InvalidIdentityToken", "ExpiredTokenException",
+					      "IDPRejectedClaim",     "InvalidClientTokenId",
+					      "ExpiredToken",	      "SignatureDoesNotMatch"};
+
+	for (size_t i = 0; code && i < ELEMENTSOF(refused); i++)
+		if (strcmp(code, refused[i]) == 0)
+			return -EACCES;
+	if (code && strcmp(code, "AccessDenied") == 0)
+		return -EPERM;
+	if (http_status == 401 || http_status == 403)
+		return -EACCES;
+	if (http_status == 400)
+		return -EINVAL;
+	if (http_status == 404)
+		return -ENOENT;
+	return -EPROTO;
+}
+
+static void form_add(StrBuf *b, const char *key, const char *value)
+{
+	_cleanup_free_ char *k = http_form_encode(key), *v = http_form_encode(value);
+
+	if (b->len > 0)
+		strbuf_adds(b, "&");
+	strbuf_adds(b, k);
+	strbuf_adds(b, "=");
+	strbuf_adds(b, v);
+}
+
+/* STS AssumeRoleWithWebIdentity, unsigned (the token is the proof); the Credentials element
+ * of its reply in *ret_reply. */
+static int sts_assume_role(AwsCredentialsProvider *p, const char *token, usec_t deadline,
+			   XmlNode **ret_reply, AwsError *ret_error)
+{
+	_cleanup_free_ char *body = NULL, *msg = NULL;
+	const char *headers[] = {"Content-Type: application/x-www-form-urlencoded; charset=utf-8",
+				 NULL};
+	StrBuf b = {};
+	HttpReply reply = {};
+	int r;
+
+	form_add(&b, "Action", "AssumeRoleWithWebIdentity");
+	form_add(&b, "Version", STS_API_VERSION);
+	form_add(&b, "RoleArn", p->role_arn);
+	form_add(&b, "RoleSessionName", p->session_name);
+	form_add(&b, "WebIdentityToken", token);
+	body = strbuf_steal(&b);
+	HttpRequest req = {.method = "POST",
+			   .url = p->sts_url,
+			   .headers = headers,
+			   .body = body,
+			   .body_len = strlen(body)};
+	r = aws_request(p->sts_pool, NULL, &(AwsRetry){.max_retries = 3}, &req, deadline, &reply,
+			NULL, ret_error);
+	if (r < 0)
+		return r;
+	if (reply.status != 200) {
+		aws_error_from_reply((int)reply.status, reply.body, reply.body_len, ret_error);
+		http_reply_done(&reply);
+		return sts_code_to_errno(ret_error->code, ret_error->http_status);
+	}
+	r = xml_parse(reply.body, reply.body_len, ret_reply, &msg);
+	http_reply_done(&reply);
+	if (r < 0) {
+		*ret_error = (AwsError){.message = xasprintf("unreadable reply: %s", msg)};
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static int from_web_identity(AwsCredentialsProvider *p, usec_t deadline, AwsCredentials *ret,
 			     char **ret_note, char **ret_error)
 {
-	_cleanup_free_ char *token = NULL, *msg = NULL;
+	_cleanup_free_ char *token = NULL;
 	_cleanup_xml_free_ XmlNode *reply = NULL;
-	Ec2Params params = {};
-	Ec2Error err = {};
+	AwsError err = {};
 	int r;
 
 	if (!p->token_file) {
@@ -279,7 +349,7 @@ static int from_web_identity(Ec2CredentialsProvider *p, usec_t deadline, Ec2Cred
 				     "AWS_ROLE_ARN is not");
 		return -EINVAL;
 	}
-	if (!p->sts) {
+	if (!p->sts_url) {
 		*ret_error = xstrdup("web identity: the STS endpoint is not an http(s) URL");
 		return -EINVAL;
 	}
@@ -292,15 +362,11 @@ static int from_web_identity(Ec2CredentialsProvider *p, usec_t deadline, Ec2Cred
 	}
 	for (size_t n = strlen(token); n > 0 && isspace((unsigned char)token[n - 1]); n--)
 		token[n - 1] = 0;
-	ec2_params_add(&params, "RoleArn", p->role_arn);
-	ec2_params_add(&params, "RoleSessionName", p->session_name);
-	ec2_params_add(&params, "WebIdentityToken", token);
-	r = ec2_call(p->sts, "AssumeRoleWithWebIdentity", &params, deadline, &reply, &err);
-	ec2_params_done(&params);
+	r = sts_assume_role(p, token, deadline, &reply, &err);
 	if (r < 0) {
 		*ret_error = xasprintf("web identity: STS AssumeRoleWithWebIdentity for %s: %s",
 				       p->role_arn, err.message);
-		ec2_error_done(&err);
+		aws_error_done(&err);
 		return r;
 	}
 	return sts_credentials(xml_find(reply, "AssumeRoleWithWebIdentityResult/Credentials"), ret,
@@ -351,7 +417,7 @@ static int ini_section(char *text, const char *name, Strmap *ret)
 	return found ? 0 : -ENOENT;
 }
 
-static int from_shared_file(Ec2CredentialsProvider *p, Ec2Credentials *ret, char **ret_note,
+static int from_shared_file(AwsCredentialsProvider *p, AwsCredentials *ret, char **ret_note,
 			    char **ret_error)
 {
 	_cleanup_free_ char *text = NULL;
@@ -394,7 +460,7 @@ static int from_shared_file(Ec2CredentialsProvider *p, Ec2Credentials *ret, char
 	return 0;
 }
 
-static int imds_credentials(const char *text, Ec2Credentials *ret, char **ret_error)
+static int imds_credentials(const char *text, AwsCredentials *ret, char **ret_error)
 {
 	json_auto_t *j = json_loads(text, 0, NULL);
 	const char *code = json_string_value(json_object_get(j, "Code"));
@@ -417,7 +483,7 @@ static int imds_credentials(const char *text, Ec2Credentials *ret, char **ret_er
 	return 0;
 }
 
-static int from_instance_profile(Ec2CredentialsProvider *p, usec_t deadline, Ec2Credentials *ret,
+static int from_instance_profile(AwsCredentialsProvider *p, usec_t deadline, AwsCredentials *ret,
 				 char **ret_note, char **ret_error)
 {
 	_cleanup_free_ char *roles = NULL, *path = NULL, *text = NULL, *msg = NULL;
@@ -448,7 +514,7 @@ static int from_instance_profile(Ec2CredentialsProvider *p, usec_t deadline, Ec2
 }
 
 /* Walks the chain: 0 and *ret from the first source configured, or its error. */
-static int fetch(Ec2CredentialsProvider *p, usec_t deadline, Ec2Credentials *ret, char **ret_error)
+static int fetch(AwsCredentialsProvider *p, usec_t deadline, AwsCredentials *ret, char **ret_error)
 {
 	char *notes[4] = {};
 	int r;
@@ -474,20 +540,20 @@ static int fetch(Ec2CredentialsProvider *p, usec_t deadline, Ec2Credentials *ret
 
 /* ---- the cache ---- */
 
-static bool is_valid(const Ec2Credentials *c, usec_t now_rt)
+static bool is_valid(const AwsCredentials *c, usec_t now_rt)
 {
 	return c->access_key_id && (c->expiration == 0 || now_rt < c->expiration);
 }
 
-static bool is_fresh(const Ec2CredentialsProvider *p, usec_t now_rt)
+static bool is_fresh(const AwsCredentialsProvider *p, usec_t now_rt)
 {
-	const Ec2Credentials *c = &p->current;
+	const AwsCredentials *c = &p->current;
 	return c->access_key_id &&
 	       (c->expiration == 0 || now_rt + p->refresh_before < c->expiration);
 }
 
 /* Waits for the running fetch to end; -ETIMEDOUT when the deadline comes first. */
-static int wait_fetch(Ec2CredentialsProvider *p, usec_t deadline)
+static int wait_fetch(AwsCredentialsProvider *p, usec_t deadline)
 {
 	struct timespec ts = {.tv_sec = (time_t)(deadline / USEC_PER_SEC),
 			      .tv_nsec = (long)(deadline % USEC_PER_SEC * NSEC_PER_USEC)};
@@ -498,7 +564,7 @@ static int wait_fetch(Ec2CredentialsProvider *p, usec_t deadline)
 	return r == ETIMEDOUT ? -ETIMEDOUT : 0;
 }
 
-int ec2_credentials_get(Ec2CredentialsProvider *p, usec_t deadline, Ec2Credentials *ret,
+int aws_credentials_get(AwsCredentialsProvider *p, usec_t deadline, AwsCredentials *ret,
 			char **ret_error)
 {
 	int r;
@@ -526,7 +592,7 @@ int ec2_credentials_get(Ec2CredentialsProvider *p, usec_t deadline, Ec2Credentia
 	p->fetches++;
 	pthread_mutex_unlock(&p->lock);
 
-	Ec2Credentials fresh = {};
+	AwsCredentials fresh = {};
 	char *error = NULL;
 	r = fetch(p, deadline, &fresh, &error);
 
@@ -534,7 +600,7 @@ int ec2_credentials_get(Ec2CredentialsProvider *p, usec_t deadline, Ec2Credentia
 	p->fetching = false;
 	pthread_cond_broadcast(&p->done);
 	if (r == 0) {
-		ec2_credentials_done(&p->current);
+		aws_credentials_done(&p->current);
 		p->current = fresh;
 		p->retry_after = 0;
 	} else if (is_valid(&p->current, now_usec(CLOCK_REALTIME))) {
@@ -554,16 +620,16 @@ int ec2_credentials_get(Ec2CredentialsProvider *p, usec_t deadline, Ec2Credentia
 	return r;
 }
 
-void ec2_credentials_invalidate(Ec2CredentialsProvider *p)
+void aws_credentials_invalidate(AwsCredentialsProvider *p)
 {
 	pthread_mutex_lock(&p->lock);
 	if (!p->fetching)
-		ec2_credentials_done(&p->current);
+		aws_credentials_done(&p->current);
 	p->retry_after = 0;
 	pthread_mutex_unlock(&p->lock);
 }
 
-unsigned ec2_credentials_fetches(Ec2CredentialsProvider *p)
+unsigned aws_credentials_fetches(AwsCredentialsProvider *p)
 {
 	pthread_mutex_lock(&p->lock);
 	unsigned n = p->fetches;

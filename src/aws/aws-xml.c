@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "ec2-xml.h"
+#include "aws-xml.h"
 #include "strbuf.h"
 
 /* Namespace URI and local name come joined by this byte (a URI never holds it). */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "ec2-http.h"
+#include "aws-http.h"
 #include "imds.h"
 #include "log.h"
 
@@ -119,6 +119,7 @@ static int exchange(Imds *m, const char *method, const char *url, const char *he
 		if (reply.status == 200) {
 			strip_trailing_space(reply.body);
 			*ret = TAKE_PTR(reply.body);
+			http_reply_done(&reply);
 			return 0;
 		}
 		r = status_to_errno(reply.status);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "ec2-xml.h"
+#include "aws-xml.h"
 #include "strbuf.h"
 #include "tap.h"
 

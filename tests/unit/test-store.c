@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The snapshot store against the small S3 of the tests (tests/s3sim): upload of a sparse
+ * file's allocated ranges, a second snapshot that sends only what changed, restore with holes
+ * and every chunk checked, damaged and missing chunks named, faults during upload, resume,
+ * delete and collection with its rule for uploads in progress. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "aws-credentials.h"
+#include "random-util.h"
+#include "s3.h"
+#include "s3sim.h"
+#include "store.h"
+#include "tap.h"
+
+#define CHUNK ((size_t)64 << 10)
+#define VOLUME ((uint64_t)64 * CHUNK) /* 4 MiB, 64 chunks */
+
+static AwsCredentialsProvider *creds;
+static S3Client *s3;
+static char dir[] = "/tmp/test-store-XXXXXX";
+static int dir_fd = -EBADF;
+
+static usec_t in(usec_t d)
+{
+	return now_usec(CLOCK_MONOTONIC) + d;
+}
+
+static Store *store_with(usec_t lease, usec_t grace)
+{
+	Store *s = NULL;
+	if (store_new(&(StoreConfig){.s3 = s3,
+				     .prefix = "cluster-1/snaps",
+				     .node = "node-a",
+				     .chunk_size = CHUNK,
+				     .parallel = 3,
+				     .lease = lease,
+				     .grace = grace},
+		      &s, NULL) < 0) {
+		printf("Bail out! store_new\n");
+		exit(1);
+	}
+	return s;
+}
+
+/* Writes chunk i of the volume file full of byte v (a zero v writes zeros: allocated). */
+static void fill(int fd, unsigned i, int v)
+{
+	_cleanup_free_ char *buf = xmalloc(CHUNK);
+	memset(buf, v, CHUNK);
+	snprintf(buf, 32, "chunk %u value %d", i, v); /* no two chunks alike */
+	if (v == 0)
+		memset(buf, 0, CHUNK);
+	if (pwrite(fd, buf, CHUNK, (off_t)(i * CHUNK)) != (ssize_t)CHUNK) {
+		printf("Bail out! pwrite\n");
+		exit(1);
+	}
+}
+
+static int volume_file(const char *name)
+{
+	int fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)VOLUME) < 0) {
+		printf("Bail out! %s: %m\n", name);
+		exit(1);
+	}
+	return fd;
+}
+
+static bool same_file(int a, int b)
+{
+	_cleanup_free_ char *x = xmalloc(VOLUME), *y = xmalloc(VOLUME);
+	return pread(a, x, VOLUME, 0) == (ssize_t)VOLUME &&
+	       pread(b, y, VOLUME, 0) == (ssize_t)VOLUME && memcmp(x, y, VOLUME) == 0;
+}
+
+static bool is_hole(int fd, uint64_t off)
+{
+	off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+	return d < 0 || (uint64_t)d >= off + CHUNK;
+}
+
+static int count(const char *id, void *userdata)
+{
+	(void)id;
+	(*(int *)userdata)++;
+	return 0;
+}
+
+static void test_upload_restore(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 0);
+	_cleanup_close_ int fd = volume_file("vol");
+	_cleanup_free_ char *err = NULL;
+	StoreUploadStats st = {};
+	StoreRestoreStats rs = {};
+	Strmap params = {};
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	fill(fd, 0, 'a');
+	fill(fd, 1, 'b');
+	fill(fd, 10, 'c');
+	fill(fd, 11, 0); /* allocated, but zeros */
+	fill(fd, 63, 'd');
+	strmap_set(&params, "type", "ext4");
+	is_int(store_upload(s, fd,
+			    &(StoreUploadInfo){
+				    .id = "snap-1", .filesystem = "ext4", .parameters = &params},
+			    in(20 * USEC_PER_SEC), &st, &err),
+	       0, "upload of a sparse volume: %s", err ? err : "ok");
+	is_int((long long)st.chunks, 4, "...4 chunks in its manifest");
+	is_int((long long)st.zero_chunks, 1, "...an allocated chunk of zeros left out");
+	is_int((long long)st.chunks_sent, 4, "...4 chunks sent");
+	is_int((long long)st.bytes_read, 5 * (long long)CHUNK, "...only allocated ranges read");
+	ok(st.bytes_sent < 4 * CHUNK / 10, "...compressed (%llu bytes for 4 chunks)",
+	   (unsigned long long)st.bytes_sent);
+	is_int((long long)s3sim_objects(), 5, "...4 chunks and a manifest; the intent is gone");
+
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "snap-1"}, in(20 * USEC_PER_SEC), &st,
+			    NULL),
+	       0, "the same upload again");
+	ok(st.existed && st.chunks == 4, "...answers the snapshot there already");
+
+	fill(fd, 10, 'C');
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "snap-2"}, in(20 * USEC_PER_SEC), &st,
+			    NULL),
+	       0, "a second snapshot after one chunk changed");
+	is_int((long long)st.chunks_sent, 1, "...sends one chunk");
+	is_int((long long)st.chunks_skipped, 3, "...and skips the 3 the store holds");
+
+	int n = 0;
+	is_int(store_list(s, count, &n, in(5 * USEC_PER_SEC), NULL), 0, "list");
+	is_int(n, 2, "...two snapshots");
+
+	StoreManifest m = {};
+	is_int(store_manifest_get(s, "snap-1", in(5 * USEC_PER_SEC), &m, NULL), 0,
+	       "the manifest reads back");
+	ok(m.volume_size == VOLUME && m.chunk_size == CHUNK && strcmp(m.filesystem, "ext4") == 0 &&
+		   strcmp(m.node, "node-a") == 0 &&
+		   strcmp(strmap_get(&m.parameters, "type") ?: "", "ext4") == 0 &&
+		   m.n_chunks == 4 && m.chunks[2].offset == 10 * CHUNK,
+	   "...size, chunk size, filesystem, node, parameters, chunks by offset");
+	store_manifest_done(&m);
+
+	fill(fd, 10, 'c'); /* back to snap-1's content */
+	is_int(store_restore(s, "snap-1", dir_fd, "restored", in(20 * USEC_PER_SEC), &rs, &err), 0,
+	       "restore: %s", err ? err : "ok");
+	_cleanup_close_ int rfd = openat(dir_fd, "restored", O_RDONLY | O_CLOEXEC);
+	ok(rfd >= 0 && same_file(fd, rfd), "...the same bytes as the volume");
+	ok(is_hole(rfd, 5 * CHUNK) && is_hole(rfd, 11 * CHUNK) && !is_hole(rfd, 10 * CHUNK),
+	   "...holes and the zero chunk left as holes, data where data was");
+	is_int((long long)rs.bytes_written, 4 * (long long)CHUNK, "...4 chunks written");
+	free(err);
+	err = NULL;
+	is_int(store_restore(s, "snap-1", dir_fd, "restored", in(5 * USEC_PER_SEC), NULL, &err),
+	       -EEXIST, "restore onto an existing name: -EEXIST");
+	free(err);
+	err = NULL;
+	is_int(store_restore(s, "nope", dir_fd, "r2", in(5 * USEC_PER_SEC), NULL, &err), -ENOENT,
+	       "restore of an unknown snapshot: -ENOENT");
+	ok(err && strstr(err, "snapshot nope") && strstr(err, "s3://snaps at"),
+	   "...naming it and the store: %s", err);
+	free(err);
+	err = NULL;
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "../x"}, in(5 * USEC_PER_SEC), NULL,
+			    &err),
+	       -EINVAL, "an ID out of the alphabet: -EINVAL");
+	strmap_done(&params);
+}
+
+static void test_damage(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 0);
+	_cleanup_close_ int fd = volume_file("vol-d");
+	_cleanup_free_ char *err = NULL, *key = NULL;
+	StoreManifest m = {};
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	fill(fd, 3, 'x');
+	fill(fd, 4, 'y');
+	store_upload(s, fd, &(StoreUploadInfo){.id = "d"}, in(20 * USEC_PER_SEC), NULL, NULL);
+	store_manifest_get(s, "d", in(5 * USEC_PER_SEC), &m, NULL);
+
+	s3sim_faults("[{\"method\": \"GET\", \"key\": \"chunks/\", \"corrupt\": true}]");
+	is_int(store_restore(s, "d", dir_fd, "r-damaged", in(20 * USEC_PER_SEC), NULL, &err),
+	       -EUCLEAN, "restore from damaged chunks: -EUCLEAN");
+	ok(err && strstr(err, "snapshot d: chunk ") && strstr(err, "damaged"),
+	   "...naming the chunk: %s", err);
+	ok(faccessat(dir_fd, "r-damaged", F_OK, 0) < 0, "...and nothing left behind");
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	store_upload(s, fd, &(StoreUploadInfo){.id = "d"}, in(20 * USEC_PER_SEC), NULL, NULL);
+	key = xasprintf("cluster-1/snaps/chunks/%.2s/%s", m.chunks[1].hash, m.chunks[1].hash);
+	s3_delete(s3, key, in(5 * USEC_PER_SEC), NULL);
+	free(err);
+	err = NULL;
+	is_int(store_restore(s, "d", dir_fd, "r-missing", in(20 * USEC_PER_SEC), NULL, &err),
+	       -EUCLEAN, "restore from a missing chunk: -EUCLEAN");
+	ok(err && strstr(err, m.chunks[1].hash) && strstr(err, "missing") &&
+		   strstr(err, "offset 262144"),
+	   "...naming the chunk and its offset: %s", err);
+	ok(faccessat(dir_fd, "r-missing", F_OK, 0) < 0, "...and nothing left behind");
+	store_manifest_done(&m);
+}
+
+static void test_faults_and_resume(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 0);
+	_cleanup_close_ int fd = volume_file("vol-f");
+	_cleanup_free_ char *err = NULL;
+	StoreUploadStats st = {};
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	for (unsigned i = 0; i < 8; i++)
+		fill(fd, i * 4, 'a' + (int)i);
+	s3sim_faults("[{\"method\": \"PUT\", \"key\": \"chunks/\", \"status\": 503, "
+		     "\"code\": \"SlowDown\", \"times\": 3}, "
+		     "{\"method\": \"PUT\", \"key\": \"chunks/\", \"drop\": true, \"times\": 1}, "
+		     "{\"method\": \"HEAD\", \"status\": 500, \"times\": 2}]");
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "f"}, in(30 * USEC_PER_SEC), &st, &err),
+	       0, "upload through SlowDown, a dropped connection and 500s: %s", err ? err : "ok");
+	is_int((long long)st.chunks_sent, 8, "...every chunk went up");
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	/* The store fails for good after 3 chunks. */
+	s3sim_faults("[{\"method\": \"PUT\", \"key\": \"chunks/\", \"times\": 3, \"delay\": 0}, "
+		     "{\"method\": \"PUT\", \"key\": \"chunks/\", \"status\": 503, "
+		     "\"code\": \"SlowDown\"}]");
+	free(err);
+	err = NULL;
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "f"}, in(1 * USEC_PER_SEC), &st, &err),
+	       -ETIMEDOUT, "a store that keeps answering SlowDown: -ETIMEDOUT at the deadline");
+	ok(err && strstr(err, "snapshot f: chunk at offset") && strstr(err, "SlowDown") &&
+		   strstr(err, "cluster-1/snaps/chunks/"),
+	   "...naming the snapshot, the object and the code: %s", err);
+	StoreManifest m = {};
+	is_int(store_manifest_get(s, "f", in(5 * USEC_PER_SEC), &m, NULL), -ENOENT,
+	       "...no manifest: nothing half-visible");
+	s3sim_reset("{\"buckets\": [], \"keys\": {\"AKID\": \"secret\"}}");
+}
+
+static int unfinished(const char *id, const char *node, bool stale, void *userdata)
+{
+	char **found = userdata;
+	free(*found);
+	*found = xasprintf("%s %s %s", id, node, stale ? "stale" : "live");
+	return 0;
+}
+
+static void test_resume(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 0);
+	_cleanup_close_ int fd = volume_file("vol-r");
+	_cleanup_free_ char *err = NULL;
+	StoreUploadStats st = {};
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	for (unsigned i = 0; i < 8; i++)
+		fill(fd, i * 4, 'a' + (int)i);
+	s3sim_faults("[{\"method\": \"PUT\", \"key\": \"snapshots/\", \"status\": 500}]");
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "r"}, in(1 * USEC_PER_SEC), &st, &err),
+	       -ETIMEDOUT, "an upload whose manifest cannot be written fails");
+	ok(err && strstr(err, "snapshot r: manifest: ") && strstr(err, "InternalError"),
+	   "...naming the manifest: %s", err);
+	is_int((long long)s3sim_objects(), 9, "...its 8 chunks and its intent stay");
+	s3sim_clear();
+	_cleanup_free_ char *found = NULL;
+	is_int(store_unfinished(s, unfinished, &found, in(5 * USEC_PER_SEC), NULL), 0,
+	       "the unfinished uploads");
+	is_str(found, "r node-a live", "...name it, its node, its lease not run out");
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "r"}, in(10 * USEC_PER_SEC), &st, NULL),
+	       0, "run again, it resumes");
+	is_int((long long)st.chunks_sent, 0, "...sending no chunk again");
+	is_int((long long)st.chunks_skipped, 8, "...the 8 up already are skipped");
+	is_int((long long)s3sim_objects(), 9, "...8 chunks and the manifest; the intent is gone");
+}
+
+static void test_gc(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(1500 * USEC_PER_MSEC, 1);
+	_cleanup_(store_freep) Store *patient = store_with(0, 0);
+	_cleanup_close_ int fd = volume_file("vol-g");
+	_cleanup_free_ char *err = NULL;
+	StoreGcStats gs = {};
+	StoreUploadStats st = {};
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	fill(fd, 0, 'a');
+	fill(fd, 1, 'b');
+	store_upload(s, fd, &(StoreUploadInfo){.id = "g1"}, in(10 * USEC_PER_SEC), NULL, NULL);
+	fill(fd, 1, 'B');
+	store_upload(s, fd, &(StoreUploadInfo){.id = "g2"}, in(10 * USEC_PER_SEC), NULL, NULL);
+	is_int(store_delete(s, "g1", in(5 * USEC_PER_SEC), NULL), 0, "delete of g1");
+	is_int(store_delete(s, "g1", in(5 * USEC_PER_SEC), NULL), 0, "...again: no error");
+
+	is_int(store_gc(patient, in(10 * USEC_PER_SEC), &gs, NULL), 0,
+	       "collection with an hour's grace");
+	is_int((long long)gs.chunks_deleted, 0, "...deletes no young chunk");
+	is_int((long long)gs.chunks_young, 1, "...the one g1 alone named is kept, young");
+
+	/* An upload in progress on another node: its intent. */
+	const char *intent = "{\"snapshot\":\"g3\",\"node\":\"node-b\"}";
+	s3_put(s3, "cluster-1/snaps/intents/g3", intent, strlen(intent), false,
+	       in(5 * USEC_PER_SEC), NULL);
+	is_int(store_gc(s, in(10 * USEC_PER_SEC), &gs, &err), -EBUSY,
+	       "collection while an upload is in progress: -EBUSY");
+	ok(err && strstr(err, "g3") && strstr(err, "node-b"),
+	   "...naming the upload and its node: %s", err);
+	is_int((long long)s3sim_objects(), 5, "...nothing deleted (3 chunks, 1 manifest, intent)");
+
+	usleep(1600 * 1000); /* past the lease: node-b died */
+	is_int(store_gc(s, in(10 * USEC_PER_SEC), &gs, NULL), 0, "collection after the lease");
+	is_int((long long)gs.stale_intents, 1, "...removes the stale intent");
+	is_int((long long)gs.chunks_deleted, 1, "...deletes the chunk only g1 named");
+	is_int((long long)gs.manifests, 1, "...g2's manifest marked");
+	is_int((long long)s3sim_objects(), 3, "...g2's 2 chunks and manifest are left");
+	is_int(store_restore(s, "g2", dir_fd, "g2-restored", in(10 * USEC_PER_SEC), NULL, NULL), 0,
+	       "...and g2 restores whole");
+
+	/* A collection is running (its marker) when an upload starts: HEAD is not trusted. */
+	s3_put(s3, "cluster-1/snaps/gc/0123456789abcdef", "node-b", 6, false, in(5 * USEC_PER_SEC),
+	       NULL);
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "g4"}, in(10 * USEC_PER_SEC), &st,
+			    NULL),
+	       0, "an upload while a collection runs");
+	is_int((long long)st.chunks_sent, 2,
+	       "...puts its chunks again, though the store holds them (they become young)");
+}
+
+typedef struct Race {
+	Store *s;
+	_Atomic bool done;
+	unsigned collections, deferred;
+} Race;
+
+static void *collect_loop(void *userdata)
+{
+	Race *race = userdata;
+
+	while (!race->done) {
+		int r = store_gc(race->s, in(10 * USEC_PER_SEC), NULL, NULL);
+		race->collections++;
+		race->deferred += r == -EBUSY;
+	}
+	return NULL;
+}
+
+/* Uploads and deletes while collections run back to back, with no grace at all: only the
+ * intents and markers keep the chunks uploads reference. */
+static void test_gc_race(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 1);
+	_cleanup_close_ int fd = volume_file("vol-race");
+	Race race = {.s = s};
+	pthread_t t;
+	int failed = 0;
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	for (unsigned i = 0; i < 6; i++)
+		fill(fd, i, 'a' + (int)i);
+	pthread_create(&t, NULL, collect_loop, &race);
+	/* Slow uploads: a collection has time to run between a HEAD and the manifest. */
+	s3sim_faults("[{\"method\": \"PUT\", \"key\": \"snapshots/\", \"delay\": 0.3}]");
+	for (unsigned i = 0; i < 12; i++) {
+		char id[16], prev[16], name[32];
+		snprintf(id, sizeof(id), "race-%u", i);
+		snprintf(prev, sizeof(prev), "race-%u", i - 1);
+		/* The previous snapshot goes first: its chunks are garbage the next one reuses. */
+		if (i > 0)
+			store_delete(s, prev, in(5 * USEC_PER_SEC), NULL);
+		fill(fd, i % 6, 'A' + (int)i); /* one chunk changes, five stay */
+		if (store_upload(s, fd, &(StoreUploadInfo){.id = id}, in(20 * USEC_PER_SEC), NULL,
+				 NULL) < 0)
+			failed++;
+		snprintf(name, sizeof(name), "race-restored-%u", i);
+		_cleanup_free_ char *err = NULL;
+		if (store_restore(s, id, dir_fd, name, in(20 * USEC_PER_SEC), NULL, &err) < 0) {
+			printf("# %s: %s\n", id, err);
+			failed++;
+		}
+		unlinkat(dir_fd, name, 0);
+	}
+	race.done = true;
+	pthread_join(t, NULL);
+	is_int(failed, 0, "12 uploads and restores while %u collections ran (%u deferred)",
+	       race.collections, race.deferred);
+	ok(race.collections > 12, "...collections ran all along");
+	is_int(store_gc(s, in(10 * USEC_PER_SEC), NULL, NULL), 0, "a last collection");
+	is_int((long long)s3sim_objects(), 7,
+	       "...leaves the last snapshot's 6 chunks and manifest");
+}
+
+/* Chunks that do not compress, sent as multipart uploads (the threshold made tiny). */
+static void test_multipart(void)
+{
+	Store *s = NULL;
+	_cleanup_close_ int fd = volume_file("vol-m");
+	_cleanup_free_ char *buf = xmalloc(CHUNK), *err = NULL;
+	StoreUploadStats st = {};
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	store_new(&(StoreConfig){.s3 = s3, .chunk_size = CHUNK, .multipart_threshold = 1024}, &s,
+		  NULL);
+	for (unsigned i = 0; i < 3; i++) {
+		for (size_t j = 0; j < CHUNK; j += 8) {
+			uint64_t v = random_u64();
+			memcpy(buf + j, &v, 8);
+		}
+		if (pwrite(fd, buf, CHUNK, (off_t)(i * 7 * CHUNK)) != (ssize_t)CHUNK) {
+			printf("Bail out! pwrite: %m\n");
+			exit(1);
+		}
+	}
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "m"}, in(20 * USEC_PER_SEC), &st, &err),
+	       0, "upload of incompressible chunks above the multipart threshold: %s",
+	       err ? err : "ok");
+	ok(st.bytes_sent > 3 * CHUNK, "...sent as they are (%llu bytes)",
+	   (unsigned long long)st.bytes_sent);
+	is_int(s3sim_requests("POST"), 6, "...3 multipart uploads created and completed");
+	is_int(store_restore(s, "m", dir_fd, "m-restored", in(20 * USEC_PER_SEC), NULL, &err), 0,
+	       "...and restored");
+	_cleanup_close_ int rfd = openat(dir_fd, "m-restored", O_RDONLY | O_CLOEXEC);
+	ok(rfd >= 0 && same_file(fd, rfd), "...the same bytes");
+	store_free(s);
+}
+
+static void test_manifest_parse(void)
+{
+	static const struct {
+		const char *text, *why;
+	} bad[] = {
+		{"[]", "not an object"},
+		{"{\"format\":\"volplug-snapshot/2\",\"id\":\"a\",\"volume_size\":65536,"
+		 "\"chunk_size\":65536,\"chunks\":[]}",
+		 "another format"},
+		{"{\"format\":\"volplug-snapshot/1\",\"id\":\"../a\",\"volume_size\":65536,"
+		 "\"chunk_size\":65536,\"chunks\":[]}",
+		 "an ID with a slash"},
+		{"{\"format\":\"volplug-snapshot/1\",\"id\":\"a\",\"volume_size\":131072,"
+		 "\"chunk_size\":65536,\"chunks\":[{\"offset\":1,\"length\":65536,\"hash\":"
+		 "\"0000000000000000000000000000000000000000000000000000000000000000\"}]}",
+		 "an offset not aligned"},
+		{"{\"format\":\"volplug-snapshot/1\",\"id\":\"a\",\"volume_size\":131072,"
+		 "\"chunk_size\":65536,\"chunks\":[{\"offset\":65536,\"length\":65536,\"hash\":"
+		 "\"00\"}]}",
+		 "a short hash"},
+		{"{\"format\":\"volplug-snapshot/1\",\"id\":\"a\",\"volume_size\":100000,"
+		 "\"chunk_size\":65536,\"chunks\":[{\"offset\":65536,\"length\":65536,\"hash\":"
+		 "\"0000000000000000000000000000000000000000000000000000000000000000\"}]}",
+		 "a length past the volume's end"},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		StoreManifest m = {};
+		_cleanup_free_ char *err = NULL;
+		int r = store_manifest_parse(bad[i].text, strlen(bad[i].text), &m, &err);
+		is_int(r, -EUCLEAN, "manifest refused: %s (%s)", bad[i].why, err ? err : "-");
+	}
+}
+
+int main(void)
+{
+	char *env[] = {"AWS_ACCESS_KEY_ID=AKID", "AWS_SECRET_ACCESS_KEY=secret",
+		       "AWS_EC2_METADATA_DISABLED=true", NULL};
+
+	s3sim_start();
+	if (!mkdtemp(dir) || (dir_fd = open(dir, O_DIRECTORY | O_CLOEXEC)) < 0) {
+		printf("Bail out! mkdtemp: %m\n");
+		return 1;
+	}
+	creds = aws_credentials_provider_new(&(AwsCredentialsConfig){.environment = env});
+	if (s3_client_new(
+		    &(S3Config){.endpoint = s3sim.url,
+				.bucket = "snaps",
+				.region = "us-east-1",
+				.path_style = true,
+				.credentials = creds,
+				.retry = {.base = 10 * USEC_PER_MSEC, .cap = 50 * USEC_PER_MSEC}},
+		    &s3, NULL) < 0) {
+		printf("Bail out! s3_client_new\n");
+		return 1;
+	}
+	test_manifest_parse();
+	test_upload_restore();
+	test_damage();
+	test_faults_and_resume();
+	test_resume();
+	test_gc();
+	test_multipart();
+	test_gc_race();
+	s3_client_free(s3);
+	aws_credentials_provider_free(creds);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", dir);
+	return tap_done();
+}
