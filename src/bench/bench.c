@@ -24,6 +24,7 @@ typedef struct BenchRun {
 
 typedef struct BenchThread {
 	BenchRun *run;
+	RpcClient *client; /* its own connection, or NULL: the run's */
 	unsigned id;
 	double *lat[BENCH_MAX_STEPS]; /* microseconds per step */
 	size_t n[BENCH_MAX_STEPS], cap[BENCH_MAX_STEPS];
@@ -66,7 +67,7 @@ static void *bench_thread(void *userdata)
 	uint64_t i;
 
 	while (run_more(run, &i))
-		run->seq->iterate(t, run->client, run->cfg, t->id, i);
+		run->seq->iterate(t, t->client ?: run->client, run->cfg, t->id, i);
 	return NULL;
 }
 
@@ -150,7 +151,13 @@ void bench_row_run(const BenchSequence *seq, BenchSeqConfig *cfg, RpcClient *cli
 {
 	_cleanup_free_ BenchThread *threads = xnew0(BenchThread, clients);
 	_cleanup_free_ pthread_t *tids = xnew0(pthread_t, clients);
+	_cleanup_free_ RpcClient **own = xnew0(RpcClient *, clients);
 
+	for (unsigned c = 0; opts->connections && c < clients; c++) {
+		if (rpc_client_new(opts->connections, &own[c]) < 0)
+			break; /* the endpoint was opened before: it is a unix socket */
+		warm_up(seq, cfg, own[c], MAX(opts->warmup / clients, 1), c);
+	}
 	warm_up(seq, cfg, client, opts->warmup, clients);
 
 	BenchRun run = {
@@ -162,7 +169,7 @@ void bench_row_run(const BenchSequence *seq, BenchSeqConfig *cfg, RpcClient *cli
 		.start = now_usec(CLOCK_MONOTONIC),
 	};
 	for (unsigned c = 0; c < clients; c++) {
-		threads[c] = (BenchThread){.run = &run, .id = c};
+		threads[c] = (BenchThread){.run = &run, .client = own[c], .id = c};
 		pthread_create(&tids[c], NULL, bench_thread, &threads[c]);
 	}
 	for (unsigned c = 0; c < clients; c++)
@@ -180,8 +187,10 @@ void bench_row_run(const BenchSequence *seq, BenchSeqConfig *cfg, RpcClient *cli
 		step_stats(threads, clients, s, row.elapsed, &row.steps[s]);
 		row.steps[s].step = seq->steps[s];
 	}
-	for (unsigned c = 0; c < clients; c++)
+	for (unsigned c = 0; c < clients; c++) {
 		thread_done(&threads[c]);
+		rpc_client_free(own[c]);
+	}
 	*ret = row;
 }
 

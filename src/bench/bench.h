@@ -14,6 +14,9 @@ typedef struct BenchOptions {
 	usec_t duration; /* how long a row runs when count is 0 */
 	uint64_t warmup; /* untimed iterations before each row */
 	long pid;	 /* > 0: the server process whose RSS each row reports */
+	/* Non-NULL: each client thread calls over a connection of its own to this endpoint,
+	 * as separate sidecars do; NULL: they share the one given. */
+	const char *connections;
 } BenchOptions;
 
 typedef struct BenchStepStats {

@@ -20,6 +20,8 @@ static const char bench_usage[] =
 	"                        (docs/bench.md)\n"
 	"  --param KEY=VALUE     a parameter for the sequence (size=1G, fstype=ext4, ...)\n"
 	"  --clients N[,N...]    concurrent clients; one table row per value (default 1)\n"
+	"  --connections         each client over a connection of its own (default: one\n"
+	"                        connection shared by all)\n"
 	"  --count N             iterations per row, shared by the clients (default 10000)\n"
 	"  --duration TIME       run each row this long instead of a count\n"
 	"  --warmup N            untimed iterations before each row (default 100)\n"
@@ -75,6 +77,7 @@ int ctl_bench(Ctl *ctl, int argc, char **argv)
 						{"sequence", required_argument, NULL, 's'},
 						{"param", required_argument, NULL, 'P'},
 						{"clients", required_argument, NULL, 'c'},
+						{"connections", no_argument, NULL, 'C'},
 						{"count", required_argument, NULL, 'n'},
 						{"duration", required_argument, NULL, 'd'},
 						{"warmup", required_argument, NULL, 'w'},
@@ -89,6 +92,7 @@ int ctl_bench(Ctl *ctl, int argc, char **argv)
 	unsigned clients[32] = {1};
 	size_t n_clients = 1;
 	uint64_t pid = 0;
+	bool connections = false;
 	int opt;
 
 	optind = 1;
@@ -112,6 +116,9 @@ int ctl_bench(Ctl *ctl, int argc, char **argv)
 			if (parse_clients(optarg, clients, ELEMENTSOF(clients), &n_clients) < 0)
 				return ctl_error(CTL_EXIT_USAGE, "--clients '%s': want N[,N...]",
 						 optarg);
+			break;
+		case 'C':
+			connections = true;
 			break;
 		case 'n':
 			if (parse_uint64(optarg, &o.count) < 0 || o.count == 0)
@@ -158,6 +165,7 @@ int ctl_bench(Ctl *ctl, int argc, char **argv)
 	}
 
 	o.pid = (long)pid;
+	o.connections = connections ? ctl->endpoint : NULL;
 	print_header();
 	int rc = 0;
 	for (size_t i = 0; i < n_clients; i++) {

@@ -16,17 +16,24 @@ typedef struct CsiMethod {
 	const char *path;
 	const ProtobufCMessageDescriptor *request;
 	CsiHandler handler;
+	bool cheap; /* never blocks: see RpcMethod.cheap */
 } CsiMethod;
 
 #define METHOD(service, name, request, fn)                                         \
 	{                                                                          \
 		"/csi.v1." service "/" name, &csi__v1__##request##__descriptor, fn \
 	}
+#define CHEAP_METHOD(service, name, request, fn)                                         \
+	{                                                                                \
+		"/csi.v1." service "/" name, &csi__v1__##request##__descriptor, fn, true \
+	}
 
 static const CsiMethod identity_methods[] = {
-	METHOD("Identity", "GetPluginInfo", get_plugin_info_request, identity_get_plugin_info),
-	METHOD("Identity", "GetPluginCapabilities", get_plugin_capabilities_request,
-	       identity_get_plugin_capabilities),
+	/* What the driver was made with: answered where they arrive. Probe asks the backend. */
+	CHEAP_METHOD("Identity", "GetPluginInfo", get_plugin_info_request,
+		     identity_get_plugin_info),
+	CHEAP_METHOD("Identity", "GetPluginCapabilities", get_plugin_capabilities_request,
+		     identity_get_plugin_capabilities),
 	METHOD("Identity", "Probe", probe_request, identity_probe),
 };
 
@@ -121,6 +128,7 @@ static size_t table_append(RpcMethod *t, size_t n, const CsiMethod *m, size_t co
 			.request = m[i].request,
 			.handler = csi_adapter,
 			.data = &m[i],
+			.cheap = m[i].cheap,
 		};
 	return n;
 }

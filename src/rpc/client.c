@@ -77,7 +77,13 @@ int rpc_client_new(const char *endpoint, RpcClient **ret)
 	_cleanup_free_ char *target = xasprintf("unix:%s", path);
 	grpc_channel_credentials *creds = grpc_insecure_credentials_create();
 	RpcClient *c = xnew0(RpcClient, 1);
-	c->channel = grpc_channel_create(target, creds, NULL);
+	/* Each client its own connection: gRPC would otherwise share one among the channels
+	 * to the same target (its global subchannel pool). */
+	grpc_arg arg = {.type = GRPC_ARG_INTEGER,
+			.key = (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL,
+			.value.integer = 1};
+	grpc_channel_args args = {.num_args = 1, .args = &arg};
+	c->channel = grpc_channel_create(target, creds, &args);
 	grpc_channel_credentials_release(creds);
 	*ret = c;
 	return 0;

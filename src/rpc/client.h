@@ -18,7 +18,8 @@ void rpc_status_done(RpcStatus *st);
  * anything else (only unix sockets are served). */
 int endpoint_to_path(const char *endpoint, char **ret_path);
 
-/* Opens a channel to a unix-socket endpoint. Does not connect yet. grpc_init() first. */
+/* Opens a channel to a unix-socket endpoint, with a connection of its own (not shared with
+ * another client's). Does not connect yet. grpc_init() first. */
 int rpc_client_new(const char *endpoint, RpcClient **ret);
 void rpc_client_free(RpcClient *c);
 

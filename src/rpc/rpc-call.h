@@ -22,6 +22,9 @@ typedef struct RpcMethod {
 	const ProtobufCMessageDescriptor *request;
 	RpcHandler handler;
 	const void *data; /* for the handler: rpc_call_method_data() */
+	/* Answers from what it holds, in microseconds, and never blocks: run by the thread
+	 * that received the request instead of being handed to a worker. */
+	bool cheap;
 } RpcMethod;
 
 /* Records the message the client will see with the status for err. Returns err (negative),

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gRPC C core server: poller threads drive the completion queue and never run a handler; a
- * pool of workers decodes requests, runs handlers and starts the reply batch. An acceptor
+/* gRPC C core server: poller threads drive the completion queue and run only the handlers of
+ * cheap methods (RpcMethod.cheap: GetPluginInfo, no wait, no lock held long); a pool of
+ * workers decodes the other requests, runs their handlers and starts the reply batch. An acceptor
  * thread owns the listening socket: it hands each connection to gRPC and keeps a duplicate of
  * it, through which a connection that breaks the bounds is shut down (docs/architecture.md,
  * "The gRPC socket's bounds").
@@ -715,7 +716,9 @@ static void on_event(RpcServer *s, Tag *tag, bool ok)
 			c->request_payload = NULL;
 			call_refuse(c, true, "too many request bytes waiting",
 				    atomic_load(&s->payload_bytes));
-		} else
+		} else if (c->method && c->method->cheap)
+			call_reply(c); /* a hand-over to a worker would cost more than the call */
+		else
 			queue_push(s, c);
 		break;
 	case TAG_CLOSE:

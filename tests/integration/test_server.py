@@ -84,6 +84,26 @@ def test_200_concurrent_calls(ctx):
     assert names == ["test.volplug.io"] * 200
 
 
+def test_plugin_info_answered_while_every_worker_waits(ctx):
+    d = ctx.daemon(args=["--workers", "1"], env={"VOLPLUG_FAILPOINTS": "rpc:Probe=sleep(3000ms)"})
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        slow = pool.submit(d.call, "Probe", timeout=20)
+        time.sleep(0.4)  # the only worker now waits in Probe
+        t0 = time.monotonic()
+        assert d.call("GetPluginInfo", timeout=1).name == "test.volplug.io"
+        assert d.call("GetPluginCapabilities", timeout=1).capabilities
+        assert time.monotonic() - t0 < 1
+        assert slow.result(timeout=20).ready.value
+
+
+def test_pool_daemon_maps_no_libcurl(ctx):
+    d = ctx.daemon()
+    assert d.call("Probe").ready.value
+    with open("/proc/%d/maps" % d.proc.pid) as f:
+        curl = [line.split()[-1] for line in f if "libcurl" in line]
+    assert not curl, "the pool backend mapped %s" % curl[0]
+
+
 def test_sigterm_lets_a_slow_call_finish(ctx):
     d = ctx.daemon(env={"VOLPLUG_FAILPOINTS": "rpc:GetPluginInfo=sleep(1500ms)"})
     result = {}
@@ -218,6 +238,7 @@ if __name__ == "__main__":
     run([test_plugin_info, test_capabilities_follow_the_mode, test_probe_reflects_the_pool,
          test_unknown_method_is_unimplemented, test_node_mode_does_not_serve_the_controller,
          test_malformed_request_bytes, test_200_concurrent_calls,
+         test_plugin_info_answered_while_every_worker_waits, test_pool_daemon_maps_no_libcurl,
          test_sigterm_lets_a_slow_call_finish, test_socket_is_private_by_default,
          test_stale_socket_is_replaced, test_live_socket_is_not_stolen,
          test_socket_path_that_is_a_regular_file, test_bad_flags_exit_2_with_one_line,

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Where a commit's time goes: fio in a loop volume against a directory of the pool's own
+# filesystem, and the journal commits and cache flushes each fdatasync costs on each layer.
+#
+# The pool is an ext4 filesystem made on a loop device over a file under /tmp (POOL=loop, the
+# default: its journal is visible in /proc/fs/jbd2, so its commits can be counted, and the
+# disk under /tmp is what the numbers measure) or a directory given as POOL (the machine's own
+# filesystem: only throughput, unless /proc/fs/jbd2 lists its device). The volume is a file in
+# the pool behind a loop device as volplugd attaches it (direct I/O, the pool filesystem's
+# 4096-byte logical blocks), formatted as volplugd formats it (mkfs.ext4 -E
+# lazy_itable_init=1,lazy_journal_init=1) and mounted with default options (MNT to change).
+#
+# Jobs: 4k random overwrite + fdatasync each on a file laid out first (a database's pages);
+# 4k appends + fdatasync each to a fresh file (a log); 1 MiB sequential direct write of SIZE
+# + fsync; 4k direct random write at queue depth 16. Rounds alternate raw and volume; the
+# table shows medians and the ratio. Then, for COUNT fdatasyncs of each of the first two, the
+# journal commits (jbd2 transactions) and flushes (the block devices' flush counters) per
+# fdatasync, on the pool and in the volume: these do not depend on a noisy neighbour.
+#
+# Needs root, fio, losetup, mkfs.ext4. Environment: ROUNDS (5), RUNTIME (5 s per timed job),
+# SIZE (1G), COUNT (2000), POOL (loop), VOLSIZE (8G), MNT (defaults).
+set -Eeu -o pipefail
+trap 'echo "bench/commit.sh: line $LINENO failed: $BASH_COMMAND" >&2' ERR
+ROUNDS=${ROUNDS:-5}
+RUNTIME=${RUNTIME:-5}
+SIZE=${SIZE:-1G}
+COUNT=${COUNT:-2000}
+POOL=${POOL:-loop}
+VOLSIZE=${VOLSIZE:-8G}
+MNT=${MNT:-defaults}
+
+[ "$(id -u)" = 0 ] || { echo "bench/commit.sh: needs root" >&2; exit 2; }
+for tool in fio losetup mkfs.ext4 findmnt; do
+	command -v "$tool" >/dev/null || { echo "bench/commit.sh: needs $tool" >&2; exit 2; }
+done
+
+T=$(mktemp -d /tmp/volplug-commit.XXXXXX)
+LOOPS=()
+cleanup() {
+	set +e
+	trap - ERR
+	# The volume first (its file is in the pool), then the pool.
+	mountpoint -q "$T/vol" && umount "$T/vol"
+	for ((i = ${#LOOPS[@]} - 1; i >= 0; i--)); do
+		losetup -d "${LOOPS[i]}"
+		[ "$i" = 1 ] && [ "$POOL" = loop ] && mountpoint -q "$T/pool" && umount "$T/pool"
+	done
+	mountpoint -q "$T/pool" && umount "$T/pool"
+	rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+attach() { losetup --find --show --direct-io=on --sector-size 4096 "$1"; }
+# jbd2's transaction count of a block device's ext4 journal, or "" when not visible.
+commits() {
+	local f
+	f=/proc/fs/jbd2/$(basename "$1")-8/info
+	[ -r "$f" ] && awk 'NR == 1 {print $1}' "$f" || echo ""
+}
+# Flush requests the block device completed (Documentation/block/stat.rst, field 16).
+flushes() { awk '{print $16}' "/sys/block/$(basename "$(readlink -f "$1")")/stat"; }
+
+if [ "$POOL" = loop ]; then
+	truncate -s 32G "$T/pool.img"
+	pooldev=$(attach "$T/pool.img")
+	LOOPS+=("$pooldev")
+	mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 "$pooldev"
+	mkdir "$T/pool"
+	mount "$pooldev" "$T/pool"
+	pool=$T/pool
+	pooldesc="ext4 on a loop device over a file in $(findmnt -n -o SOURCE,FSTYPE -T /tmp | tr -s ' ' ' ')"
+else
+	pool=$(mktemp -d "$POOL/volplug-commit.XXXXXX")
+	trap 'cleanup; rm -rf "$pool"' EXIT
+	pooldev=$(findmnt -n -o SOURCE -T "$pool")
+	pooldesc="$(findmnt -n -o SOURCE,FSTYPE -T "$pool" | tr -s ' ' ' ')"
+fi
+
+mkdir "$pool/raw" "$T/vol"
+truncate -s "$VOLSIZE" "$pool/volume.img"
+voldev=$(attach "$pool/volume.img")
+LOOPS+=("$voldev")
+mkfs.ext4 -q -E lazy_itable_init=1,lazy_journal_init=1 "$voldev"
+mount -o "$MNT" "$voldev" "$T/vol"
+dir_of() { if [ "$1" = raw ]; then echo "$pool/raw"; else echo "$T/vol"; fi; }
+
+fio_iops() { fio --output-format=terse --terse-version=3 "$@" | awk -F';' '{print $49}'; }
+job_overwrite() {
+	fio_iops --name=ow --directory="$1" --filename=ow --rw=randwrite --bs=4k --size=64M \
+		--overwrite=1 --fdatasync=1 --ioengine=sync --runtime="$RUNTIME" --time_based
+}
+job_append() {
+	rm -f "$1/log"
+	fio_iops --name=log --directory="$1" --filename=log --rw=write --bs=4k --size=4G \
+		--fallocate=none --fdatasync=1 --ioengine=sync --runtime="$RUNTIME" --time_based
+}
+job_seq() {
+	local t0 t1 b
+	b=$(numfmt --from=iec "$SIZE")
+	rm -f "$1/seq"
+	t0=$(date +%s.%N)
+	fio --name=seq --directory="$1" --filename=seq --rw=write --bs=1M --size="$SIZE" \
+		--direct=1 --ioengine=libaio --iodepth=4 --fallocate=none --end_fsync=1 >/dev/null
+	t1=$(date +%s.%N)
+	rm -f "$1/seq"
+	awk -v b="$b" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.0f\n", b / 1048576 / (z - a)}'
+}
+job_qd16() {
+	fio_iops --name=qd16 --directory="$1" --filename=qd16 --rw=randwrite --bs=4k --size=1G \
+		--direct=1 --ioengine=libaio --iodepth=16 --fallocate=none --runtime="$RUNTIME" \
+		--time_based
+}
+
+echo "pool: $pooldesc; volume: ext4 ($MNT) on a loop device (direct I/O, 4096-byte blocks) over a sparse $VOLSIZE file"
+echo "$ROUNDS rounds, raw and volume alternating, RUNTIME=${RUNTIME}s, SIZE=$SIZE"
+jobs=(overwrite append seq qd16)
+for r in $(seq "$ROUNDS"); do
+	order=(raw volume)
+	[ $((r % 2)) = 0 ] && order=(volume raw)
+	for t in "${order[@]}"; do
+		line=
+		for j in "${jobs[@]}"; do
+			v=$("job_$j" "$(dir_of "$t")")
+			echo "$t $j $v" >>"$T/results"
+			line+=" $j $v"
+		done
+		echo "  round $r, $t:$line" >&2
+	done
+done
+
+median() { sort -g | awk '{v[NR] = $1} END {printf "%.10g\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+med() { awk -v t="$1" -v j="$2" '$1 == t && $2 == j {print $3}' "$T/results" | median; }
+echo
+printf '| %-52s | %9s | %9s | %7s |\n' "job (median of $ROUNDS)" raw volume ratio
+printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 54))" ----------- ----------- ---------
+row() {
+	local raw vol
+	raw=$(med raw "$2")
+	vol=$(med volume "$2")
+	awk -v l="$1" -v a="$raw" -v b="$vol" \
+		'BEGIN {printf "| %-52s | %9s | %9s | %6.2fx |\n", l, a, b, (a > 0) ? b / a : 0}'
+}
+row "4k overwrite + fdatasync (commits/s)" overwrite
+row "4k append to new blocks + fdatasync (commits/s)" append
+row "1 MiB sequential direct write $SIZE + fsync (MiB/s)" seq
+row "4k direct random write qd16 (IOPS)" qd16
+
+# ---- per fdatasync: journal commits and flushes on each layer ----
+
+# count TARGET JOB: COUNT fdatasyncs; prints pool commits, pool flushes, volume commits,
+# volume flushes per fdatasync ("-" where not visible).
+count() {
+	local d pc0 pf0 vc0 vf0
+	d=$(dir_of "$1")
+	rm -f "$d/c"
+	if [ "$2" = overwrite ]; then
+		fio --name=lay --directory="$d" --filename=c --rw=write --bs=1M --size=64M >/dev/null
+		sync -f "$d"
+	fi
+	pc0=$(commits "$pooldev") pf0=$(flushes "$pooldev")
+	vc0=$(commits "$voldev") vf0=$(flushes "$voldev")
+	if [ "$2" = overwrite ]; then
+		fio --name=c --directory="$d" --filename=c --rw=randwrite --bs=4k --size=64M \
+			--fdatasync=1 --ioengine=sync --number_ios="$COUNT" >/dev/null
+	else
+		fio --name=c --directory="$d" --filename=c --rw=write --bs=4k \
+			--size=$((COUNT * 4))k --fallocate=none --fdatasync=1 --ioengine=sync >/dev/null
+	fi
+	per() { [ -n "$1" ] && awk -v a="$1" -v b="$2" -v n="$COUNT" 'BEGIN {printf "%.2f", (b - a) / n}' || echo -; }
+	echo "$(per "$pc0" "$(commits "$pooldev")") $(per "$pf0" "$(flushes "$pooldev")")" \
+		"$([ "$1" = volume ] && echo "$(per "$vc0" "$(commits "$voldev")") $(per "$vf0" "$(flushes "$voldev")")" || echo "- -")"
+	rm -f "$d/c"
+}
+echo
+echo "Per fdatasync, over $COUNT of them:"
+printf '| %-40s | %12s | %12s | %14s | %14s |\n' job "pool commits" "pool flushes" "volume commits" "volume flushes"
+printf '|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 42))" -------------- -------------- ---------------- ----------------
+for j in overwrite append; do
+	for t in raw volume; do
+		read -r a b c d <<<"$(count "$t" "$j")"
+		printf '| %-40s | %12s | %12s | %14s | %14s |\n' "$j, $t" "$a" "$b" "$c" "$d"
+	done
+done
