@@ -3,39 +3,119 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "error-util.h"
 #include "strv.h"
 
-/* The backends volplugd can run: a new one is a folder under src/backend, defining
- * BACKEND_NEW(name), and its name in this list. */
-#define BACKEND_TYPES(X) X(pool) X(flex) X(ebs)
-
-#define DECLARE(name) BACKEND_NEW(name);
-BACKEND_TYPES(DECLARE)
-
-#define ENTRY(name) {#name, name##_backend_new},
-static const struct {
-	const char *name;
-	int (*new)(const BackendConfig *config, Backend **ret, char **ret_error);
-} backend_types[] = {BACKEND_TYPES(ENTRY)};
-
-int backends_new(char *const *names, const BackendConfig *config, Backend ***ret, char **ret_error)
+const BackendType *backend_type_find(const char *name)
 {
-	size_t n = strv_length(names);
-	Backend **list = xnew0(Backend *, n + 1);
+	size_t n;
+	const BackendType *const *types = backend_types(&n);
 
-	for (size_t i = 0; i < n; i++) {
-		int (*make)(const BackendConfig *, Backend **, char **) = NULL;
-		for (size_t k = 0; k < ELEMENTSOF(backend_types); k++)
-			if (strcmp(backend_types[k].name, names[i]) == 0)
-				make = backend_types[k].new;
-		int r = make ? make(config, &list[i], ret_error) : -EINVAL;
-		if (r < 0) {
-			if (!make)
-				*ret_error = xasprintf("backend '%s' is not one of this build",
-						       names[i]);
-			backends_free(list);
-			return r;
-		}
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(types[i]->name, name) == 0)
+			return types[i];
+	return NULL;
+}
+
+const BackendType *backend_type_default(void)
+{
+	size_t n;
+	const BackendType *const *types = backend_types(&n);
+
+	for (size_t i = 0; i < n; i++)
+		if (types[i]->selectable)
+			return types[i];
+	return types[0];
+}
+
+/* One settings object per type, in backend_types() order (NULL where a type has none). */
+struct BackendSettings {
+	size_t n;
+	void **of;
+};
+
+BackendSettings *backend_settings_new(void)
+{
+	size_t n;
+	const BackendType *const *types = backend_types(&n);
+	BackendSettings *s = xnew0(BackendSettings, 1);
+
+	s->n = n;
+	s->of = xnew0(void *, n);
+	for (size_t i = 0; i < n; i++)
+		s->of[i] = types[i]->settings_new ? types[i]->settings_new() : NULL;
+	return s;
+}
+
+BackendSettings *backend_settings_free(BackendSettings *s)
+{
+	if (!s)
+		return NULL;
+	const BackendType *const *types = backend_types(&s->n);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->of[i])
+			types[i]->settings_free(s->of[i]);
+	free(s->of);
+	free(s);
+	return NULL;
+}
+
+int backend_settings_set(BackendSettings *s, const char *option, const char *value,
+			 char **ret_error)
+{
+	size_t n;
+	const BackendType *const *types = backend_types(&n);
+
+	for (size_t i = 0; i < n; i++)
+		for (const BackendOption *o = types[i]->options; o && o->name; o++)
+			if (strcmp(o->name, option) == 0)
+				return types[i]->settings_set(s->of[i], option, value, ret_error);
+	return -ENOENT;
+}
+
+const void *backend_settings_get(const BackendSettings *s, const char *type)
+{
+	size_t n;
+	const BackendType *const *types = backend_types(&n);
+
+	for (size_t i = 0; s && i < n; i++)
+		if (strcmp(types[i]->name, type) == 0)
+			return s->of[i];
+	return NULL;
+}
+
+static int backend_make(const BackendType *t, const BackendConfig *config, const BackendSettings *s,
+			const char *state_dir, Backend **ret, char **ret_error)
+{
+	BackendConfig c = *config;
+
+	c.settings = backend_settings_get(s, t->name);
+	c.state_dir = state_dir;
+	return t->new (&c, ret, ret_error);
+}
+
+int backends_new(const char *name, const BackendConfig *config, const BackendSettings *s,
+		 Backend ***ret, char **ret_error)
+{
+	const BackendType *t = backend_type_find(name);
+	size_t n = 1;
+
+	if (!t)
+		return errorf(ret_error, -EINVAL, "backend '%s' is not one of this build", name);
+	n += strv_length((char **)t->companions);
+	Backend **list = xnew0(Backend *, n + 1);
+	int r = backend_make(t, config, s, NULL, &list[0], ret_error);
+	const char *state =
+		r >= 0 && list[0]->ops->state_dir ? list[0]->ops->state_dir(list[0]) : NULL;
+	for (size_t i = 1; r >= 0 && i < n; i++) {
+		const BackendType *c = backend_type_find(t->companions[i - 1]);
+		r = c ? backend_make(c, config, s, state, &list[i], ret_error)
+		      : errorf(ret_error, -EINVAL, "backend '%s' is not one of this build",
+			       t->companions[i - 1]);
+	}
+	if (r < 0) {
+		backends_free(list);
+		return r;
 	}
 	*ret = list;
 	return 0;
@@ -183,4 +263,10 @@ void backend_stats_done(BackendStats *s)
 {
 	free(s->condition);
 	*s = (BackendStats){};
+}
+
+void backend_status_done(BackendStatus *s)
+{
+	free(s->path);
+	*s = (BackendStatus){};
 }

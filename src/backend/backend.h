@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The one table of operations every backend fills: the pool (src/backend/pool/),
- * Flexvolume drivers (src/backend/flex), EBS (src/backend/ebs), and any other (one folder and
- * one line in backend.c's table). Backends whose volumes are block devices on the node share
- * its node service (blocknode.h).
+/* The one table of operations every backend fills (BackendOps), and what a kind of backend is
+ * (BackendType: its options, settings and companions): a backend is one folder under
+ * src/backend and one line in backend-types.c's BACKEND_TYPES (docs/architecture.md).
+ * Backends whose volumes are block devices on the node share its node service (blocknode.h).
  *
  * Plain C only: no protobuf, no gRPC. Every operation has the shape
  *
@@ -337,10 +337,28 @@ typedef struct BackendNodeInfo {
 			* driver's --node-id */
 } BackendNodeInfo;
 
+/* status: what the admin service and volplugctl status show of a backend, as it finds it now
+ * (-1: a figure it does not count here). */
+typedef struct BackendStatus {
+	int64_t volumes;   /* its volumes (damaged ones included) */
+	int64_t snapshots; /* its snapshots */
+	int64_t staged;	   /* its volumes staged on this node */
+	int64_t published; /* publish targets of its volumes on this node */
+	/* The space it keeps volumes in on this node, when it has one (path NULL: none), and its
+	 * figures when they could be read (has_space). */
+	char *path;
+	bool has_space;
+	uint64_t capacity, provisioned, allocated, available, fs_free;
+	double overprovision;
+	int64_t devices; /* the devices it attached for them (loop devices) */
+} BackendStatus;
+
+void backend_status_done(BackendStatus *s);
+
 /* ---- the table ---- */
 
 struct BackendOps {
-	const char *name; /* "pool", "flex" */
+	const char *name; /* its type's */
 
 	/* Its volumes' sizes are multiples of size_unit bytes (0: 1 MiB): the CSI layer rounds a
 	 * capacity range up to it (EBS allocates whole GiB). default_size: the size of a volume
@@ -361,6 +379,14 @@ struct BackendOps {
 	 * operation that takes a capability, and for ValidateVolumeCapabilities. NULL: whatever
 	 * the CSI spec allows; the operations refuse what they cannot do. */
 	int (*check_access)(Backend *b, const BackendAccessCheck *r, void *ret, char **ret_error);
+
+	/* Parses and checks a request's parameters for r->use: 0, or -EINVAL with a message
+	 * naming "parameters" or "mutable_parameters" and the key at fault. The CSI layer passes
+	 * the result to create_volume and compares it with an existing volume's. NULL: the
+	 * backend takes no parameters (any given is -EINVAL). volume_params_request()
+	 * (params.h) is the EBS driver's rules, for a backend that takes them. */
+	int (*parse_params)(Backend *b, const BackendParamsRequest *r, BackendParams *ret,
+			    char **ret_error);
 
 	/* -EEXIST with *ret the existing volume when one of that name exists: the caller
 	 * compares. -ENOENT for a missing source, -ENOSPC beyond capacity, -ERANGE when the
@@ -422,6 +448,18 @@ struct BackendOps {
 			  char **ret_error);
 	int (*node_info)(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error);
 
+	/* What it has, for the admin service's status (BackendStatus). Blocks on its records
+	 * only. NULL: nothing to show. */
+	int (*status)(Backend *b, const void *r, BackendStatus *ret, char **ret_error);
+
+	/* Where the node-local records of what this process runs for it live (the programs it
+	 * runs: DIR/run/children), and where its companions keep theirs (BackendConfig.state_dir);
+	 * NULL: it runs no program here. Valid for the backend's life. */
+	const char *(*state_dir)(Backend *b);
+	/* What the daemon's start line says of it ("node n1, pool /var/lib/volplug/pool"),
+	 * malloc'ed. NULL: its name. May block briefly. */
+	char *(*describe)(Backend *b);
+
 	/* Frees the backend. */
 	void (*free)(Backend *b);
 };
@@ -441,33 +479,27 @@ struct FlexCallConfig;
  * else NULL. */
 typedef void (*BackendReportFunc)(const char *volume_id, const char *message, void *userdata);
 
-/* Everything any backend may need to start; each takes what it uses. */
+/* What every backend may need to start; its own settings (its options) come beside. */
 typedef struct BackendConfig {
 	unsigned roles; /* BackendRole bits: what this process serves */
 	const char *node_id;
 	uint32_t max_volumes_per_node;
 	const char *zone;
 	const Strmap *topology_labels; /* the operator's own segment keys; NULL: none */
-	const char *pool_path;
-	bool pool_init;		   /* a new pool where one was lost (PoolConfig.init) */
-	uint64_t pool_capacity;	   /* 0: what the filesystem has */
-	double overprovision;	   /* the pool may provision capacity x this; 0: 1 */
-	usec_t trim_interval;	   /* how often the node trims its staged pool volumes; 0: never */
-	struct FlexRegistry *flex; /* Flexvolume drivers; NULL: Flexvolume off */
+	struct FlexRegistry *flex;     /* Flexvolume drivers; NULL: Flexvolume off */
 	const struct FlexCallConfig *flex_call;
 	BackendReportFunc report; /* NULL: nobody is told */
 	void *report_userdata;
 	/* Which of node_id, zone and max_volumes_per_node the operator gave: a backend that
-	 * learns them elsewhere (EBS: the instance metadata) takes the others from there. */
+	 * learns them elsewhere (a cloud's instance metadata) takes the others from there. */
 	bool node_id_set, zone_set, max_volumes_set;
-	const char *state_dir;	   /* node-local state of backends without a pool (EBS) */
-	const char *instance_type; /* EBS: NULL: from the instance metadata */
-	const char *device_dir;	   /* EBS: its devices' by-id links; NULL: /dev/disk/by-id */
-	usec_t device_wait;	   /* EBS: how long a stage waits for the device; 0: 10 s */
-	const char *imds_endpoint; /* EBS: NULL: the default; "": there is none */
-	const char *driver_name;   /* the CSI driver's name: EBS tags what it makes with it */
-	const char *ec2_endpoint;  /* EBS: NULL: EC2's own for the region */
-	const Strmap *extra_tags;  /* EBS: added to every volume and snapshot; NULL: none */
+	const char *driver_name; /* the CSI driver's name: a cloud tags what it makes with it */
+	/* The backend's own settings, made by its type's settings_new and set from its options
+	 * (NULL: its defaults). */
+	const void *settings;
+	/* A companion (BackendType.companions): the state directory of the backend it serves
+	 * beside (BackendOps.state_dir), where it keeps its records; NULL otherwise. */
+	const char *state_dir;
 } BackendConfig;
 
 /* What makes a backend of a name (its folder defines it): fills *ret, or a negative errno with
@@ -475,10 +507,62 @@ typedef struct BackendConfig {
 #define BACKEND_NEW(name) \
 	int name##_backend_new(const BackendConfig *config, Backend **ret, char **ret_error)
 
-/* Makes the backends named in names (a strv, e.g. {"pool", "flex"}: the first is the default,
- * serving what the others do not claim), in that order. Returns a NULL-terminated array, or
- * -EINVAL with *ret_error for an unknown name, or what a backend's start returned. Blocks. */
-int backends_new(char *const *names, const BackendConfig *config, Backend ***ret, char **ret_error);
+/* One option of a backend's own, on volplugd's command line: --name METAVAR. */
+typedef struct BackendOption {
+	const char *name;    /* "pool-capacity" */
+	const char *metavar; /* "SIZE"; NULL: a flag that takes no value */
+	const char *help;    /* lines of at most 50 columns, joined by '\n' */
+} BackendOption;
+
+/* A kind of backend: how it is made, its options and how it serves beside others. Its folder
+ * defines it as BACKEND_TYPE(name) (name_backend_type); backend.c lists every one. */
+typedef struct BackendType {
+	const char *name;
+	const char *heading;	      /* --help: the line above its options */
+	const BackendOption *options; /* ends with {}; NULL: none */
+	/* Its settings: made with the defaults, each option applied (value NULL for a flag:
+	 * 0, or -EINVAL with *ret_error naming the option), freed. NULL: it has none. */
+	void *(*settings_new)(void);
+	int (*settings_set)(void *settings, const char *option, const char *value,
+			    char **ret_error);
+	void (*settings_free)(void *settings);
+	int (*new)(const BackendConfig *config, Backend **ret, char **ret_error);
+	/* --backend may name it (false: it only serves beside another). */
+	bool selectable;
+	/* The types made after it, serving what they claim (NULL-terminated; NULL: none). */
+	const char *const *companions;
+	/* The daemon watches the Flexvolume plugin directory for it. */
+	bool flex_drivers;
+	/* Handler threads when --workers is not given (0: the daemon's default): a backend whose
+	 * calls wait on a remote service wants more. */
+	unsigned workers;
+} BackendType;
+
+#define BACKEND_TYPE(name) const BackendType name##_backend_type
+
+/* The types of this build, in BACKEND_TYPES order; the first selectable is the default. */
+const BackendType *const *backend_types(size_t *ret_n);
+const BackendType *backend_type_find(const char *name);
+/* The first selectable type: what runs without --backend. */
+const BackendType *backend_type_default(void);
+
+/* The settings of every type of the build, from the command line. */
+typedef struct BackendSettings BackendSettings;
+BackendSettings *backend_settings_new(void);
+BackendSettings *backend_settings_free(BackendSettings *s);
+/* Applies --option value to the type that has that option: 0; -ENOENT when no type has it;
+ * -EINVAL with *ret_error from the type. An option of a type not selected is parsed and
+ * checked all the same (a bad value is refused whichever backend runs), then not used. */
+int backend_settings_set(BackendSettings *s, const char *option, const char *value,
+			 char **ret_error);
+const void *backend_settings_get(const BackendSettings *s, const char *type);
+
+/* Makes the backend of type name and its companions, in that order (the first is the default,
+ * serving what the others do not claim), each with its settings from s (NULL: defaults).
+ * Returns a NULL-terminated array, or -EINVAL with *ret_error for an unknown name, or what a
+ * backend's start returned. Blocks. */
+int backends_new(const char *name, const BackendConfig *config, const BackendSettings *s,
+		 Backend ***ret, char **ret_error);
 void backends_free(Backend **backends);
 
 /* The backend that serves a volume: the first of the others that claims it, else the

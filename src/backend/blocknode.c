@@ -891,7 +891,7 @@ int blocknode_unstage(const BlockNode *n, const char *id, const char *staging_pa
 	if (e == -ENOENT) /* an unknown volume owns nothing there but its lost device's mounts */
 		return unstage_lost(n, id, staging_path, &pin, ret_error);
 	if (e < 0)
-		return errorf(ret_error, e, "%s", ignored);
+		return error_pass(e, &ignored, ret_error);
 	e = device_find(n, id, &dev);
 	if (e < 0 && e != -ENODEV)
 		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));
@@ -1110,7 +1110,7 @@ int blocknode_unpublish(const BlockNode *n, const char *id, const char *target_p
 			       ?: undo_place("target_path", target_path, &pin, NULL, id, ret_error);
 	}
 	if (e < 0)
-		return errorf(ret_error, e, "%s", ignored);
+		return error_pass(e, &ignored, ret_error);
 	e = device_find(n, id, &dev);
 	if (e < 0 && e != -ENODEV)
 		return errorf(ret_error, e, "volume %s: %s", id, strerror(-e));

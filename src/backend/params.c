@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "error-util.h"
 #include "hashmap.h"
 #include "params.h"
 #include "log.h"
@@ -148,8 +149,9 @@ static Key key_classify(const char *key)
 	return K_UNKNOWN;
 }
 
-static int fail(char **ret_error, const char *fmt, ...) _printf_(2, 3);
-static int fail(char **ret_error, const char *fmt, ...)
+/* errorf() of -EINVAL that keeps the first message: a printf, so ret_error comes first. */
+static int invalidf(char **ret_error, const char *fmt, ...) _printf_(2, 3);
+static int invalidf(char **ret_error, const char *fmt, ...)
 {
 	va_list ap;
 	char *m;
@@ -301,7 +303,7 @@ static int parse_positive(const char *key, const char *value, uint32_t *ret, cha
 {
 	uint32_t v;
 	if (parse_uint32(value, &v) < 0 || v == 0)
-		return fail(ret_error, "%s: wanted a positive integer, got '%s'", key, value);
+		return invalidf(ret_error, "%s: wanted a positive integer, got '%s'", key, value);
 	*ret = v;
 	return 0;
 }
@@ -313,7 +315,8 @@ static int parse_bool(const char *key, const char *value, bool *ret, char **ret_
 	else if (strcasecmp(value, "false") == 0)
 		*ret = false;
 	else
-		return fail(ret_error, "%s: wanted \"true\" or \"false\", got '%s'", key, value);
+		return invalidf(ret_error, "%s: wanted \"true\" or \"false\", got '%s'", key,
+				value);
 	return 0;
 }
 
@@ -323,9 +326,9 @@ static int parse_pow2(const char *key, const char *value, uint64_t min, uint64_t
 {
 	uint64_t v;
 	if (parse_size(value, &v) < 0 || !is_pow2(v) || v < min || v > max)
-		return fail(ret_error,
-			    "%s: wanted a power of two from %llu to %llu bytes, got '%s'", key,
-			    (unsigned long long)min, (unsigned long long)max, value);
+		return invalidf(ret_error,
+				"%s: wanted a power of two from %llu to %llu bytes, got '%s'", key,
+				(unsigned long long)min, (unsigned long long)max, value);
 	*ret = (uint32_t)v;
 	return 0;
 }
@@ -334,26 +337,27 @@ static int parse_tag(const char *key, const char *value, Parsed *x, char **ret_e
 {
 	const char *eq = strchr(value, '=');
 	if (!eq || eq == value)
-		return fail(ret_error, "%s: wanted 'key=value', got '%s'", key, value);
+		return invalidf(ret_error, "%s: wanted 'key=value', got '%s'", key, value);
 
 	_cleanup_free_ char *k = xstrndup(value, (size_t)(eq - value));
 	const char *v = eq + 1;
 	if (strlen(k) > VOLUME_TAG_KEY_MAX)
-		return fail(ret_error, "%s: wanted a tag key of at most %d characters", key,
-			    VOLUME_TAG_KEY_MAX);
+		return invalidf(ret_error, "%s: wanted a tag key of at most %d characters", key,
+				VOLUME_TAG_KEY_MAX);
 	if (strlen(v) > VOLUME_TAG_VALUE_MAX)
-		return fail(ret_error, "%s: wanted a tag value of at most %d characters", key,
-			    VOLUME_TAG_VALUE_MAX);
+		return invalidf(ret_error, "%s: wanted a tag value of at most %d characters", key,
+				VOLUME_TAG_VALUE_MAX);
 	if (strncasecmp(k, "aws:", 4) == 0)
-		return fail(ret_error, "%s: tag keys starting with 'aws:' are reserved", key);
+		return invalidf(ret_error, "%s: tag keys starting with 'aws:' are reserved", key);
 	if (!x->tag_keys)
 		x->tag_keys = hashmap_new(NULL);
 	uintptr_t pos = (uintptr_t)hashmap_get(x->tag_keys, k);
 	if (pos > 0) {
 		const VolumeTag *t = &x->tags[pos - 1];
 		if (strcmp(t->value, v) != 0)
-			return fail(ret_error, "%s: tag '%s' is already set to '%s' by another %sN",
-				    key, k, t->value, TAG_PREFIX);
+			return invalidf(ret_error,
+					"%s: tag '%s' is already set to '%s' by another %sN", key,
+					k, t->value, TAG_PREFIX);
 		return 0;
 	}
 	x->tags = xrealloc(x->tags, (x->n_tags + 1) * sizeof(VolumeTag));
@@ -369,8 +373,8 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 	case K_TYPE:
 		x->type = type_find(value);
 		if (!x->type)
-			return fail(ret_error, "%s: wanted one of " TYPE_NAMES ", got '%s'", key,
-				    value);
+			return invalidf(ret_error, "%s: wanted one of " TYPE_NAMES ", got '%s'",
+					key, value);
 		return 0;
 	case K_IOPS:
 		return parse_positive(key, value, &x->iops, ret_error);
@@ -384,16 +388,17 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 		return parse_bool(key, value, &x->encrypted, ret_error);
 	case K_KMS_KEY_ID:
 		if (!*value || strlen(value) > KMS_KEY_ID_MAX)
-			return fail(ret_error,
-				    "%s: wanted a KMS key ID, alias or ARN of 1-%d "
-				    "characters",
-				    key, KMS_KEY_ID_MAX);
+			return invalidf(ret_error,
+					"%s: wanted a KMS key ID, alias or ARN of 1-%d "
+					"characters",
+					key, KMS_KEY_ID_MAX);
 		x->kms_key_id = value;
 		return 0;
 	case K_FSTYPE:
 		if (!is_fstype(value))
-			return fail(ret_error, "%s: wanted one of ext2, ext3, ext4, xfs, got '%s'",
-				    key, value);
+			return invalidf(ret_error,
+					"%s: wanted one of ext2, ext3, ext4, xfs, got '%s'", key,
+					value);
 		snprintf(x->fs.fstype, sizeof(x->fs.fstype), "%s", value);
 		return 0;
 	case K_BLOCK_SIZE:
@@ -404,9 +409,9 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 		/* mke2fs -i: from the smallest to 1024 times the largest block size */
 		uint64_t v;
 		if (parse_size(value, &v) < 0 || v < 1024 || v > 65536 * 1024)
-			return fail(ret_error,
-				    "%s: wanted a byte count from 1024 to 67108864, got '%s'", key,
-				    value);
+			return invalidf(ret_error,
+					"%s: wanted a byte count from 1024 to 67108864, got '%s'",
+					key, value);
 		x->fs.bytes_per_inode = (uint32_t)v;
 		return 0;
 	}
@@ -420,8 +425,8 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 	case K_INIT_RATE: {
 		int r = parse_positive(key, value, &x->init_rate, ret_error);
 		if (r >= 0 && (x->init_rate < INIT_RATE_MIN || x->init_rate > INIT_RATE_MAX))
-			r = fail(ret_error, "%s: wanted %d to %d MiB/s, got %u", key, INIT_RATE_MIN,
-				 INIT_RATE_MAX, x->init_rate);
+			r = invalidf(ret_error, "%s: wanted %d to %d MiB/s, got %u", key,
+				     INIT_RATE_MIN, INIT_RATE_MAX, x->init_rate);
 		return r;
 	}
 	case K_BLOCK_EXPRESS:
@@ -437,17 +442,18 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 		if (r < 0 || !v)
 			return r;
 		if (k == K_AUTO_IOPS_ON_MODIFY)
-			return fail(
+			return invalidf(
 				ret_error,
 				"%s: \"true\" is not supported: volplug keeps no iopsPerGB after "
 				"CreateVolume, so an expansion keeps the volume's IOPS (leave it "
 				"out, and set iops in a VolumeAttributesClass to change them)",
 				key);
-		return fail(ret_error,
-			    "%s: \"true\" is not supported: ControllerPublishVolume attaches a "
-			    "volume made from a snapshot at once, while EBS still fills it (leave "
-			    "it out; volumeInitializationRate bounds how long the filling takes)",
-			    key);
+		return invalidf(
+			ret_error,
+			"%s: \"true\" is not supported: ControllerPublishVolume attaches a "
+			"volume made from a snapshot at once, while EBS still fills it (leave "
+			"it out; volumeInitializationRate bounds how long the filling takes)",
+			key);
 	}
 	case K_EXT4_CLUSTER_SIZE:
 		/* mke2fs -C: 2048 bytes to 256 MiB */
@@ -458,8 +464,8 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 		else if (strcasecmp(value, "OnRootMismatch") == 0)
 			x->fs.fs_group_change_policy = FS_GROUP_CHANGE_POLICY_ON_ROOT_MISMATCH;
 		else
-			return fail(ret_error, "%s: wanted Always or OnRootMismatch, got '%s'", key,
-				    value);
+			return invalidf(ret_error, "%s: wanted Always or OnRootMismatch, got '%s'",
+					key, value);
 		return 0;
 	case K_TAG:
 		return parse_tag(key, value, x, ret_error);
@@ -480,14 +486,14 @@ static int check_counts(const ParamKV *kv, size_t n, char **ret_error)
 	size_t tags = 0;
 
 	if (n > VOLUME_PARAMS_MAX_KEYS)
-		return fail(ret_error, "wanted at most %d parameters, got %zu",
-			    VOLUME_PARAMS_MAX_KEYS, n);
+		return invalidf(ret_error, "wanted at most %d parameters, got %zu",
+				VOLUME_PARAMS_MAX_KEYS, n);
 	for (size_t i = 0; i < n; i++)
 		if (kv[i].key && strncasecmp(kv[i].key, TAG_PREFIX, strlen(TAG_PREFIX)) == 0)
 			tags++;
 	if (tags > VOLUME_PARAMS_MAX_TAGS)
-		return fail(ret_error, TAG_PREFIX "N: wanted at most %d tags, got %zu",
-			    VOLUME_PARAMS_MAX_TAGS, tags);
+		return invalidf(ret_error, TAG_PREFIX "N: wanted at most %d tags, got %zu",
+				VOLUME_PARAMS_MAX_TAGS, tags);
 	return 0;
 }
 
@@ -512,21 +518,22 @@ static int parse_keys(Mode mode, const ParamKV *kv, size_t n, Parsed *x, char **
 		if (k == K_IGNORED)
 			continue;
 		if (mode == MODE_MODIFY && !mutable_key(k)) {
-			r = fail(ret_error,
-				 "parameter '%s' cannot be modified (mutable: type, iops, "
-				 "throughput, " TAG_PREFIX "N)",
-				 key);
+			r = invalidf(ret_error,
+				     "parameter '%s' cannot be modified (mutable: type, iops, "
+				     "throughput, " TAG_PREFIX "N)",
+				     key);
 			break;
 		}
 		if (k == K_UNKNOWN) {
-			r = fail(ret_error,
-				 "parameter '%s' is not supported (known: " KNOWN_KEYS ")", key);
+			r = invalidf(ret_error,
+				     "parameter '%s' is not supported (known: " KNOWN_KEYS ")",
+				     key);
 			break;
 		}
 		if (k < _K_NAMED) {
 			if (x->spelled[k]) {
-				r = fail(ret_error, "%s: given more than once (also as '%s')", key,
-					 x->spelled[k]);
+				r = invalidf(ret_error, "%s: given more than once (also as '%s')",
+					     key, x->spelled[k]);
 				break;
 			}
 			x->spelled[k] = key;
@@ -539,15 +546,15 @@ static int parse_keys(Mode mode, const ParamKV *kv, size_t n, Parsed *x, char **
 			if (!tag_ids)
 				tag_ids = hashmap_new(NULL);
 			if (hashmap_put(tag_ids, id, NULL) == -EEXIST) {
-				r = fail(ret_error, "%s: given more than once", key);
+				r = invalidf(ret_error, "%s: given more than once", key);
 				break;
 			}
 		}
 		r = parse_one(k, key, value, x, ret_error);
 	}
 	if (r >= 0 && x->n_tags > VOLUME_PARAMS_MAX_TAGS)
-		r = fail(ret_error, TAG_PREFIX "N: wanted at most %d tags, got %zu",
-			 VOLUME_PARAMS_MAX_TAGS, x->n_tags);
+		r = invalidf(ret_error, TAG_PREFIX "N: wanted at most %d tags, got %zu",
+			     VOLUME_PARAMS_MAX_TAGS, x->n_tags);
 	if (r < 0)
 		parsed_done(x);
 	return r;
@@ -569,45 +576,47 @@ static int check_fs_options(const VolumeParams *p, const char *fstype, const Par
 			    char **ret_error)
 {
 	if (p->ext4_cluster_size && !p->ext4_bigalloc)
-		return fail(ret_error, "%s: needs %s set to \"true\"",
-			    key_name(x, K_EXT4_CLUSTER_SIZE), key_name(x, K_EXT4_BIGALLOC));
+		return invalidf(ret_error, "%s: needs %s set to \"true\"",
+				key_name(x, K_EXT4_CLUSTER_SIZE), key_name(x, K_EXT4_BIGALLOC));
 	if (p->ext4_cluster_size && p->block_size && p->ext4_cluster_size <= p->block_size)
-		return fail(ret_error, "%s: wanted more than the block size (%u), got %u",
-			    key_name(x, K_EXT4_CLUSTER_SIZE), p->block_size, p->ext4_cluster_size);
+		return invalidf(ret_error, "%s: wanted more than the block size (%u), got %u",
+				key_name(x, K_EXT4_CLUSTER_SIZE), p->block_size,
+				p->ext4_cluster_size);
 	if (!fstype)
 		return 0;
 
 	bool ext = fstype_is_ext(fstype), ext4 = streq(fstype, "ext4");
 	if (p->ext4_bigalloc && !ext4)
-		return fail(ret_error, "%s: not accepted with fstype %s",
-			    key_name(x, K_EXT4_BIGALLOC), fstype);
+		return invalidf(ret_error, "%s: not accepted with fstype %s",
+				key_name(x, K_EXT4_BIGALLOC), fstype);
 	if (p->ext4_cluster_size && !ext4)
-		return fail(ret_error, "%s: not accepted with fstype %s",
-			    key_name(x, K_EXT4_CLUSTER_SIZE), fstype);
+		return invalidf(ret_error, "%s: not accepted with fstype %s",
+				key_name(x, K_EXT4_CLUSTER_SIZE), fstype);
 	if (p->ext4_encryption && !ext4)
-		return fail(ret_error, "%s: not accepted with fstype %s",
-			    key_name(x, K_EXT4_ENCRYPTION), fstype);
+		return invalidf(ret_error, "%s: not accepted with fstype %s",
+				key_name(x, K_EXT4_ENCRYPTION), fstype);
 	if (p->bytes_per_inode && !ext)
-		return fail(ret_error, "%s: not accepted with fstype %s",
-			    key_name(x, K_BYTES_PER_INODE), fstype);
+		return invalidf(ret_error, "%s: not accepted with fstype %s",
+				key_name(x, K_BYTES_PER_INODE), fstype);
 	if (p->number_of_inodes && !ext)
-		return fail(ret_error, "%s: not accepted with fstype %s",
-			    key_name(x, K_NUMBER_OF_INODES), fstype);
+		return invalidf(ret_error, "%s: not accepted with fstype %s",
+				key_name(x, K_NUMBER_OF_INODES), fstype);
 	if (p->block_size && ext && p->block_size < 1024)
-		return fail(ret_error, "%s: wanted 1024 to 65536 bytes with fstype %s, got %u",
-			    key_name(x, K_BLOCK_SIZE), fstype, p->block_size);
+		return invalidf(ret_error, "%s: wanted 1024 to 65536 bytes with fstype %s, got %u",
+				key_name(x, K_BLOCK_SIZE), fstype, p->block_size);
 	if (p->inode_size && !ext && (p->inode_size < 512 || p->inode_size > 2048))
 		/* mkfs.xfs: 512 is the minimum with metadata checksums, its default */
-		return fail(ret_error, "%s: wanted 512 to 2048 bytes with fstype %s, got %u",
-			    key_name(x, K_INODE_SIZE), fstype, p->inode_size);
+		return invalidf(ret_error, "%s: wanted 512 to 2048 bytes with fstype %s, got %u",
+				key_name(x, K_INODE_SIZE), fstype, p->inode_size);
 	if (p->inode_size && p->block_size && ext && p->inode_size > p->block_size)
-		return fail(ret_error,
-			    "%s: wanted at most the block size (%u) with fstype %s, got %u",
-			    key_name(x, K_INODE_SIZE), p->block_size, fstype, p->inode_size);
+		return invalidf(ret_error,
+				"%s: wanted at most the block size (%u) with fstype %s, got %u",
+				key_name(x, K_INODE_SIZE), p->block_size, fstype, p->inode_size);
 	if (p->inode_size && p->block_size && !ext && p->inode_size > p->block_size / 2)
-		return fail(ret_error,
-			    "%s: wanted at most half the block size (%u) with fstype %s, got %u",
-			    key_name(x, K_INODE_SIZE), p->block_size / 2, fstype, p->inode_size);
+		return invalidf(
+			ret_error,
+			"%s: wanted at most half the block size (%u) with fstype %s, got %u",
+			key_name(x, K_INODE_SIZE), p->block_size / 2, fstype, p->inode_size);
 	return 0;
 }
 
@@ -616,8 +625,9 @@ static int check_size(const TypeInfo *t, uint64_t gib, const char *key, char **r
 	char a[32], b[32], c[32];
 
 	if (gib < t->min_gib || gib > t->max_gib)
-		return fail(ret_error, "%s: %s wants a volume of %s to %s, got %s", key, t->name,
-			    gib_str(a, t->min_gib), gib_str(b, t->max_gib), gib_str(c, gib));
+		return invalidf(ret_error, "%s: %s wants a volume of %s to %s, got %s", key,
+				t->name, gib_str(a, t->min_gib), gib_str(b, t->max_gib),
+				gib_str(c, gib));
 	return 0;
 }
 
@@ -658,22 +668,23 @@ static int resolve_create_iops(const Parsed *x, const TypeInfo *t, uint64_t gib,
 	uint64_t want;
 
 	if (x->spelled[K_IOPS] && x->spelled[K_IOPS_PER_GB])
-		return fail(ret_error, "%s: cannot be combined with %s (set one of them)",
-			    x->spelled[K_IOPS], x->spelled[K_IOPS_PER_GB]);
+		return invalidf(ret_error, "%s: cannot be combined with %s (set one of them)",
+				x->spelled[K_IOPS], x->spelled[K_IOPS_PER_GB]);
 	if (!x->spelled[K_IOPS] && !x->spelled[K_IOPS_PER_GB]) {
 		if (t->min_iops == 0)
 			*ret = 0;
 		else if (streq(t->name, "gp3"))
 			*ret = DEFAULT_IOPS;
 		else
-			return fail(ret_error, "%s: required for type %s (set %s or %s)",
-				    key_names[K_IOPS], t->name, key_names[K_IOPS],
-				    key_names[K_IOPS_PER_GB]);
+			return invalidf(ret_error, "%s: required for type %s (set %s or %s)",
+					key_names[K_IOPS], t->name, key_names[K_IOPS],
+					key_names[K_IOPS_PER_GB]);
 		return 0;
 	}
 	if (t->min_iops == 0)
-		return fail(ret_error, "%s: not accepted for type %s (only " IOPS_TYPES " take it)",
-			    x->spelled[given], t->name);
+		return invalidf(ret_error,
+				"%s: not accepted for type %s (only " IOPS_TYPES " take it)",
+				x->spelled[given], t->name);
 
 	if (given == K_IOPS)
 		want = x->iops;
@@ -682,12 +693,13 @@ static int resolve_create_iops(const Parsed *x, const TypeInfo *t, uint64_t gib,
 	if (want < t->min_iops) {
 		if (!x->allow_auto) {
 			if (given == K_IOPS)
-				return fail(ret_error,
-					    "%s: %llu is below the minimum of %u for type %s (set "
-					    "%s to \"true\" to raise it)",
-					    x->spelled[given], (unsigned long long)want,
-					    t->min_iops, t->name, key_names[K_ALLOW_AUTO]);
-			return fail(
+				return invalidf(
+					ret_error,
+					"%s: %llu is below the minimum of %u for type %s (set "
+					"%s to \"true\" to raise it)",
+					x->spelled[given], (unsigned long long)want, t->min_iops,
+					t->name, key_names[K_ALLOW_AUTO]);
+			return invalidf(
 				ret_error,
 				"%s: %u x %llu GiB = %llu IOPS is below the minimum of %u for type "
 				"%s (set %s to \"true\" to raise it)",
@@ -709,11 +721,11 @@ static int resolve_throughput(const TypeInfo *t, bool given, uint32_t v, const c
 		return 0;
 	}
 	if (!t->max_throughput)
-		return fail(ret_error, "%s: not accepted for type %s (only gp3 takes it)", key,
-			    t->name);
+		return invalidf(ret_error, "%s: not accepted for type %s (only gp3 takes it)", key,
+				t->name);
 	if (v < t->min_throughput || v > t->max_throughput)
-		return fail(ret_error, "%s: wanted %u to %u MiB/s for type %s, got %u", key,
-			    t->min_throughput, t->max_throughput, t->name, v);
+		return invalidf(ret_error, "%s: wanted %u to %u MiB/s for type %s, got %u", key,
+				t->min_throughput, t->max_throughput, t->name, v);
 	*ret = v;
 	return 0;
 }
@@ -768,8 +780,8 @@ int volume_params_parse(const ParamKV *kv, size_t n, uint64_t size_bytes, Volume
 				       key_name(&x, K_THROUGHPUT), t->min_throughput, &p.throughput,
 				       ret_error);
 	if (r >= 0 && x.kms_key_id && !x.encrypted)
-		r = fail(ret_error, "%s: needs %s set to \"true\"", x.spelled[K_KMS_KEY_ID],
-			 key_names[K_ENCRYPTED]);
+		r = invalidf(ret_error, "%s: needs %s set to \"true\"", x.spelled[K_KMS_KEY_ID],
+			     key_names[K_ENCRYPTED]);
 	if (r >= 0)
 		/* without the fstype parameter the volume capability decides: see
 		 * volume_params_check_capability() */
@@ -841,8 +853,9 @@ int volume_params_modify(const VolumeParams *current, uint64_t size_bytes, const
 
 	/* iops: given, or kept when the type stays, or EC2's default for a new type */
 	if (r >= 0 && x.spelled[K_IOPS] && t->min_iops == 0)
-		r = fail(ret_error, "%s: not accepted for type %s (only " IOPS_TYPES " take it)",
-			 x.spelled[K_IOPS], t->name);
+		r = invalidf(ret_error,
+			     "%s: not accepted for type %s (only " IOPS_TYPES " take it)",
+			     x.spelled[K_IOPS], t->name);
 	if (r >= 0 && t->min_iops > 0) {
 		uint32_t v = x.spelled[K_IOPS]		      ? x.iops
 			     : same_type && current->iops > 0 ? current->iops
@@ -854,9 +867,9 @@ int volume_params_modify(const VolumeParams *current, uint64_t size_bytes, const
 			snprintf(why, sizeof(why), " (the default when the type changes to %s)",
 				 t->name);
 		if (v < t->min_iops || v > max)
-			r = fail(ret_error, "%s: wanted %u to %u for a %s %s volume, got %u%s",
-				 key_name(&x, K_IOPS), t->min_iops, max, gib_str(s, gib), t->name,
-				 v, why);
+			r = invalidf(ret_error, "%s: wanted %u to %u for a %s %s volume, got %u%s",
+				     key_name(&x, K_IOPS), t->min_iops, max, gib_str(s, gib),
+				     t->name, v, why);
 		p.iops = v;
 	}
 	if (r >= 0)
@@ -870,9 +883,10 @@ int volume_params_modify(const VolumeParams *current, uint64_t size_bytes, const
 			if (tag_find(current->tags, current->n_tags, x.tags[i].key) < 0)
 				total++;
 		if (total > VOLUME_PARAMS_MAX_TAGS)
-			r = fail(ret_error,
-				 TAG_PREFIX "N: wanted at most %d tags on a volume, would have %zu",
-				 VOLUME_PARAMS_MAX_TAGS, total);
+			r = invalidf(ret_error,
+				     TAG_PREFIX
+				     "N: wanted at most %d tags on a volume, would have %zu",
+				     VOLUME_PARAMS_MAX_TAGS, total);
 	}
 	if (r < 0) {
 		parsed_done(&x);
@@ -909,17 +923,18 @@ int volume_params_check_capability(const VolumeParams *p, bool block, const char
 		};
 		for (size_t i = 0; i < ELEMENTSOF(opts); i++)
 			if (*(const uint32_t *)((const char *)p + opts[i].offset))
-				return fail(ret_error, "%s: not accepted for a block volume",
-					    key_names[opts[i].key]);
+				return invalidf(ret_error, "%s: not accepted for a block volume",
+						key_names[opts[i].key]);
 		if (p->ext4_bigalloc || p->ext4_encryption)
-			return fail(
+			return invalidf(
 				ret_error, "%s: not accepted for a block volume",
 				key_names[p->ext4_bigalloc ? K_EXT4_BIGALLOC : K_EXT4_ENCRYPTION]);
 		return 0;
 	}
 	if (fstype && *fstype && p->fstype[0] && !streq(fstype, p->fstype))
-		return fail(ret_error, "%s: '%s' differs from the volume capability's fs_type '%s'",
-			    key_names[K_FSTYPE], p->fstype, fstype);
+		return invalidf(ret_error,
+				"%s: '%s' differs from the volume capability's fs_type '%s'",
+				key_names[K_FSTYPE], p->fstype, fstype);
 	const char *fs = fstype && *fstype ? fstype : p->fstype[0] ? p->fstype : "ext4";
 	return check_fs_options(p, fs, NULL, ret_error);
 }
@@ -1025,4 +1040,46 @@ bool volume_params_equal(const VolumeParams *a, const VolumeParams *b)
 			return false;
 	}
 	return true;
+}
+
+int volume_params_request(struct Backend *b, const BackendParamsRequest *r, BackendParams *ret,
+			  char **ret_error)
+{
+	(void)b;
+	_cleanup_free_ char *err = NULL;
+	VolumeParams p = {}, modified;
+
+	if (r->use == BACKEND_PARAMS_MODIFY) {
+		if (volume_params_check_mutable(r->mutable_parameters, r->n_mutable_parameters,
+						&err) < 0)
+			return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
+		*ret = (BackendParams){};
+		return 0;
+	}
+	if (r->use == BACKEND_PARAMS_CAPACITY) {
+		uint64_t min, max;
+		if (volume_params_size_range(r->parameters, r->n_parameters, &min, &max, &err) < 0)
+			return errorf(ret_error, -EINVAL, "parameters: %s", err);
+		*ret = (BackendParams){.min_size = min, .max_size = max};
+		return 0;
+	}
+	if (volume_params_parse(r->parameters, r->n_parameters, r->size, &p, &err) < 0)
+		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	if (r->n_mutable_parameters > 0) {
+		if (volume_params_check_mutable(r->mutable_parameters, r->n_mutable_parameters,
+						&err) < 0 ||
+		    volume_params_modify(&p, r->size, r->mutable_parameters,
+					 r->n_mutable_parameters, &modified, &err) < 0) {
+			volume_params_done(&p);
+			return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
+		}
+		volume_params_done(&p);
+		p = modified;
+	}
+	if (volume_params_check_capability(&p, r->block, r->fstype ?: "", &err) < 0) {
+		volume_params_done(&p);
+		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	}
+	*ret = (BackendParams){.params = p};
+	return 0;
 }

@@ -178,3 +178,36 @@ void volume_params_done(VolumeParams *p);
 
 /* "Always", "OnRootMismatch", or NULL for unset. */
 const char *fs_group_change_policy_to_string(FsGroupChangePolicy p);
+
+struct Backend;
+
+/* parse_params: a request's StorageClass parameters, for the use they are put to. */
+typedef enum BackendParamsUse {
+	BACKEND_PARAMS_CREATE, /* CreateVolume: parameters, mutable_parameters applied over them */
+	BACKEND_PARAMS_CAPACITY, /* GetCapacity: parameters: the sizes they allow */
+	BACKEND_PARAMS_MODIFY,	 /* ControllerModifyVolume: mutable_parameters, well formed */
+} BackendParamsUse;
+
+typedef struct BackendParamsRequest {
+	BackendParamsUse use;
+	const ParamKV *parameters; /* borrowed */
+	size_t n_parameters;
+	const ParamKV *mutable_parameters;
+	size_t n_mutable_parameters;
+	uint64_t size;	    /* CREATE: the volume's, rounded */
+	bool block;	    /* CREATE: raw block access */
+	const char *fstype; /* CREATE: the capability's filesystem, "" when it names none */
+} BackendParamsRequest;
+
+typedef struct BackendParams {
+	VolumeParams params;	     /* CREATE: release with volume_params_done() */
+	uint64_t min_size, max_size; /* CAPACITY: 0: no bound */
+} BackendParams;
+
+/* BackendOps.parse_params with the EBS driver's rules (above): what a backend that takes them
+ * points its operation at, or calls (b is not used). CREATE: volume_params_parse() of parameters,
+ * then volume_params_check_mutable() and volume_params_modify() of mutable_parameters, then
+ * volume_params_check_capability(); CAPACITY: volume_params_size_range(); MODIFY:
+ * volume_params_check_mutable(). Messages start with the field ("parameters: ..."). */
+int volume_params_request(struct Backend *b, const BackendParamsRequest *r, BackendParams *ret,
+			  char **ret_error);

@@ -64,25 +64,46 @@ static void print_limit(json_t *p)
 	       bytes(limit >= 0x1p63 ? INT64_MAX : (int64_t)limit, a), bytes(capacity, b), ratio);
 }
 
-static void print_pool(json_t *p)
+/* The local space a backend keeps its volumes in (the wire calls it "pool"). */
+static void print_space(json_t *p)
 {
 	char a[32], b[32], c[32], d[32];
 
-	if (!p) {
-		printf("pool: none served\n");
+	if (!p)
 		return;
-	}
-	printf("pool %s: %s provisioned of ", str(p, "path"),
+	printf("space %s: %s provisioned of ", str(p, "path"),
 	       bytes(num(p, "provisioned_bytes"), a));
 	print_limit(p);
-	printf(", %s allocated, %s available; filesystem free %s\n",
+	printf(", %s allocated, %s available; filesystem free %s; %lld loop devices\n",
 	       bytes(num(p, "allocated_bytes"), b), bytes(num(p, "available_bytes"), c),
-	       bytes(num(p, "filesystem_free_bytes"), d));
-	printf("  %lld volumes, %lld snapshots; on this node %lld staged, %lld published, %lld "
-	       "loop devices\n",
-	       (long long)num(p, "volumes"), (long long)num(p, "snapshots"),
-	       (long long)num(p, "staged"), (long long)num(p, "published"),
-	       (long long)num(p, "loop_devices"));
+	       bytes(num(p, "filesystem_free_bytes"), d), (long long)num(p, "loop_devices"));
+}
+
+/* A count a backend gives, or "-" where it counts none here. */
+static const char *count(json_t *o, const char *key, char buf[static 24])
+{
+	json_t *v = json_object_get(o, key);
+
+	if (json_is_integer(v) && json_integer_value(v) < 0)
+		return "-";
+	snprintf(buf, 24, "%lld", (long long)json_integer_value(v));
+	return buf;
+}
+
+/* Each backend as it reports itself, then this node's uses over all of them. */
+static void print_backends(json_t *s)
+{
+	json_t *list = json_object_get(s, "backends"), *b;
+	char v[24], sn[24], st[24], pu[24];
+	size_t i;
+
+	json_array_foreach (list, i, b)
+		printf("backend %s: %s volumes, %s snapshots; on this node %s staged, %s "
+		       "published\n",
+		       str(b, "name"), count(b, "volumes", v), count(b, "snapshots", sn),
+		       count(b, "staged", st), count(b, "published", pu));
+	printf("on this node: %lld volumes staged, %lld publish targets (every backend)\n",
+	       (long long)num(s, "staged"), (long long)num(s, "published"));
 }
 
 /* Each volume staged here: its device and what went through it. */
@@ -161,7 +182,8 @@ int ctl_status(Ctl *ctl, int argc, char **argv)
 		return 0;
 	}
 	print_header(reply);
-	print_pool(json_object_get(reply, "pool"));
+	print_space(json_object_get(reply, "pool"));
+	print_backends(reply);
 	print_volumes(reply);
 	printf("calls: %lld answered, %lld in flight\n", (long long)num(reply, "calls"),
 	       (long long)num(reply, "calls_in_flight"));

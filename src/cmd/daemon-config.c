@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <getopt.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -10,9 +11,11 @@
 #include "log.h"
 #include "ownership.h"
 #include "parse-util.h"
+#include "strbuf.h"
 #include "strv.h"
 
-const char daemon_usage[] =
+/* The generic options' help; each backend type's follow under its heading. */
+static const char usage_head[] =
 	"Usage: volplugd [all|controller|node] [OPTIONS]\n"
 	"\n"
 	"Serves the CSI Identity, Controller and Node services over gRPC on a unix socket.\n"
@@ -22,18 +25,6 @@ const char daemon_usage[] =
 	"  --socket-mode MODE              socket file permissions, octal (default 0600)\n"
 	"  --node-id ID                    this node's id (default: the host name)\n"
 	"  --driver-name NAME              CSI driver name (default pool.volplug.io)\n"
-	"  --pool DIR                      pool directory (default /var/lib/volplug/pool);\n"
-	"                                  made at the first start, and recorded beside it\n"
-	"                                  (DIR/../.NAME.volplug)\n"
-	"  --pool-init                     make a new, empty pool in DIR although the record\n"
-	"                                  says a pool was there (without it, a pool directory\n"
-	"                                  found absent or empty is refused: its pool is lost)\n"
-	"  --pool-capacity SIZE            capacity of the pool, e.g. 100G (default: free space)\n"
-	"  --overprovision-ratio R         provision volumes up to R x the capacity, 1-100 (thin\n"
-	"                                  provisioning beyond 1; default 1)\n"
-	"  --trim-interval TIME            how often the node gives the space of files deleted\n"
-	"                                  in staged volumes back to the pool (default 10m; 0:\n"
-	"                                  never)\n"
 	"  --zone ZONE                     topology zone (default local)\n"
 	"  --topology-label KEY=VALUE      one more key of this node's topology segment, beside\n"
 	"                                  topology.volplug.io/node and .../zone; repeatable\n"
@@ -44,39 +35,18 @@ const char daemon_usage[] =
 	"  --modify-coalesce-window TIME   merge expand/modify within this window (default 2s)\n"
 	"  --flexvolume-dir DIR            Flexvolume plugin directory (default\n"
 	"                                  /usr/libexec/kubernetes/kubelet-plugins/volume/exec;\n"
-	"                                  \"\": no Flexvolume drivers)\n"
+	"                                  \"\": no Flexvolume drivers), watched for the\n"
+	"                                  backends that serve them\n"
 	"  --flexvolume-timeout [CMD=]TIME deadline of Flexvolume driver calls: of every\n"
 	"                                  command, or of one (mount=30s); repeatable\n"
 	"  --flexvolume-env inherit|clean|NAME,...\n"
 	"                                  Flexvolume drivers' environment: volplugd's own\n"
 	"                                  (default, as the kubelet), only PATH and LC_ALL=C,\n"
 	"                                  or those plus the variables named\n"
-	"  --workers N                     handler threads (default 8; 32 with --backend ebs,\n"
-	"                                  whose calls wait for EC2)\n"
+	"  --workers N                     handler threads (default 8, or the backend's)\n"
 	"  --shutdown-grace TIME           how long in-flight calls may finish on SIGTERM (30s)\n"
 	"  --fs-group-change-policy P      volume ownership when a volume names none: Always or\n"
 	"                                  OnRootMismatch (default)\n"
-	"  --backend pool|ebs              where volumes live: the pool (default), or EBS\n"
-	"\n"
-	"EBS (--backend ebs), controller (all, controller): credentials and region as the AWS\n"
-	"SDKs find them (AWS_REGION, or the instance metadata service):\n"
-	"  --ec2-endpoint URL              EC2's endpoint (default "
-	"https://ec2.REGION.amazonaws.com/;\n"
-	"                                  a VPC endpoint, a test peer)\n"
-	"  --extra-volume-tags K=V,...     tags added to every volume and snapshot it makes\n"
-	"                                  (repeatable)\n"
-	"EBS, node (all, node; never reads a credential):\n"
-	"  --node-id, --zone               default: the instance's, from the instance metadata\n"
-	"                                  service (AWS_EC2_METADATA_SERVICE_ENDPOINT)\n"
-	"  --instance-type TYPE            e.g. m5.large (default: from the metadata service):\n"
-	"                                  the attach limit when --max-volumes-per-node is not\n"
-	"                                  given\n"
-	"  --state-dir DIR                 node-local records (default /var/lib/volplug)\n"
-	"  --device-dir DIR                the volumes' by-id links (default /dev/disk/by-id)\n"
-	"  --device-wait TIME              how long NodeStageVolume waits for an attached\n"
-	"                                  volume's device to appear (default 10s)\n"
-	"\n"
-
 	"  --metrics-address HOST:PORT     serve Prometheus metrics on /metrics and readiness on\n"
 	"                                  /healthz there, e.g. 127.0.0.1:9810 (default: off)\n"
 	"  --log-format text|json          one record per line, as text or a JSON object (text)\n"
@@ -86,16 +56,64 @@ const char daemon_usage[] =
 	"  -h, --help                      show this help\n"
 	"      --version                   show the version\n";
 
+/* The names --backend takes, "a, b or c". */
+static char *backend_choices(void)
+{
+	size_t n, k = 0;
+	const BackendType *const *types = backend_types(&n);
+	StrBuf b = {};
+
+	for (size_t i = 0; i < n; i++)
+		if (types[i]->selectable)
+			k++;
+	for (size_t i = 0, j = 0; i < n; i++) {
+		if (!types[i]->selectable)
+			continue;
+		j++;
+		strbuf_printf(&b, "%s%s", j == 1 ? "" : j == k ? " or " : ", ", types[i]->name);
+	}
+	return strbuf_steal(&b);
+}
+
+/* One option's help lines: "  --name METAVAR" in 34 columns, then its help. */
+static void option_print(FILE *f, const BackendOption *o)
+{
+	_cleanup_free_ char *head =
+		xasprintf("--%s%s%s", o->name, o->metavar ? " " : "", o->metavar ?: "");
+	const char *help = o->help;
+
+	if (strlen(head) > 31)
+		fprintf(f, "  %s\n%34s", head, "");
+	else
+		fprintf(f, "  %-32s", head);
+	for (const char *nl; (nl = strchr(help, '\n')); help = nl + 1)
+		fprintf(f, "%.*s\n%34s", (int)(nl - help), help, "");
+	fprintf(f, "%s\n", help);
+}
+
+void daemon_usage_print(FILE *f)
+{
+	size_t n;
+	const BackendType *const *types = backend_types(&n);
+	_cleanup_free_ char *choices = backend_choices();
+
+	fputs(usage_head, f);
+	fprintf(f, "  --backend %-22swhere volumes live (default %s)\n", choices,
+		backend_type_default()->name);
+	for (size_t i = 0; i < n; i++) {
+		if (!types[i]->options || !types[i]->options[0].name)
+			continue;
+		fprintf(f, "\n%s:\n", types[i]->heading ?: types[i]->name);
+		for (const BackendOption *o = types[i]->options; o->name; o++)
+			option_print(f, o);
+	}
+}
+
 enum {
 	OPT_ENDPOINT = 0x100,
 	OPT_SOCKET_MODE,
 	OPT_NODE_ID,
 	OPT_DRIVER_NAME,
-	OPT_POOL,
-	OPT_POOL_INIT,
-	OPT_POOL_CAPACITY,
-	OPT_OVERPROVISION,
-	OPT_TRIM_INTERVAL,
 	OPT_ZONE,
 	OPT_TOPOLOGY_LABEL,
 	OPT_DISTRIBUTED,
@@ -108,16 +126,12 @@ enum {
 	OPT_GRACE,
 	OPT_FS_GROUP_POLICY,
 	OPT_BACKEND,
-	OPT_STATE_DIR,
-	OPT_INSTANCE_TYPE,
-	OPT_DEVICE_DIR,
-	OPT_DEVICE_WAIT,
 	OPT_METRICS_ADDRESS,
 	OPT_LOG_FORMAT,
-	OPT_EC2_ENDPOINT,
-	OPT_EXTRA_TAGS,
 
 	OPT_VERSION,
+	/* the backends' options follow: OPT_BACKEND_FIRST + their index */
+	OPT_BACKEND_FIRST = 0x1000,
 };
 
 static const struct option options[] = {
@@ -125,11 +139,6 @@ static const struct option options[] = {
 	{"socket-mode", required_argument, NULL, OPT_SOCKET_MODE},
 	{"node-id", required_argument, NULL, OPT_NODE_ID},
 	{"driver-name", required_argument, NULL, OPT_DRIVER_NAME},
-	{"pool", required_argument, NULL, OPT_POOL},
-	{"pool-init", no_argument, NULL, OPT_POOL_INIT},
-	{"pool-capacity", required_argument, NULL, OPT_POOL_CAPACITY},
-	{"overprovision-ratio", required_argument, NULL, OPT_OVERPROVISION},
-	{"trim-interval", required_argument, NULL, OPT_TRIM_INTERVAL},
 	{"zone", required_argument, NULL, OPT_ZONE},
 	{"topology-label", required_argument, NULL, OPT_TOPOLOGY_LABEL},
 	{"distributed", no_argument, NULL, OPT_DISTRIBUTED},
@@ -142,14 +151,8 @@ static const struct option options[] = {
 	{"shutdown-grace", required_argument, NULL, OPT_GRACE},
 	{"fs-group-change-policy", required_argument, NULL, OPT_FS_GROUP_POLICY},
 	{"backend", required_argument, NULL, OPT_BACKEND},
-	{"state-dir", required_argument, NULL, OPT_STATE_DIR},
-	{"instance-type", required_argument, NULL, OPT_INSTANCE_TYPE},
-	{"device-dir", required_argument, NULL, OPT_DEVICE_DIR},
-	{"device-wait", required_argument, NULL, OPT_DEVICE_WAIT},
 	{"metrics-address", required_argument, NULL, OPT_METRICS_ADDRESS},
 	{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
-	{"ec2-endpoint", required_argument, NULL, OPT_EC2_ENDPOINT},
-	{"extra-volume-tags", required_argument, NULL, OPT_EXTRA_TAGS},
 
 	{"verbosity", required_argument, NULL, 'v'},
 	{"help", no_argument, NULL, 'h'},
@@ -176,19 +179,15 @@ static void config_defaults(DaemonConfig *c)
 		.fs_group_policy = OWNERSHIP_ON_ROOT_MISMATCH,
 
 		.shutdown_grace = 30 * USEC_PER_SEC,
-		.device_wait = 10 * USEC_PER_SEC,
-		.overprovision = 1,
-		.trim_interval = 10 * 60 * USEC_PER_SEC,
 	};
 	gethostname(host, sizeof(host) - 1);
 	set_string(&c->endpoint, "unix:///run/volplug/csi.sock");
 	set_string(&c->node_id, host);
 	set_string(&c->driver_name, "pool.volplug.io");
-	set_string(&c->pool, "/var/lib/volplug/pool");
 	set_string(&c->zone, "local");
 	set_string(&c->flexvolume_dir, "/usr/libexec/kubernetes/kubelet-plugins/volume/exec");
-	set_string(&c->backend, "pool");
-	set_string(&c->state_dir, "/var/lib/volplug");
+	set_string(&c->backend, backend_type_default()->name);
+	c->backend_settings = backend_settings_new();
 }
 
 /* n characters of alphanumerics and of extra (the punctuation allowed), starting and ending
@@ -240,62 +239,6 @@ static int topology_label_apply(DaemonConfig *c, const char *arg, char **ret_err
 		return -EINVAL;
 	}
 	strmap_set(&c->topology_labels, key, value);
-	return 0;
-}
-
-/* An overprovision ratio: a plain decimal number from 1 to 100 ("1.5"). */
-static int parse_ratio(const char *s, double *ret)
-{
-	char *end;
-
-	if (!*s || strchr(s, 'x') || strchr(s, 'X') || strchr(s, 'e') || strchr(s, 'E'))
-		return -EINVAL; /* no hex floats, no exponents, no "inf" */
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno != 0 || *end || v != v)
-		return -EINVAL;
-	if (v < 1 || v > 100)
-		return -ERANGE;
-	*ret = v;
-	return 0;
-}
-
-/* "k=v,k=v": EC2's rules for tag keys and values, and none of the keys volplug keeps its own
- * record in. */
-static int extra_tags_apply(DaemonConfig *c, const char *arg, char **ret_error)
-{
-	_cleanup_free_ char *copy = xstrdup(arg);
-	char *save = NULL;
-
-	for (char *kv = strtok_r(copy, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(kv, '=');
-		const char *why = NULL;
-		if (!eq || eq == kv)
-			why = "want KEY=VALUE";
-		else {
-			*eq = 0;
-			if (strlen(kv) > 128 || strlen(eq + 1) > 256)
-				why = "keys have at most 128 characters, values 256";
-			else if (strncasecmp(kv, "aws:", 4) == 0)
-				why = "keys starting with aws: are AWS's";
-			else if (strncmp(kv, "volplug.io/", 11) == 0 ||
-				 strcmp(kv, "CSIVolumeName") == 0 ||
-				 strcmp(kv, "CSIVolumeSnapshotName") == 0)
-				why = "volplug keeps its records under that key";
-		}
-		if (why) {
-			*ret_error = xasprintf("--extra-volume-tags '%s': %s", arg, why);
-			return -EINVAL;
-		}
-		strmap_set(&c->extra_tags, kv, eq + 1);
-	}
-	if (c->extra_tags.n > 40) {
-		*ret_error =
-			xasprintf("--extra-volume-tags: %zu tags, want at most 40 (EC2 takes 50 "
-				  "a volume, volplug uses some)",
-				  c->extra_tags.n);
-		return -EINVAL;
-	}
 	return 0;
 }
 
@@ -352,23 +295,6 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 		}
 		set_string(&c->driver_name, arg);
 		break;
-	case OPT_POOL:
-		if (!*arg)
-			r = -EINVAL;
-		set_string(&c->pool, arg);
-		break;
-	case OPT_POOL_INIT:
-		c->pool_init = true;
-		break;
-	case OPT_POOL_CAPACITY:
-		r = parse_size(arg, &c->pool_capacity);
-		break;
-	case OPT_OVERPROVISION:
-		r = parse_ratio(arg, &c->overprovision);
-		break;
-	case OPT_TRIM_INTERVAL:
-		r = parse_duration(arg, &c->trim_interval);
-		break;
 	case OPT_ZONE:
 		if (!*arg)
 			r = -EINVAL;
@@ -404,27 +330,16 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 			r = -EINVAL;
 		set_string(&c->flexvolume_dir, arg);
 		break;
-	case OPT_BACKEND:
-		if (strcmp(arg, "pool") != 0 && strcmp(arg, "ebs") != 0) {
-			*ret_error = xasprintf("--backend '%s': want pool or ebs", arg);
+	case OPT_BACKEND: {
+		const BackendType *t = backend_type_find(arg);
+		if (!t || !t->selectable) {
+			_cleanup_free_ char *choices = backend_choices();
+			*ret_error = xasprintf("--backend '%s': want %s", arg, choices);
 			return -EINVAL;
 		}
 		set_string(&c->backend, arg);
 		break;
-	case OPT_STATE_DIR:
-	case OPT_DEVICE_DIR:
-		if (arg[0] != '/')
-			r = -EINVAL;
-		set_string(opt == OPT_STATE_DIR ? &c->state_dir : &c->device_dir, arg);
-		break;
-	case OPT_INSTANCE_TYPE:
-		if (!*arg || strlen(arg) > 64 || !strchr(arg, '.'))
-			r = -EINVAL;
-		set_string(&c->instance_type, arg);
-		break;
-	case OPT_DEVICE_WAIT:
-		r = parse_duration(arg, &c->device_wait);
-		break;
+	}
 	case OPT_FLEX_TIMEOUT:
 		r = flex_timeout_apply(c, arg, ret_error);
 		break;
@@ -440,17 +355,6 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 		c->flexvolume_env = env;
 		break;
 	}
-	case OPT_EC2_ENDPOINT:
-		if (strncmp(arg, "https://", 8) != 0 && strncmp(arg, "http://", 7) != 0) {
-			*ret_error = xasprintf(
-				"--ec2-endpoint '%s': want an http:// or https:// URL", arg);
-			return -EINVAL;
-		}
-		set_string(&c->ec2_endpoint, arg);
-		break;
-	case OPT_EXTRA_TAGS:
-		r = extra_tags_apply(c, arg, ret_error);
-		break;
 	case OPT_WORKERS:
 		r = parse_uint32(arg, &u32);
 		if (r == 0 && (u32 == 0 || u32 > 1024))
@@ -478,9 +382,43 @@ static int option_apply(DaemonConfig *c, int opt, const char *arg, char **ret_er
 	return r;
 }
 
-static const char *option_name(int opt)
+/* getopt's table: the generic options, then every backend type's (val OPT_BACKEND_FIRST + k,
+ * names[k] the option's name). */
+typedef struct OptionTable {
+	struct option *list;
+	const char **names;
+} OptionTable;
+
+static void option_table_make(OptionTable *t)
 {
-	for (const struct option *o = options; o->name; o++)
+	size_t n_types, n = ELEMENTSOF(options), k = 0;
+	const BackendType *const *types = backend_types(&n_types);
+
+	for (size_t i = 0; i < n_types; i++)
+		for (const BackendOption *o = types[i]->options; o && o->name; o++)
+			n++;
+	t->list = xnew0(struct option, n);
+	t->names = xnew0(const char *, n);
+	memcpy(t->list, options, sizeof(options) - sizeof(options[0]));
+	n = ELEMENTSOF(options) - 1;
+	for (size_t i = 0; i < n_types; i++)
+		for (const BackendOption *o = types[i]->options; o && o->name; o++, k++) {
+			t->names[k] = o->name;
+			t->list[n++] = (struct option){o->name,
+						       o->metavar ? required_argument : no_argument,
+						       NULL, OPT_BACKEND_FIRST + (int)k};
+		}
+}
+
+static void option_table_done(OptionTable *t)
+{
+	free(t->list);
+	free(t->names);
+}
+
+static const char *option_name(const OptionTable *t, int opt)
+{
+	for (const struct option *o = t->list; o->name; o++)
 		if (o->val == opt)
 			return o->name;
 	return "?";
@@ -514,14 +452,16 @@ static int positional_mode(DaemonConfig *c, int argc, char **argv, char **ret_er
 
 int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_error)
 {
+	_cleanup_(option_table_done) OptionTable t = {};
 	DaemonConfig c;
 	int opt, r;
 
 	config_defaults(&c);
+	option_table_make(&t);
 	optind = 0;
 	opterr = 0;
 	/* The leading ':' tells a missing value (':') from an unknown option ('?'). */
-	while ((opt = getopt_long(argc, argv, ":hv:", options, NULL)) >= 0) {
+	while ((opt = getopt_long(argc, argv, ":hv:", t.list, NULL)) >= 0) {
 		switch (opt) {
 		case 'h':
 			c.action = DAEMON_HELP;
@@ -530,7 +470,7 @@ int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_err
 			c.action = DAEMON_VERSION;
 			break;
 		case ':':
-			*ret_error = xasprintf("--%s: missing its value", option_name(optopt));
+			*ret_error = xasprintf("--%s: missing its value", option_name(&t, optopt));
 			daemon_config_done(&c);
 			return -EINVAL;
 		case '?':
@@ -539,27 +479,32 @@ int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_err
 			return -EINVAL;
 		default:
 			if (value_is_option(argc, argv, optarg)) {
-				*ret_error =
-					xasprintf("--%s: missing its value (next is the option "
-						  "'%s'; --%s=VALUE takes a value starting "
-						  "with '-')",
-						  option_name(opt), optarg, option_name(opt));
+				*ret_error = xasprintf(
+					"--%s: missing its value (next is the option "
+					"'%s'; --%s=VALUE takes a value starting "
+					"with '-')",
+					option_name(&t, opt), optarg, option_name(&t, opt));
 				daemon_config_done(&c);
 				return -EINVAL;
 			}
-			r = option_apply(&c, opt, optarg, ret_error);
+			/* A backend's option goes to its type, selected or not (backend.h). */
+			r = opt >= OPT_BACKEND_FIRST
+				    ? backend_settings_set(c.backend_settings,
+							   t.names[opt - OPT_BACKEND_FIRST], optarg,
+							   ret_error)
+				    : option_apply(&c, opt, optarg, ret_error);
 			if (r < 0) {
 				if (!*ret_error)
 					*ret_error = xasprintf(
-						"--%s '%s': %s", option_name(opt), optarg,
+						"--%s '%s': %s", option_name(&t, opt), optarg,
 						r == -ERANGE ? "out of range" : "invalid value");
 				daemon_config_done(&c);
 				return -EINVAL;
 			}
 		}
 	}
-	if (strcmp(c.backend, "ebs") == 0 && !c.workers_set)
-		c.workers = 32; /* EBS calls wait for EC2 (seconds): more of them at once */
+	if (!c.workers_set)
+		c.workers = backend_type_find(c.backend)->workers ?: c.workers;
 	r = positional_mode(&c, argc, argv, ret_error);
 	if (r == 0) {
 		r = endpoint_to_path(c.endpoint, &c.socket_path);
@@ -583,17 +528,12 @@ void daemon_config_done(DaemonConfig *c)
 	free(c->socket_path);
 	free(c->node_id);
 	free(c->driver_name);
-	free(c->pool);
 	free(c->zone);
 	strmap_done(&c->topology_labels);
 	free(c->flexvolume_dir);
 	free(c->backend);
-	free(c->state_dir);
-	free(c->instance_type);
-	free(c->device_dir);
+	backend_settings_free(c->backend_settings);
 	strv_free(c->flexvolume_env);
 	free(c->metrics_address);
-	free(c->ec2_endpoint);
-	strmap_done(&c->extra_tags);
 	*c = (DaemonConfig){};
 }

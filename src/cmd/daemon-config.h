@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "call.h"
@@ -16,13 +17,9 @@ typedef struct DaemonConfig {
 	mode_t socket_mode;
 	char *node_id;
 	char *driver_name;
-	char *backend; /* "pool" or "ebs": the backend volumes are made and served by */
+	char *backend; /* the type --backend names: it and its companions serve */
+	BackendSettings *backend_settings;	     /* every type's options (backend.h) */
 	bool node_id_set, zone_set, max_volumes_set; /* given on the command line */
-	char *pool;
-	bool pool_init; /* --pool-init: a new pool where the record beside it says one was lost */
-	uint64_t pool_capacity;
-	double overprovision; /* the pool provisions up to capacity x this */
-	usec_t trim_interval; /* 0: the node never trims */
 	char *zone;
 	Strmap topology_labels; /* --topology-label KEY=VALUE */
 	bool distributed;
@@ -35,12 +32,6 @@ typedef struct DaemonConfig {
 	usec_t shutdown_grace;
 	char *flexvolume_dir; /* "": Flexvolume off */
 	int fs_group_policy;  /* OwnershipPolicy */
-	char *state_dir;      /* node-local state of the EBS backend */
-	char *instance_type;  /* EBS: NULL: from the instance metadata */
-	char *device_dir;     /* EBS: where volumes' by-id links are; NULL: /dev/disk/by-id */
-	usec_t device_wait;   /* EBS: how long NodeStageVolume waits for the device */
-	char *ec2_endpoint;   /* EBS: NULL: EC2's own for the region */
-	Strmap extra_tags;    /* EBS: tags added to every volume and snapshot */
 	bool workers_set;
 	usec_t flexvolume_timeout[_FLEX_COMMAND_MAX]; /* 0: the command's default */
 	char **flexvolume_env; /* a strv (flex_env_parse()); NULL: volplugd's own */
@@ -56,5 +47,5 @@ typedef struct DaemonConfig {
 int daemon_config_parse(int argc, char **argv, DaemonConfig *ret, char **ret_error);
 void daemon_config_done(DaemonConfig *c);
 
-/* The --help text. */
-extern const char daemon_usage[];
+/* Prints the --help text: the generic options, then each backend type's under its heading. */
+void daemon_usage_print(FILE *f);

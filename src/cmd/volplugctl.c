@@ -29,7 +29,7 @@ static const char usage[] =
 	"  info                         GetPluginInfo\n"
 	"  capabilities                 GetPluginCapabilities\n"
 	"  probe                        Probe; exits 1 when the driver is not ready\n"
-	"  status                       what volplugd is doing: readiness, pool usage, volumes,\n"
+	"  status                       what volplugd is doing: readiness, space used, volumes,\n"
 	"                               staged/published counts, Flexvolume drivers, recent\n"
 	"                               problems (volplugd only)\n"
 	"  call METHOD [JSON|-]         any RPC by name, request as JSON (default {})\n"

@@ -3,7 +3,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include <grpc/grpc.h>
 
@@ -17,6 +16,7 @@
 #include "path-util.h"
 #include "prober.h"
 #include "server.h"
+#include "strbuf.h"
 #include "version.h"
 
 static void *signal_thread(void *userdata)
@@ -82,7 +82,7 @@ typedef struct Flex {
 
 /* Starts watching the plugin dir, before the backends are made (the Flexvolume backend serves
  * from the registry). Without a usable plugin dir the daemon serves on without Flexvolume
- * drivers: pool volumes do not depend on them. */
+ * drivers: the other backends' volumes do not depend on them. */
 static void flex_watch(const DaemonConfig *cfg, Flex *f)
 {
 	if (!*cfg->flexvolume_dir) {
@@ -141,13 +141,17 @@ static void leftover_killed(const ExecLeftover *l, void *userdata)
 		    l->gone ? "" : ": still there after 10 s");
 }
 
-/* The programs the daemon runs are recorded in its state (the pool's, or the EBS node's), where
- * the next volplugd looks for what a crash left running. Without the registry they still die
- * with the daemon; only what they leave in their process group would not be found. */
-static void exec_registry_start(const char *state)
+/* The programs the daemon runs are recorded in the state its default backend names, where the
+ * next volplugd looks for what a crash left running. Without the registry they still die with
+ * the daemon; only what they leave in their process group would not be found. A backend that
+ * runs no program here names none. */
+static void exec_registry_start(Backend *b)
 {
-	_cleanup_free_ char *dir = xasprintf("%s/run/children", state);
+	const char *state = b->ops->state_dir ? b->ops->state_dir(b) : NULL;
 
+	if (!state)
+		return;
+	_cleanup_free_ char *dir = xasprintf("%s/run/children", state);
 	int r = mkdir_p(state, 0700);
 	if (r >= 0)
 		r = exec_registry_open(state, "run/children", leftover_killed, NULL);
@@ -164,30 +168,11 @@ static void exec_registry_start(const char *state)
 				  dir);
 }
 
-static bool backend_is_ebs(const DaemonConfig *cfg)
-{
-	return strcmp(cfg->backend, "ebs") == 0;
-}
-
-/* The instance metadata service as the AWS SDKs find it; "" when it is switched off. */
-static const char *imds_endpoint(void)
-{
-	const char *disabled = getenv("AWS_EC2_METADATA_DISABLED");
-
-	if (disabled && strcasecmp(disabled, "true") == 0)
-		return "";
-	return getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-}
-
-/* The backends the daemon serves: the pool and Flexvolume drivers, or EBS. The Flexvolume
- * backend is made with Flexvolume off too: its volumes then get an error that says so, and
- * their records stay for when it is on again. It keeps them in the pool: it comes with the pool
- * only. */
+/* The backends the daemon serves: the type --backend names, and the companions it brings
+ * (backend.h). */
 static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *flex)
 {
 	_cleanup_free_ char *error = NULL;
-	char *pool_names[] = {(char *)"pool", (char *)"flex", NULL};
-	char *ebs_names[] = {(char *)"ebs", NULL};
 	BackendConfig bc = {
 		.roles = (driver_has_controller(driver) ? BACKEND_ROLE_CONTROLLER : 0) |
 			 (driver_has_node(driver) ? BACKEND_ROLE_NODE : 0),
@@ -195,29 +180,16 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 		.max_volumes_per_node = cfg->max_volumes_per_node,
 		.zone = cfg->zone,
 		.topology_labels = &cfg->topology_labels,
-		.pool_path = cfg->pool,
-		.pool_init = cfg->pool_init,
-		.pool_capacity = cfg->pool_capacity,
-		.overprovision = cfg->overprovision,
-		.trim_interval = cfg->trim_interval,
 		.flex = flex->registry,
 		.flex_call = &flex->call,
 		.node_id_set = cfg->node_id_set,
 		.zone_set = cfg->zone_set,
 		.max_volumes_set = cfg->max_volumes_set,
-		.state_dir = cfg->state_dir,
-		.instance_type = cfg->instance_type,
-		.device_dir = cfg->device_dir,
-		.device_wait = cfg->device_wait,
-		.imds_endpoint = imds_endpoint(),
 		.driver_name = cfg->driver_name,
-		.ec2_endpoint = cfg->ec2_endpoint,
-		.extra_tags = &cfg->extra_tags,
 		.report = driver_backend_report,
 	};
 
-	int r = backends_new(backend_is_ebs(cfg) ? ebs_names : pool_names, &bc, &driver->backends,
-			     &error);
+	int r = backends_new(cfg->backend, &bc, cfg->backend_settings, &driver->backends, &error);
 	if (r < 0) {
 		fprintf(stderr, "volplugd: %s\n", error ?: strerror(-r));
 		return r;
@@ -225,19 +197,16 @@ static int backends_start(const DaemonConfig *cfg, Driver *driver, const Flex *f
 	return 0;
 }
 
-/* Who the EBS node found it is (flags, or the instance metadata), said once. */
-static void ebs_node_log(Driver *d)
+/* What the start line says of the backends: each one's own words. */
+static char *backends_describe(Backend **backends)
 {
-	Backend *b = backend_default(d->backends);
-	BackendNodeInfo info = {};
+	StrBuf b = {};
 
-	if (!driver_has_node(d) || b->ops->node_info(b, NULL, &info, NULL) < 0)
-		return;
-	log_info("EBS node %s in zone %s, up to %u volumes", info.node_id,
-		 strmap_get(&info.topology, "topology.kubernetes.io/zone") ?: "?",
-		 (unsigned)info.max_volumes);
-	free(info.node_id);
-	strmap_done(&info.topology);
+	for (Backend **p = backends; *p; p++) {
+		_cleanup_free_ char *d = (*p)->ops->describe ? (*p)->ops->describe(*p) : NULL;
+		strbuf_printf(&b, "%s%s", p == backends ? "" : "; ", d ?: (*p)->ops->name);
+	}
+	return strbuf_steal(&b);
 }
 
 static int health(void *userdata, char **ret_error)
@@ -283,7 +252,6 @@ static int run(const DaemonConfig *cfg)
 		.coalesce_window = cfg->modify_coalesce_window,
 		.fs_group_policy = cfg->fs_group_policy,
 		.distributed = cfg->distributed,
-		.pool = backend_is_ebs(cfg) ? NULL : cfg->pool,
 	};
 	RpcServer *server = NULL;
 	MetricsServer *metrics = NULL;
@@ -292,19 +260,15 @@ static int run(const DaemonConfig *cfg)
 	size_t n_methods;
 	int r;
 
-	if (!backend_is_ebs(cfg))
+	if (backend_type_find(cfg->backend)->flex_drivers)
 		flex_watch(cfg, &flex);
 	driver.flex = flex.registry;
 	if (backends_start(cfg, &driver, &flex) < 0) {
 		flex_stop(&flex);
 		return 2;
 	}
-	if (backend_is_ebs(cfg))
-		ebs_node_log(&driver);
-	_cleanup_free_ char *ebs_state = xasprintf("%s/ebs", cfg->state_dir);
-	/* An EBS controller runs no program: only where there is a node */
-	if (!backend_is_ebs(cfg) || driver_has_node(&driver))
-		exec_registry_start(backend_is_ebs(cfg) ? ebs_state : cfg->pool);
+	Backend *def = backend_default(driver.backends);
+	exec_registry_start(def);
 	r = driver_init(&driver);
 	if (r < 0) {
 		run_done(&driver, &flex);
@@ -352,9 +316,7 @@ static int run(const DaemonConfig *cfg)
 	}
 
 	pthread_create(&sig_thread, NULL, signal_thread, server);
-	_cleanup_free_ char *where =
-		backend_is_ebs(cfg) ? xasprintf("EBS, state in %s", ebs_state)
-				    : xasprintf("node %s, pool %s", cfg->node_id, cfg->pool);
+	_cleanup_free_ char *where = backends_describe(driver.backends);
 	log_info("volplugd %s serving %s mode as %s on %s, %s", VOLPLUG_VERSION,
 		 driver_mode_to_string(cfg->mode), cfg->driver_name, cfg->socket_path, where);
 	rpc_server_run(server);
@@ -376,7 +338,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg.action == DAEMON_HELP) {
-		fputs(daemon_usage, stdout);
+		daemon_usage_print(stdout);
 		daemon_config_done(&cfg);
 		return 0;
 	}

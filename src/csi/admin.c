@@ -79,8 +79,7 @@ int admin_list_flex_drivers(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 	return 0;
 }
 
-/* A gauge or counter of the registry as an integer; 0 when it has no series. A double beyond
- * int64's range does not convert: such a figure (a --pool-capacity of exabytes) is clamped. */
+/* A gauge or counter of the registry as an integer; 0 when it has no series. */
 static int64_t figure(const char *name)
 {
 	double v = 0;
@@ -88,29 +87,60 @@ static int64_t figure(const char *name)
 	return v >= 0x1p63 ? INT64_MAX : v <= 0 ? 0 : (int64_t)v;
 }
 
-static Volplug__Admin__V1__PoolStatus *pool_status(const Driver *d)
+/* A byte figure as the proto's int64: beyond its range (a capacity of exabytes) clamped. */
+static int64_t clamp(uint64_t v)
 {
-	double v;
+	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
 
-	/* The pool backend's collector makes these: none, no pool. */
-	if (metrics_sum("volplug_pool_capacity_bytes", &v) < 0)
-		return NULL;
+static Volplug__Admin__V1__PoolStatus *space_to_pb(const BackendStatus *s)
+{
 	Volplug__Admin__V1__PoolStatus *p = xnew0(Volplug__Admin__V1__PoolStatus, 1);
+
 	volplug__admin__v1__pool_status__init(p);
-	p->path = xstrdup(d->pool ?: "");
-	p->capacity_bytes = figure("volplug_pool_capacity_bytes");
-	p->overprovision_ratio = 1;
-	(void)metrics_sum("volplug_pool_overprovision_ratio", &p->overprovision_ratio);
-	p->provisioned_bytes = figure("volplug_pool_provisioned_bytes");
-	p->allocated_bytes = figure("volplug_pool_allocated_bytes");
-	p->available_bytes = figure("volplug_pool_available_bytes");
-	p->filesystem_free_bytes = figure("volplug_pool_filesystem_free_bytes");
-	p->volumes = figure("volplug_pool_volumes");
-	p->snapshots = figure("volplug_pool_snapshots");
-	p->staged = figure("volplug_node_volumes_staged");
-	p->published = figure("volplug_node_volumes_published");
-	p->loop_devices = figure("volplug_pool_loop_devices");
+	p->path = xstrdup(s->path);
+	p->capacity_bytes = clamp(s->capacity);
+	p->overprovision_ratio = s->overprovision ?: 1;
+	p->provisioned_bytes = clamp(s->provisioned);
+	p->allocated_bytes = clamp(s->allocated);
+	p->available_bytes = clamp(s->available);
+	p->filesystem_free_bytes = clamp(s->fs_free);
+	p->volumes = MAX(s->volumes, 0);
+	p->snapshots = MAX(s->snapshots, 0);
+	p->staged = MAX(s->staged, 0);
+	p->published = MAX(s->published, 0);
+	p->loop_devices = MAX(s->devices, 0);
 	return p;
+}
+
+/* Each backend's own status; the totals of this node's stages and publishes over all of them;
+ * the first local space as the pool figures. */
+static void backends_status(Driver *d, Volplug__Admin__V1__GetStatusResponse *r)
+{
+	size_t n = 0;
+
+	while (d->backends && d->backends[n])
+		n++;
+	r->backends = xnew0(Volplug__Admin__V1__BackendStatus *, n + 1);
+	for (size_t i = 0; i < n; i++) {
+		Backend *b = d->backends[i];
+		BackendStatus s = {-1, -1, -1, -1};
+		if (b->ops->status && b->ops->status(b, NULL, &s, NULL) < 0)
+			s = (BackendStatus){-1, -1, -1, -1};
+		Volplug__Admin__V1__BackendStatus *m = xnew0(Volplug__Admin__V1__BackendStatus, 1);
+		volplug__admin__v1__backend_status__init(m);
+		m->name = xstrdup(b->ops->name);
+		m->volumes = s.volumes;
+		m->snapshots = s.snapshots;
+		m->staged = s.staged;
+		m->published = s.published;
+		r->backends[r->n_backends++] = m;
+		r->staged += MAX(s.staged, 0);
+		r->published += MAX(s.published, 0);
+		if (s.path && s.has_space && !r->pool)
+			r->pool = space_to_pb(&s);
+		backend_status_done(&s);
+	}
 }
 
 /* The value of the series of family name whose first label is id; 0 when it has none. */
@@ -217,7 +247,7 @@ int admin_get_status(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **
 	r->uptime_seconds = (int64_t)((now_usec(CLOCK_MONOTONIC) - d->started) / USEC_PER_SEC);
 	r->ready = driver_probe(d, &not_ready) >= 0;
 	r->not_ready_reason = xstrdup(not_ready ?: "");
-	r->pool = pool_status(d);
+	backends_status(d, r);
 	r->calls = figure("volplug_csi_operation_duration_seconds");
 	r->calls_in_flight = MAX(figure("volplug_csi_operations_in_flight") - 1, 0);
 	flex_drivers(d, r);

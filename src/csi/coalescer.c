@@ -138,7 +138,7 @@ static char *ident_of(const ParamKV *p)
 	return s;
 }
 
-static int conflict(char **ret_error, const ParamKV *p, const char *theirs)
+static int conflict(const ParamKV *p, const char *theirs, char **ret_error)
 {
 	if (ret_error && !*ret_error) {
 		if (is_tag_key(p->key)) {
@@ -171,7 +171,7 @@ static int check_conflicts(const Batch *b, const CoalesceRequest *req, char **re
 		for (size_t j = 0; j < b->n_entries; j++)
 			if (streq_ptr(b->entries[j].ident, id) &&
 			    !streq_ptr(b->entries[j].value, p->value))
-				return conflict(ret_error, p, b->entries[j].value);
+				return conflict(p, b->entries[j].value, ret_error);
 		for (size_t j = 0; j < i; j++) {
 			_cleanup_free_ char *other = ident_of(&req->params[j]);
 			if (streq_ptr(other, id) && !streq_ptr(req->params[j].value, p->value)) {

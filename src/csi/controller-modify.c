@@ -52,8 +52,8 @@ int controller_coalescer_init(Driver *d)
 
 /* Expand and modify hold no in-flight key: concurrent calls for a volume meet in the
  * coalescer, which merges them into one change or refuses the one in the way (ABORTED). */
-static int submit(char **ret_error, Driver *d, const char *volume_id, uint64_t size,
-		  const ParamKV *kv, size_t n, CoalescedResult *ret)
+static int submit(Driver *d, const char *volume_id, uint64_t size, const ParamKV *kv, size_t n,
+		  CoalescedResult *ret, char **ret_error)
 {
 	_cleanup_free_ char *err = NULL;
 	CoalesceRequest req = {
@@ -66,7 +66,7 @@ static int submit(char **ret_error, Driver *d, const char *volume_id, uint64_t s
 	};
 	int e = coalescer_submit(d->coalescer, &req, ret, &err);
 	if (e < 0)
-		return errorf(ret_error, e, "%s", err ?: strerror(-e));
+		return error_pass(e, &err, ret_error);
 	return 0;
 }
 
@@ -88,7 +88,7 @@ int controller_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 	    (e = capability_check(b, r->volume_capability, "volume_capability", ret_error)) < 0)
 		return e;
 	if ((e = capacity_range_size(r->capacity_range, 0, backend_size_unit(b), &size, &err)) < 0)
-		return errorf(ret_error, e, "%s", err);
+		return error_pass(e, &err, ret_error);
 	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;
 	/* Nothing to grow: its size as it is, and the node refreshes what it sees. */
@@ -100,7 +100,7 @@ int controller_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 			      "than %lld (volumes never shrink)",
 			      r->volume_id, (unsigned long long)done.size,
 			      (long long)r->capacity_range->limit_bytes);
-	if (size > done.size && (e = submit(ret_error, d, r->volume_id, size, NULL, 0, &done)) < 0)
+	if (size > done.size && (e = submit(d, r->volume_id, size, NULL, 0, &done, ret_error)) < 0)
 		return e;
 	Csi__V1__ControllerExpandVolumeResponse *resp =
 		xnew0(Csi__V1__ControllerExpandVolumeResponse, 1);
@@ -122,16 +122,23 @@ int controller_modify_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 
 	if (!r->volume_id || !*r->volume_id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
-	kv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
-	if (volume_params_check_mutable(kv, r->n_mutable_parameters, &err) < 0)
-		return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
 	Backend *b = volume_backend(d, r->volume_id, NULL);
+	kv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
+	BackendParams p = {};
+	e = backend_parse_params(
+		b,
+		&(BackendParamsRequest){.use = BACKEND_PARAMS_MODIFY,
+					.mutable_parameters = kv,
+					.n_mutable_parameters = r->n_mutable_parameters},
+		&p, ret_error);
+	if (e < 0)
+		return e;
 	if ((e = volume_lookup(b, r->volume_id, &v, ret_error)) < 0)
 		return e;
 	backend_volume_done(&v);
 	/* Values are checked against the merged change (the size a concurrent expand brings
 	 * included) when it is applied, as EC2 checks the EBS driver's merged modification. */
-	if ((e = submit(ret_error, d, r->volume_id, 0, kv, r->n_mutable_parameters, NULL)) < 0)
+	if ((e = submit(d, r->volume_id, 0, kv, r->n_mutable_parameters, NULL, ret_error)) < 0)
 		return e;
 
 	Csi__V1__ControllerModifyVolumeResponse *resp =

@@ -24,7 +24,7 @@ Csi__V1__Snapshot *snapshot_to_csi(const BackendSnapshot *s)
 
 /* VolumeSnapshotClass parameters the EBS driver knows and the backends keep: tags. The
  * external-snapshotter's own csi.storage.k8s.io/ keys are ignored. */
-int snapshot_params_parse(char **ret_error, void *const *entries, size_t n, Strmap *ret)
+int snapshot_params_parse(void *const *entries, size_t n, Strmap *ret, char **ret_error)
 {
 	_cleanup_free_ ParamKV *kv = NULL;
 	size_t tags = 0;
@@ -67,8 +67,8 @@ static ProtobufCMessage *create_reply(const BackendSnapshot *s)
 }
 
 /* A snapshot of that name exists: the same request gets it back, another one ALREADY_EXISTS. */
-static int create_compare(char **ret_error, const Csi__V1__CreateSnapshotRequest *r,
-			  const BackendSnapshot *existing)
+static int create_compare(const Csi__V1__CreateSnapshotRequest *r, const BackendSnapshot *existing,
+			  char **ret_error)
 {
 	if (strcmp(existing->source_volume_id, r->source_volume_id) != 0)
 		return errorf(ret_error, -EEXIST, "snapshot '%s' exists for another volume (%s)",
@@ -85,12 +85,12 @@ int controller_create_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufC
 	Strmap params = {};
 	int e;
 
-	if ((e = create_name_check(ret_error, r->name)) < 0)
+	if ((e = create_name_check(r->name, ret_error)) < 0)
 		return e;
 	if (!r->source_volume_id || !*r->source_volume_id)
 		return errorf(ret_error, -EINVAL, "source_volume_id: missing");
-	if ((e = snapshot_params_parse(ret_error, (void *const *)r->parameters, r->n_parameters,
-				       &params)) < 0)
+	if ((e = snapshot_params_parse((void *const *)r->parameters, r->n_parameters, &params,
+				       ret_error)) < 0)
 		goto out;
 	if (inflight_holdf(d->inflight, &hold, "snap:%s", r->name) < 0) {
 		e = errorf(ret_error, -EBUSY, "a CreateSnapshot for '%s' is already in progress",
@@ -106,7 +106,7 @@ int controller_create_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufC
 	usec_t start = now_usec(CLOCK_MONOTONIC);
 	e = BACKEND_CALL(b, create_snapshot, &c, &s, ret_error);
 	if (e == -EEXIST)
-		e = create_compare(ret_error, r, &s);
+		e = create_compare(r, &s, ret_error);
 	else if (e == 0)
 		log_info("created snapshot %s (%s) of volume %s by %s in %llu ms", s.id, r->name,
 			 r->source_volume_id, s.copy_method ?: "copy",

@@ -29,7 +29,7 @@ static bool name_valid(const char *name)
 	return true;
 }
 
-int create_name_check(char **ret_error, const char *name)
+int create_name_check(const char *name, char **ret_error)
 {
 	if (!name || !*name)
 		return errorf(ret_error, -EINVAL, "name: missing");
@@ -186,8 +186,8 @@ typedef struct CreateSpec {
 	const char *source_kind, *source_id;
 } CreateSpec;
 
-static int create_check_capabilities(char **ret_error, Backend *b,
-				     const Csi__V1__CreateVolumeRequest *r, CreateSpec *spec)
+static int create_check_capabilities(Backend *b, const Csi__V1__CreateVolumeRequest *r,
+				     CreateSpec *spec, char **ret_error)
 {
 	int e;
 
@@ -210,8 +210,8 @@ static int create_check_capabilities(char **ret_error, Backend *b,
 
 /* The size of the content source (0 without one, or when the default backend does not find it:
  * its create_volume then says why); any other failure as the backend said it. */
-static int create_check_source(char **ret_error, Driver *d, const Csi__V1__VolumeContentSource *src,
-			       CreateSpec *spec, uint64_t *ret_source_size)
+static int create_check_source(Driver *d, const Csi__V1__VolumeContentSource *src, CreateSpec *spec,
+			       uint64_t *ret_source_size, char **ret_error)
 {
 	Backend *b = backend_default(d->backends);
 	_cleanup_free_ char *err = NULL;
@@ -239,30 +239,30 @@ static int create_check_source(char **ret_error, Driver *d, const Csi__V1__Volum
 	 * which. Any other failure (UNIMPLEMENTED, a backend that cannot read its records) as the
 	 * backend said it. */
 	if (e < 0 && e != -ENOENT)
-		return errorf(ret_error, e, "%s", err);
+		return error_pass(e, &err, ret_error);
 	return 0;
 }
 
-static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolumeRequest *r,
-			CreateSpec *spec)
+static int create_parse(Driver *d, const Csi__V1__CreateVolumeRequest *r, CreateSpec *spec,
+			char **ret_error)
 {
 	_cleanup_free_ char *err = NULL;
 	_cleanup_free_ ParamKV *kv = NULL, *mkv = NULL;
 	uint64_t source_size;
 	int e;
 
-	if ((e = create_name_check(ret_error, r->name)) < 0)
+	if ((e = create_name_check(r->name, ret_error)) < 0)
 		return e;
-	if ((e = create_check_capabilities(ret_error, backend_default(d->backends), r, spec)) < 0)
+	if ((e = create_check_capabilities(backend_default(d->backends), r, spec, ret_error)) < 0)
 		return e;
-	if ((e = create_check_source(ret_error, d, r->volume_content_source, spec, &source_size)) <
+	if ((e = create_check_source(d, r->volume_content_source, spec, &source_size, ret_error)) <
 	    0)
 		return e;
 	Backend *b = backend_default(d->backends);
 	e = capacity_range_size(r->capacity_range, MAX(backend_default_size(b), source_size),
 				backend_size_unit(b), &spec->size, &err);
 	if (e < 0)
-		return errorf(ret_error, e, "%s", err);
+		return error_pass(e, &err, ret_error);
 	if (spec->size < source_size)
 		return errorf(ret_error, -ERANGE,
 			      "capacity_range: %llu bytes is smaller than the source %s %s "
@@ -271,21 +271,21 @@ static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolume
 			      (unsigned long long)source_size);
 
 	kv = pbmap_to_kv((void *const *)r->parameters, r->n_parameters);
-	if (volume_params_parse(kv, r->n_parameters, spec->size, &spec->params, &err) < 0)
-		return errorf(ret_error, -EINVAL, "parameters: %s", err);
-	if (r->n_mutable_parameters > 0) {
-		VolumeParams modified;
-		mkv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
-		if (volume_params_check_mutable(mkv, r->n_mutable_parameters, &err) < 0 ||
-		    volume_params_modify(&spec->params, spec->size, mkv, r->n_mutable_parameters,
-					 &modified, &err) < 0)
-			return errorf(ret_error, -EINVAL, "mutable_parameters: %s", err);
-		volume_params_done(&spec->params);
-		spec->params = modified;
-	}
-	if (volume_params_check_capability(&spec->params, spec->block && !*spec->fs_type,
-					   spec->fs_type, &err) < 0)
-		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	mkv = pbmap_to_kv((void *const *)r->mutable_parameters, r->n_mutable_parameters);
+	BackendParamsRequest q = {
+		.use = BACKEND_PARAMS_CREATE,
+		.parameters = kv,
+		.n_parameters = r->n_parameters,
+		.mutable_parameters = mkv,
+		.n_mutable_parameters = r->n_mutable_parameters,
+		.size = spec->size,
+		.block = spec->block && !*spec->fs_type,
+		.fstype = spec->fs_type,
+	};
+	BackendParams p = {};
+	if ((e = backend_parse_params(b, &q, &p, ret_error)) < 0)
+		return e;
+	spec->params = p.params;
 	/* again with the parameters: a mode may need a volume type (EBS Multi-Attach: io1, io2) */
 	for (size_t i = 0; i < r->n_volume_capabilities; i++) {
 		char field[48];
@@ -298,8 +298,8 @@ static int create_parse(char **ret_error, Driver *d, const Csi__V1__CreateVolume
 }
 
 /* A volume of that name exists: the same request gets it back, another one ALREADY_EXISTS. */
-static int create_compare(char **ret_error, const Csi__V1__CreateVolumeRequest *r,
-			  const CreateSpec *spec, const BackendVolume *existing)
+static int create_compare(const Csi__V1__CreateVolumeRequest *r, const CreateSpec *spec,
+			  const BackendVolume *existing, char **ret_error)
 {
 	if (!capacity_range_allows(r->capacity_range, existing->size))
 		return errorf(ret_error, -EEXIST,
@@ -338,8 +338,8 @@ static void create_log(const BackendVolume *v)
 }
 
 /* Asks the default backend for the volume spec describes. */
-static int create_call(char **ret_error, Driver *d, const Csi__V1__CreateVolumeRequest *r,
-		       const CreateSpec *spec, BackendVolume *ret)
+static int create_call(Driver *d, const Csi__V1__CreateVolumeRequest *r, const CreateSpec *spec,
+		       BackendVolume *ret, char **ret_error)
 {
 	const Csi__V1__TopologyRequirement *t = r->accessibility_requirements;
 	BackendTopology *requisite = t ? topologies_from(t->requisite, t->n_requisite) : NULL;
@@ -375,16 +375,16 @@ int controller_create_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 	BackendVolume v = {};
 	int e;
 
-	if ((e = create_parse(ret_error, d, r, &spec)) < 0)
+	if ((e = create_parse(d, r, &spec, ret_error)) < 0)
 		goto out;
 	if (inflight_holdf(d->inflight, &hold, "create:%s", r->name) < 0) {
 		e = errorf(ret_error, -EBUSY, "a CreateVolume for '%s' is already in progress",
 			   r->name);
 		goto out;
 	}
-	e = create_call(ret_error, d, r, &spec, &v);
+	e = create_call(d, r, &spec, &v, ret_error);
 	if (e == -EEXIST)
-		e = create_compare(ret_error, r, &spec, &v);
+		e = create_compare(r, &spec, &v, ret_error);
 	else if (e == 0)
 		create_log(&v);
 	if (e == 0)
@@ -578,8 +578,16 @@ int controller_get_capacity(Driver *d, const ProtobufCMessage *req, ProtobufCMes
 	}
 	/* The StorageClass's parameters: well formed, and the sizes they allow. */
 	kv = pbmap_to_kv((void *const *)r->parameters, r->n_parameters);
-	if (volume_params_size_range(kv, r->n_parameters, &q.min_size, &q.max_size, &err) < 0)
-		return errorf(ret_error, -EINVAL, "parameters: %s", err);
+	BackendParams p = {};
+	e = backend_parse_params(b,
+				 &(BackendParamsRequest){.use = BACKEND_PARAMS_CAPACITY,
+							 .parameters = kv,
+							 .n_parameters = r->n_parameters},
+				 &p, ret_error);
+	if (e < 0)
+		return e;
+	q.min_size = p.min_size;
+	q.max_size = p.max_size;
 	if (r->accessible_topology) {
 		topology_to_strmap(r->accessible_topology, &topology);
 		q.topology = &topology;

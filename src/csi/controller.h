@@ -35,11 +35,11 @@ Csi__V1__Snapshot *snapshot_to_csi(const BackendSnapshot *s);
 
 /* Checks the name of a CreateVolume/CreateSnapshot/CreateVolumeGroupSnapshot request: 0, or
  * INVALID_ARGUMENT naming the field. */
-int create_name_check(char **ret_error, const char *name);
+int create_name_check(const char *name, char **ret_error);
 
 /* Checks VolumeSnapshotClass parameters (tagSpecification_N; csi.storage.k8s.io/ ignored)
  * into ret; INVALID_ARGUMENT naming the key otherwise. */
-int snapshot_params_parse(char **ret_error, void *const *entries, size_t n, Strmap *ret);
+int snapshot_params_parse(void *const *entries, size_t n, Strmap *ret, char **ret_error);
 
 /* The volume id names, from b (the backend that serves it): NOT_FOUND naming volume_id when
  * there is none or its record is damaged (such a volume is only listed and deleted). */

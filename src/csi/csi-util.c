@@ -248,6 +248,22 @@ Backend *volume_backend(const Driver *d, const char *volume_id, const Strmap *co
 	return backend_for_volume(d->backends, volume_id, context);
 }
 
+int backend_parse_params(Backend *b, const BackendParamsRequest *r, BackendParams *ret,
+			 char **ret_error)
+{
+	if (b->ops->parse_params)
+		return b->ops->parse_params(b, r, ret, ret_error);
+	if (r->n_parameters > 0)
+		return errorf(ret_error, -EINVAL, "parameters: %s: %s volumes take no parameters",
+			      r->parameters[0].key, b->ops->name);
+	if (r->n_mutable_parameters > 0)
+		return errorf(ret_error, -EINVAL,
+			      "mutable_parameters: %s: %s volumes take no parameters",
+			      r->mutable_parameters[0].key, b->ops->name);
+	*ret = (BackendParams){};
+	return 0;
+}
+
 int backend_unimplemented(const Backend *b, const char *op, char **ret_error)
 {
 	return errorf(ret_error, -EOPNOTSUPP, "the %s backend has no %s", b->ops->name, op);

@@ -88,6 +88,11 @@ Backend *volume_backend(const struct Driver *d, const char *volume_id, const Str
 		      : backend_unimplemented((b), #op, (ret_error)))
 int backend_unimplemented(const Backend *b, const char *op, char **ret_error);
 
+/* The backend's parse_params, or for a backend without it: no parameters, or -EINVAL naming
+ * the first one given. */
+int backend_parse_params(Backend *b, const BackendParamsRequest *r, BackendParams *ret,
+			 char **ret_error);
+
 /* CSI topologies and the backends' (BackendTopology, a Strmap of segments). */
 
 /* A heap Topology with the segments of m. */

@@ -28,8 +28,7 @@ typedef struct Driver {
 	 * an expand or a modify to a volume's node, so none is advertised, and NodeExpandVolume
 	 * grows the volume. */
 	bool distributed;
-	const char *pool; /* the pool's directory, for status */
-	usec_t started;	  /* CLOCK_MONOTONIC; set by driver_init() */
+	usec_t started; /* CLOCK_MONOTONIC; set by driver_init() */
 
 	Backend **backends;	     /* the default first (backend.h); owned */
 	Inflight *inflight;	     /* keys of the calls being served */

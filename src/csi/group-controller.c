@@ -47,8 +47,8 @@ static Csi__V1__VolumeGroupSnapshot *group_to_csi(const BackendGroup *g)
 
 /* A group of that name exists: the same request (the same source volumes, in order, each
  * member there) gets it back, another one ALREADY_EXISTS. */
-static int create_compare(char **ret_error, const Csi__V1__CreateVolumeGroupSnapshotRequest *r,
-			  const BackendGroup *existing)
+static int create_compare(const Csi__V1__CreateVolumeGroupSnapshotRequest *r,
+			  const BackendGroup *existing, char **ret_error)
 {
 	bool same = existing->ready && existing->n_snapshots == r->n_source_volume_ids;
 
@@ -79,12 +79,12 @@ int group_controller_create_snapshot(Driver *d, const ProtobufCMessage *req, Pro
 	Strmap params = {};
 	int e;
 
-	if ((e = create_name_check(ret_error, r->name)) < 0)
+	if ((e = create_name_check(r->name, ret_error)) < 0)
 		return e;
 	if (r->n_source_volume_ids == 0)
 		return errorf(ret_error, -EINVAL, "source_volume_ids: at least one is required");
-	if ((e = snapshot_params_parse(ret_error, (void *const *)r->parameters, r->n_parameters,
-				       &params)) < 0)
+	if ((e = snapshot_params_parse((void *const *)r->parameters, r->n_parameters, &params,
+				       ret_error)) < 0)
 		goto out;
 	if (inflight_holdf(d->inflight, &hold, "group:%s", r->name) < 0) {
 		e = errorf(ret_error, -EBUSY, "a CreateVolumeGroupSnapshot for '%s' is in progress",
@@ -100,7 +100,7 @@ int group_controller_create_snapshot(Driver *d, const ProtobufCMessage *req, Pro
 	Backend *b = backend_default(d->backends);
 	e = BACKEND_CALL(b, create_group, &c, &g, ret_error);
 	if (e == -EEXIST)
-		e = create_compare(ret_error, r, &g);
+		e = create_compare(r, &g, ret_error);
 	else if (e == 0)
 		log_info("created group snapshot %s (%s) of %zu volumes", g.id, r->name,
 			 g.n_snapshots);

@@ -13,14 +13,14 @@
 #include "ownership.h"
 #include "parse-util.h"
 
-static int volume_id_check(char **ret_error, const char *id)
+static int volume_id_check(const char *id, char **ret_error)
 {
 	if (!id || !*id)
 		return errorf(ret_error, -EINVAL, "volume_id: missing");
 	return 0;
 }
 
-static int hold_volume(char **ret_error, Driver *d, const char *id, InflightHold **ret)
+static int hold_volume(Driver *d, const char *id, InflightHold **ret, char **ret_error)
 {
 	if (inflight_holdf(d->inflight, ret, "node:%s", id) < 0)
 		return errorf(ret_error, -EBUSY, "an operation on volume %s is in progress", id);
@@ -40,7 +40,7 @@ int node_stage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage *
 	_cleanup_(strmap_done) Strmap ctx = {}, publish_ctx = {}, secrets = {};
 	int e;
 
-	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
+	if ((e = volume_id_check(r->volume_id, ret_error)) < 0)
 		return e;
 	if (!r->staging_target_path || !*r->staging_target_path)
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
@@ -49,7 +49,7 @@ int node_stage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage *
 	if ((e = capability_check(b, r->volume_capability, "volume_capability", ret_error)) < 0)
 		return e;
 	bool block = capability_block(r->volume_capability);
-	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
+	if ((e = hold_volume(d, r->volume_id, &hold, ret_error)) < 0)
 		return e;
 	pbmap_to_strmap((void *const *)r->publish_context, r->n_publish_context, &publish_ctx);
 	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &secrets);
@@ -80,11 +80,11 @@ int node_unstage_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	int e;
 
-	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
+	if ((e = volume_id_check(r->volume_id, ret_error)) < 0)
 		return e;
 	if (!r->staging_target_path || !*r->staging_target_path)
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
-	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
+	if ((e = hold_volume(d, r->volume_id, &hold, ret_error)) < 0)
 		return e;
 	BackendUnstage u = {.volume_id = r->volume_id, .staging_path = r->staging_target_path};
 	Backend *b = volume_backend(d, r->volume_id, NULL);
@@ -121,7 +121,7 @@ static int publish_ownership(int root_fd, bool read_only, const char *policy, vo
 }
 
 /* volume_mount_group, checked before anything is mounted. */
-static int publish_group(char **ret_error, const Csi__V1__NodePublishVolumeRequest *r, gid_t *ret)
+static int publish_group(const Csi__V1__NodePublishVolumeRequest *r, gid_t *ret, char **ret_error)
 {
 	const char *group = r->volume_capability->mount
 				    ? r->volume_capability->mount->volume_mount_group
@@ -150,7 +150,7 @@ int node_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 	};
 	int e;
 
-	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
+	if ((e = volume_id_check(r->volume_id, ret_error)) < 0)
 		return e;
 	if (!r->target_path || !*r->target_path)
 		return errorf(ret_error, -EINVAL, "target_path: missing");
@@ -159,9 +159,9 @@ int node_publish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage
 	if ((e = capability_check(b, r->volume_capability, "volume_capability", ret_error)) < 0)
 		return e;
 	bool block = capability_block(r->volume_capability);
-	if (!block && (e = publish_group(ret_error, r, &own.gid)) < 0)
+	if (!block && (e = publish_group(r, &own.gid, ret_error)) < 0)
 		return e;
-	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
+	if ((e = hold_volume(d, r->volume_id, &hold, ret_error)) < 0)
 		return e;
 	pbmap_to_strmap((void *const *)r->publish_context, r->n_publish_context, &publish_ctx);
 	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &secrets);
@@ -197,11 +197,11 @@ int node_unpublish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessa
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	int e;
 
-	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
+	if ((e = volume_id_check(r->volume_id, ret_error)) < 0)
 		return e;
 	if (!r->target_path || !*r->target_path)
 		return errorf(ret_error, -EINVAL, "target_path: missing");
-	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
+	if ((e = hold_volume(d, r->volume_id, &hold, ret_error)) < 0)
 		return e;
 	BackendUnpublish u = {.volume_id = r->volume_id, .target_path = r->target_path};
 	Backend *b = volume_backend(d, r->volume_id, NULL);
@@ -215,8 +215,8 @@ int node_unpublish_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessa
 }
 
 /* A capacity range's bounds, or -EINVAL naming the one that is negative. */
-static int range_bounds(char **ret_error, const Csi__V1__CapacityRange *range,
-			uint64_t *ret_required, uint64_t *ret_limit)
+static int range_bounds(const Csi__V1__CapacityRange *range, uint64_t *ret_required,
+			uint64_t *ret_limit, char **ret_error)
 {
 	*ret_required = *ret_limit = 0;
 	if (!range)
@@ -242,17 +242,17 @@ int node_expand_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMessage 
 	uint64_t required, limit;
 	int e;
 
-	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
+	if ((e = volume_id_check(r->volume_id, ret_error)) < 0)
 		return e;
 	if (!r->volume_path || !*r->volume_path)
 		return errorf(ret_error, -EINVAL, "volume_path: missing");
-	if ((e = range_bounds(ret_error, r->capacity_range, &required, &limit)) < 0)
+	if ((e = range_bounds(r->capacity_range, &required, &limit, ret_error)) < 0)
 		return e;
 	/* Optional here; when given it must be whole, as the backend reads it. */
 	if (r->volume_capability &&
 	    (e = capability_check_spec(r->volume_capability, "volume_capability", ret_error)) < 0)
 		return e;
-	if ((e = hold_volume(ret_error, d, r->volume_id, &hold)) < 0)
+	if ((e = hold_volume(d, r->volume_id, &hold, ret_error)) < 0)
 		return e;
 	BackendNodeExpand x = {
 		.volume_id = r->volume_id,
@@ -317,7 +317,7 @@ int node_get_volume_stats(Driver *d, const ProtobufCMessage *req, ProtobufCMessa
 	BackendStats s = {};
 	int e;
 
-	if ((e = volume_id_check(ret_error, r->volume_id)) < 0)
+	if ((e = volume_id_check(r->volume_id, ret_error)) < 0)
 		return e;
 	if (!r->volume_path || !*r->volume_path)
 		return errorf(ret_error, -EINVAL, "volume_path: missing");

@@ -359,8 +359,8 @@ static const char *json_kind(const json_t *v)
 }
 
 /* -EPROTO, with what is wrong (key as the driver spelled it) in *ret_error when wanted. */
-static int wrong_type(char **ret_error, const char *what, const char *key, const json_t *v,
-		      const char *want)
+static int wrong_type(const char *what, const char *key, const json_t *v, const char *want,
+		      char **ret_error)
 {
 	if (ret_error)
 		*ret_error = xasprintf("%s\"%s\" is %s, not %s", what, key, json_kind(v), want);
@@ -372,7 +372,7 @@ static int take_string(const char *key, json_t *v, char **field, char **ret_erro
 	if (json_is_null(v))
 		return 0; /* like Go: null leaves the field alone */
 	if (!json_is_string(v))
-		return wrong_type(ret_error, "", key, v, "a string");
+		return wrong_type("", key, v, "a string", ret_error);
 	free(*field);
 	*field = xstrdup(json_string_value(v));
 	return 0;
@@ -383,7 +383,7 @@ static int take_bool(const char *what, const char *key, json_t *v, bool *field, 
 	if (json_is_null(v))
 		return 0;
 	if (!json_is_boolean(v))
-		return wrong_type(ret_error, what, key, v, "a bool");
+		return wrong_type(what, key, v, "a bool", ret_error);
 	*field = json_is_true(v);
 	return 0;
 }
@@ -438,7 +438,7 @@ static int reply_from_object(json_t *o, FlexReply *ret, char **ret_error)
 				r = parse_capabilities(v, &rep.capabilities, ret_error);
 				rep.has_capabilities = true;
 			} else
-				r = wrong_type(ret_error, "", key, v, "an object");
+				r = wrong_type("", key, v, "an object", ret_error);
 		}
 		if (r < 0) {
 			flex_reply_done(&rep);
@@ -864,7 +864,7 @@ int flex_verdict_to_errno(const FlexRun *run)
 	}
 }
 
-static int fail(char **ret_error, int r, char *msg)
+static int fail(int r, char *msg, char **ret_error)
 {
 	if (ret_error)
 		*ret_error = msg;
@@ -880,17 +880,18 @@ int flex_call(const char *driver, const char *exe, const FlexCallConfig *cfg, Fl
 	FlexRun run;
 
 	if (!cmd_name)
-		return fail(ret_error, -EINVAL,
-			    xasprintf("driver \"%s\": unknown command %d", driver, (int)cmd));
+		return fail(-EINVAL,
+			    xasprintf("driver \"%s\": unknown command %d", driver, (int)cmd),
+			    ret_error);
 	int r = flex_run(driver, exe, cfg, cmd, args, &run);
 	if (r < 0) {
 		char *msg = xasprintf("driver \"%s\" %s: missing argument", driver, cmd_name);
 		log_debug("%s", msg);
-		return fail(ret_error, r, msg);
+		return fail(r, msg, ret_error);
 	}
 	r = flex_verdict_to_errno(&run);
 	if (r < 0)
-		fail(ret_error, r, TAKE_PTR(run.problem));
+		fail(r, TAKE_PTR(run.problem), ret_error);
 	else if (ret) {
 		*ret = run.reply;
 		run.reply = (FlexReply){};

@@ -16,7 +16,7 @@
 #include "random-util.h"
 #include "registry.h"
 
-static int set_error(char **ret_error, int r, char *msg)
+static int set_error(int r, char *msg, char **ret_error)
 {
 	log_debug("%s", msg);
 	if (ret_error)
@@ -30,20 +30,22 @@ static int set_error(char **ret_error, int r, char *msg)
 static int folder_of(const char *vendor, const char *name, char **ret, char **ret_error)
 {
 	if (!name || !*name || strchr(name, '/') || strchr(name, '~') || name[0] == '.')
-		return set_error(ret_error, -EINVAL,
+		return set_error(-EINVAL,
 				 xasprintf("invalid driver name \"%s\": must not be empty, start "
 					   "with '.', or contain '/' or '~'",
-					   name ?: ""));
+					   name ?: ""),
+				 ret_error);
 	bool has_vendor = vendor && *vendor;
 	if (has_vendor && (strchr(vendor, '/') || strchr(vendor, '~')))
 		return set_error(
-			ret_error, -EINVAL,
-			xasprintf("invalid vendor \"%s\": must not contain '/' or '~'", vendor));
+			-EINVAL,
+			xasprintf("invalid vendor \"%s\": must not contain '/' or '~'", vendor),
+			ret_error);
 	_cleanup_free_ char *driver = has_vendor ? xasprintf("%s/%s", vendor, name) : xstrdup(name);
 	char *error = NULL;
 	int r = flex_driver_name_validate(driver, &error);
 	if (r < 0)
-		return set_error(ret_error, r, error);
+		return set_error(r, error, ret_error);
 	*ret = flex_driver_name_to_folder(driver);
 	return 0;
 }
@@ -88,15 +90,15 @@ int flex_install(const char *plugin_dir, const char *vendor, const char *name, c
 	src_fd = open(src, O_RDONLY | O_CLOEXEC);
 	if (src_fd < 0 || fstat(src_fd, &st) < 0) {
 		r = negative_errno();
-		return set_error(ret_error, r, xasprintf("cannot read %s: %s", src, strerror(-r)));
+		return set_error(r, xasprintf("cannot read %s: %s", src, strerror(-r)), ret_error);
 	}
 	if (!S_ISREG(st.st_mode))
-		return set_error(ret_error, -EINVAL, xasprintf("%s is not a regular file", src));
+		return set_error(-EINVAL, xasprintf("%s is not a regular file", src), ret_error);
 
 	r = mkdir_p(plugin_dir, 0755);
 	if (r < 0)
-		return set_error(ret_error, r,
-				 xasprintf("cannot create %s: %s", plugin_dir, strerror(-r)));
+		return set_error(r, xasprintf("cannot create %s: %s", plugin_dir, strerror(-r)),
+				 ret_error);
 	dir_fd = open(plugin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir_fd < 0)
 		goto io_error;
@@ -124,25 +126,26 @@ int flex_install(const char *plugin_dir, const char *vendor, const char *name, c
 		r = negative_errno();
 	if (r < 0) {
 		(void)unlinkat(folder_fd, tmp, 0);
-		return set_error(ret_error, r,
+		return set_error(r,
 				 xasprintf("cannot install %s/%s/%s: %s", plugin_dir, folder, name,
-					   strerror(-r)));
+					   strerror(-r)),
+				 ret_error);
 	}
 	r = fsync_dir(folder_fd);
 	if (r == 0 && created)
 		r = fsync_dir(dir_fd);
 	if (r < 0)
 		return set_error(
-			ret_error, r,
-			xasprintf("cannot sync %s/%s: %s", plugin_dir, folder, strerror(-r)));
+			r, xasprintf("cannot sync %s/%s: %s", plugin_dir, folder, strerror(-r)),
+			ret_error);
 	log_debug("flex install: %s -> %s/%s/%s", src, plugin_dir, folder, name);
 	return 0;
 
 io_error:
 	r = negative_errno();
 	return set_error(
-		ret_error, r,
-		xasprintf("cannot install into %s/%s: %s", plugin_dir, folder, strerror(-r)));
+		r, xasprintf("cannot install into %s/%s: %s", plugin_dir, folder, strerror(-r)),
+		ret_error);
 }
 
 /* Deletes name below dir_fd and everything in it, never following a symlink. */
@@ -192,29 +195,30 @@ int flex_remove(const char *plugin_dir, const char *vendor, const char *name, ch
 	dir_fd = open(plugin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir_fd < 0) {
 		r = negative_errno();
-		return set_error(ret_error, r,
-				 xasprintf("cannot open %s: %s", plugin_dir, strerror(-r)));
+		return set_error(r, xasprintf("cannot open %s: %s", plugin_dir, strerror(-r)),
+				 ret_error);
 	}
 	gone = xasprintf(".%s.removing-%016" PRIx64, folder, random_u64());
 	if (renameat(dir_fd, folder, dir_fd, gone) < 0) {
 		r = negative_errno();
 		if (r == -ENOENT)
-			return set_error(ret_error, r,
-					 xasprintf("no driver folder %s/%s", plugin_dir, folder));
+			return set_error(r, xasprintf("no driver folder %s/%s", plugin_dir, folder),
+					 ret_error);
 		return set_error(
-			ret_error, r,
-			xasprintf("cannot remove %s/%s: %s", plugin_dir, folder, strerror(-r)));
+			r, xasprintf("cannot remove %s/%s: %s", plugin_dir, folder, strerror(-r)),
+			ret_error);
 	}
 	r = fsync_dir(dir_fd);
 	if (r < 0)
-		return set_error(ret_error, r,
-				 xasprintf("cannot sync %s: %s", plugin_dir, strerror(-r)));
+		return set_error(r, xasprintf("cannot sync %s: %s", plugin_dir, strerror(-r)),
+				 ret_error);
 	/* The driver is gone for every watcher now; a failure below leaves only a dot-folder. */
 	r = rm_rf_at(dir_fd, gone);
 	if (r < 0)
-		return set_error(ret_error, r,
+		return set_error(r,
 				 xasprintf("removed %s/%s, but deleting %s failed: %s", plugin_dir,
-					   folder, gone, strerror(-r)));
+					   folder, gone, strerror(-r)),
+				 ret_error);
 	log_debug("flex remove: %s/%s", plugin_dir, folder);
 	return 0;
 }
@@ -246,15 +250,16 @@ static int exe_at(const char *driver, const char *path, char **ret_exe, char **r
 	if (access(path, X_OK) < 0) {
 		int r = negative_errno();
 		return set_error(
-			ret_error, r,
+			r,
 			driver ? xasprintf("driver \"%s\": %s: %s", driver, path, strerror(-r))
-			       : xasprintf("%s: %s", path, strerror(-r)));
+			       : xasprintf("%s: %s", path, strerror(-r)),
+			ret_error);
 	}
 	char *abs = flex_path_absolute(path);
 	if (!abs) {
 		int r = negative_errno();
-		return set_error(ret_error, r,
-				 xasprintf("%s: the working directory: %s", path, strerror(-r)));
+		return set_error(r, xasprintf("%s: the working directory: %s", path, strerror(-r)),
+				 ret_error);
 	}
 	*ret_exe = abs;
 	return 0;
@@ -280,10 +285,10 @@ int flex_driver_locate(const char *plugin_dir, const char *driver, char **ret_ex
 		return locate_path(driver, ret_exe, ret_name, ret_error);
 	if (flex_driver_name_validate(driver, &error) < 0)
 		return is_file ? locate_path(driver, ret_exe, ret_name, ret_error)
-			       : set_error(ret_error, -EINVAL, TAKE_PTR(error));
+			       : set_error(-EINVAL, TAKE_PTR(error), ret_error);
 	folder = flex_driver_name_to_folder(driver);
 	if (flex_driver_folder_parse(folder, &name, &exe_name, &error) < 0)
-		return set_error(ret_error, -EINVAL, TAKE_PTR(error));
+		return set_error(-EINVAL, TAKE_PTR(error), ret_error);
 	exe = xasprintf("%s/%s/%s", plugin_dir, folder, exe_name);
 	if (access(exe, X_OK) < 0 && is_file)
 		return locate_path(driver, ret_exe, ret_name, ret_error);

@@ -69,7 +69,7 @@ static bool dns1123_subdomain_ok(const char *s, size_t n)
 	return true;
 }
 
-static int name_error(char **ret_error, const char *name, const char *why)
+static int name_error(const char *name, const char *why, char **ret_error)
 {
 	if (ret_error)
 		*ret_error = xasprintf("invalid driver name \"%s\": %s", name, why);
@@ -83,28 +83,31 @@ int flex_driver_name_validate(const char *name, char **ret_error)
 
 	if (slash) {
 		if (strchr(slash + 1, '/'))
-			return name_error(ret_error, name,
+			return name_error(name,
 					  "a qualified name has at most one '/' (folder "
-					  "\"vendor~driver\")");
+					  "\"vendor~driver\")",
+					  ret_error);
 		if (slash == name)
-			return name_error(ret_error, name, "the prefix part must not be empty");
+			return name_error(name, "the prefix part must not be empty", ret_error);
 		if (!dns1123_subdomain_ok(name, (size_t)(slash - name)))
-			return name_error(ret_error, name,
+			return name_error(name,
 					  "the prefix part must be a DNS subdomain: lower case "
 					  "alphanumerics, '-' and '.', starting and ending with an "
-					  "alphanumeric, at most 253 characters");
+					  "alphanumeric, at most 253 characters",
+					  ret_error);
 		part = slash + 1;
 	}
 	size_t n = strlen(part);
 	if (n == 0)
-		return name_error(ret_error, name, "the name part must not be empty");
+		return name_error(name, "the name part must not be empty", ret_error);
 	if (n > QUALIFIED_NAME_MAX)
-		return name_error(ret_error, name,
-				  "the name part must be no more than 63 characters");
+		return name_error(name, "the name part must be no more than 63 characters",
+				  ret_error);
 	if (!qualified_name_part_ok(part, n))
-		return name_error(ret_error, name,
+		return name_error(name,
 				  "the name part must consist of alphanumeric characters, '-', '_' "
-				  "or '.', and must start and end with an alphanumeric character");
+				  "or '.', and must start and end with an alphanumeric character",
+				  ret_error);
 	return 0;
 }
 

@@ -180,7 +180,7 @@ json_t *pbjson_from_message(const ProtobufCMessage *m)
 
 /* JSON -> message */
 
-static int set_error(char **ret_error, const char *path, const char *what)
+static int set_error(const char *path, const char *what, char **ret_error)
 {
 	if (ret_error && !*ret_error)
 		*ret_error = xasprintf("%s: %s", path, what);
@@ -200,7 +200,7 @@ static int scalar_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, 
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
 		if (!json_is_integer(j))
-			return set_error(ret_error, path, "want an integer");
+			return set_error(path, "want an integer", ret_error);
 		*(int32_t *)p = (int32_t)json_integer_value(j);
 		return 0;
 	case PROTOBUF_C_TYPE_INT64:
@@ -209,22 +209,22 @@ static int scalar_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, 
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
 		if (!json_is_integer(j))
-			return set_error(ret_error, path, "want an integer");
+			return set_error(path, "want an integer", ret_error);
 		*(int64_t *)p = json_integer_value(j);
 		return 0;
 	case PROTOBUF_C_TYPE_FLOAT:
 		if (!json_is_number(j))
-			return set_error(ret_error, path, "want a number");
+			return set_error(path, "want a number", ret_error);
 		*(float *)p = (float)json_number_value(j);
 		return 0;
 	case PROTOBUF_C_TYPE_DOUBLE:
 		if (!json_is_number(j))
-			return set_error(ret_error, path, "want a number");
+			return set_error(path, "want a number", ret_error);
 		*(double *)p = json_number_value(j);
 		return 0;
 	case PROTOBUF_C_TYPE_BOOL:
 		if (!json_is_boolean(j))
-			return set_error(ret_error, path, "want true or false");
+			return set_error(path, "want true or false", ret_error);
 		*(protobuf_c_boolean *)p = json_is_true(j);
 		return 0;
 	case PROTOBUF_C_TYPE_ENUM: {
@@ -238,19 +238,19 @@ static int scalar_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, 
 			v = protobuf_c_enum_descriptor_get_value_by_name(f->descriptor,
 									 json_string_value(j));
 		if (!v)
-			return set_error(ret_error, path, "not a value of this enum");
+			return set_error(path, "not a value of this enum", ret_error);
 		*(int *)p = v->value;
 		return 0;
 	}
 
 	case PROTOBUF_C_TYPE_STRING:
 		if (!json_is_string(j))
-			return set_error(ret_error, path, "want a string");
+			return set_error(path, "want a string", ret_error);
 		*(char **)p = xstrdup(json_string_value(j));
 		return 0;
 	case PROTOBUF_C_TYPE_BYTES: {
 		if (!json_is_string(j))
-			return set_error(ret_error, path, "want a string");
+			return set_error(path, "want a string", ret_error);
 		ProtobufCBinaryData *b = p;
 		b->len = json_string_length(j);
 		b->data = xmalloc(b->len);
@@ -261,7 +261,7 @@ static int scalar_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, 
 		return json_to_message_at(j, f->descriptor, path, (ProtobufCMessage **)p,
 					  ret_error);
 	}
-	return set_error(ret_error, path, "unsupported field type");
+	return set_error(path, "unsupported field type", ret_error);
 }
 
 static int map_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, char **arr, size_t *n,
@@ -272,7 +272,7 @@ static int map_from_json(const ProtobufCFieldDescriptor *f, const json_t *j, cha
 	json_t *value;
 
 	if (!json_is_object(j))
-		return set_error(ret_error, path, "want an object");
+		return set_error(path, "want an object", ret_error);
 	ProtobufCMessage **entries = xnew0(ProtobufCMessage *, json_object_size(j));
 	*arr = (char *)entries;
 	json_object_foreach ((json_t *)j, key, value) {
@@ -297,7 +297,7 @@ static int repeated_from_json(const ProtobufCFieldDescriptor *f, const json_t *j
 	if (f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor))
 		return map_from_json(f, j, arr, n, path, ret_error);
 	if (!json_is_array(j))
-		return set_error(ret_error, path, "want an array");
+		return set_error(path, "want an array", ret_error);
 	*arr = xcalloc(json_array_size(j), scalar_size(f->type));
 	for (size_t i = 0; i < json_array_size(j); i++) {
 		_cleanup_free_ char *sub = xasprintf("%s[%zu]", path, i);
@@ -318,7 +318,7 @@ static int json_to_message_at(const json_t *j, const ProtobufCMessageDescriptor 
 	int r = 0;
 
 	if (!json_is_object(j))
-		return set_error(ret_error, path, "want an object");
+		return set_error(path, "want an object", ret_error);
 	ProtobufCMessage *m = xmalloc(d->sizeof_message);
 	d->message_init(m);
 	json_object_foreach ((json_t *)j, key, value) {
@@ -326,7 +326,7 @@ static int json_to_message_at(const json_t *j, const ProtobufCMessageDescriptor 
 			protobuf_c_message_descriptor_get_field_by_name(d, key);
 		_cleanup_free_ char *sub = path[0] ? xasprintf("%s.%s", path, key) : xstrdup(key);
 		if (!f) {
-			r = set_error(ret_error, sub, "no such field");
+			r = set_error(sub, "no such field", ret_error);
 			break;
 		}
 		void *p = (char *)m + f->offset;

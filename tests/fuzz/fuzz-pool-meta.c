@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "node-use.h"
 #include "pool-meta.h"
 
 static void volume_round_trip(const PoolVolume *v)

@@ -289,6 +289,12 @@ def test_loop_driver_attach_stage_publish_and_back(ctx):
         t1 = v.publish(1)
         m = mount_at(t1)
         assert m and m["fstype"] == "ext4", m  # the loop driver's mount is Not supported: a bind
+        # status counts the Flexvolume backend's stage and publish, not the pool's alone
+        s = d.ctl_json("status")
+        flex = [b for b in s["backends"] if b["name"] == "flex"]
+        assert flex and flex[0]["staged"] == 1 and flex[0]["published"] == 1, s["backends"]
+        assert s["staged"] == 1 and s["published"] == 1, s
+        assert "on this node: 1 volumes staged, 1 publish targets" in d.ctl("status").stdout
         with open(os.path.join(t1, "data"), "w") as f:
             f.write("survives")
         v.unpublish(1)

@@ -359,6 +359,36 @@ static void test_create_parameters(void)
 	       "the backend saw none of the refused requests");
 }
 
+/* The parameters are the backend's to judge: asked once a call; a backend without the
+ * operation takes none. */
+static void test_parameters_are_the_backends(void)
+{
+	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
+	_cleanup_(call_done) Call made = create(env, "p", ",'parameters':{'type':'gp3'}");
+
+	is_ok(made, "CreateVolume with parameters");
+	is_int(fake_calls(env->fake, FAKE_PARSE_PARAMS), 1, "the backend parsed them, once");
+	is_str(fake_last(env->fake, FAKE_PARSE_PARAMS, "use"), "create", "for a create");
+	is_str(fake_last(env->fake, FAKE_PARSE_PARAMS, "parameters.type"), "gp3",
+	       "the parameters as sent");
+	_cleanup_(call_done) Call cap = CALL(env, controller_get_capacity, get_capacity_request,
+					     "{'parameters':{'type':'st1'}}");
+	is_ok(cap, "GetCapacity with parameters");
+	is_str(fake_last(env->fake, FAKE_PARSE_PARAMS, "use"), "capacity", "for GetCapacity");
+
+	fake_drop(env->fake, FAKE_PARSE_PARAMS);
+	_cleanup_(call_done) Call none = create(env, "q", "");
+	_cleanup_(call_done) Call refused = create(env, "r", ",'parameters':{'type':'gp3'}");
+	_cleanup_(call_done) Call refused_cap =
+		CALL(env, controller_get_capacity, get_capacity_request,
+		     "{'parameters':{'type':'st1'}}");
+	is_ok(none, "a backend without parse_params: a create without parameters");
+	is_status(refused, "INVALID_ARGUMENT", "parameters: type: fake volumes take no parameters",
+		  "one with parameters is refused, the key named");
+	is_status(refused_cap, "INVALID_ARGUMENT",
+		  "parameters: type: fake volumes take no parameters", "GetCapacity as well");
+}
+
 static void test_create_source(void)
 {
 	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
@@ -1424,6 +1454,7 @@ int main(void)
 	test_create_capabilities();
 	test_create_capacity();
 	test_create_parameters();
+	test_parameters_are_the_backends();
 	test_create_source();
 	test_create_idempotent();
 	test_create_request_and_reply();

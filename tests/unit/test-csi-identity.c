@@ -147,9 +147,42 @@ static void test_admin_flex_off(void)
 		  "ListFlexDrivers with Flexvolume off: FAILED_PRECONDITION saying why");
 }
 
+/* GetStatus asks each backend for its status: every backend's volumes staged and published
+ * count, not only one's. */
+static void test_admin_status_every_backend(void)
+{
+	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_ALL);
+	fake_add_volume(env->fake, "fake-vol-x", "x", FAKE_GIB);
+	fake_add_volume(env->other, "other-vol-y", "y", FAKE_GIB);
+#define STAGE "{'volume_id':'%s','staging_target_path':'/tmp/s-%s','volume_capability':%s}"
+	_cleanup_(call_done) Call a = CALL(env, node_stage_volume, node_stage_volume_request, STAGE,
+					   "fake-vol-x", "a", CAP_SNW);
+	_cleanup_(call_done) Call b = CALL(env, node_stage_volume, node_stage_volume_request, STAGE,
+					   "other-vol-y", "b", CAP_SNW);
+	is_ok(a, "a volume of the default backend staged");
+	is_ok(b, "and one of the other backend");
+
+	_cleanup_(call_done) Call c =
+		call_run(&env->d, admin_get_status,
+			 &volplug__admin__v1__get_status_request__descriptor, "{}");
+	is_ok(c, "GetStatus");
+	const Volplug__Admin__V1__GetStatusResponse *r =
+		(const Volplug__Admin__V1__GetStatusResponse *)c.reply;
+	ok(r && r->n_backends == 2 && strcmp(r->backends[0]->name, "fake") == 0 &&
+		   strcmp(r->backends[1]->name, "other") == 0,
+	   "one status a backend, the default first");
+	ok(r && r->n_backends == 2 && r->backends[0]->staged == 1 && r->backends[1]->staged == 1,
+	   "each counts its own stage");
+	is_int(r ? r->staged : -1, 2, "staged on this node: every backend's");
+	ok(r && r->backends[0]->volumes == 1 && r->backends[1]->volumes == 1,
+	   "and its own volumes");
+	ok(r && !r->pool, "no backend keeps a local space: no space shown");
+}
+
 int main(void)
 {
 	test_plugin_info();
+	test_admin_status_every_backend();
 	test_plugin_capabilities();
 	test_probe();
 	test_method_tables();

@@ -201,8 +201,10 @@ static void test_delete(void)
 	_cleanup_(env_freep) Env *env = env_new(DRIVER_MODE_CONTROLLER);
 
 	fake_add_snapshot(env->fake, "fake-snap-1", "s1", "fake-vol-1", FAKE_GIB);
-	fake_add_snapshot(env->fake, "fake-snap-2", "s2", "fake-vol-1", FAKE_GIB)->group_id =
-		xstrdup("fake-group-1");
+	BackendSnapshot *grouped =
+		fake_add_snapshot(env->fake, "fake-snap-2", "s2", "fake-vol-1", FAKE_GIB);
+	free(grouped->group_id);
+	grouped->group_id = xstrdup("fake-group-1");
 	_cleanup_(call_done) Call none =
 		CALL(env, controller_delete_snapshot, delete_snapshot_request, "{}");
 	_cleanup_(call_done) Call gone =

@@ -4,8 +4,10 @@
 #include <string.h>
 
 #include "daemon-config.h"
+#include "ebs-backend.h"
 #include "log.h"
 #include "ownership.h"
+#include "pool-backend.h"
 #include "tap.h"
 
 static int parse(char **argv, DaemonConfig *c, char **error)
@@ -16,6 +18,10 @@ static int parse(char **argv, DaemonConfig *c, char **error)
 	*error = NULL;
 	return daemon_config_parse(argc, argv, c, error);
 }
+
+/* A backend's own settings, as its options set them. */
+#define POOL(c) ((const PoolSettings *)backend_settings_get((c).backend_settings, "pool"))
+#define EBS(c) ((const EbsSettings *)backend_settings_get((c).backend_settings, "ebs"))
 
 #define ARGV(...) ((char *[]){"volplugd", __VA_ARGS__, NULL})
 
@@ -45,8 +51,8 @@ int main(void)
 	is_int(c.fs_group_policy, OWNERSHIP_ON_ROOT_MISMATCH, "default ownership policy");
 	ok(c.metrics_address == NULL, "metrics off by default");
 	is_int(c.log_format, LOG_FORMAT_TEXT, "text logs by default");
-	ok(c.overprovision == 1, "default overprovision ratio 1: thick");
-	is_int(c.trim_interval, 600000000, "default trim interval 10 min");
+	ok(POOL(c)->overprovision == 1, "default overprovision ratio 1: thick");
+	is_int(POOL(c)->trim_interval, 600000000, "default trim interval 10 min");
 	daemon_config_done(&c);
 
 	is_int(parse(ARGV("--metrics-address", "127.0.0.1:9808", "--log-format", "json"), &c,
@@ -63,8 +69,8 @@ int main(void)
 
 	is_int(parse(ARGV("--overprovision-ratio", "2.5", "--trim-interval", "0"), &c, &error), 0,
 	       "thin, never trimmed");
-	ok(c.overprovision == 2.5, "overprovision ratio 2.5");
-	is_int(c.trim_interval, 0, "trim interval 0: never");
+	ok(POOL(c)->overprovision == 2.5, "overprovision ratio 2.5");
+	is_int(POOL(c)->trim_interval, 0, "trim interval 0: never");
 	daemon_config_done(&c);
 
 	is_int(parse(ARGV("--fs-group-change-policy", "always"), &c, &error), 0,
@@ -111,18 +117,19 @@ int main(void)
 		     &c, &error),
 	       0, "EBS flags parse");
 	is_str(c.backend, "ebs", "backend");
-	is_str(c.state_dir, "/var/lib/x", "state dir");
-	is_str(c.instance_type, "m5.large", "instance type");
-	is_str(c.device_dir, "/tmp/by-id", "device dir");
-	is_int(c.device_wait, 250000, "device wait");
+	is_str(EBS(c)->state_dir, "/var/lib/x", "state dir");
+	is_str(EBS(c)->instance_type, "m5.large", "instance type");
+	is_str(EBS(c)->device_dir, "/tmp/by-id", "device dir");
+	is_int(EBS(c)->device_wait, 250000, "device wait");
 	ok(c.zone_set && !c.node_id_set && !c.max_volumes_set,
 	   "which of node id, zone and attach limit were given");
 	daemon_config_done(&c);
 	is_int(parse(ARGV("node"), &c, &error), 0, "EBS defaults");
 	is_str(c.backend, "pool", "the pool by default");
-	is_str(c.state_dir, "/var/lib/volplug", "default state dir");
-	ok(!c.instance_type && !c.device_dir, "instance type and device dir: found, not set");
-	is_int(c.device_wait, 10000000, "default device wait 10 s");
+	ok(!EBS(c)->state_dir, "the EBS node's own default state dir");
+	ok(!EBS(c)->instance_type && !EBS(c)->device_dir,
+	   "instance type and device dir: found, not set");
+	is_int(EBS(c)->device_wait, 10000000, "default device wait 10 s");
 	ok(!c.zone_set && !c.node_id_set && !c.max_volumes_set, "nothing given");
 	daemon_config_done(&c);
 
@@ -131,16 +138,17 @@ int main(void)
 			  "cluster=ci,env=", "--extra-volume-tags", "team=storage"),
 		     &c, &error),
 	       0, "EBS controller flags parse");
-	is_str(c.ec2_endpoint, "http://127.0.0.1:5000/", "EC2 endpoint");
-	is_int(c.extra_tags.n, 3, "extra tags from every --extra-volume-tags");
-	is_str(strmap_get(&c.extra_tags, "cluster"), "ci", "tag cluster");
-	is_str(strmap_get(&c.extra_tags, "env"), "", "tag env, an empty value kept");
-	is_str(strmap_get(&c.extra_tags, "team"), "storage", "tag team");
+	is_str(EBS(c)->ec2_endpoint, "http://127.0.0.1:5000/", "EC2 endpoint");
+	is_int(EBS(c)->extra_tags.n, 3, "extra tags from every --extra-volume-tags");
+	is_str(strmap_get(&EBS(c)->extra_tags, "cluster"), "ci", "tag cluster");
+	is_str(strmap_get(&EBS(c)->extra_tags, "env"), "", "tag env, an empty value kept");
+	is_str(strmap_get(&EBS(c)->extra_tags, "team"), "storage", "tag team");
 	is_int(c.workers, 32, "32 workers with --backend ebs");
 	daemon_config_done(&c);
 	is_int(parse(ARGV("--backend", "ebs", "--workers", "4"), &c, &error), 0, "--workers 4");
 	is_int(c.workers, 4, "workers given win over the EBS default");
-	ok(!c.ec2_endpoint && c.extra_tags.n == 0, "EC2's own endpoint, no extra tags by default");
+	ok(!EBS(c)->ec2_endpoint && EBS(c)->extra_tags.n == 0,
+	   "EC2's own endpoint, no extra tags by default");
 	daemon_config_done(&c);
 	is_int(parse(ARGV("--ec2-endpoint=-", "--extra-volume-tags=-k=v"), &c, &error), -EINVAL,
 	       "--ec2-endpoint=-: a value starting with '-', then checked");
@@ -159,10 +167,10 @@ int main(void)
 	daemon_config_done(&c);
 	is_int(parse(ARGV("--pool", "/tmp/p"), &c, &error), 0, "topology defaults");
 	ok(c.topology_labels.n == 0 && !c.distributed, "no labels, not distributed");
-	ok(!c.pool_init, "a lost pool is not made again by default");
+	ok(!POOL(c)->init, "a lost pool is not made again by default");
 	daemon_config_done(&c);
 	is_int(parse(ARGV("--pool", "/tmp/p", "--pool-init"), &c, &error), 0, "--pool-init");
-	ok(c.pool_init, "a new pool where one was lost, when asked");
+	ok(POOL(c)->init, "a new pool where one was lost, when asked");
 	daemon_config_done(&c);
 
 	const struct {
@@ -170,6 +178,13 @@ int main(void)
 		const char *error;
 	} bad[] = {
 		{ARGV("--backend", "nfs"), "--backend 'nfs': want pool or ebs"},
+		/* flex serves beside the pool only: no --backend of its own */
+		{ARGV("--backend", "flex"), "--backend 'flex': want pool or ebs"},
+		/* a backend's option is checked though another backend runs */
+		{ARGV("--backend", "ebs", "--pool-capacity", "lots"),
+		 "--pool-capacity 'lots': invalid value"},
+		{ARGV("--device-wait", "soon", "--backend", "pool"),
+		 "--device-wait 'soon': invalid value"},
 		{ARGV("--state-dir", "rel"), "--state-dir 'rel': invalid value"},
 		{ARGV("--device-dir", "rel"), "--device-dir 'rel': invalid value"},
 		{ARGV("--instance-type", "large"), "--instance-type 'large': invalid value"},
@@ -254,5 +269,30 @@ int main(void)
 		is_str(error, bad[i].error, "message for %s", bad[i].argv[1]);
 		free(error);
 	}
+
+	/* A backend's option with another backend selected: accepted, kept, not used. */
+	is_int(parse(ARGV("--backend", "ebs", "--pool", "/tmp/p", "--pool-init"), &c, &error), 0,
+	       "the pool's options with --backend ebs parse");
+	is_str(POOL(c)->path, "/tmp/p", "and are the pool's settings");
+	daemon_config_done(&c);
+
+	/* --help: each backend's options under its heading, from its type's table. */
+	char *help = NULL;
+	size_t help_size = 0;
+	FILE *f = open_memstream(&help, &help_size);
+	daemon_usage_print(f);
+	fclose(f);
+	const char *pool_head = strstr(help, "\nThe pool (--backend pool, the default)");
+	const char *ebs_head = strstr(help, "\nEBS (--backend ebs)");
+	const char *capacity = strstr(help, "\n  --pool-capacity SIZE            capacity of");
+	const char *endpoint = strstr(help, "\n  --ec2-endpoint URL              controller:");
+	ok(pool_head && capacity && capacity > pool_head && (!ebs_head || capacity < ebs_head),
+	   "--pool-capacity under the pool's heading");
+	ok(ebs_head && endpoint && endpoint > ebs_head, "--ec2-endpoint under EBS's heading");
+	ok(strstr(help, "\n  --backend pool or ebs") != NULL, "--backend lists the types");
+	ok(strstr(help, "\n  --pool-init                     make a new, empty pool in DIR") &&
+		   strstr(help, "\n                                  says a pool was there"),
+	   "a flag without a value, its help continued in the column");
+	free(help);
 	return tap_done();
 }

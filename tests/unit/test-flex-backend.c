@@ -26,21 +26,18 @@ static char *pool;
 static Backend *flex_new(FlexRegistry *registry)
 {
 	_cleanup_free_ char *error = NULL;
-	char *names[] = {(char *)"flex", NULL};
 	BackendConfig bc = {
 		.roles = BACKEND_ROLE_CONTROLLER | BACKEND_ROLE_NODE,
 		.node_id = "node-1",
-		.pool_path = pool,
+		.state_dir = pool, /* the pool's, as beside the pool */
 		.flex = registry,
 	};
-	Backend **list = NULL;
+	Backend *b = NULL;
 
-	if (backends_new(names, &bc, &list, &error) < 0) {
+	if (backend_type_find("flex")->new (&bc, &b, &error) < 0) {
 		printf("Bail out! flex backend: %s\n", error);
 		exit(1);
 	}
-	Backend *b = list[0];
-	free(list);
 	return b;
 }
 

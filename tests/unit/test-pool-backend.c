@@ -14,11 +14,10 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "pool-backend.h"
 #include "scratch.h"
 #include "strv.h"
 #include "tap.h"
-
-#define MIB (1024ULL * 1024)
 
 static char *pool_dir; /* the pool of the test running */
 static char *reported; /* what the last backend started told report(), one line each */
@@ -43,28 +42,25 @@ static void use_pool(const char *name)
 /* A backend on the test's pool for node (a process serving the controller and that node). */
 static Backend *start_with(const char *node, uint32_t max_volumes, const Strmap *labels)
 {
-	char *names[] = {(char *)"pool", NULL};
 	_cleanup_free_ char *error = NULL;
-	Backend **list = NULL;
+	Backend *b = NULL;
+	PoolSettings settings = {.path = pool_dir, .capacity = 64 * MIB, .overprovision = 1};
 	BackendConfig config = {
 		.roles = BACKEND_ROLE_CONTROLLER | BACKEND_ROLE_NODE,
 		.node_id = node,
 		.max_volumes_per_node = max_volumes,
 		.zone = "z1",
 		.topology_labels = labels,
-		.pool_path = pool_dir,
-		.pool_capacity = 64 * MIB,
+		.settings = &settings,
 		.report = report,
 	};
 
 	free(reported);
 	reported = NULL;
-	if (backends_new(names, &config, &list, &error) < 0) {
+	if (backend_type_find("pool")->new (&config, &b, &error) < 0) {
 		printf("Bail out! cannot start a pool backend in %s: %s\n", pool_dir, error);
 		exit(1);
 	}
-	Backend *b = list[0];
-	free(list); /* the array only: each test frees its backend */
 	return b;
 }
 
@@ -534,6 +530,18 @@ static void test_ids_carry_their_node(void)
 	is_int(CALL(a, stage, &st, NULL), -ENOENT, "stage: node-b's volume on node-a");
 	is_str(error, want, "message names both nodes");
 
+	/* The node service's messages name the volume as the request did, and a path as it was
+	 * given, though the path holds the volume's local ID. */
+	char loc[32];
+	snprintf(loc, sizeof(loc), "%.*s", (int)strcspn(va.id, "."), va.id);
+	_cleanup_free_ char *odd_path = xasprintf("%s/missing/st-%s", pool_dir, loc);
+	is_int(CALL(a, unstage, &((BackendUnstage){.volume_id = va.id, .staging_path = odd_path}),
+		    NULL),
+	       -EINVAL, "unstage where no parent directory is: INVALID_ARGUMENT");
+	_cleanup_free_ char *says = xasprintf(
+		"staging_target_path: the parent directory of '%s' does not exist", odd_path);
+	is_str(error, says, "the message names the path as given");
+
 	/* The local ID alone (an ID made before IDs carried their node) is this node's. */
 	char local[32];
 	snprintf(local, sizeof(local), "%.*s", (int)strcspn(va.id, "."), va.id);
@@ -861,7 +869,6 @@ static void test_symlinked_layout(void)
 {
 	static const char *const names[] = {"volumes", "snapshots", "groups",
 					    "nodes",   "tmp",	    "ledger"};
-	char *types[] = {(char *)"pool", NULL};
 
 	for (size_t i = 0; i < ELEMENTSOF(names); i++) {
 		_cleanup_free_ char *pool = xasprintf("layout-%s", names[i]);
@@ -869,6 +876,7 @@ static void test_symlinked_layout(void)
 		use_pool(pool);
 		Backend *b = start("node-a", 0);
 		b->ops->free(b);
+		b = NULL;
 		_cleanup_free_ char *canary = scratch_mkdir(canary_name);
 		_cleanup_free_ char *keep = xasprintf("%s/keep", canary);
 		_cleanup_free_ char *entry = xasprintf("%s/%s", pool_dir, names[i]);
@@ -878,15 +886,15 @@ static void test_symlinked_layout(void)
 		   "%s: replaced by a symlink to a directory outside", names[i]);
 
 		_cleanup_free_ char *err = NULL;
-		Backend **list = NULL;
+		PoolSettings settings = {
+			.path = pool_dir, .capacity = 64 * MIB, .overprovision = 1};
 		BackendConfig config = {
 			.roles = BACKEND_ROLE_CONTROLLER | BACKEND_ROLE_NODE,
 			.node_id = "node-a",
 			.zone = "z1",
-			.pool_path = pool_dir,
-			.pool_capacity = 64 * MIB,
+			.settings = &settings,
 		};
-		int r = backends_new(types, &config, &list, &err);
+		int r = backend_type_find("pool")->new (&config, &b, &err);
 		ok(r < 0, "%s: the backend does not start", names[i]);
 		_cleanup_free_ char *want = xasprintf("%s%s is a symbolic link", names[i],
 						      strcmp(names[i], "ledger") == 0 ? "" : "/");
@@ -895,11 +903,8 @@ static void test_symlinked_layout(void)
 		_cleanup_free_ char *made = xasprintf("%s/volumes", canary);
 		ok(stat(keep, &st) == 0 && st.st_size == 0 && lstat(made, &st) < 0,
 		   "%s: the directory outside is untouched", names[i]);
-		if (r == 0) {
-			for (Backend **p = list; *p; p++)
-				(*p)->ops->free(*p);
-			free(list);
-		}
+		if (r == 0)
+			b->ops->free(b);
 	}
 }
 

@@ -92,7 +92,7 @@ static int node_describe(EbsController *c, const char *node, usec_t deadline, ch
 	size_t others = 0;
 
 	ec2_params_add(&p, "InstanceId.1", node);
-	int r = ebs_call(c, "DescribeInstances", &p, deadline, &reply, &e, ret_error, NULL);
+	int r = ebs_call(c, "DescribeInstances", &p, deadline, NULL, &reply, &e, ret_error);
 	ec2_params_done(&p);
 	if (r == -ENOENT || r == -EINVAL)
 		r = errorf(ret_error, -ENOENT, "node_id: instance %s not found (%s)", node,
@@ -211,8 +211,8 @@ static int read_only_tag(EbsController *c, const char *volume, const char *insta
 	ec2_params_add(&p, "Tag.1.Key", key);
 	if (set)
 		ec2_params_add(&p, "Tag.1.Value", "true");
-	int e = ebs_call(c, set ? "CreateTags" : "DeleteTags", &p, deadline, NULL, NULL, ret_error,
-			 NULL);
+	int e = ebs_call(c, set ? "CreateTags" : "DeleteTags", &p, deadline, NULL, NULL, NULL,
+			 ret_error);
 	ec2_params_done(&p);
 	return e;
 }
@@ -442,7 +442,7 @@ static int attach_undo(EbsController *c, const BackendAttach *r, usec_t deadline
 
 	ec2_params_add(&p, "VolumeId", r->volume_id);
 	ec2_params_add(&p, "InstanceId", r->node_id);
-	if (ebs_call(c, "DetachVolume", &p, deadline, NULL, NULL, &err, NULL) < 0)
+	if (ebs_call(c, "DetachVolume", &p, deadline, NULL, NULL, NULL, &err) < 0)
 		log_debug("volume %s: detaching it from %s after a failed publish failed: %s",
 			  r->volume_id, r->node_id, err);
 	ec2_params_done(&p);
@@ -463,7 +463,7 @@ static int attach_once(EbsController *c, const BackendAttach *r, usec_t deadline
 	ec2_params_add(&p, "VolumeId", r->volume_id);
 	ec2_params_add(&p, "InstanceId", r->node_id);
 	ec2_params_add(&p, "Device", device);
-	e = ebs_call(c, "AttachVolume", &p, deadline, NULL, &ec2, ret_error, NULL);
+	e = ebs_call(c, "AttachVolume", &p, deadline, NULL, NULL, &ec2, ret_error);
 	ec2_params_done(&p);
 	if (e < 0) {
 		/* A refusal is settled; a transport failure, the deadline or retries that ran
@@ -599,7 +599,7 @@ static int detach_one(EbsController *c, const char *volume, const char *node, us
 
 		ec2_params_add(&p, "VolumeId", volume);
 		ec2_params_add(&p, "InstanceId", node);
-		int e = ebs_call(c, "DetachVolume", &p, deadline, &reply, &ec2, ret_error, NULL);
+		int e = ebs_call(c, "DetachVolume", &p, deadline, NULL, &reply, &ec2, ret_error);
 		ec2_params_done(&p);
 		if (e == 0) {
 			bool read_only = false;

@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "ebs-backend.h"
 #include "ebs-controller.h"
 #include "ebs-node.h"
 #include "error-util.h"
@@ -164,12 +165,54 @@ static void ebs_backend_free(Backend *b)
 	free(b);
 }
 
+/* A controller does not count EC2's volumes for a status (a Describe each time): the node its
+ * stages and publishes. */
+static int status_op(Backend *b, const void *r, BackendStatus *ret, char **ret_error)
+{
+	EbsNode *n = ebs_of(b)->node;
+	BackendStatus s = {
+		.volumes = -1, .snapshots = -1, .staged = -1, .published = -1, .devices = -1};
+
+	(void)r;
+	(void)ret_error;
+	if (n)
+		ebs_node_uses(n, &s.staged, &s.published);
+	*ret = s;
+	return 0;
+}
+
+static const char *state_dir_op(Backend *b)
+{
+	EbsNode *n = ebs_of(b)->node;
+
+	/* A controller runs no program: only a node has records. */
+	return n ? ebs_node_state_dir(n) : NULL;
+}
+
+/* Who the node found it is (flags, or the instance metadata), and where its state is. */
+static char *describe_op(Backend *b)
+{
+	EbsNode *n = ebs_of(b)->node;
+	BackendNodeInfo info = {};
+
+	if (!n)
+		return xstrdup("EBS controller");
+	ebs_node_info(n, &info);
+	char *s = xasprintf("EBS node %s in zone %s, up to %u volumes, state in %s", info.node_id,
+			    strmap_get(&info.topology, EBS_TOPOLOGY_K8S_ZONE) ?: "?",
+			    (unsigned)info.max_volumes, ebs_node_state_dir(n));
+	free(info.node_id);
+	strmap_done(&info.topology);
+	return s;
+}
+
 static const BackendOps ebs_ops = {
 	.name = "ebs",
 	.size_unit = EBS_GIB,
 	.default_size = EBS_DEFAULT_SIZE,
 	.probe = ebs_probe,
 	.check_access = check_access_op,
+	.parse_params = volume_params_request,
 	.create_volume = create_volume_op,
 	.delete_volume = delete_volume_op,
 	.get_volume = get_volume_op,
@@ -192,21 +235,25 @@ static const BackendOps ebs_ops = {
 	.node_expand = node_expand_op,
 	.node_stats = node_stats_op,
 	.node_info = node_info_op,
+	.status = status_op,
+	.state_dir = state_dir_op,
+	.describe = describe_op,
 	.free = ebs_backend_free,
 };
 
 /* The node's identity: what the operator set, the rest from the instance metadata service. */
-static int node_start(const BackendConfig *config, EbsNode **ret, char **ret_error)
+static int node_start(const BackendConfig *config, const EbsSettings *es, EbsNode **ret,
+		      char **ret_error)
 {
 	EbsNodeConfig nc = {
 		.node_id = config->node_id_set ? config->node_id : NULL,
 		.zone = config->zone_set ? config->zone : NULL,
-		.instance_type = config->instance_type,
+		.instance_type = es->instance_type,
 		.max_volumes = config->max_volumes_set ? config->max_volumes_per_node : 0,
-		.state_dir = config->state_dir,
-		.devices = {.by_id = config->device_dir},
-		.device_wait = config->device_wait,
-		.imds_endpoint = config->imds_endpoint,
+		.state_dir = es->state_dir,
+		.devices = {.by_id = es->device_dir},
+		.device_wait = es->device_wait,
+		.imds_endpoint = ebs_imds_endpoint(),
 	};
 	return ebs_node_new(&nc, ret, ret_error);
 }
@@ -214,6 +261,8 @@ static int node_start(const BackendConfig *config, EbsNode **ret, char **ret_err
 BACKEND_NEW(ebs);
 BACKEND_NEW(ebs)
 {
+	static const EbsSettings defaults = {};
+	const EbsSettings *es = config->settings ?: &defaults;
 	EbsBackend *eb = xnew0(EbsBackend, 1);
 	int r = 0;
 
@@ -222,13 +271,13 @@ BACKEND_NEW(ebs)
 		r = ebs_controller_new(
 			&(EbsControllerConfig){
 				.driver_name = config->driver_name,
-				.endpoint = config->ec2_endpoint,
-				.imds_endpoint = config->imds_endpoint,
-				.extra_tags = config->extra_tags,
+				.endpoint = es->ec2_endpoint,
+				.imds_endpoint = ebs_imds_endpoint(),
+				.extra_tags = &es->extra_tags,
 			},
 			&eb->controller, ret_error);
 	if (r >= 0 && (config->roles & BACKEND_ROLE_NODE))
-		r = node_start(config, &eb->node, ret_error);
+		r = node_start(config, es, &eb->node, ret_error);
 	if (r < 0) {
 		ebs_backend_free(&eb->base);
 		return r;

@@ -166,7 +166,7 @@ int ebs_controller_probe(EbsController *c, char **ret_error)
 	ec2_params_add_filter(&p, "region-name", region, 1);
 	/* within the Probe's own deadline too: the kubelet's liveness probe waits a second */
 	r = ebs_call(c, "DescribeAvailabilityZones", &p,
-		     MIN(now + EBS_PROBE_TIMEOUT, call_deadline()), NULL, NULL, &err, NULL);
+		     MIN(now + EBS_PROBE_TIMEOUT, call_deadline()), NULL, NULL, NULL, &err);
 	ec2_params_done(&p);
 	if (r == -EAGAIN) {
 		/* throttled or 5xx until the retries ran out: EC2 is there, and busy */
@@ -195,7 +195,7 @@ usec_t ebs_deadline(void)
 }
 
 int ebs_call(EbsController *c, const char *action, const Ec2Params *p, usec_t deadline,
-	     XmlNode **ret_reply, Ec2Error *ret_ec2, char **ret_error, const char *what)
+	     const char *what, XmlNode **ret_reply, Ec2Error *ret_ec2, char **ret_error)
 {
 	Ec2Error e = {};
 	XmlNode *reply = NULL;
@@ -302,7 +302,7 @@ static int volumes_fetch(void *userdata, char *const *ids, size_t n, usec_t dead
 	EbsVolume *v;
 
 	ec2_params_add_filter(&p, "volume-id", (const char *const *)ids, n);
-	int r = ebs_call(c, "DescribeVolumes", &p, deadline, &reply, NULL, ret_error, NULL);
+	int r = ebs_call(c, "DescribeVolumes", &p, deadline, NULL, &reply, NULL, ret_error);
 	ec2_params_done(&p);
 	if (r < 0)
 		return r;
@@ -376,7 +376,7 @@ static int volume_describe_now(EbsController *c, const char *id, usec_t deadline
 	EbsVolume *v;
 
 	ec2_params_add(&p, "VolumeId.1", id);
-	int r = ebs_call(c, "DescribeVolumes", &p, deadline, &reply, &e, ret_error, NULL);
+	int r = ebs_call(c, "DescribeVolumes", &p, deadline, NULL, &reply, &e, ret_error);
 	ec2_params_done(&p);
 	if (r == -ENOENT || r == -EINVAL)
 		/* not there, or no volume ID at all (InvalidVolumeID.Malformed) */
@@ -414,7 +414,7 @@ int ebs_volume_describe(EbsController *c, const char *id, const char *field, use
 	if (r == -ENOENT)
 		return errorf(ret_error, r, "%s: %s", field, err);
 	if (r < 0)
-		return errorf(ret_error, r, "%s", err);
+		return error_pass(r, &err, ret_error);
 	return 0;
 }
 
@@ -496,8 +496,8 @@ static int names_fetch(void *userdata, char *const *names, size_t n, usec_t dead
 		ec2_params_add_filter(&p, "tag:" EBS_TAG_DRIVER, drivers, 1);
 		if (next)
 			ec2_params_add(&p, "NextToken", next);
-		int r = ebs_call(c, "DescribeVolumes", &p, deadline, &reply, NULL, ret_error,
-				 "DescribeVolumes by name");
+		int r = ebs_call(c, "DescribeVolumes", &p, deadline, "DescribeVolumes by name",
+				 &reply, NULL, ret_error);
 		ec2_params_done(&p);
 		if (r < 0) {
 			for (size_t i = 0; i < n; i++)
@@ -591,8 +591,8 @@ static int zones_fetch(EbsController *c, usec_t deadline, char ***ret, char **re
 	char **zones = NULL;
 	size_t n = 0, cap = 0;
 
-	int r = ebs_call(c, "DescribeAvailabilityZones", NULL, deadline, &reply, NULL, ret_error,
-			 NULL);
+	int r = ebs_call(c, "DescribeAvailabilityZones", NULL, deadline, NULL, &reply, NULL,
+			 ret_error);
 	if (r < 0)
 		return r;
 	XML_FOREACH (z, reply, "availabilityZoneInfo/item") {
@@ -777,7 +777,7 @@ static int volume_find_by_name(EbsController *c, const char *name, usec_t deadli
 
 	ec2_params_add_filter(&p, "tag:" EBS_TAG_VOLUME_NAME, names, 1);
 	ec2_params_add_filter(&p, "tag:" EBS_TAG_DRIVER, drivers, 1);
-	int r = ebs_call(c, "DescribeVolumes", &p, deadline, &reply, NULL, ret_error, NULL);
+	int r = ebs_call(c, "DescribeVolumes", &p, deadline, NULL, &reply, NULL, ret_error);
 	ec2_params_done(&p);
 	if (r < 0)
 		return r;
@@ -856,7 +856,7 @@ static int create_call(EbsController *c, const BackendCreateVolume *r, const cha
 		create_params(c, r, zone, snapshot_id, &p);
 		client_token(r->name, gen, token);
 		ec2_params_add(&p, "ClientToken", token);
-		int k = ebs_call(c, "CreateVolume", &p, deadline, &reply, &e, NULL, NULL);
+		int k = ebs_call(c, "CreateVolume", &p, deadline, NULL, &reply, &e, NULL);
 		ec2_params_done(&p);
 		if (k == 0) {
 			k = ebs_volume_from_xml(reply, ret);
@@ -893,7 +893,7 @@ static int create_errored(EbsController *c, const BackendCreateVolume *r, const 
 	_cleanup_free_ char *err = NULL;
 
 	ec2_params_add(&p, "VolumeId", id);
-	int e = ebs_call(c, "DeleteVolume", &p, deadline, NULL, NULL, &err, NULL);
+	int e = ebs_call(c, "DeleteVolume", &p, deadline, NULL, NULL, NULL, &err);
 	ec2_params_done(&p);
 	if (e < 0)
 		log_debug("volume %s ('%s') went to state error and deleting it failed: %s", id,
@@ -996,7 +996,7 @@ int ebs_delete_volume(EbsController *c, const BackendRef *r, BackendDeleted *ret
 	 * not visible yet) still lets DeleteVolume have the last word. */
 	int e = volume_describe_now(c, r->id, deadline, &v, &err);
 	if (e < 0 && e != -ENOENT)
-		return errorf(ret_error, e, "%s", err);
+		return error_pass(e, &err, ret_error);
 	if (e == 0 && v.n_attachments > 0) {
 		e = errorf(ret_error, -ENOTEMPTY,
 			   "volume %s is attached to node %s (EC2 attachment %s): unpublish it "
@@ -1017,7 +1017,7 @@ int ebs_delete_volume(EbsController *c, const BackendRef *r, BackendDeleted *ret
 		}
 	}
 	ec2_params_add(&p, "VolumeId", r->id);
-	e = ebs_call(c, "DeleteVolume", &p, deadline, NULL, &ec2, ret_error, NULL);
+	e = ebs_call(c, "DeleteVolume", &p, deadline, NULL, NULL, &ec2, ret_error);
 	ec2_params_done(&p);
 	if (e == 0 || e == -ENOENT)
 		ebs_recent_volume_forget(c, r->id);
@@ -1074,7 +1074,7 @@ static int volumes_list_all(EbsController *c, usec_t deadline, EbsVolume **ret, 
 		ec2_params_addf(&p, "MaxResults", "%d", LIST_PAGE);
 		if (next)
 			ec2_params_add(&p, "NextToken", next);
-		int r = ebs_call(c, "DescribeVolumes", &p, deadline, &reply, NULL, ret_error, NULL);
+		int r = ebs_call(c, "DescribeVolumes", &p, deadline, NULL, &reply, NULL, ret_error);
 		ec2_params_done(&p);
 		if (r < 0) {
 			volumes_free(all, n);

@@ -114,7 +114,7 @@ usec_t ebs_deadline(void);
 /* Calls EC2. On failure returns the errno with *ret_ec2 (may be NULL) filled and *ret_error
  * "what: <EC2's code and message>". */
 int ebs_call(EbsController *c, const char *action, const Ec2Params *p, usec_t deadline,
-	     XmlNode **ret_reply, Ec2Error *ret_ec2, char **ret_error, const char *what);
+	     const char *what, XmlNode **ret_reply, Ec2Error *ret_ec2, char **ret_error);
 
 /* True when e carries EC2 error code. */
 bool ebs_code_is(const Ec2Error *e, const char *code);

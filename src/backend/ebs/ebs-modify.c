@@ -63,8 +63,8 @@ int ebs_modifications_fetch(void *userdata, char *const *ids, size_t n, usec_t d
 	XmlNode *reply = NULL;
 
 	ec2_params_add_filter(&p, "volume-id", (const char *const *)ids, n);
-	int r = ebs_call(c, "DescribeVolumesModifications", &p, deadline, &reply, NULL, ret_error,
-			 NULL);
+	int r = ebs_call(c, "DescribeVolumesModifications", &p, deadline, NULL, &reply, NULL,
+			 ret_error);
 	ec2_params_done(&p);
 	if (r < 0)
 		return r;
@@ -192,7 +192,7 @@ static int modify_busy(EbsController *c, const char *id, const Target *t, int e,
 	usec_t next = 0;
 
 	ec2_params_add_list(&p, "VolumeId", ids, 1);
-	int r = ebs_call(c, "DescribeVolumesModifications", &p, deadline, &reply, NULL, NULL, NULL);
+	int r = ebs_call(c, "DescribeVolumesModifications", &p, deadline, NULL, &reply, NULL, NULL);
 	ec2_params_done(&p);
 	if (r == 0) {
 		modifications_parse(reply, &f);
@@ -242,7 +242,7 @@ static int modify_call(EbsController *c, const EbsVolume *v, const Target *t, us
 		ec2_params_addf(&p, "Iops", "%u", n->iops);
 	if (strcmp(n->type, "gp3") == 0 && (retype || n->throughput != v->throughput))
 		ec2_params_addf(&p, "Throughput", "%u", n->throughput);
-	int e = ebs_call(c, "ModifyVolume", &p, deadline, NULL, &ec2, ret_error, NULL);
+	int e = ebs_call(c, "ModifyVolume", &p, deadline, NULL, NULL, &ec2, ret_error);
 	ec2_params_done(&p);
 	if (e < 0 && (ebs_code_is(&ec2, "IncorrectModificationState") ||
 		      ebs_code_is(&ec2, "VolumeModificationRateExceeded")))
@@ -275,8 +275,8 @@ static int tags_apply(EbsController *c, const EbsVolume *v, const VolumeParams *
 		return 0;
 	ec2_params_add(&p, "ResourceId.1", v->id);
 	ec2_params_add_tags(&p, "Tag", &add);
-	int e = ebs_call(c, "CreateTags", &p, deadline, NULL, NULL, ret_error,
-			 "CreateTags (mutable_parameters)");
+	int e = ebs_call(c, "CreateTags", &p, deadline, "CreateTags (mutable_parameters)", NULL,
+			 NULL, ret_error);
 	ec2_params_done(&p);
 	strmap_done(&add);
 	return e;

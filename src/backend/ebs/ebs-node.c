@@ -528,6 +528,34 @@ void ebs_node_info(EbsNode *n, BackendNodeInfo *ret)
 	strmap_set(&ret->topology, EBS_TOPOLOGY_K8S_ZONE, n->zone);
 }
 
+void ebs_node_uses(EbsNode *n, int64_t *ret_staged, int64_t *ret_published)
+{
+	int fd = fcntl(n->volumes_fd, F_DUPFD_CLOEXEC, 3);
+	_cleanup_closedir_ DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	int64_t staged = 0, published = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		*ret_staged = *ret_published = -1;
+		return;
+	}
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		NodeUse u = {};
+		if (*de->d_name == '.' || len <= 5 || strcmp(de->d_name + len - 5, ".json") != 0)
+			continue;
+		if (node_use_load_at(n->volumes_fd, de->d_name, n->boot_id, &u) == 0) {
+			staged += u.staging.path != NULL;
+			published += (int64_t)u.n_targets;
+		}
+		node_use_done(&u);
+	}
+	*ret_staged = staged;
+	*ret_published = published;
+}
+
 const char *ebs_node_state_dir(EbsNode *n)
 {
 	return n->dir;

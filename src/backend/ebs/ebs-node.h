@@ -66,5 +66,9 @@ void ebs_node_info(EbsNode *n, BackendNodeInfo *ret);
 /* The state directory of the node's records ("STATE/ebs"). */
 const char *ebs_node_state_dir(EbsNode *n);
 
+/* The volumes staged and the publish targets on this node, from its records (-1 and -1 when
+ * they cannot be read). Blocks on the records only. */
+void ebs_node_uses(EbsNode *n, int64_t *ret_staged, int64_t *ret_published);
+
 /* 0 when the state directory can take records now. */
 int ebs_node_probe(EbsNode *n);

@@ -46,7 +46,7 @@ int ebs_snapshots_fetch(void *userdata, char *const *ids, size_t n, usec_t deadl
 	EbsSnapshot *s;
 
 	ec2_params_add_filter(&p, "snapshot-id", (const char *const *)ids, n);
-	int r = ebs_call(c, "DescribeSnapshots", &p, deadline, &reply, NULL, ret_error, NULL);
+	int r = ebs_call(c, "DescribeSnapshots", &p, deadline, NULL, &reply, NULL, ret_error);
 	ec2_params_done(&p);
 	if (r < 0)
 		return r;
@@ -93,7 +93,7 @@ static int snapshot_describe(EbsController *c, const char *id, usec_t deadline, 
 	EbsSnapshot *s;
 
 	ec2_params_add(&p, "SnapshotId.1", id);
-	int r = ebs_call(c, "DescribeSnapshots", &p, deadline, &reply, &e, ret_error, NULL);
+	int r = ebs_call(c, "DescribeSnapshots", &p, deadline, NULL, &reply, &e, ret_error);
 	ec2_params_done(&p);
 	if (r == -ENOENT || r == -EINVAL)
 		r = errorf(ret_error, -ENOENT, "snapshot_id: snapshot %s not found (%s)", id,
@@ -205,7 +205,7 @@ int ebs_snapshots_tagged(EbsController *c, const char *key, const char *value, u
 	ec2_params_add_list(&p, "Owner", self, 1);
 	ec2_params_add_filter(&p, filter, values, 1);
 	ec2_params_add_filter(&p, "tag:" EBS_TAG_DRIVER, drivers, 1);
-	int r = ebs_call(c, "DescribeSnapshots", &p, deadline, &reply, NULL, ret_error, NULL);
+	int r = ebs_call(c, "DescribeSnapshots", &p, deadline, NULL, &reply, NULL, ret_error);
 	ec2_params_done(&p);
 	if (r < 0)
 		return r;
@@ -250,7 +250,7 @@ int ebs_snapshot_make(EbsController *c, const char *volume_id, const Strmap *tag
 	ec2_params_add(&p, "Description", description);
 	ec2_params_add_tag_spec(&p, "snapshot", &all);
 	strmap_done(&all);
-	int r = ebs_call(c, "CreateSnapshot", &p, deadline, &reply, &e, ret_error, NULL);
+	int r = ebs_call(c, "CreateSnapshot", &p, deadline, NULL, &reply, &e, ret_error);
 	ec2_params_done(&p);
 	if (ebs_code_is(&e, "InvalidVolume.NotFound") ||
 	    ebs_code_is(&e, "InvalidVolumeID.Malformed"))
@@ -276,7 +276,7 @@ static int snapshot_delete(EbsController *c, const char *id, usec_t deadline, bo
 	Ec2Error e = {};
 
 	ec2_params_add(&p, "SnapshotId", id);
-	int r = ebs_call(c, "DeleteSnapshot", &p, deadline, NULL, &e, ret_error, NULL);
+	int r = ebs_call(c, "DeleteSnapshot", &p, deadline, NULL, NULL, &e, ret_error);
 	ec2_params_done(&p);
 	*ret_found = r == 0;
 	if (r == -ENOENT || ebs_code_is(&e, "InvalidSnapshotID.Malformed"))
@@ -374,7 +374,7 @@ int ebs_delete_snapshot(EbsController *c, const BackendRef *r, BackendDeleted *r
 	 * not yet) is still DeleteSnapshot's to judge */
 	int e = snapshot_describe(c, r->id, deadline, &s, &err);
 	if (e < 0 && e != -ENOENT)
-		return errorf(ret_error, e, "%s", err);
+		return error_pass(e, &err, ret_error);
 	const char *group = e == 0 ? strmap_get(&s.tags, EBS_TAG_GROUP_ID) : NULL;
 	if (group) {
 		e = errorf(ret_error, -ENOTEMPTY,
@@ -434,8 +434,8 @@ static int snapshots_list_all(EbsController *c, const char *volume_id, usec_t de
 		ec2_params_addf(&p, "MaxResults", "%d", LIST_PAGE);
 		if (next)
 			ec2_params_add(&p, "NextToken", next);
-		int r = ebs_call(c, "DescribeSnapshots", &p, deadline, &reply, NULL, ret_error,
-				 NULL);
+		int r = ebs_call(c, "DescribeSnapshots", &p, deadline, NULL, &reply, NULL,
+				 ret_error);
 		ec2_params_done(&p);
 		if (r < 0) {
 			snapshots_free(all, n);

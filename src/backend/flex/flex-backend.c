@@ -580,6 +580,23 @@ static void flex_backend_free(Backend *b)
 	free(fb);
 }
 
+/* The volumes it attached (controller records), and this node's stages and publishes. */
+static int status_op(Backend *b, const void *r, BackendStatus *ret, char **ret_error)
+{
+	FlexBackend *fb = flex_of(b);
+
+	(void)r;
+	(void)ret_error;
+	*ret = (BackendStatus){
+		.volumes = flex_records_count(&fb->records, FLEX_RECORD_VOLUME),
+		.snapshots = -1,
+		.staged = flex_records_count(&fb->records, FLEX_RECORD_STAGED),
+		.published = flex_records_count(&fb->records, FLEX_RECORD_PUBLISHED),
+		.devices = -1,
+	};
+	return 0;
+}
+
 /* No probe: a driver that fails, or Flexvolume off, concerns its volumes only, never whether
  * the plugin is ready. */
 static const BackendOps flex_ops = {
@@ -596,6 +613,7 @@ static const BackendOps flex_ops = {
 	.unpublish = flex_unpublish,
 	.node_expand = flex_node_expand,
 	.node_stats = flex_node_stats,
+	.status = status_op,
 	.free = flex_backend_free,
 };
 
@@ -604,10 +622,12 @@ BACKEND_NEW(flex)
 {
 	_cleanup_free_ char *dir = NULL;
 
-	if (!config->pool_path || !*config->pool_path)
-		return errorf(ret_error, -EINVAL,
-			      "the Flexvolume backend keeps its records in the pool: no pool");
-	dir = flex_records_dir(config->pool_path);
+	if (!config->state_dir || !*config->state_dir)
+		return errorf(
+			ret_error, -EINVAL,
+			"the Flexvolume backend keeps its records in the state of the backend "
+			"it serves beside: none");
+	dir = flex_records_dir(config->state_dir);
 	FlexBackend *fb = xnew0(FlexBackend, 1);
 	fb->base.ops = &flex_ops;
 	fb->registry = config->flex;
@@ -616,3 +636,10 @@ BACKEND_NEW(flex)
 	*ret = &fb->base;
 	return 0;
 }
+
+/* Flexvolume drivers serve beside a backend with a state directory (the pool's), never alone. */
+BACKEND_TYPE(flex) = {
+	.name = "flex",
+	.new = flex_backend_new,
+	.flex_drivers = true,
+};

@@ -394,6 +394,25 @@ bool flex_records_know(const FlexRecords *s, const char *volume_id)
 	return published_know(s, volume_id);
 }
 
+int64_t flex_records_count(const FlexRecords *s, FlexRecordKind k)
+{
+	_cleanup_close_ int dir = -EBADF;
+	int r = record_dir(s, k, false, &dir);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return -1;
+	_cleanup_closedir_ DIR *d = list_open(dir);
+	struct dirent *de;
+	int64_t n = 0;
+	while (d && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		n += *de->d_name != '.' && len > 5 && strcmp(de->d_name + len - 5, ".json") == 0;
+	}
+	return d ? n : -1;
+}
+
 /* ---- the check ---- */
 
 typedef struct Checker {

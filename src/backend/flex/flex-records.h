@@ -98,6 +98,10 @@ int flex_record_remove(const FlexRecords *s, FlexRecordKind k, const FlexRecord 
  * operation then says what is wrong with it). */
 bool flex_records_know(const FlexRecords *s, const char *volume_id);
 
+/* How many records of kind k this process has (the node's own for staged and published): a
+ * count of their files, -1 when their folder cannot be read. */
+int64_t flex_records_count(const FlexRecords *s, FlexRecordKind k);
+
 /* What is wrong under DIR, changing nothing. */
 typedef struct FlexRecordsReport {
 	size_t records, problems;

@@ -46,8 +46,8 @@ static int devnames_load(PoolBackend *pb, const char *node, PoolNodeDevice **ret
 /* Picks v's name on node and records it: the claim in the node's index first, then the
  * attachment in v's metadata, both under the node's lock. A process killed between the two
  * leaves a claim that the next load drops, never an attachment that others do not see. */
-static int attach_locked(char **ret_error, PoolBackend *pb, PoolVolume *v, const PoolNode *node,
-			 bool readonly, char **ret_device)
+static int attach_locked(PoolBackend *pb, PoolVolume *v, const PoolNode *node, bool readonly,
+			 char **ret_device, char **ret_error)
 {
 	_cleanup_free_ char *device = NULL;
 	const char *node_id = node->id;
@@ -98,8 +98,8 @@ out:
 	return e;
 }
 
-static int attach_new(char **ret_error, PoolBackend *pb, PoolVolume *v, const PoolNode *node,
-		      bool readonly, char **ret_device)
+static int attach_new(PoolBackend *pb, PoolVolume *v, const PoolNode *node, bool readonly,
+		      char **ret_device, char **ret_error)
 {
 	int lock = -EBADF;
 
@@ -113,15 +113,14 @@ static int attach_new(char **ret_error, PoolBackend *pb, PoolVolume *v, const Po
 	if (e < 0)
 		return errorf(ret_error, e, "node %s: cannot lock its device names: %s", node->id,
 			      strerror(-e));
-	e = attach_locked(ret_error, pb, v, node, readonly, ret_device);
+	e = attach_locked(pb, v, node, readonly, ret_device, ret_error);
 	pool_unlock(lock);
 	return e;
 }
 
 /* Under the volume's lock: the same node again, other nodes, a new attachment. */
-static int attach_volume_locked(char **ret_error, PoolBackend *pb, const char *local,
-				const BackendAttach *r, const PoolNode *node,
-				BackendAttachment *ret)
+static int attach_volume_locked(PoolBackend *pb, const char *local, const BackendAttach *r,
+				const PoolNode *node, BackendAttachment *ret, char **ret_error)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *device = NULL;
@@ -144,7 +143,7 @@ static int attach_volume_locked(char **ret_error, PoolBackend *pb, const char *l
 			      "volume %s is published to node %s and its access mode %s allows "
 			      "one node only",
 			      r->volume_id, v->attachments[0].node, r->access.mode);
-	if ((e = attach_new(ret_error, pb, v, node, r->read_only, &device)) < 0)
+	if ((e = attach_new(pb, v, node, r->read_only, &device, ret_error)) < 0)
 		return e;
 	attachment_result(device, false, ret);
 	return 0;
@@ -175,7 +174,7 @@ int pool_backend_attach(Backend *b, const BackendAttach *r, BackendAttachment *r
 			   "node %s not found: no volplugd node serves this pool under that id",
 			   r->node_id);
 	else
-		e = attach_volume_locked(ret_error, pb, local, r, node, ret);
+		e = attach_volume_locked(pb, local, r, node, ret, ret_error);
 	pool_node_free(node);
 	pool_unlock(lock);
 	return e;
@@ -251,7 +250,7 @@ int pool_backend_detach(Backend *b, const BackendDetach *r, BackendDetached *ret
 
 	int e = pool_backend_id_local(pb, POOL_ID_VOLUME, "volume_id", r->volume_id, local, &err);
 	if (e == -EXDEV)
-		return errorf(ret_error, -ENOENT, "%s", err);
+		return error_pass(-ENOENT, &err, ret_error);
 	if (e == 0)
 		e = pool_volume_lock(pb->pool, local, &lock);
 	if (e == -ENOENT) {

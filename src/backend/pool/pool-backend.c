@@ -13,7 +13,7 @@
 #include "pool-node.h"
 #include "strbuf.h"
 
-static int fail(char **ret_error, int err, char *message)
+static int fail(int err, char *message, char **ret_error)
 {
 	*ret_error = message;
 	return err;
@@ -33,16 +33,18 @@ int pool_backend_usable(PoolBackend *pb, char **ret_error)
 	int r = pool_probe(pb->pool);
 	if (r == -ENOMEDIUM)
 		return fail(
-			ret_error, r,
+			r,
 			xasprintf("pool %s is not usable: it is gone: the directory volplugd "
 				  "opened was removed or replaced while it served it, and the "
 				  "records of its volumes with it (a restarted volplugd refuses "
 				  "the path until started with --pool-init)",
-				  pool_path(pb->pool)));
+				  pool_path(pb->pool)),
+			ret_error);
 	if (r < 0)
 		return fail(
-			ret_error, r,
-			xasprintf("pool %s is not usable: %s", pool_path(pb->pool), strerror(-r)));
+			r,
+			xasprintf("pool %s is not usable: %s", pool_path(pb->pool), strerror(-r)),
+			ret_error);
 	return 0;
 }
 
@@ -86,29 +88,6 @@ static int check_access_op(Backend *b, const BackendAccessCheck *r, void *ret, c
 	return 0;
 }
 
-/* The node service names a volume by its local ID: its messages name it as the request did
- * (id), node part and all, except in the pool's paths ("volumes/<local>/data"). Returns e. */
-static int node_message(int e, const char *local, const char *id, char **ret_error)
-{
-	size_t n = strlen(local);
-	StrBuf b = {};
-
-	if (e >= 0 || !*ret_error || strcmp(local, id) == 0)
-		return e;
-	for (const char *m = *ret_error, *hit; *m; m = hit + n) {
-		hit = strstr(m, local);
-		if (!hit) {
-			strbuf_adds(&b, m);
-			break;
-		}
-		strbuf_add(&b, m, (size_t)(hit - m));
-		strbuf_adds(&b, hit[n] == '.' || (hit > *ret_error && hit[-1] == '/') ? local : id);
-	}
-	free(*ret_error);
-	*ret_error = strbuf_steal(&b);
-	return e;
-}
-
 /* The node service acts on this node's volumes only: another node's ID is NOT_FOUND before
  * anything on this machine is looked at (pool-ids.c). *ret_id: the local ID, or id itself when
  * it is no ID of the pool at all (the node service answers for that as it always has: an
@@ -120,7 +99,7 @@ static int node_volume(Backend *b, const char *id, char local[POOL_ID_MAX], cons
 
 	int e = pool_backend_id_local(pool_of(b), POOL_ID_VOLUME, "volume_id", id, local, &err);
 	if (e == -EXDEV)
-		return errorf(ret_error, -ENOENT, "%s", err);
+		return error_pass(-ENOENT, &err, ret_error);
 	*ret_id = e == 0 ? local : id;
 	return 0;
 }
@@ -130,9 +109,10 @@ static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_err
 	BackendStage s = *r;
 	BlockfsMkfsOptions mkfs = {};
 	char local[POOL_ID_MAX];
+	const char *id;
 
 	(void)ret;
-	int e = node_volume(b, r->volume_id, local, &s.volume_id, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
 	if (!r->access.block) {
@@ -141,8 +121,7 @@ static int stage_op(Backend *b, const BackendStage *r, void *ret, char **ret_err
 		if (e < 0)
 			return e;
 	}
-	e = pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, &s, &mkfs, ret_error);
-	return node_message(e, s.volume_id, r->volume_id, ret_error);
+	return pool_node_stage(pool_of(b)->pool, pool_of(b)->node_id, id, &s, &mkfs, ret_error);
 }
 
 static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret_error)
@@ -154,24 +133,22 @@ static int unstage_op(Backend *b, const BackendUnstage *r, void *ret, char **ret
 	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
-	e = pool_node_unstage(pool_of(b)->pool, id, r->staging_path, ret_error);
-	return node_message(e, id, r->volume_id, ret_error);
+	return pool_node_unstage(pool_of(b)->pool, id, r->volume_id, r->staging_path, ret_error);
 }
 
 static int publish_op(Backend *b, const BackendPublish *r, void *ret, char **ret_error)
 {
-	BackendPublish p = *r;
 	char local[POOL_ID_MAX];
+	const char *id;
 
 	(void)ret;
-	int e = node_volume(b, r->volume_id, local, &p.volume_id, ret_error);
+	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
 	/* A pool volume is always staged first: its target binds the staging mount. */
 	if (!r->staging_path || !*r->staging_path)
 		return errorf(ret_error, -EINVAL, "staging_target_path: missing");
-	e = pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, &p, ret_error);
-	return node_message(e, p.volume_id, r->volume_id, ret_error);
+	return pool_node_publish(pool_of(b)->pool, pool_of(b)->node_id, id, r, ret_error);
 }
 
 static int unpublish_op(Backend *b, const BackendUnpublish *r, void *ret, char **ret_error)
@@ -183,8 +160,7 @@ static int unpublish_op(Backend *b, const BackendUnpublish *r, void *ret, char *
 	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
-	e = pool_node_unpublish(pool_of(b)->pool, id, r->target_path, ret_error);
-	return node_message(e, id, r->volume_id, ret_error);
+	return pool_node_unpublish(pool_of(b)->pool, id, r->volume_id, r->target_path, ret_error);
 }
 
 /* Without a controller that expands (a driver on every node), the node grows the volume
@@ -211,9 +187,8 @@ static int node_expand_op(Backend *b, const BackendNodeExpand *r, BackendNodeExp
 		return e;
 	if (r->grow && r->required && (e = node_grow(b, r, ret_error)) < 0)
 		return e;
-	e = pool_node_expand(pool_of(b)->pool, id, r->volume_path, r->required, r->limit,
-			     &ret->size, ret_error);
-	return node_message(e, id, r->volume_id, ret_error);
+	return pool_node_expand(pool_of(b)->pool, id, r->volume_id, r->volume_path, r->required,
+				r->limit, &ret->size, ret_error);
 }
 
 static int node_stats_op(Backend *b, const BackendStatsRequest *r, BackendStats *ret,
@@ -225,10 +200,7 @@ static int node_stats_op(Backend *b, const BackendStatsRequest *r, BackendStats 
 	int e = node_volume(b, r->volume_id, local, &id, ret_error);
 	if (e < 0)
 		return e;
-	e = pool_node_stats(pool_of(b)->pool, id, r->volume_path, ret, ret_error);
-	if (e >= 0 && ret->condition)
-		(void)node_message(-1, id, r->volume_id, &ret->condition);
-	return node_message(e, id, r->volume_id, ret_error);
+	return pool_node_stats(pool_of(b)->pool, id, r->volume_id, r->volume_path, ret, ret_error);
 }
 
 static int node_info_op(Backend *b, const void *r, BackendNodeInfo *ret, char **ret_error)
@@ -255,10 +227,25 @@ static void pool_backend_free(Backend *b)
 	free(pb);
 }
 
+/* The programs the node runs are recorded in the pool, and the Flexvolume backend beside it
+ * keeps its records there. */
+static const char *state_dir_op(Backend *b)
+{
+	return pool_path(pool_of(b)->pool);
+}
+
+static char *describe_op(Backend *b)
+{
+	PoolBackend *pb = pool_of(b);
+
+	return xasprintf("node %s, pool %s", pb->node_id, pool_path(pb->pool));
+}
+
 static const BackendOps pool_ops = {
 	.name = "pool",
 	.probe = pool_probe_op,
 	.check_access = check_access_op,
+	.parse_params = volume_params_request,
 	.create_volume = pool_backend_create_volume,
 	.delete_volume = pool_backend_delete_volume,
 	.get_volume = pool_backend_get_volume,
@@ -281,6 +268,9 @@ static const BackendOps pool_ops = {
 	.node_expand = node_expand_op,
 	.node_stats = node_stats_op,
 	.node_info = node_info_op,
+	.status = pool_backend_status,
+	.state_dir = state_dir_op,
+	.describe = describe_op,
 	.free = pool_backend_free,
 };
 
@@ -294,9 +284,10 @@ static int register_node(PoolBackend *pb, char **ret_error)
 	};
 	int r = pool_node_register(pb->pool, &node);
 	if (r < 0)
-		return fail(ret_error, r,
+		return fail(r,
 			    xasprintf("registering node %s in pool %s failed: %s", pb->node_id,
-				      pool_path(pb->pool), strerror(-r)));
+				      pool_path(pb->pool), strerror(-r)),
+			    ret_error);
 	return 0;
 }
 
@@ -341,9 +332,9 @@ static void segment_make(PoolBackend *pb, const BackendConfig *config)
 			   config->topology_labels->values[i]);
 }
 
-static char *open_error(const BackendConfig *config, int r)
+static char *open_error(const BackendConfig *config, const PoolSettings *ps, int r)
 {
-	_cleanup_free_ char *record = pool_record_path(config->pool_path);
+	_cleanup_free_ char *record = pool_record_path(ps->path);
 
 	if (r == -ENOMEDIUM)
 		return xasprintf("--pool %s: the pool is gone: the directory is absent or holds no "
@@ -351,27 +342,26 @@ static char *open_error(const BackendConfig *config, int r)
 				 "lost, or the filesystem holding them is not mounted: mount it "
 				 "back; to start over with a new, empty pool there, start "
 				 "volplugd with --pool-init",
-				 config->pool_path, record);
+				 ps->path, record);
 	if (r == -ENOTEMPTY)
 		return xasprintf("--pool %s --pool-init: it holds files but no pool: a new pool is "
 				 "made in an absent or empty directory only",
-				 config->pool_path);
-	_cleanup_free_ char *damage = r != -EXDEV ? pool_layout_damage(config->pool_path) : NULL;
+				 ps->path);
+	_cleanup_free_ char *damage = r != -EXDEV ? pool_layout_damage(ps->path) : NULL;
 	if (damage)
-		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
-				 damage);
+		return xasprintf("--pool %s: cannot use it as a pool: %s", ps->path, damage);
 	if (r != -EXDEV)
-		return xasprintf("--pool %s: cannot use it as a pool: %s", config->pool_path,
-				 strerror(-r));
-	_cleanup_free_ char *owner = pool_recorded_node(config->pool_path);
+		return xasprintf("--pool %s: cannot use it as a pool: %s", ps->path, strerror(-r));
+	_cleanup_free_ char *owner = pool_recorded_node(ps->path);
 	return xasprintf("--node-id %s: pool %s serves node %s (its file 'node' says so): one "
 			 "pool serves one node, whose ID the IDs of its volumes carry",
-			 config->node_id, config->pool_path, owner ?: "?");
+			 config->node_id, ps->path, owner ?: "?");
 }
 
 /* The node's data path: loop devices with direct I/O where the pool's filesystem takes it (told
  * once when it does not), and the trimmer that gives deleted files' space back. */
-static int node_data_path(PoolBackend *pb, const BackendConfig *config, char **ret_error)
+static int node_data_path(PoolBackend *pb, const BackendConfig *config, const PoolSettings *ps,
+			  char **ret_error)
 {
 	int r = pool_node_direct_io_check(pb->pool);
 	if (r < 0 && config->report) {
@@ -381,26 +371,28 @@ static int node_data_path(PoolBackend *pb, const BackendConfig *config, char **r
 			pool_path(pb->pool), strerror(-r));
 		config->report(NULL, m, config->report_userdata);
 	}
-	if (config->trim_interval == 0)
+	if (ps->trim_interval == 0)
 		return 0;
-	r = pool_trimmer_start(pb->pool, config->trim_interval, &pb->trimmer);
+	r = pool_trimmer_start(pb->pool, ps->trim_interval, &pb->trimmer);
 	if (r < 0)
-		return fail(ret_error, r,
+		return fail(r,
 			    xasprintf("pool %s: starting the trimmer failed: %s",
-				      pool_path(pb->pool), strerror(-r)));
+				      pool_path(pb->pool), strerror(-r)),
+			    ret_error);
 	return 0;
 }
 
 BACKEND_NEW(pool);
 BACKEND_NEW(pool)
 {
+	const PoolSettings *ps = config->settings ?: &pool_settings_default;
 	PoolConfig pc = {
-		.path = config->pool_path,
-		.capacity = config->pool_capacity,
+		.path = ps->path,
+		.capacity = ps->capacity,
 		.zone = config->zone,
 		.node_id = config->node_id,
-		.overprovision = config->overprovision,
-		.init = config->pool_init,
+		.overprovision = ps->overprovision,
+		.init = ps->init,
 	};
 	PoolBackend *pb = xnew0(PoolBackend, 1);
 	int r;
@@ -413,14 +405,14 @@ BACKEND_NEW(pool)
 	pb->zone = xstrdup(config->zone ?: "local");
 	segment_make(pb, config);
 	if ((r = pool_open(&pc, &pb->pool)) < 0) {
-		*ret_error = open_error(config, r);
+		*ret_error = open_error(config, ps, r);
 		pb->pool = NULL;
 		pool_backend_free(&pb->base);
 		return r;
 	}
 	if ((config->roles & BACKEND_ROLE_NODE) &&
 	    ((r = register_node(pb, ret_error)) < 0 ||
-	     (r = node_data_path(pb, config, ret_error)) < 0)) {
+	     (r = node_data_path(pb, config, ps, ret_error)) < 0)) {
 		pool_backend_free(&pb->base);
 		return r;
 	}

@@ -25,6 +25,18 @@ typedef struct PoolBackend {
 	PoolTrimmer *trimmer;	 /* NULL: the node does not trim */
 } PoolBackend;
 
+/* The pool's own options (pool-options.c): the settings its type makes. */
+typedef struct PoolSettings {
+	char *path;
+	bool init;	      /* a new pool where one was lost (PoolConfig.init) */
+	uint64_t capacity;    /* 0: what the filesystem has */
+	double overprovision; /* the pool may provision capacity x this */
+	usec_t trim_interval; /* how often the node trims its staged volumes; 0: never */
+} PoolSettings;
+
+/* The defaults, for a BackendConfig without settings. */
+extern const PoolSettings pool_settings_default;
+
 static inline PoolBackend *pool_of(Backend *b)
 {
 	return (PoolBackend *)b;
@@ -112,6 +124,8 @@ int pool_backend_get_group(Backend *b, const BackendGroupRequest *r, BackendGrou
 /* Registers the pool's gauges (pool-metrics.c) with the metrics registry, and takes them out
  * again before the pool closes. */
 void pool_metrics_start(PoolBackend *pb);
+/* BackendOps.status: what its gauges count too (pool-metrics.c). */
+int pool_backend_status(Backend *b, const void *r, BackendStatus *ret, char **ret_error);
 void pool_metrics_stop(PoolBackend *pb);
 
 /* Lists: a page starts at its token, the first id of the page, even if that object is gone

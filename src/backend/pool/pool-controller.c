@@ -268,7 +268,7 @@ static int create_check_topology(PoolBackend *pb, const BackendCreateVolume *r, 
 			       &preferred_error) >= 0)
 		return 0;
 	if (e == -EINVAL) /* an unknown key; another node's segment is only not preferred */
-		return errorf(ret_error, e, "%s", preferred_error);
+		return error_pass(e, &preferred_error, ret_error);
 	if (r->n_requisite == 0)
 		return 0;
 	if (topology_first_fit(pb, r->requisite, r->n_requisite, "requisite", &e, ret_error) >= 0)
@@ -330,7 +330,7 @@ static int create_source(PoolBackend *pb, const BackendCreateVolume *r, char ret
 		return errorf(ret_error, -ENOSPC,
 			      "%s: a volume is made from a source on the source's node only", err);
 	if (e < 0)
-		return errorf(ret_error, e, "%s", err);
+		return error_pass(e, &err, ret_error);
 	/* A damaged source is no source. */
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
@@ -402,7 +402,7 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 
 /* DeleteVolume */
 
-static int delete_refused(char **ret_error, const char *id, const PoolVolumeFound *found)
+static int delete_refused(const char *id, const PoolVolumeFound *found, char **ret_error)
 {
 	if (found->use == POOL_VOLUME_PUBLISHED)
 		return errorf(ret_error, -ENOTEMPTY,
@@ -430,7 +430,7 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 	 * volume that still holds its data on that node. */
 	int e = pool_backend_id_local(pool_of(b), POOL_ID_VOLUME, "volume_id", r->id, local, &err);
 	if (e == -EXDEV)
-		return errorf(ret_error, -ENOENT, "%s", err);
+		return error_pass(-ENOENT, &err, ret_error);
 	if (e < 0) {
 		*ret = (BackendDeleted){}; /* no volume of ours: already gone */
 		return 0;
@@ -445,7 +445,7 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 		*ret = (BackendDeleted){}; /* already gone: success, as the spec asks */
 		e = 0;
 	} else if (e == -ENOTEMPTY)
-		e = delete_refused(ret_error, r->id, &found);
+		e = delete_refused(r->id, &found, ret_error);
 	else if (e == -EPERM && found.why)
 		e = errorf(ret_error, -ENOTEMPTY,
 			   "volume %s cannot be deleted (nothing was removed): pool %s: %s, then "

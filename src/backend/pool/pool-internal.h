@@ -18,6 +18,10 @@
 #define USE_MAX (1024 * 1024)
 /* The pool lock (its flock) and the ledger of provisioned bytes (its content). */
 #define LEDGER_FILE "ledger"
+/* What the names of volumes, snapshots and staging directories in tmp/ start with. */
+#define POOL_VOLUME_PREFIX "vol-"
+#define POOL_SNAPSHOT_PREFIX "snap-"
+#define POOL_STAGING_PREFIX "new-"
 
 /* Group commit of one directory's fsync: every caller that changed the directory (a rename into
  * or out of it) before calling dir_sync_wait() is covered by the first fsync that starts after
@@ -68,14 +72,25 @@ void pool_reserve_restore(Pool *p);
 bool pool_reserve_release(Pool *p);
 
 /* write_file_atomic_via() of one of the pool's records (0600) through tmp/; on a full
- * filesystem once more with the reserve given up. */
+ * filesystem once more with the reserve given up (pool.c). */
 int pool_write_atomic(Pool *p, int dir_fd, const char *name, const char *text, size_t len,
 		      WriteFileFlags flags);
 
 /* Takes the pool lock (threads and processes): every change of what the ledger counts happens
- * under it, together with the ledger's update. Blocks. */
+ * under it, together with the ledger's update. Blocks. (pool-space.c, with the ledger.) */
 int pool_lock_take(Pool *p);
 void pool_lock_release(Pool *p);
+
+/* The ledger (pool-space.c), beside the rules of what may be provisioned. Hold the pool lock.
+ * reserve: adds bytes, -ENOSPC beyond what the pool may provision or when its filesystem is full
+ * for real; release: gives bytes back; recount: what it should say, counted from the pool;
+ * write: sets it. */
+int pool_ledger_reserve(Pool *p, uint64_t bytes);
+void pool_ledger_release(Pool *p, uint64_t bytes);
+uint64_t pool_ledger_recount(Pool *p);
+int pool_ledger_write(Pool *p, uint64_t bytes);
+/* The bytes a staging directory in tmp/ reserves, from its name; 0 for anything else. */
+uint64_t pool_staging_reserved(const char *name);
 
 /* Whether name is one the pool makes in tmp/ (a staging directory, a removal, a temporary of
  * an atomic write, the direct I/O probe): nothing else there is ever removed. */

@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "meta-json.h"
 #include "pool-meta.h"
+#include "strv.h"
 
 #define META_FORMAT 1
 
@@ -350,4 +351,79 @@ int pool_node_devices_from_json(const char *text, size_t len, PoolNodeDevice **r
 	*ret = d;
 	*ret_n = n;
 	return 0;
+}
+
+/* ---- freeing ---- */
+
+void pool_volume_free(PoolVolume *v)
+{
+	if (!v)
+		return;
+	free(v->name);
+	strmap_done(&v->params);
+	strmap_done(&v->context);
+	free(v->source_kind);
+	free(v->source_id);
+	free(v->access_mode);
+	free(v->node);
+	for (size_t i = 0; i < v->n_attachments; i++) {
+		free(v->attachments[i].node);
+		free(v->attachments[i].device);
+	}
+	free(v->attachments);
+	free(v);
+}
+
+void pool_volume_freep(PoolVolume **v)
+{
+	pool_volume_free(*v);
+}
+
+void pool_snapshot_free(PoolSnapshot *s)
+{
+	if (!s)
+		return;
+	free(s->name);
+	free(s->source_volume_id);
+	strmap_done(&s->params);
+	free(s->node);
+	free(s);
+}
+
+void pool_snapshot_freep(PoolSnapshot **s)
+{
+	pool_snapshot_free(*s);
+}
+
+void pool_group_free(PoolGroup *g)
+{
+	if (!g)
+		return;
+	free(g->name);
+	strv_free(g->snapshot_ids);
+	free(g->node);
+	free(g);
+}
+
+void pool_group_freep(PoolGroup **g)
+{
+	pool_group_free(*g);
+}
+
+void pool_node_free(PoolNode *n)
+{
+	if (!n)
+		return;
+	free(n->id);
+	free(n->zone);
+	free(n);
+}
+
+void pool_node_devices_free(PoolNodeDevice *d, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(d[i].device);
+		free(d[i].volume_id);
+	}
+	free(d);
 }

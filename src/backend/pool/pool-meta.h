@@ -1,10 +1,76 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Serialisation of the pool's metadata files; internal to the pool. */
+/* The pool's objects as its records hold them, and their serialisation; internal to the
+ * pool. Nothing here knows a Pool: pool.h builds on it. */
 #pragma once
 
-#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-#include "pool.h"
+#include "strmap.h"
+
+#define POOL_ID_MAX 32
+
+typedef struct PoolAttachment {
+	char *node;
+	char *device;
+	bool readonly;
+} PoolAttachment;
+
+typedef struct PoolVolume {
+	char id[POOL_ID_MAX];
+	char *name;
+	uint64_t size;
+	int64_t created_ns; /* CLOCK_REALTIME */
+	Strmap params;	    /* the StorageClass parameters, normalised */
+	Strmap context;	    /* volume_context handed to the node */
+	char *source_kind;  /* "", "snapshot" or "volume" */
+	char *source_id;
+	char *access_mode; /* the CSI access mode name it was created for */
+	char *node;	   /* what its ID ends with (pool-ids.c); NULL: made before */
+	PoolAttachment *attachments;
+	size_t n_attachments;
+} PoolVolume;
+
+typedef struct PoolSnapshot {
+	char id[POOL_ID_MAX];
+	char *name;
+	char *source_volume_id;
+	uint64_t size;
+	int64_t created_ns;
+	Strmap params;
+	char *node; /* what its ID ends with; NULL: made before IDs carried their node */
+} PoolSnapshot;
+
+typedef struct PoolGroup {
+	char id[POOL_ID_MAX];
+	char *name;
+	char **snapshot_ids; /* a strv: member snapshots, in the order of their source volumes */
+	size_t n_snapshots;
+	int64_t created_ns;
+	char *node; /* what its ID ends with; NULL: made before IDs carried their node */
+} PoolGroup;
+
+typedef struct PoolNode {
+	char *id;
+	uint32_t max_volumes;
+	char *zone;
+} PoolNode;
+
+/* A device name a volume holds on a node. */
+typedef struct PoolNodeDevice {
+	char *device;
+	char *volume_id;
+} PoolNodeDevice;
+
+void pool_volume_free(PoolVolume *v);
+void pool_volume_freep(PoolVolume **v);
+void pool_snapshot_free(PoolSnapshot *s);
+void pool_snapshot_freep(PoolSnapshot **s);
+void pool_group_free(PoolGroup *g);
+void pool_group_freep(PoolGroup **g);
+void pool_node_free(PoolNode *n);
+void pool_node_devices_free(PoolNodeDevice *d, size_t n);
 
 /* Each *_to_json returns a malloc'ed NUL-terminated text; those of volumes, snapshots and
  * groups return NULL when a string in the object (from a request: a name, a parameter) is not

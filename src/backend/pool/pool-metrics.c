@@ -81,40 +81,39 @@ METRIC_DEFINE_FULL(vol_device, METRIC_GAUGE, "volplug_volume_device_info",
 
 #define SECTOR 512.0
 
-static void count_ids(Pool *p, int (*list)(Pool *, char ***, size_t *), MetricFamily *f)
+static int64_t count_ids(Pool *p, int (*list)(Pool *, char ***, size_t *))
 {
 	char **ids = NULL;
 	size_t n = 0;
+	int r = list(p, &ids, &n);
 
-	if (list(p, &ids, &n) == 0)
-		metric_add(f, (double)n);
 	strv_free(ids);
+	return r < 0 ? -1 : (int64_t)n;
 }
 
 /* The node's uses, from each volume's record: written atomically, so reading one without its
  * lock sees the record before or after a change, never half of it. */
-static void count_uses(PoolBackend *pb, Hashmap *staged_ids)
+static void count_uses(PoolBackend *pb, BackendStatus *s, Hashmap *staged_ids)
 {
 	char **ids = NULL;
-	size_t n = 0, n_staged = 0, n_published = 0;
+	size_t n = 0;
 
 	if (pool_volume_list(pb->pool, &ids, &n) < 0)
 		return;
+	s->staged = s->published = 0;
 	for (size_t i = 0; i < n; i++) {
 		NodeUse u = {};
 		if (pool_volume_use_load(pb->pool, ids[i], &u) == 0 && u.node &&
 		    strcmp(u.node, pb->node_id) == 0) {
-			n_staged += u.staging.path != NULL;
-			n_published += u.n_targets;
-			if (u.staging.path)
+			s->staged += u.staging.path != NULL;
+			s->published += (int64_t)u.n_targets;
+			if (u.staging.path && staged_ids)
 				(void)hashmap_put(staged_ids, ids[i],
 						  pool_backend_id(ids[i], pb->node_part));
 		}
 		node_use_done(&u);
 	}
 	strv_free(ids);
-	metric_add(&staged, (double)n_staged);
-	metric_add(&published, (double)n_published);
 }
 
 /* The baselines: loop device number -> the file it was bound to and its counters then, one per
@@ -239,15 +238,14 @@ static void count_volume_io(const char *id, const LoopInfo *l)
 
 /* The pool's loop devices; the I/O of those over volumes in staged_ids (pool ID -> the ID the
  * CSI layer sees, which labels the series; NULL: none). */
-static void count_loops(Pool *p, const Hashmap *staged_ids)
+static int64_t count_loops(Pool *p, const Hashmap *staged_ids)
 {
 	_cleanup_free_ char *canon = realpath(pool_path(p), NULL);
 	LoopInfo *list = NULL;
 	size_t n = 0;
 
 	if (!canon || loop_list_for_dir(canon, &list, &n) < 0)
-		return;
-	metric_add(&loops, (double)n);
+		return -1;
 	_cleanup_free_ char *vdir = xasprintf("%s/volumes", canon);
 	for (size_t i = 0; staged_ids && i < n; i++) {
 		char id[POOL_ID_MAX];
@@ -263,38 +261,72 @@ static void count_loops(Pool *p, const Hashmap *staged_ids)
 	if (staged_ids)
 		baselines_prune(list, n);
 	loop_info_array_free(list, n);
+	return (int64_t)n;
 }
 
-/* One look at the pool's space for all its byte gauges, so they agree with each other (and
- * with GetCapacity): none when the ledger cannot be read. */
-static void count_space(Pool *p)
+/* One look at the pool: its space (for all its byte figures at once, so they agree with each
+ * other and with GetCapacity: none when the ledger cannot be read), objects, this node's uses
+ * (the volumes staged here into staged_ids when not NULL) and loop devices (with the I/O of
+ * those of staged_ids). What its gauges and its status show. */
+static void pool_look(PoolBackend *pb, BackendStatus *ret, Hashmap *staged_ids)
 {
-	PoolSpace s;
+	BackendStatus s = {.staged = -1, .published = -1};
+	PoolSpace space;
 
-	if (pool_space(p, &s) < 0)
-		return;
-	metric_add(&capacity, (double)s.capacity);
-	metric_add(&ratio, s.overprovision);
-	metric_add(&provisioned, (double)s.provisioned);
-	metric_add(&allocated, (double)s.allocated);
-	metric_add(&available, (double)pool_space_available(&s));
-	metric_add(&fs_free, (double)s.fs_free);
+	s.path = xstrdup(pool_path(pb->pool));
+	if (pool_space(pb->pool, &space) >= 0) {
+		s.has_space = true;
+		s.capacity = space.capacity;
+		s.overprovision = space.overprovision;
+		s.provisioned = space.provisioned;
+		s.allocated = space.allocated;
+		s.available = pool_space_available(&space);
+		s.fs_free = space.fs_free;
+	}
+	s.volumes = count_ids(pb->pool, pool_volume_list);
+	s.snapshots = count_ids(pb->pool, pool_snapshot_list);
+	if (*pb->node_id)
+		count_uses(pb, &s, staged_ids);
+	s.devices = count_loops(pb->pool, staged_ids);
+	*ret = s;
+}
+
+int pool_backend_status(Backend *b, const void *r, BackendStatus *ret, char **ret_error)
+{
+	(void)r;
+	(void)ret_error;
+	pool_look(pool_of(b), ret, NULL);
+	return 0;
+}
+
+static void add_count(MetricFamily *f, int64_t v)
+{
+	if (v >= 0)
+		metric_add(f, (double)v);
 }
 
 static void pool_collect(void *userdata)
 {
 	PoolBackend *pb = userdata;
+	_cleanup_(hashmap_freep) Hashmap *staged_ids = *pb->node_id ? hashmap_new(free) : NULL;
+	BackendStatus s;
 
-	count_space(pb->pool);
-	count_ids(pb->pool, pool_volume_list, &volumes);
-	count_ids(pb->pool, pool_snapshot_list, &snapshots);
-	_cleanup_(hashmap_freep) Hashmap *staged_ids = NULL;
-
-	if (*pb->node_id) {
-		staged_ids = hashmap_new(free);
-		count_uses(pb, staged_ids);
+	pool_look(pb, &s, staged_ids);
+	/* The byte gauges only when the ledger is read: a pool that cannot say has none. */
+	if (s.has_space) {
+		metric_add(&capacity, (double)s.capacity);
+		metric_add(&ratio, s.overprovision);
+		metric_add(&provisioned, (double)s.provisioned);
+		metric_add(&allocated, (double)s.allocated);
+		metric_add(&available, (double)s.available);
+		metric_add(&fs_free, (double)s.fs_free);
 	}
-	count_loops(pb->pool, staged_ids);
+	add_count(&volumes, s.volumes);
+	add_count(&snapshots, s.snapshots);
+	add_count(&staged, s.staged);
+	add_count(&published, s.published);
+	add_count(&loops, s.devices);
+	backend_status_done(&s);
 }
 
 void pool_metrics_start(PoolBackend *pb)

@@ -19,17 +19,33 @@
 
 #define SECTOR_SIZE 512
 
+/* One call of the node service: the pool, and the volume as the request named it (shown: what
+ * blocknode hands back to the operations below, and what messages name) beside its local ID
+ * (its directory's name, what the pool's files and paths use). */
+typedef struct PoolNodeCall {
+	Pool *p;
+	const char *local;
+	const char *shown;
+} PoolNodeCall;
+
+/* The local ID of the volume blocknode names by id. */
+static const char *local_of(const PoolNodeCall *c, const char *id)
+{
+	return c->shown && c->local && strcmp(id, c->shown) == 0 ? c->local : id;
+}
+
 /* The loop device over the volume's data file (the kernel's word, compared by inode): 0, or
  * -ENODEV when none is attached. */
 static int pool_device_find(void *userdata, const char *id, const Strmap *publish_context,
 			    BlockDevice *ret)
 {
+	PoolNodeCall *c = userdata;
 	_cleanup_free_ char *dev = NULL;
 	struct stat st;
 
 	(void)publish_context;
 	/* The file the pool holds: what a symlink there points to is not the volume. */
-	_cleanup_close_ int data = pool_volume_data_open(userdata, id, O_PATH);
+	_cleanup_close_ int data = pool_volume_data_open(c->p, local_of(c, id), O_PATH);
 	if (data == -ENOENT || data == -EUCLEAN)
 		return -ENODEV;
 	if (data < 0)
@@ -50,9 +66,11 @@ static int pool_device_find(void *userdata, const char *id, const Strmap *publis
  * the path it was attached with and the inode it holds; only volplug attaches loop devices over
  * a volume's data file, so that is the volume's device still, and what it has mounted is the
  * volume's. -ENODEV when there is none. */
-static int pool_device_find_lost(void *userdata, const char *id, BlockDevice *ret)
+static int pool_device_find_lost(void *userdata, const char *shown, BlockDevice *ret)
 {
-	Pool *p = userdata;
+	PoolNodeCall *c = userdata;
+	Pool *p = c->p;
+	const char *id = local_of(c, shown);
 	_cleanup_free_ char *data = NULL, *dev = NULL;
 	struct stat st;
 
@@ -93,26 +111,28 @@ static uint32_t block_size_for(int data_fd, uint32_t max)
 static int pool_device_get(void *userdata, const char *id, const Strmap *publish_context,
 			   uint32_t block_size_max, BlockDevice *ret, char **ret_error)
 {
-	Pool *p = userdata;
+	PoolNodeCall *c = userdata;
+	Pool *p = c->p;
+	const char *local = local_of(c, id);
 
-	int r = pool_device_find(p, id, publish_context, ret);
+	int r = pool_device_find(c, id, publish_context, ret);
 	if (r != -ENODEV)
 		return r < 0 ? errorf(ret_error, r, "volume %s: looking for its loop device: %s",
 				      id, strerror(-r))
 			     : 0;
-	_cleanup_free_ char *name = pool_volume_data_path(p, id);
+	_cleanup_free_ char *name = pool_volume_data_path(p, local);
 	_cleanup_free_ char *dev = NULL;
 	/* A damaged volume is never attached: a symlinked data file would give the node a file
 	 * from outside the pool to format and mount. */
-	if ((r = pool_volume_damaged(p, id, NULL, ret_error)) < 0)
+	if ((r = pool_volume_damaged(p, local, id, ret_error)) < 0)
 		return r;
-	_cleanup_close_ int data = pool_volume_data_open(p, id, O_RDWR);
+	_cleanup_close_ int data = pool_volume_data_open(p, local, O_RDWR);
 	if (data == -EUCLEAN) /* changed since the look above */
 		return errorf(
 			ret_error, data,
 			"volume %s is damaged: volumes/%s/data is no file of the pool: it can "
 			"only be deleted",
-			id, id);
+			id, local);
 	if (data < 0)
 		return errorf(ret_error, data, "volume %s: opening its data file failed: %s", id,
 			      strerror(-data));
@@ -122,7 +142,7 @@ static int pool_device_get(void *userdata, const char *id, const Strmap *publish
 			      strerror(-r));
 	pool_metrics_device_attached(dev);
 	failpoint("node-stage-after-attach");
-	if ((r = pool_device_find(p, id, publish_context, ret)) < 0)
+	if ((r = pool_device_find(c, id, publish_context, ret)) < 0)
 		return errorf(ret_error, r, "volume %s: its new loop device %s is gone", id, dev);
 	ret->attached_now = true;
 	return 0;
@@ -149,7 +169,7 @@ static char *pool_device_condition(void *userdata, const char *id, const BlockDe
 	LoopInfo info;
 
 	(void)id;
-	char *full = pool_space_full_condition(userdata);
+	char *full = pool_space_full_condition(((PoolNodeCall *)userdata)->p);
 	if (full) {
 		*ret_abnormal = true;
 		return full;
@@ -169,28 +189,38 @@ static char *pool_device_condition(void *userdata, const char *id, const BlockDe
 
 static bool pool_present(void *userdata, const char *id)
 {
-	return pool_volume_present(userdata, id);
+	PoolNodeCall *c = userdata;
+
+	return pool_volume_present(c->p, local_of(c, id));
 }
 
 static int pool_use_lock(void *userdata, const char *id, int *ret_lock_fd)
 {
-	return pool_volume_use_lock(userdata, id, ret_lock_fd);
+	PoolNodeCall *c = userdata;
+
+	return pool_volume_use_lock(c->p, local_of(c, id), ret_lock_fd);
 }
 
+/* The lock's path in the pool: by the volume's local ID, the name of its directory. */
 static char *pool_use_lock_name(void *userdata, const char *id)
 {
-	Pool *p = userdata;
-	return xasprintf("volumes/%s/" USE_LOCK " in pool %s", id, p->path);
+	PoolNodeCall *c = userdata;
+
+	return xasprintf("volumes/%s/" USE_LOCK " in pool %s", local_of(c, id), c->p->path);
 }
 
 static int pool_use_load(void *userdata, const char *id, NodeUse *ret)
 {
-	return pool_volume_use_load(userdata, id, ret);
+	PoolNodeCall *c = userdata;
+
+	return pool_volume_use_load(c->p, local_of(c, id), ret);
 }
 
 static int pool_use_save(void *userdata, const char *id, const NodeUse *u, bool durable)
 {
-	return pool_volume_use_save(userdata, id, u, durable);
+	PoolNodeCall *c = userdata;
+
+	return pool_volume_use_save(c->p, local_of(c, id), u, durable);
 }
 
 static const BlockNodeOps pool_node_ops = {
@@ -208,44 +238,57 @@ static const BlockNodeOps pool_node_ops = {
 	.use_save = pool_use_save,
 };
 
-#define POOL_NODE(p, node) (&(BlockNode){.ops = &pool_node_ops, .userdata = (p), .node_id = (node)})
+/* The block node service of one call on the volume of local ID local, which the request named
+ * shown (NULL: local). */
+#define POOL_NODE(pool, node, local_id, shown_id)                                     \
+	(&(BlockNode){.ops = &pool_node_ops,                                          \
+		      .userdata = &(PoolNodeCall){.p = (pool),                        \
+						  .local = (local_id),                \
+						  .shown = (shown_id) ?: (local_id)}, \
+		      .node_id = (node)})
 
-int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r,
+int pool_node_stage(Pool *p, const char *node_id, const char *local, const BackendStage *r,
 		    const BlockfsMkfsOptions *mkfs, char **ret_error)
 {
 	/* A damaged volume is never staged, not even found staged: it can only be deleted. */
-	int e = pool_volume_damaged(p, r->volume_id, NULL, ret_error);
+	int e = pool_volume_damaged(p, local, r->volume_id, ret_error);
 	if (e < 0)
 		return e;
-	return blocknode_stage(POOL_NODE(p, node_id), r, mkfs, ret_error);
+	return blocknode_stage(POOL_NODE(p, node_id, local, r->volume_id), r, mkfs, ret_error);
 }
 
-int pool_node_unstage(Pool *p, const char *volume_id, const char *staging_path, char **ret_error)
+int pool_node_unstage(Pool *p, const char *local, const char *volume_id, const char *staging_path,
+		      char **ret_error)
 {
-	return blocknode_unstage(POOL_NODE(p, NULL), volume_id, staging_path, ret_error);
+	return blocknode_unstage(POOL_NODE(p, NULL, local, volume_id), volume_id, staging_path,
+				 ret_error);
 }
 
-int pool_node_publish(Pool *p, const char *node_id, const BackendPublish *r, char **ret_error)
+int pool_node_publish(Pool *p, const char *node_id, const char *local, const BackendPublish *r,
+		      char **ret_error)
 {
-	return blocknode_publish(POOL_NODE(p, node_id), r, ret_error);
+	return blocknode_publish(POOL_NODE(p, node_id, local, r->volume_id), r, ret_error);
 }
 
-int pool_node_unpublish(Pool *p, const char *volume_id, const char *target_path, char **ret_error)
+int pool_node_unpublish(Pool *p, const char *local, const char *volume_id, const char *target_path,
+			char **ret_error)
 {
-	return blocknode_unpublish(POOL_NODE(p, NULL), volume_id, target_path, ret_error);
+	return blocknode_unpublish(POOL_NODE(p, NULL, local, volume_id), volume_id, target_path,
+				   ret_error);
 }
 
-int pool_node_expand(Pool *p, const char *volume_id, const char *volume_path, uint64_t required,
-		     uint64_t limit, uint64_t *ret_size, char **ret_error)
+int pool_node_expand(Pool *p, const char *local, const char *volume_id, const char *volume_path,
+		     uint64_t required, uint64_t limit, uint64_t *ret_size, char **ret_error)
 {
-	return blocknode_expand(POOL_NODE(p, NULL), volume_id, volume_path, required, limit,
-				ret_size, ret_error);
+	return blocknode_expand(POOL_NODE(p, NULL, local, volume_id), volume_id, volume_path,
+				required, limit, ret_size, ret_error);
 }
 
-int pool_node_stats(Pool *p, const char *volume_id, const char *volume_path, BackendStats *ret,
-		    char **ret_error)
+int pool_node_stats(Pool *p, const char *local, const char *volume_id, const char *volume_path,
+		    BackendStats *ret, char **ret_error)
 {
-	return blocknode_stats(POOL_NODE(p, NULL), volume_id, volume_path, ret, ret_error);
+	return blocknode_stats(POOL_NODE(p, NULL, local, volume_id), volume_id, volume_path, ret,
+			       ret_error);
 }
 
 bool pool_node_loop_volume(const char *volumes, const LoopInfo *l, char ret_id[POOL_ID_MAX])
@@ -281,7 +324,7 @@ int pool_node_trim_all(Pool *p, uint64_t *ret_trimmed)
 		uint64_t trimmed = 0;
 		if (!pool_node_loop_volume(volumes, &loops[i], id))
 			continue;
-		r = blocknode_trim(POOL_NODE(p, NULL), id, &trimmed);
+		r = blocknode_trim(POOL_NODE(p, NULL, id, NULL), id, &trimmed);
 		if (r < 0) {
 			/* Not mounted, or a device that cannot discard (a pool on ramfs). */
 			log_debug_errno(r, "volume %s: not trimmed: %m", id);

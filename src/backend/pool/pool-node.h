@@ -14,31 +14,37 @@
 #include "pool.h"
 #include "time-util.h"
 
+/* Each call takes the volume's local ID (its directory's name, which the pool's files and paths
+ * use) and the ID the request named it by (r->volume_id, volume_id: what its messages name). */
+
 /* NodeStageVolume: attach, make a filesystem on a blank device (never on one that holds
  * anything) with mkfs's options, check it, mount it at staging_path (r->access.fstype:
  * resolved, not empty). Idempotent. Blocks (mkfs, fsck). */
-int pool_node_stage(Pool *p, const char *node_id, const BackendStage *r,
+int pool_node_stage(Pool *p, const char *node_id, const char *local, const BackendStage *r,
 		    const BlockfsMkfsOptions *mkfs, char **ret_error);
 
 /* NodeUnstageVolume: unmount the volume's staging mount, remove the directory if made here,
  * detach. Idempotent. */
-int pool_node_unstage(Pool *p, const char *volume_id, const char *staging_path, char **ret_error);
+int pool_node_unstage(Pool *p, const char *local, const char *volume_id, const char *staging_path,
+		      char **ret_error);
 
 /* NodePublishVolume: bind the staging mount (or the raw device) onto target_path, made here
  * when missing. Idempotent; r->prepare runs every time. */
-int pool_node_publish(Pool *p, const char *node_id, const BackendPublish *r, char **ret_error);
+int pool_node_publish(Pool *p, const char *node_id, const char *local, const BackendPublish *r,
+		      char **ret_error);
 
 /* NodeUnpublishVolume: unmount the volume at target_path, remove what was made there. */
-int pool_node_unpublish(Pool *p, const char *volume_id, const char *target_path, char **ret_error);
+int pool_node_unpublish(Pool *p, const char *local, const char *volume_id, const char *target_path,
+			char **ret_error);
 
 /* NodeExpandVolume: the device takes the data file's new size, the filesystem at volume_path
  * (this volume's) grows to fill it. required/limit 0: none. *ret_size: the device's size. */
-int pool_node_expand(Pool *p, const char *volume_id, const char *volume_path, uint64_t required,
-		     uint64_t limit, uint64_t *ret_size, char **ret_error);
+int pool_node_expand(Pool *p, const char *local, const char *volume_id, const char *volume_path,
+		     uint64_t required, uint64_t limit, uint64_t *ret_size, char **ret_error);
 
 /* NodeGetVolumeStats of the volume at volume_path (this volume's, else -ENOENT). */
-int pool_node_stats(Pool *p, const char *volume_id, const char *volume_path, BackendStats *ret,
-		    char **ret_error);
+int pool_node_stats(Pool *p, const char *local, const char *volume_id, const char *volume_path,
+		    BackendStats *ret, char **ret_error);
 
 /* Trims the filesystem of every volume staged on this machine (blocknode_trim()), so the
  * space of files deleted in them goes back to the pool: their loop devices punch holes in the

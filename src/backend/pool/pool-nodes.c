@@ -71,15 +71,6 @@ int pool_node_load(Pool *p, const char *id, PoolNode **ret)
 	return pool_node_from_json(text, len, ret);
 }
 
-void pool_node_free(PoolNode *n)
-{
-	if (!n)
-		return;
-	free(n->id);
-	free(n->zone);
-	free(n);
-}
-
 int pool_node_lock(Pool *p, const char *node, int *ret_lock_fd)
 {
 	char name[NODE_NAME_MAX];
@@ -94,15 +85,6 @@ int pool_node_lock(Pool *p, const char *node, int *ret_lock_fd)
 		return negative_errno();
 	*ret_lock_fd = TAKE_FD(fd);
 	return 0;
-}
-
-void pool_node_devices_free(PoolNodeDevice *d, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(d[i].device);
-		free(d[i].volume_id);
-	}
-	free(d);
 }
 
 static void devices_add(PoolNodeDevice **d, size_t *n, size_t *cap, const char *device,

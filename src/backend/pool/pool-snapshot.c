@@ -37,7 +37,7 @@ static void snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret)
 
 /* Why the snapshot `what` (malloc'ed, taken) of size bytes failed; for -ENOSPC, the pool's
  * space: its limit, or its filesystem full for real. */
-static int snapshot_failed(char **ret_error, PoolBackend *pb, int e, uint64_t size, char *what)
+static int snapshot_failed(PoolBackend *pb, int e, uint64_t size, char *what, char **ret_error)
 {
 	_cleanup_free_ char *w = what;
 	_cleanup_free_ char *why = e == -ENOSPC ? pool_space_refusal(pb->pool, size, pb->node_id)
@@ -82,8 +82,9 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 		snapshot_to_backend(existing, ret); /* another process made it meanwhile */
 	else if (e < 0)
 		e = snapshot_failed(
-			ret_error, pb, e, spec.size,
-			xasprintf("snapshot '%s' of volume %s", r->name, r->source_volume_id));
+			pb, e, spec.size,
+			xasprintf("snapshot '%s' of volume %s", r->name, r->source_volume_id),
+			ret_error);
 	else {
 		snapshot_to_backend(&spec, ret);
 		ret->copy_method = copy_method_to_string(method);
@@ -104,7 +105,7 @@ int pool_backend_delete_snapshot(Backend *b, const BackendRef *r, BackendDeleted
 	int e = pool_backend_id_local(pool_of(b), POOL_ID_SNAPSHOT, "snapshot_id", r->id, local,
 				      &err);
 	if (e == -EXDEV)
-		return errorf(ret_error, -ENOENT, "%s", err);
+		return error_pass(-ENOENT, &err, ret_error);
 	if (e < 0) {
 		*ret = (BackendDeleted){};
 		return 0;
@@ -234,9 +235,8 @@ static void group_to_backend(Pool *pool, const PoolGroup *g, BackendGroup *ret)
 
 /* Makes (or finds, on a retry) the member snapshot of one volume. Its name is made of the
  * group's and the volume's local ID, as it was before IDs carried their node. */
-static int group_snapshot_member(char **ret_error, PoolBackend *pb, const BackendCreateGroup *r,
-				 const char *group_id, const char *volume_id,
-				 char ret_id[POOL_ID_MAX])
+static int group_snapshot_member(PoolBackend *pb, const BackendCreateGroup *r, const char *group_id,
+				 const char *volume_id, char ret_id[POOL_ID_MAX], char **ret_error)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_free_ char *name = NULL;
@@ -262,8 +262,8 @@ static int group_snapshot_member(char **ret_error, PoolBackend *pb, const Backen
 	e = pool_snapshot_create(pool, &spec, local, &method);
 	strmap_done(&spec.params);
 	if (e < 0 && e != -EEXIST)
-		return snapshot_failed(ret_error, pb, e, spec.size,
-				       xasprintf("snapshot of volume %s", volume_id));
+		return snapshot_failed(pb, e, spec.size,
+				       xasprintf("snapshot of volume %s", volume_id), ret_error);
 	memcpy(ret_id, spec.id, POOL_ID_MAX);
 	return 0;
 }
@@ -287,7 +287,7 @@ int pool_backend_create_group(Backend *b, const BackendCreateGroup *r, BackendGr
 	group_id = pool_backend_id(g.id, g.node);
 	for (size_t i = 0; i < r->n_volume_ids; i++) {
 		char id[POOL_ID_MAX];
-		if ((e = group_snapshot_member(ret_error, pb, r, group_id, r->volume_ids[i], id)) <
+		if ((e = group_snapshot_member(pb, r, group_id, r->volume_ids[i], id, ret_error)) <
 		    0)
 			goto out;
 		g.snapshot_ids[g.n_snapshots++] = xstrdup(id);
@@ -306,8 +306,8 @@ out:
 }
 
 /* Whether the request's snapshot_ids (if any) are exactly the group's: -EINVAL if not. */
-static int group_members_check(char **ret_error, PoolBackend *pb, const PoolGroup *g,
-			       const BackendGroupRequest *r)
+static int group_members_check(PoolBackend *pb, const PoolGroup *g, const BackendGroupRequest *r,
+			       char **ret_error)
 {
 	bool match = r->n_snapshot_ids == 0 || r->n_snapshot_ids == g->n_snapshots;
 
@@ -352,7 +352,7 @@ int pool_backend_get_group(Backend *b, const BackendGroupRequest *r, BackendGrou
 
 	if ((e = group_load(pb, r->id, &g, ret_error)) < 0)
 		return e == -EXDEV ? -ENOENT : e;
-	if ((e = group_members_check(ret_error, pb, g, r)) < 0)
+	if ((e = group_members_check(pb, g, r, ret_error)) < 0)
 		return e;
 	group_to_backend(pool, g, ret);
 	return 0;
@@ -369,12 +369,12 @@ int pool_backend_delete_group(Backend *b, const BackendGroupRequest *r, BackendD
 
 	/* Another node's group is NOT_FOUND, not gone. */
 	if ((e = group_load(pb, r->id, &g, &err)) == -EXDEV)
-		return errorf(ret_error, -ENOENT, "%s", err);
+		return error_pass(-ENOENT, &err, ret_error);
 	if (e < 0) {
 		*ret = (BackendDeleted){}; /* gone already */
 		return 0;
 	}
-	if ((e = group_members_check(ret_error, pb, g, r)) < 0)
+	if ((e = group_members_check(pb, g, r, ret_error)) < 0)
 		return e;
 	for (size_t i = 0; i < g->n_snapshots; i++) {
 		_cleanup_free_ char *why = NULL;

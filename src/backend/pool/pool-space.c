@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -170,11 +171,160 @@ bool pool_reserve_release(Pool *p)
 	return fd >= 0 && fstat(fd, &st) == 0 && st.st_blocks > 0 && ftruncate(fd, 0) == 0;
 }
 
-int pool_write_atomic(Pool *p, int dir_fd, const char *name, const char *text, size_t len,
-		      WriteFileFlags flags)
+/* Capacity: the ledger.
+ *
+ * POOL/ledger holds the bytes provisioned by every process on the pool: the data files of the
+ * volumes and snapshots, plus the size a staging directory in tmp/ reserves for the object it
+ * makes (written in its name, "new-<id>.<random>.<bytes>"). Each change of one of those
+ * happens under the pool lock together with the ledger's update (making a staging directory,
+ * renaming it away, renaming an object out of its place, growing a data file), so the ledger
+ * always matches the pool; every open recounts it from the pool, so a process killed in
+ * between costs nothing after the next start. The slow part of a create (the copy, the
+ * fsyncs) runs outside the lock. */
+
+#define LEDGER_LEN 21 /* 20 digits and a newline: rewritten in place, never shorter */
+
+int pool_lock_take(Pool *p)
 {
-	int r = write_file_atomic_via(p->tmp_fd, dir_fd, name, text, len, 0600, flags);
-	if (r == -ENOSPC && pool_reserve_release(p))
-		r = write_file_atomic_via(p->tmp_fd, dir_fd, name, text, len, 0600, flags);
-	return r;
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		if (flock(p->ledger_fd, LOCK_EX) == 0)
+			return 0;
+		if (errno != EINTR) {
+			int r = negative_errno();
+			pthread_mutex_unlock(&p->lock);
+			return r;
+		}
+	}
+}
+
+void pool_lock_release(Pool *p)
+{
+	(void)flock(p->ledger_fd, LOCK_UN);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The data files' sizes of one kind of object, or what they really hold on disk (allocated). */
+static uint64_t data_sum(int dir_fd, const char *prefix, bool allocated)
+{
+	char **ids;
+	size_t n;
+	uint64_t sum = 0;
+
+	if (pool_list_ids(dir_fd, prefix, &ids, &n) < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char path[POOL_ID_MAX + 8];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/" DATA_FILE, ids[i]);
+		/* What a symlink points to is no file of the pool. */
+		if (stat_beneath(dir_fd, path, S_IFREG, &st) == 0)
+			sum += allocated ? (uint64_t)st.st_blocks * 512 : (uint64_t)st.st_size;
+	}
+	strv_free(ids);
+	return sum;
+}
+
+uint64_t pool_allocated(Pool *p)
+{
+	return data_sum(p->volumes_fd, POOL_VOLUME_PREFIX, true) +
+	       data_sum(p->snapshots_fd, POOL_SNAPSHOT_PREFIX, true);
+}
+
+/* The bytes a staging directory reserves, from its name; 0 for anything else in tmp/. */
+uint64_t pool_staging_reserved(const char *name)
+{
+	const char *dot = strrchr(name, '.');
+	char *end;
+
+	if (strncmp(name, POOL_STAGING_PREFIX, strlen(POOL_STAGING_PREFIX)) != 0 || !dot)
+		return 0;
+	errno = 0;
+	unsigned long long v = strtoull(dot + 1, &end, 10);
+	return errno || end == dot + 1 || *end ? 0 : (uint64_t)v;
+}
+
+/* What the ledger should say, counted from the pool. Hold the pool lock. */
+uint64_t pool_ledger_recount(Pool *p)
+{
+	uint64_t sum = data_sum(p->volumes_fd, POOL_VOLUME_PREFIX, false) +
+		       data_sum(p->snapshots_fd, POOL_SNAPSHOT_PREFIX, false);
+	_cleanup_closedir_ DIR *d = pool_opendir(p->tmp_fd);
+	struct dirent *de;
+
+	while (d && (de = readdir(d)))
+		sum += pool_staging_reserved(de->d_name);
+	return sum;
+}
+
+int pool_ledger_write(Pool *p, uint64_t bytes)
+{
+	char buf[LEDGER_LEN + 1];
+
+	snprintf(buf, sizeof(buf), "%020llu\n", (unsigned long long)bytes);
+	ssize_t n = pwrite(p->ledger_fd, buf, LEDGER_LEN, 0);
+	return n == LEDGER_LEN ? 0 : n < 0 ? negative_errno() : -EIO;
+}
+
+/* The ledger's bytes; recounted when it does not read back (changed by hand). Hold the pool
+ * lock. */
+static uint64_t ledger_read(Pool *p)
+{
+	char buf[LEDGER_LEN + 1], *end;
+
+	ssize_t n = pread(p->ledger_fd, buf, LEDGER_LEN, 0);
+	if (n == LEDGER_LEN) {
+		buf[n] = 0;
+		errno = 0;
+		unsigned long long v = strtoull(buf, &end, 10);
+		if (errno == 0 && end != buf && *end == '\n')
+			return (uint64_t)v;
+	}
+	uint64_t sum = pool_ledger_recount(p);
+	(void)pool_ledger_write(p, sum);
+	return sum;
+}
+
+/* Adds bytes to the ledger: -ENOSPC beyond what the pool may provision, or when its
+ * filesystem is full for real. Hold the pool lock. */
+int pool_ledger_reserve(Pool *p, uint64_t bytes)
+{
+	uint64_t cur = ledger_read(p);
+
+	if (bytes == 0)
+		return 0;
+	if (cur + bytes < cur || !pool_space_fits(p, cur + bytes))
+		return -ENOSPC;
+	return pool_ledger_write(p, cur + bytes);
+}
+
+/* Gives bytes back. Hold the pool lock. */
+void pool_ledger_release(Pool *p, uint64_t bytes)
+{
+	uint64_t cur = ledger_read(p);
+
+	if (bytes > 0)
+		(void)pool_ledger_write(p, bytes > cur ? 0 : cur - bytes);
+}
+
+int pool_provisioned(Pool *p, uint64_t *ret_bytes)
+{
+	int r = pool_lock_take(p);
+	if (r < 0)
+		return r;
+	*ret_bytes = ledger_read(p);
+	pool_lock_release(p);
+	return 0;
+}
+
+void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available)
+{
+	PoolSpace s;
+
+	if (pool_space(p, &s) < 0) {
+		*ret_total = *ret_available = 0; /* nothing can be promised */
+		return;
+	}
+	*ret_total = s.capacity;
+	*ret_available = pool_space_available(&s);
 }

@@ -29,8 +29,8 @@ typedef enum {
 } ObjectKind;
 
 static const char *const kind_prefix[] = {
-	[KIND_VOLUME] = "vol-",
-	[KIND_SNAPSHOT] = "snap-",
+	[KIND_VOLUME] = POOL_VOLUME_PREFIX,
+	[KIND_SNAPSHOT] = POOL_SNAPSHOT_PREFIX,
 	[KIND_GROUP] = "group-",
 };
 
@@ -234,163 +234,15 @@ static int object_lock(const Pool *p, ObjectKind k, const char *id, int *ret_fd)
 	return 0;
 }
 
-/* Capacity: the ledger.
- *
- * POOL/ledger holds the bytes provisioned by every process on the pool: the data files of the
- * volumes and snapshots, plus the size a staging directory in tmp/ reserves for the object it
- * makes (written in its name, "new-<id>.<random>.<bytes>"). Each change of one of those
- * happens under the pool lock together with the ledger's update (making a staging directory,
- * renaming it away, renaming an object out of its place, growing a data file), so the ledger
- * always matches the pool; every open recounts it from the pool, so a process killed in
- * between costs nothing after the next start. The slow part of a create (the copy, the
- * fsyncs) runs outside the lock. */
+/* Records */
 
-#define LEDGER_LEN 21 /* 20 digits and a newline: rewritten in place, never shorter */
-#define STAGING_PREFIX "new-"
-
-int pool_lock_take(Pool *p)
+int pool_write_atomic(Pool *p, int dir_fd, const char *name, const char *text, size_t len,
+		      WriteFileFlags flags)
 {
-	pthread_mutex_lock(&p->lock);
-	for (;;) {
-		if (flock(p->ledger_fd, LOCK_EX) == 0)
-			return 0;
-		if (errno != EINTR) {
-			int r = negative_errno();
-			pthread_mutex_unlock(&p->lock);
-			return r;
-		}
-	}
-}
-
-void pool_lock_release(Pool *p)
-{
-	(void)flock(p->ledger_fd, LOCK_UN);
-	pthread_mutex_unlock(&p->lock);
-}
-
-/* The data files' sizes of one kind of object, or what they really hold on disk (allocated). */
-static uint64_t data_sum(int dir_fd, const char *prefix, bool allocated)
-{
-	char **ids;
-	size_t n;
-	uint64_t sum = 0;
-
-	if (pool_list_ids(dir_fd, prefix, &ids, &n) < 0)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char path[POOL_ID_MAX + 8];
-		struct stat st;
-		snprintf(path, sizeof(path), "%s/" DATA_FILE, ids[i]);
-		/* What a symlink points to is no file of the pool. */
-		if (stat_beneath(dir_fd, path, S_IFREG, &st) == 0)
-			sum += allocated ? (uint64_t)st.st_blocks * 512 : (uint64_t)st.st_size;
-	}
-	strv_free(ids);
-	return sum;
-}
-
-uint64_t pool_allocated(Pool *p)
-{
-	return data_sum(p->volumes_fd, kind_prefix[KIND_VOLUME], true) +
-	       data_sum(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT], true);
-}
-
-/* The bytes a staging directory reserves, from its name; 0 for anything else in tmp/. */
-static uint64_t staging_reserved(const char *name)
-{
-	const char *dot = strrchr(name, '.');
-	char *end;
-
-	if (strncmp(name, STAGING_PREFIX, strlen(STAGING_PREFIX)) != 0 || !dot)
-		return 0;
-	errno = 0;
-	unsigned long long v = strtoull(dot + 1, &end, 10);
-	return errno || end == dot + 1 || *end ? 0 : (uint64_t)v;
-}
-
-/* What the ledger should say, counted from the pool. Hold the pool lock. */
-static uint64_t ledger_recount(Pool *p)
-{
-	uint64_t sum = data_sum(p->volumes_fd, kind_prefix[KIND_VOLUME], false) +
-		       data_sum(p->snapshots_fd, kind_prefix[KIND_SNAPSHOT], false);
-	_cleanup_closedir_ DIR *d = pool_opendir(p->tmp_fd);
-	struct dirent *de;
-
-	while (d && (de = readdir(d)))
-		sum += staging_reserved(de->d_name);
-	return sum;
-}
-
-static int ledger_write(Pool *p, uint64_t bytes)
-{
-	char buf[LEDGER_LEN + 1];
-
-	snprintf(buf, sizeof(buf), "%020llu\n", (unsigned long long)bytes);
-	ssize_t n = pwrite(p->ledger_fd, buf, LEDGER_LEN, 0);
-	return n == LEDGER_LEN ? 0 : n < 0 ? negative_errno() : -EIO;
-}
-
-/* The ledger's bytes; recounted when it does not read back (changed by hand). Hold the pool
- * lock. */
-static uint64_t ledger_read(Pool *p)
-{
-	char buf[LEDGER_LEN + 1], *end;
-
-	ssize_t n = pread(p->ledger_fd, buf, LEDGER_LEN, 0);
-	if (n == LEDGER_LEN) {
-		buf[n] = 0;
-		errno = 0;
-		unsigned long long v = strtoull(buf, &end, 10);
-		if (errno == 0 && end != buf && *end == '\n')
-			return (uint64_t)v;
-	}
-	uint64_t sum = ledger_recount(p);
-	(void)ledger_write(p, sum);
-	return sum;
-}
-
-/* Adds bytes to the ledger: -ENOSPC beyond what the pool may provision, or when its
- * filesystem is full for real. Hold the pool lock. */
-static int ledger_reserve(Pool *p, uint64_t bytes)
-{
-	uint64_t cur = ledger_read(p);
-
-	if (bytes == 0)
-		return 0;
-	if (cur + bytes < cur || !pool_space_fits(p, cur + bytes))
-		return -ENOSPC;
-	return ledger_write(p, cur + bytes);
-}
-
-/* Gives bytes back. Hold the pool lock. */
-static void ledger_release(Pool *p, uint64_t bytes)
-{
-	uint64_t cur = ledger_read(p);
-
-	if (bytes > 0)
-		(void)ledger_write(p, bytes > cur ? 0 : cur - bytes);
-}
-
-int pool_provisioned(Pool *p, uint64_t *ret_bytes)
-{
-	int r = pool_lock_take(p);
-	if (r < 0)
-		return r;
-	*ret_bytes = ledger_read(p);
-	pool_lock_release(p);
-	return 0;
-}
-
-void pool_capacity(Pool *p, uint64_t *ret_total, uint64_t *ret_available)
-{
-	PoolSpace s;
-
-	if (pool_space(p, &s) < 0) {
-		*ret_total = *ret_available = 0; /* nothing can be promised */
-		return;
-	}
-	*ret_total = s.capacity;
-	*ret_available = pool_space_available(&s);
+	int r = write_file_atomic_via(p->tmp_fd, dir_fd, name, text, len, 0600, flags);
+	if (r == -ENOSPC && pool_reserve_release(p))
+		r = write_file_atomic_via(p->tmp_fd, dir_fd, name, text, len, 0600, flags);
+	return r;
 }
 
 /* Open and recovery */
@@ -409,7 +261,7 @@ static int pool_layout(int dir_fd)
 
 bool pool_tmp_name_ours(const char *name)
 {
-	static const char *const prefixes[] = {STAGING_PREFIX, "del-", ".direct-io-"};
+	static const char *const prefixes[] = {POOL_STAGING_PREFIX, "del-", ".direct-io-"};
 
 	for (size_t i = 0; i < ELEMENTSOF(prefixes); i++)
 		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0 && !strchr(name, '/'))
@@ -425,9 +277,9 @@ static bool staging_committed(Pool *p, const char *name, int fd)
 {
 	char id[POOL_ID_MAX];
 	struct stat a, b;
-	const char *start = name + strlen(STAGING_PREFIX), *dot;
+	const char *start = name + strlen(POOL_STAGING_PREFIX), *dot;
 
-	if (strncmp(name, STAGING_PREFIX, strlen(STAGING_PREFIX)) != 0 ||
+	if (strncmp(name, POOL_STAGING_PREFIX, strlen(POOL_STAGING_PREFIX)) != 0 ||
 	    !(dot = strchr(start, '.')) || (size_t)(dot - start) >= sizeof(id))
 		return false;
 	memcpy(id, start, (size_t)(dot - start));
@@ -461,7 +313,7 @@ static int tmp_clean_locked(Pool *p, const char *name, char **ret_why)
 	}
 	int r = pool_tree_remove(p->tmp_fd, name, "tmp", ret_why);
 	if (r == 0)
-		ledger_release(p, staging_reserved(name));
+		pool_ledger_release(p, pool_staging_reserved(name));
 	return r;
 }
 
@@ -540,8 +392,8 @@ static int pool_recover_and_count(Pool *p, uint64_t *ret_provisioned)
 	if (r < 0)
 		return r;
 	pool_recover(p);
-	*ret_provisioned = ledger_recount(p);
-	r = ledger_write(p, *ret_provisioned);
+	*ret_provisioned = pool_ledger_recount(p);
+	r = pool_ledger_write(p, *ret_provisioned);
 	pool_lock_release(p);
 	return r;
 }
@@ -719,16 +571,16 @@ static int staging_mkdir(Pool *p, Staging *s)
  * section: -ENOSPC beyond the capacity. */
 static int staging_begin(Pool *p, const char *id, uint64_t size, Staging *ret)
 {
-	snprintf(ret->name, sizeof(ret->name), STAGING_PREFIX "%s.%08" PRIx32 ".%" PRIu64, id,
+	snprintf(ret->name, sizeof(ret->name), POOL_STAGING_PREFIX "%s.%08" PRIx32 ".%" PRIu64, id,
 		 (uint32_t)random_u64(), size);
 	ret->size = size;
 
 	int r = pool_lock_take(p);
 	if (r < 0)
 		return r;
-	r = ledger_reserve(p, size);
+	r = pool_ledger_reserve(p, size);
 	if (r == 0 && (r = staging_mkdir(p, ret)) < 0)
-		ledger_release(p, size);
+		pool_ledger_release(p, size);
 	pool_lock_release(p);
 	return r;
 }
@@ -741,13 +593,13 @@ static void staging_abort(Pool *p, Staging *s)
 	const char *name = s->name;
 	_cleanup_free_ char *why = NULL;
 
-	snprintf(trash, sizeof(trash), "del-%s", s->name + strlen(STAGING_PREFIX));
+	snprintf(trash, sizeof(trash), "del-%s", s->name + strlen(POOL_STAGING_PREFIX));
 	if (pool_lock_take(p) == 0) {
 		if (renameat2(p->tmp_fd, s->name, p->tmp_fd, trash, RENAME_NOREPLACE) == 0)
 			name = trash;
 		else
 			(void)pool_tree_remove(p->tmp_fd, s->name, "tmp", &why);
-		ledger_release(p, s->size);
+		pool_ledger_release(p, s->size);
 		pool_lock_release(p);
 	}
 	(void)pool_tree_remove(p->tmp_fd, name, "tmp", &why); /* else the next open's */
@@ -970,7 +822,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 	if (renameat2(kind_fd(p, k), id, p->tmp_fd, trash, RENAME_NOREPLACE) < 0)
 		r = errno == ENOENT ? -ENOENT : negative_errno();
 	else
-		ledger_release(p, (uint64_t)st.st_size);
+		pool_ledger_release(p, (uint64_t)st.st_size);
 	pool_lock_release(p);
 	pool_unlock(TAKE_FD(node_lock)); /* renamed away (or not): a waiting stage may look now */
 	if (r < 0)
@@ -994,30 +846,6 @@ static int meta_load(const Pool *p, ObjectKind k, const char *id, char **ret_tex
 }
 
 /* Volumes */
-
-void pool_volume_free(PoolVolume *v)
-{
-	if (!v)
-		return;
-	free(v->name);
-	strmap_done(&v->params);
-	strmap_done(&v->context);
-	free(v->source_kind);
-	free(v->source_id);
-	free(v->access_mode);
-	free(v->node);
-	for (size_t i = 0; i < v->n_attachments; i++) {
-		free(v->attachments[i].node);
-		free(v->attachments[i].device);
-	}
-	free(v->attachments);
-	free(v);
-}
-
-void pool_volume_freep(PoolVolume **v)
-{
-	pool_volume_free(*v);
-}
 
 int pool_volume_load(Pool *p, const char *id, PoolVolume **ret)
 {
@@ -1177,10 +1005,10 @@ static int data_grow(Pool *p, int data_fd, uint64_t size)
 		r = negative_errno();
 	else if ((uint64_t)st.st_size < size) {
 		uint64_t add = size - (uint64_t)st.st_size;
-		r = ledger_reserve(p, add);
+		r = pool_ledger_reserve(p, add);
 		if (r == 0 && ftruncate(data_fd, (off_t)size) < 0) {
 			r = negative_errno();
-			ledger_release(p, add);
+			pool_ledger_release(p, add);
 		}
 	}
 	pool_lock_release(p);
@@ -1362,22 +1190,6 @@ int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n)
 
 /* Snapshots */
 
-void pool_snapshot_free(PoolSnapshot *s)
-{
-	if (!s)
-		return;
-	free(s->name);
-	free(s->source_volume_id);
-	strmap_done(&s->params);
-	free(s->node);
-	free(s);
-}
-
-void pool_snapshot_freep(PoolSnapshot **s)
-{
-	pool_snapshot_free(*s);
-}
-
 int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret)
 {
 	_cleanup_free_ char *text = NULL;
@@ -1428,21 +1240,6 @@ bool pool_group_id_valid(const char *id)
 void pool_group_id_for_name(const char *name, char ret_id[POOL_ID_MAX])
 {
 	id_for_name(KIND_GROUP, name, 0, ret_id);
-}
-
-void pool_group_free(PoolGroup *g)
-{
-	if (!g)
-		return;
-	free(g->name);
-	strv_free(g->snapshot_ids);
-	free(g->node);
-	free(g);
-}
-
-void pool_group_freep(PoolGroup **g)
-{
-	pool_group_free(*g);
 }
 
 int pool_group_create(Pool *p, const PoolGroup *spec)

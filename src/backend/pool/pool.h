@@ -25,6 +25,7 @@
 
 #include "copy.h"
 #include "node-use.h"
+#include "pool-meta.h"
 #include "strmap.h"
 #include "strv.h"
 
@@ -43,54 +44,6 @@ typedef struct PoolConfig {
 	 * beyond 1: their data files are sparse); 0: 1, every byte provisioned is there. */
 	double overprovision;
 } PoolConfig;
-
-#define POOL_ID_MAX 32
-
-typedef struct PoolAttachment {
-	char *node;
-	char *device;
-	bool readonly;
-} PoolAttachment;
-
-typedef struct PoolVolume {
-	char id[POOL_ID_MAX];
-	char *name;
-	uint64_t size;
-	int64_t created_ns; /* CLOCK_REALTIME */
-	Strmap params;	    /* the StorageClass parameters, normalised */
-	Strmap context;	    /* volume_context handed to the node */
-	char *source_kind;  /* "", "snapshot" or "volume" */
-	char *source_id;
-	char *access_mode; /* the CSI access mode name it was created for */
-	char *node;	   /* what its ID ends with (pool-ids.c); NULL: made before */
-	PoolAttachment *attachments;
-	size_t n_attachments;
-} PoolVolume;
-
-typedef struct PoolSnapshot {
-	char id[POOL_ID_MAX];
-	char *name;
-	char *source_volume_id;
-	uint64_t size;
-	int64_t created_ns;
-	Strmap params;
-	char *node; /* what its ID ends with; NULL: made before IDs carried their node */
-} PoolSnapshot;
-
-typedef struct PoolGroup {
-	char id[POOL_ID_MAX];
-	char *name;
-	char **snapshot_ids; /* a strv: member snapshots, in the order of their source volumes */
-	size_t n_snapshots;
-	int64_t created_ns;
-	char *node; /* what its ID ends with; NULL: made before IDs carried their node */
-} PoolGroup;
-
-typedef struct PoolNode {
-	char *id;
-	uint32_t max_volumes;
-	char *zone;
-} PoolNode;
 
 /* Opens (laying out on first use) and recovers a pool: removes what a crash left in tmp/ and
  * recounts the provisioned bytes from the pool. Returns -ENOTDIR, -EACCES, ... when the
@@ -264,9 +217,6 @@ int pool_volume_data_open(Pool *p, const char *id, int flags);
 /* All volume IDs, sorted: a strv (free it with strv_free()) and its length. */
 int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
 
-void pool_volume_free(PoolVolume *v);
-void pool_volume_freep(PoolVolume **v);
-
 /* Snapshots: the same life cycle. create copies the volume of local ID source (the record
  * keeps spec->source_volume_id), returns -EEXIST when the ID exists, -ENOENT when the source
  * volume does not. */
@@ -277,8 +227,6 @@ int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret);
  * which (nothing changed); 0 with *ret_why set: gone, but that is left in tmp/. */
 int pool_snapshot_delete(Pool *p, const char *id, char **ret_why);
 int pool_snapshot_list(Pool *p, char ***ret_ids, size_t *ret_n);
-void pool_snapshot_free(PoolSnapshot *s);
-void pool_snapshot_freep(PoolSnapshot **s);
 
 /* Group snapshots: a record of member snapshots made together (each a PoolSnapshot). */
 bool pool_group_id_valid(const char *id);
@@ -286,14 +234,11 @@ void pool_group_id_for_name(const char *name, char ret_id[POOL_ID_MAX]);
 int pool_group_create(Pool *p, const PoolGroup *spec); /* -EEXIST when the ID exists */
 int pool_group_load(Pool *p, const char *id, PoolGroup **ret);
 int pool_group_delete(Pool *p, const char *id, char **ret_why); /* as pool_snapshot_delete() */
-void pool_group_free(PoolGroup *g);
-void pool_group_freep(PoolGroup **g);
 
 /* Nodes that use this pool register themselves, so the controller can check a node ID and
  * learn its attach limit. */
 int pool_node_register(Pool *p, const PoolNode *n);
 int pool_node_load(Pool *p, const char *id, PoolNode **ret);
-void pool_node_free(PoolNode *n);
 
 /* Where this machine's node service uses a volume (node-use.h): runtime state, kept beside the
  * volume as volumes/<id>/node.json under its own lock (node.lock), so that every process on the
@@ -312,12 +257,6 @@ int pool_volume_use_load(Pool *p, const char *id, NodeUse *ret);
  * lock. */
 int pool_volume_use_save(Pool *p, const char *id, const NodeUse *u, bool durable);
 
-/* A device name a volume holds on a node. */
-typedef struct PoolNodeDevice {
-	char *device;
-	char *volume_id;
-} PoolNodeDevice;
-
 /* Locks node's device names against every other process and thread until pool_unlock(). Take
  * it while holding the volume's lock, never the other way round. -EINVAL for a bad node ID.
  * Blocks. */
@@ -333,7 +272,6 @@ int pool_node_devices_load(Pool *p, const char *node, PoolNodeDevice **ret, size
 /* Replaces node's index, atomically and durably. Hold the node's lock: a publish saves its
  * claim before the volume's attachment, an unpublish drops it after. */
 int pool_node_devices_save(Pool *p, const char *node, const PoolNodeDevice *d, size_t n);
-void pool_node_devices_free(PoolNodeDevice *d, size_t n);
 
 /* pool check: what is wrong in a pool. */
 typedef struct PoolCheckItem {

@@ -34,6 +34,7 @@
 #define FAKE_OPS(X)                         \
 	X(PROBE, probe)                     \
 	X(CHECK_ACCESS, check_access)       \
+	X(PARSE_PARAMS, parse_params)       \
 	X(CREATE_VOLUME, create_volume)     \
 	X(DELETE_VOLUME, delete_volume)     \
 	X(GET_VOLUME, get_volume)           \
@@ -55,7 +56,8 @@
 	X(UNPUBLISH, unpublish)             \
 	X(NODE_EXPAND, node_expand)         \
 	X(NODE_STATS, node_stats)           \
-	X(NODE_INFO, node_info)
+	X(NODE_INFO, node_info)             \
+	X(STATUS, status)
 
 #define FAKE_OP_ENUM(NAME, field) FAKE_##NAME,
 typedef enum FakeOp {

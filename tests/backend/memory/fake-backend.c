@@ -445,6 +445,31 @@ static int check_access_locked(FakeBackend *f, const BackendAccessCheck *r, void
 
 FAKE_OP(check_access, CHECK_ACCESS, BackendAccessCheck, void)
 
+static void parse_params_record(const BackendParamsRequest *r, Strmap *rec)
+{
+	static const char *const uses[] = {"create", "capacity", "modify"};
+
+	rec_str(rec, "use", uses[r->use]);
+	for (size_t i = 0; i < r->n_parameters; i++) {
+		_cleanup_free_ char *k = xasprintf("parameters.%s", r->parameters[i].key);
+		rec_str(rec, k, r->parameters[i].value);
+	}
+	for (size_t i = 0; i < r->n_mutable_parameters; i++) {
+		_cleanup_free_ char *k =
+			xasprintf("mutable_parameters.%s", r->mutable_parameters[i].key);
+		rec_str(rec, k, r->mutable_parameters[i].value);
+	}
+}
+
+/* The EBS driver's rules, as the pool takes them. */
+static int parse_params_locked(FakeBackend *f, const BackendParamsRequest *r, BackendParams *ret,
+			       char **ret_error)
+{
+	return volume_params_request(&f->base, r, ret, ret_error);
+}
+
+FAKE_OP(parse_params, PARSE_PARAMS, BackendParamsRequest, BackendParams)
+
 /* ---- volumes ---- */
 
 static void create_volume_record(const BackendCreateVolume *r, Strmap *rec)
@@ -1202,6 +1227,29 @@ static bool claims_op(Backend *b, const char *volume_id, const Strmap *volume_co
 		return strcmp(named, f->name) == 0;
 	return volume_id && strncmp(volume_id, f->claim_prefix, strlen(f->claim_prefix)) == 0;
 }
+
+static void status_record(const void *r, Strmap *rec)
+{
+	(void)r;
+	(void)rec;
+}
+
+/* Its objects, and the node records of its node service. */
+static int status_locked(FakeBackend *f, const void *r, BackendStatus *ret, char **ret_error)
+{
+	BackendStatus s = {.volumes = (int64_t)f->n_volumes, .snapshots = (int64_t)f->n_snapshots};
+
+	(void)r;
+	(void)ret_error;
+	for (size_t i = 0; i < f->n_mounts; i++) {
+		s.staged += f->mounts[i].staged;
+		s.published += !f->mounts[i].staged;
+	}
+	*ret = s;
+	return 0;
+}
+
+FAKE_OP(status, STATUS, void, BackendStatus)
 
 static void fake_free(Backend *b)
 {
