@@ -280,17 +280,6 @@ static int sts_code_to_errno(const char *code, int http_status)
 	return -EPROTO;
 }
 
-static void form_add(StrBuf *b, const char *key, const char *value)
-{
-	_cleanup_free_ char *k = http_form_encode(key), *v = http_form_encode(value);
-
-	if (b->len > 0)
-		strbuf_adds(b, "&");
-	strbuf_adds(b, k);
-	strbuf_adds(b, "=");
-	strbuf_adds(b, v);
-}
-
 /* STS AssumeRoleWithWebIdentity, unsigned (the token is the proof); the Credentials element
  * of its reply in *ret_reply. */
 static int sts_assume_role(AwsCredentialsProvider *p, const char *token, usec_t deadline,
@@ -303,11 +292,11 @@ static int sts_assume_role(AwsCredentialsProvider *p, const char *token, usec_t 
 	HttpReply reply = {};
 	int r;
 
-	form_add(&b, "Action", "AssumeRoleWithWebIdentity");
-	form_add(&b, "Version", STS_API_VERSION);
-	form_add(&b, "RoleArn", p->role_arn);
-	form_add(&b, "RoleSessionName", p->session_name);
-	form_add(&b, "WebIdentityToken", token);
+	http_form_add(&b, "Action", "AssumeRoleWithWebIdentity");
+	http_form_add(&b, "Version", STS_API_VERSION);
+	http_form_add(&b, "RoleArn", p->role_arn);
+	http_form_add(&b, "RoleSessionName", p->session_name);
+	http_form_add(&b, "WebIdentityToken", token);
 	body = strbuf_steal(&b);
 	HttpRequest req = {.method = "POST",
 			   .url = p->sts_url,

@@ -378,3 +378,14 @@ char *http_form_encode(const char *s)
 {
 	return encode(s, true);
 }
+
+void http_form_add(StrBuf *b, const char *key, const char *value)
+{
+	_cleanup_free_ char *k = http_form_encode(key), *v = http_form_encode(value);
+
+	if (b->len > 0)
+		strbuf_adds(b, "&");
+	strbuf_adds(b, k);
+	strbuf_adds(b, "=");
+	strbuf_adds(b, v);
+}

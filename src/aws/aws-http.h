@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "strbuf.h"
 #include "strmap.h"
 #include "time-util.h"
 
@@ -64,3 +65,5 @@ char *http_url_encode(const char *s);
  * (application/x-www-form-urlencoded): a peer that checks the signature of the body it decoded
  * and encoded again (moto) computes the same. */
 char *http_form_encode(const char *s);
+/* Appends "key=value" to a form body, both form-encoded, after a '&' unless b is empty. */
+void http_form_add(StrBuf *b, const char *key, const char *value);

@@ -8,6 +8,7 @@
 #include "alloc.h"
 #include "aws-xml.h"
 #include "base64.h"
+#include "error-util.h"
 #include "s3.h"
 #include "strbuf.h"
 
@@ -26,21 +27,6 @@ struct S3Client {
 	HttpPool *pool;
 	_Atomic uint64_t requests, attempts, retries, throttled, bytes_sent, bytes_received;
 };
-
-/* errorf(), for a ret_error that may be NULL. */
-_printf_(3, 4) static int fail(char **ret_error, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!ret_error)
-		return err;
-	free(*ret_error);
-	va_start(ap, fmt);
-	if (vasprintf(ret_error, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	return err;
-}
 
 static bool bucket_valid(const char *b)
 {
@@ -69,15 +55,15 @@ bool s3_key_valid(const char *key)
 int s3_client_new(const S3Config *config, S3Client **ret, char **ret_error)
 {
 	if (!config->region || !*config->region)
-		return fail(ret_error, -EINVAL, "S3: no region");
+		return errorf(ret_error, -EINVAL, "S3: no region");
 	if (!bucket_valid(config->bucket))
-		return fail(ret_error, -EINVAL,
-			    "S3 bucket \"%s\": not 3-63 of lower-case letters, digits, '.', '-'",
-			    config->bucket ? config->bucket : "");
+		return errorf(ret_error, -EINVAL,
+			      "S3 bucket \"%s\": not 3-63 of lower-case letters, digits, '.', '-'",
+			      config->bucket ? config->bucket : "");
 	const char *e = config->endpoint;
 	if (e && strncmp(e, "https://", 8) != 0 && strncmp(e, "http://", 7) != 0)
-		return fail(ret_error, -EINVAL, "S3 endpoint %s: not an http:// or https:// URL",
-			    e);
+		return errorf(ret_error, -EINVAL, "S3 endpoint %s: not an http:// or https:// URL",
+			      e);
 	S3Client *c = xnew0(S3Client, 1);
 	c->endpoint = e ? xstrdup(e) : xasprintf("https://s3.%s.amazonaws.com", config->region);
 	for (size_t n = strlen(c->endpoint); n > 0 && c->endpoint[n - 1] == '/'; n--)
@@ -229,7 +215,7 @@ static int s3_call(S3Client *c, const S3Request *r, usec_t deadline, HttpReply *
 	int k;
 
 	if (r->key && !s3_key_valid(r->key))
-		return fail(ret_error, -EINVAL, "%s: key not made of [A-Za-z0-9._/-]", what);
+		return errorf(ret_error, -EINVAL, "%s: key not made of [A-Za-z0-9._/-]", what);
 	url = xasprintf("%s/%s%s%s", c->base, r->key ? r->key : "", r->query ? "?" : "",
 			r->query ? r->query : "");
 	if (c->signing.credentials) {
@@ -262,7 +248,7 @@ static int s3_call(S3Client *c, const S3Request *r, usec_t deadline, HttpReply *
 	if (k < 0) {
 		if (e.code && k != -ETIMEDOUT && k != -EAGAIN)
 			k = code_to_errno(e.code, e.http_status);
-		fail(ret_error, k, "%s: %s", what, e.message);
+		errorf(ret_error, k, "%s: %s", what, e.message);
 		aws_error_done(&e);
 		return k;
 	}
@@ -275,7 +261,7 @@ static int s3_call(S3Client *c, const S3Request *r, usec_t deadline, HttpReply *
 	if (!e.code && reply.status == 404)
 		e.code = xstrdup("NoSuchKey");
 	k = code_to_errno(e.code, e.http_status);
-	fail(ret_error, k, "%s: %s", what, e.message);
+	errorf(ret_error, k, "%s: %s", what, e.message);
 	aws_error_done(&e);
 	http_reply_done(&reply);
 	return k;
@@ -333,7 +319,7 @@ int s3_head(S3Client *c, const char *key, usec_t deadline, uint64_t *ret_size, c
 	if (reply.status == 404) {
 		http_reply_done(&reply);
 		what = object_name(c, key);
-		return fail(ret_error, -ENOENT, "%s: no such object", what);
+		return errorf(ret_error, -ENOENT, "%s: no such object", what);
 	}
 	const char *len = strmap_get(&reply.headers, "content-length");
 	if (ret_size)
@@ -367,10 +353,10 @@ static int delete_batch(S3Client *c, const char *const *keys, size_t n, usec_t d
 	for (size_t i = 0; i < n; i++) {
 		if (!s3_key_valid(keys[i])) {
 			strbuf_done(&b);
-			return fail(ret_error, -EINVAL,
-				    "s3://%s/%s: key not made of "
-				    "[A-Za-z0-9._/-]",
-				    c->bucket, keys[i]);
+			return errorf(ret_error, -EINVAL,
+				      "s3://%s/%s: key not made of "
+				      "[A-Za-z0-9._/-]",
+				      c->bucket, keys[i]);
 		}
 		strbuf_adds(&b, "<Object><Key>");
 		strbuf_adds(&b, keys[i]);
@@ -394,14 +380,14 @@ static int delete_batch(S3Client *c, const char *const *keys, size_t n, usec_t d
 	r = xml_parse(reply.body, reply.body_len, &root, NULL);
 	http_reply_done(&reply);
 	if (r < 0)
-		return fail(ret_error, -EPROTO, "%s: DeleteObjects: unreadable reply", c->name);
+		return errorf(ret_error, -EPROTO, "%s: DeleteObjects: unreadable reply", c->name);
 	XML_FOREACH (err, root, "Error") {
 		const char *key = xml_text(err, "Key"), *code = xml_text(err, "Code");
 		if (code && strcmp(code, "NoSuchKey") == 0)
 			continue;
-		return fail(ret_error, code_to_errno(code, 500), "s3://%s/%s at %s: %s: %s",
-			    c->bucket, key ? key : "?", c->endpoint, code ? code : "?",
-			    xml_text(err, "Message") ?: "");
+		return errorf(ret_error, code_to_errno(code, 500), "s3://%s/%s at %s: %s: %s",
+			      c->bucket, key ? key : "?", c->endpoint, code ? code : "?",
+			      xml_text(err, "Message") ?: "");
 	}
 	return 0;
 }
@@ -425,8 +411,8 @@ int s3_list(S3Client *c, const char *prefix, int (*fn)(const S3Object *o, void *
 	int r;
 
 	if (prefix && *prefix && !s3_key_valid(prefix))
-		return fail(ret_error, -EINVAL, "%s: prefix %s not made of [A-Za-z0-9._/-]",
-			    c->name, prefix);
+		return errorf(ret_error, -EINVAL, "%s: prefix %s not made of [A-Za-z0-9._/-]",
+			      c->name, prefix);
 	for (;;) {
 		_cleanup_free_ char *enc = token ? http_url_encode(token) : NULL, *query = NULL;
 		_cleanup_free_ char *pfx = http_url_encode(prefix ? prefix : "");
@@ -443,8 +429,8 @@ int s3_list(S3Client *c, const char *prefix, int (*fn)(const S3Object *o, void *
 		r = xml_parse(reply.body, reply.body_len, &root, NULL);
 		http_reply_done(&reply);
 		if (r < 0)
-			return fail(ret_error, -EPROTO, "%s: ListObjectsV2: unreadable reply",
-				    c->name);
+			return errorf(ret_error, -EPROTO, "%s: ListObjectsV2: unreadable reply",
+				      c->name);
 		XML_FOREACH (item, root, "Contents") {
 			const char *key = xml_text(item, "Key"), *size = xml_text(item, "Size");
 			const char *mod = xml_text(item, "LastModified");
@@ -481,7 +467,7 @@ int s3_multipart_create(S3Client *c, const char *key, usec_t deadline, char **re
 	const char *id = r < 0 ? NULL : xml_text(root, "UploadId");
 	if (!id || !*id) {
 		what = object_name(c, key);
-		return fail(ret_error, -EPROTO, "%s: CreateMultipartUpload: no UploadId", what);
+		return errorf(ret_error, -EPROTO, "%s: CreateMultipartUpload: no UploadId", what);
 	}
 	*ret_upload_id = xstrdup(id);
 	return 0;
@@ -509,7 +495,7 @@ int s3_multipart_put(S3Client *c, const char *key, const char *upload_id, unsign
 	if (!etag || !*etag) {
 		http_reply_done(&reply);
 		what = object_name(c, key);
-		return fail(ret_error, -EPROTO, "%s: UploadPart %u: no ETag", what, part);
+		return errorf(ret_error, -EPROTO, "%s: UploadPart %u: no ETag", what, part);
 	}
 	*ret_etag = xstrdup(etag);
 	http_reply_done(&reply);
@@ -547,7 +533,7 @@ int s3_multipart_complete(S3Client *c, const char *key, const char *upload_id,
 	if (reply.body_len > 0 && memmem(reply.body, reply.body_len, "<Error>", 7)) {
 		_cleanup_free_ char *what = object_name(c, key);
 		aws_error_from_reply(500, reply.body, reply.body_len, &e);
-		r = fail(ret_error, code_to_errno(e.code, 500), "%s: %s", what, e.message);
+		r = errorf(ret_error, code_to_errno(e.code, 500), "%s: %s", what, e.message);
 		aws_error_done(&e);
 	}
 	http_reply_done(&reply);

@@ -10,6 +10,8 @@ int errorf(char **ret_error, int err, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (!ret_error)
+		return err;
 	free(*ret_error);
 	va_start(ap, fmt);
 	if (vasprintf(ret_error, fmt, ap) < 0)

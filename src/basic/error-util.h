@@ -8,8 +8,9 @@
  * variadic) takes the format last, as snprintf does. Every other function takes ret_error as its
  * very last parameter (docs/architecture.md, checked by scripts/check-layers). */
 
-/* Sets *ret_error to the formatted message (malloc'ed; an earlier one is freed) and returns
- * err, so that `return errorf(ret_error, -EINVAL, "volume_id: missing");` reads as one. */
+/* Sets *ret_error to the formatted message (malloc'ed; an earlier one is freed; ret_error NULL:
+ * none is wanted) and returns err, so that `return errorf(ret_error, -EINVAL, "volume_id:
+ * missing");` reads as one. */
 int errorf(char **ret_error, int err, const char *fmt, ...) _printf_(3, 4);
 
 /* Hands the message *error (malloc'ed, from a call below) on as *ret_error without copying it

@@ -65,9 +65,9 @@ static int busy(Store *s, const char *key, usec_t deadline, char **ret_error)
 		j = json_loadb(text, len, 0, NULL);
 		node = json_string_value(json_object_get(j, "node")) ?: "?";
 	}
-	return store_fail(ret_error, -EBUSY,
-			  "collection in %s deferred: snapshot %s is being uploaded from node %s",
-			  s3_client_name(s->s3), snap, node);
+	return errorf(ret_error, -EBUSY,
+		      "collection in %s deferred: snapshot %s is being uploaded from node %s",
+		      s3_client_name(s->s3), snap, node);
 }
 
 typedef struct Sweep {
@@ -137,7 +137,7 @@ int store_gc(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret_erro
 	marker = xasprintf("%s%016" PRIx64, gc_prefix, random_u64());
 	r = s3_put(s->s3, marker, s->node, strlen(s->node), false, deadline, &msg);
 	if (r < 0)
-		return store_fail(ret_error, r, "collection: marker: %s", msg);
+		return errorf(ret_error, r, "collection: marker: %s", msg);
 	Seen seen = {.want = marker};
 	r = s3_list(s->s3, gc_prefix, find_key, &seen, deadline, &msg);
 	if (r < 0)
@@ -197,7 +197,7 @@ int store_gc(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret_erro
 		*ret_stats = stats;
 	goto out;
 fail:
-	r = store_fail(ret_error, r, "collection: %s", msg);
+	r = errorf(ret_error, r, "collection: %s", msg);
 out:
 	(void)s3_delete(s->s3, marker, deadline, NULL);
 	intents_done(&in);

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 
+#include "error-util.h"
 #include "store.h"
 
 struct Store {
@@ -17,9 +18,6 @@ struct Store {
 	usec_t lease, grace;
 	size_t multipart_threshold;
 };
-
-/* errorf() for a ret_error that may be NULL. */
-int store_fail(char **ret_error, int err, const char *fmt, ...) _printf_(3, 4);
 
 /* The keys of a chunk, a manifest, an intent; new strings. */
 char *store_chunk_key(const Store *s, const char *hash);

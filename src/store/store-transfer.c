@@ -303,13 +303,13 @@ static int write_manifest(Store *s, Upload *u, const StoreUploadInfo *info, char
 		StoreManifest old = {};
 		r = store_manifest_get(s, info->id, u->deadline, &old, &msg);
 		if (r == 0 && !same_chunks(&old, &m))
-			r = store_fail(&msg, -EEXIST, "another snapshot of that ID is in %s",
-				       s3_client_name(s->s3));
+			r = errorf(&msg, -EEXIST, "another snapshot of that ID is in %s",
+				   s3_client_name(s->s3));
 		store_manifest_done(&old);
 	}
 	free(m.chunks);
 	if (r < 0)
-		return store_fail(ret_error, r, "snapshot %s: manifest: %s", info->id, msg);
+		return errorf(ret_error, r, "snapshot %s: manifest: %s", info->id, msg);
 	return 0;
 }
 
@@ -324,15 +324,15 @@ int store_upload(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
 	int r;
 
 	if (!store_id_valid(info->id))
-		return store_fail(ret_error, -EINVAL,
-				  "snapshot ID \"%s\": not 1-%d of "
-				  "[A-Za-z0-9._-]",
-				  info->id ? info->id : "", STORE_ID_MAX);
+		return errorf(ret_error, -EINVAL,
+			      "snapshot ID \"%s\": not 1-%d of "
+			      "[A-Za-z0-9._-]",
+			      info->id ? info->id : "", STORE_ID_MAX);
 	if (fstat(fd, &st) < 0)
-		return store_fail(ret_error, -errno, "snapshot %s: fstat: %m", info->id);
+		return errorf(ret_error, -errno, "snapshot %s: fstat: %m", info->id);
 	uint64_t size = info->volume_size ? info->volume_size : (uint64_t)st.st_size;
 	if (size == 0)
-		return store_fail(ret_error, -EINVAL, "snapshot %s: an empty volume", info->id);
+		return errorf(ret_error, -EINVAL, "snapshot %s: an empty volume", info->id);
 
 	/* Already whole: the same answer as the first time. */
 	r = store_manifest_get(s, info->id, deadline, &existing, &msg);
@@ -344,12 +344,12 @@ int store_upload(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
 		return 0;
 	}
 	if (r != -ENOENT)
-		return store_fail(ret_error, r, "%s", msg);
+		return errorf(ret_error, r, "%s", msg);
 
 	r = data_chunks(fd, size, s->chunk_size, &idx, &n_idx);
 	if (r < 0)
-		return store_fail(ret_error, r, "snapshot %s: finding its data: %s", info->id,
-				  strerror(-r));
+		return errorf(ret_error, r, "snapshot %s: finding its data: %s", info->id,
+			      strerror(-r));
 
 	/* The intent first: a collection that starts from now on sees it and deletes nothing. */
 	json_t *j = json_pack("{ssss}", "snapshot", info->id, "node", s->node);
@@ -358,7 +358,7 @@ int store_upload(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
 	ikey = store_intent_key(s, info->id);
 	r = s3_put(s->s3, ikey, intent, strlen(intent), false, deadline, &msg);
 	if (r < 0)
-		return store_fail(ret_error, r, "snapshot %s: intent: %s", info->id, msg);
+		return errorf(ret_error, r, "snapshot %s: intent: %s", info->id, msg);
 
 	/* ...and one that started before it is seen here: then HEAD is not trusted (the chunk
 	 * found may be about to go), every chunk is put again, which makes it young. */
@@ -368,7 +368,7 @@ int store_upload(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
 	if (r >= 0)
 		r = s3_list(s->s3, gc_prefix, gc_marker, &gc, deadline, &msg);
 	if (r < 0)
-		return store_fail(ret_error, r, "snapshot %s: %s", info->id, msg);
+		return errorf(ret_error, r, "snapshot %s: %s", info->id, msg);
 
 	Upload u = {
 		.s = s,
@@ -397,21 +397,21 @@ int store_upload(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
 	r = u.error;
 	if (r < 0) {
 		/* The intent stays: a run again resumes, a collection leaves its chunks alone. */
-		store_fail(ret_error, r, "%s", u.message);
+		errorf(ret_error, r, "%s", u.message);
 		goto out;
 	}
 	/* Lost its intent (collected as stale while this node stood still): the chunks it
 	 * found may be gone. */
 	r = s3_head(s->s3, ikey, deadline, NULL, &msg);
 	if (r == -ENOENT) {
-		r = store_fail(ret_error, -EAGAIN,
-			       "snapshot %s: its upload intent was collected as stale; run "
-			       "again",
-			       info->id);
+		r = errorf(ret_error, -EAGAIN,
+			   "snapshot %s: its upload intent was collected as stale; run "
+			   "again",
+			   info->id);
 		goto out;
 	}
 	if (r < 0) {
-		store_fail(ret_error, r, "snapshot %s: intent: %s", info->id, msg);
+		errorf(ret_error, r, "snapshot %s: intent: %s", info->id, msg);
 		goto out;
 	}
 	r = write_manifest(s, &u, info, ret_error);
@@ -540,13 +540,13 @@ int store_restore(Store *s, const char *id, int dir_fd, const char *name, usec_t
 	if (r < 0)
 		return r;
 	if (faccessat(dir_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
-		r = store_fail(ret_error, -EEXIST, "restore of snapshot %s: %s exists", id, name);
+		r = errorf(ret_error, -EEXIST, "restore of snapshot %s: %s exists", id, name);
 		goto out;
 	}
 	/* Unnamed until whole: a failure leaves nothing behind. */
 	fd = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0 || ftruncate(fd, (off_t)m.volume_size) < 0) {
-		r = store_fail(ret_error, -errno, "restore of snapshot %s: %m", id);
+		r = errorf(ret_error, -errno, "restore of snapshot %s: %m", id);
 		goto out;
 	}
 	Restore x = {.s = s, .m = &m, .fd = fd, .deadline = deadline};
@@ -561,18 +561,17 @@ int store_restore(Store *s, const char *id, int dir_fd, const char *name, usec_t
 	free(threads);
 	pthread_mutex_destroy(&x.lock);
 	if (x.error < 0) {
-		r = store_fail(ret_error, x.error, "%s", x.message);
+		r = errorf(ret_error, x.error, "%s", x.message);
 		free(x.message);
 		goto out;
 	}
 	if (fsync(fd) < 0) {
-		r = store_fail(ret_error, -errno, "restore of snapshot %s: fsync: %m", id);
+		r = errorf(ret_error, -errno, "restore of snapshot %s: fsync: %m", id);
 		goto out;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	if (linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW) < 0) {
-		r = store_fail(ret_error, -errno, "restore of snapshot %s: naming it %s: %m", id,
-			       name);
+		r = errorf(ret_error, -errno, "restore of snapshot %s: naming it %s: %m", id, name);
 		goto out;
 	}
 	if (ret_stats)

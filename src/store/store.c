@@ -26,17 +26,17 @@ int store_new(const StoreConfig *config, Store **ret, char **ret_error)
 	size_t chunk = config->chunk_size ? config->chunk_size : STORE_CHUNK_SIZE_DEFAULT;
 
 	if (!config->s3)
-		return store_fail(ret_error, -EINVAL, "snapshot store: no S3 client");
+		return errorf(ret_error, -EINVAL, "snapshot store: no S3 client");
 	if (!prefix_valid(prefix))
-		return store_fail(ret_error, -EINVAL,
-				  "snapshot store prefix \"%s\": not made of [A-Za-z0-9._/-], or "
-				  "starts or ends with '/'",
-				  prefix);
+		return errorf(ret_error, -EINVAL,
+			      "snapshot store prefix \"%s\": not made of [A-Za-z0-9._/-], or "
+			      "starts or ends with '/'",
+			      prefix);
 	if (chunk < ((size_t)64 << 10) || chunk > ((size_t)64 << 20) || (chunk & (chunk - 1)))
-		return store_fail(ret_error, -EINVAL,
-				  "snapshot store chunk size %zu: not a power of two from 64 KiB "
-				  "to 64 MiB",
-				  chunk);
+		return errorf(ret_error, -EINVAL,
+			      "snapshot store chunk size %zu: not a power of two from 64 KiB "
+			      "to 64 MiB",
+			      chunk);
 	Store *s = xnew0(Store, 1);
 	s->s3 = config->s3;
 	s->prefix = *prefix ? xasprintf("%s/", prefix) : xstrdup("");
@@ -59,20 +59,6 @@ void store_free(Store *s)
 	free(s->prefix);
 	free(s->node);
 	free(s);
-}
-
-int store_fail(char **ret_error, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!ret_error)
-		return err;
-	free(*ret_error);
-	va_start(ap, fmt);
-	if (vasprintf(ret_error, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	return err;
 }
 
 bool store_id_valid(const char *id)
@@ -163,25 +149,25 @@ int store_manifest_parse(const char *text, size_t len, StoreManifest *ret, char 
 	int r = -EUCLEAN;
 
 	if (!o)
-		return store_fail(ret_error, r, "manifest: not JSON: %s (line %d)", jerr.text,
-				  jerr.line);
+		return errorf(ret_error, r, "manifest: not JSON: %s (line %d)", jerr.text,
+			      jerr.line);
 	if (json_unpack_ex(o, &jerr, 0, "{ss ss sI sI s?s s?s s?s s?o so}", "format", &format, "id",
 			   &id, "volume_size", &size, "chunk_size", &chunk, "filesystem", &fs,
 			   "node", &node, "created", &created, "parameters", &params, "chunks",
 			   &chunks) < 0)
-		return store_fail(ret_error, r, "manifest: %s", jerr.text);
+		return errorf(ret_error, r, "manifest: %s", jerr.text);
 	if (strcmp(format, MANIFEST_FORMAT) != 0)
-		return store_fail(ret_error, r, "manifest: format \"%s\", not " MANIFEST_FORMAT,
-				  format);
+		return errorf(ret_error, r, "manifest: format \"%s\", not " MANIFEST_FORMAT,
+			      format);
 	if (!store_id_valid(id))
-		return store_fail(ret_error, r, "manifest: id not made of [A-Za-z0-9._-]");
+		return errorf(ret_error, r, "manifest: id not made of [A-Za-z0-9._-]");
 	if (size <= 0 || chunk < (64 << 10) || chunk > (64 << 20) || (chunk & (chunk - 1)))
-		return store_fail(ret_error, r,
-				  "manifest %s: volume_size or chunk_size out of "
-				  "range",
-				  id);
+		return errorf(ret_error, r,
+			      "manifest %s: volume_size or chunk_size out of "
+			      "range",
+			      id);
 	if (!json_is_array(chunks) || (params && !json_is_object(params)))
-		return store_fail(ret_error, r, "manifest %s: chunks or parameters malformed", id);
+		return errorf(ret_error, r, "manifest %s: chunks or parameters malformed", id);
 	m.id = xstrdup(id);
 	m.volume_size = (uint64_t)size;
 	m.chunk_size = (uint32_t)chunk;
@@ -194,8 +180,8 @@ int store_manifest_parse(const char *text, size_t len, StoreManifest *ret, char 
 	json_object_foreach (params, k, v) {
 		if (!json_is_string(v)) {
 			store_manifest_done(&m);
-			return store_fail(ret_error, r, "manifest %s: parameter %s not a string",
-					  id, k);
+			return errorf(ret_error, r, "manifest %s: parameter %s not a string", id,
+				      k);
 		}
 		strmap_set(&m.parameters, k, json_string_value(v));
 	}
@@ -210,9 +196,9 @@ int store_manifest_parse(const char *text, size_t len, StoreManifest *ret, char 
 		    (uint64_t)l != MIN((uint64_t)chunk, m.volume_size - (uint64_t)off) ||
 		    (i > 0 && (uint64_t)off <= m.chunks[i - 1].offset) || !hash_valid(hash)) {
 			store_manifest_done(&m);
-			return store_fail(
-				ret_error, r,
-				"manifest %s: chunk %zu malformed (offset, length or hash)", id, i);
+			return errorf(ret_error, r,
+				      "manifest %s: chunk %zu malformed (offset, length or hash)",
+				      id, i);
 		}
 		m.chunks[i].offset = (uint64_t)off;
 		m.chunks[i].length = (uint32_t)l;
@@ -230,25 +216,24 @@ int store_manifest_get(Store *s, const char *id, usec_t deadline, StoreManifest 
 	int r;
 
 	if (!store_id_valid(id))
-		return store_fail(ret_error, -EINVAL,
-				  "snapshot ID \"%s\": not 1-%d of "
-				  "[A-Za-z0-9._-]",
-				  id ? id : "", STORE_ID_MAX);
+		return errorf(ret_error, -EINVAL,
+			      "snapshot ID \"%s\": not 1-%d of "
+			      "[A-Za-z0-9._-]",
+			      id ? id : "", STORE_ID_MAX);
 	key = store_manifest_key(s, id);
 	r = s3_get(s->s3, key, 0, 0, MANIFEST_MAX, deadline, &text, &len, &msg);
 	if (r == -ENOENT)
-		return store_fail(ret_error, r, "snapshot %s: not in %s", id,
-				  s3_client_name(s->s3));
+		return errorf(ret_error, r, "snapshot %s: not in %s", id, s3_client_name(s->s3));
 	if (r < 0)
-		return store_fail(ret_error, r, "snapshot %s: %s", id, msg);
+		return errorf(ret_error, r, "snapshot %s: %s", id, msg);
 	r = store_manifest_parse(text, len, ret, &msg);
 	if (r < 0)
-		return store_fail(ret_error, r, "snapshot %s in %s: %s", id, s3_client_name(s->s3),
-				  msg);
+		return errorf(ret_error, r, "snapshot %s in %s: %s", id, s3_client_name(s->s3),
+			      msg);
 	if (strcmp(ret->id, id) != 0) {
 		store_manifest_done(ret);
-		return store_fail(ret_error, -EUCLEAN, "snapshot %s in %s: its manifest names %s",
-				  id, s3_client_name(s->s3), ret->id);
+		return errorf(ret_error, -EUCLEAN, "snapshot %s in %s: its manifest names %s", id,
+			      s3_client_name(s->s3), ret->id);
 	}
 	return 0;
 }
@@ -287,10 +272,10 @@ int store_delete(Store *s, const char *id, usec_t deadline, char **ret_error)
 	_cleanup_free_ char *key = NULL;
 
 	if (!store_id_valid(id))
-		return store_fail(ret_error, -EINVAL,
-				  "snapshot ID \"%s\": not 1-%d of "
-				  "[A-Za-z0-9._-]",
-				  id ? id : "", STORE_ID_MAX);
+		return errorf(ret_error, -EINVAL,
+			      "snapshot ID \"%s\": not 1-%d of "
+			      "[A-Za-z0-9._-]",
+			      id ? id : "", STORE_ID_MAX);
 	key = store_manifest_key(s, id);
 	return s3_delete(s->s3, key, deadline, ret_error);
 }

@@ -14,6 +14,8 @@ int main(void)
 	is_int(errorf(&ret_error, -EINVAL, "volume_id: %s", "missing"), -EINVAL,
 	       "errorf returns the errno");
 	is_str(ret_error, "volume_id: missing", "and sets the message");
+	is_int(errorf(NULL, -EIO, "nobody asks: %s", "no message"), -EIO,
+	       "a caller that wants no message passes NULL");
 
 	/* error_pass hands a message on as it is: the very same string, not a copy. */
 	char *below = xstrdup("volume vol-1 not found");

@@ -81,25 +81,14 @@ void ec2_params_add_tag_spec(Ec2Params *p, const char *resource_type, const Strm
 	ec2_params_add_tags(p, key, tags);
 }
 
-static void add_pair(StrBuf *b, const char *key, const char *value)
-{
-	_cleanup_free_ char *k = http_form_encode(key), *v = http_form_encode(value);
-
-	if (b->len > 0)
-		strbuf_adds(b, "&");
-	strbuf_adds(b, k);
-	strbuf_adds(b, "=");
-	strbuf_adds(b, v);
-}
-
 char *ec2_params_encode(const Ec2Params *p, const char *action, const char *version)
 {
 	StrBuf b = {};
 
-	add_pair(&b, "Action", action);
-	add_pair(&b, "Version", version);
+	http_form_add(&b, "Action", action);
+	http_form_add(&b, "Version", version);
 	for (size_t i = 0; p && i < p->kv.n; i++)
-		add_pair(&b, p->kv.keys[i], p->kv.values[i]);
+		http_form_add(&b, p->kv.keys[i], p->kv.values[i]);
 	return strbuf_steal(&b);
 }
 
