@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "aws-http.h"
+#include "sim-control.h"
 #include "tap.h"
 
 extern char **environ;
@@ -84,26 +85,7 @@ __attribute__((unused)) static void standin_start(void)
 /* A control request; bails out when the stand-in does not answer 200. Returns the body. */
 static char *standin_control(const char *method, const char *what, const char *body)
 {
-	char url[128];
-	HttpReply reply = {};
-	char *error = NULL;
-
-	snprintf(url, sizeof(url), "%s/_standin/%s", standin.url, what);
-	HttpRequest req = {
-		.method = method,
-		.url = url,
-		.body = body,
-		.body_len = body ? strlen(body) : 0,
-		.deadline = USEC_INFINITY,
-		.attempt_timeout = 10 * USEC_PER_SEC,
-		.no_proxy = true,
-	};
-	if (http_perform(standin.pool, &req, &reply, &error) < 0 || reply.status != 200) {
-		printf("Bail out! stand-in %s: %s\n", what, error ? error : reply.body);
-		exit(1);
-	}
-	strmap_done(&reply.headers);
-	return reply.body;
+	return sim_control(standin.pool, standin.url, "standin", method, what, body);
 }
 
 /* Appends rules (a JSON list). */

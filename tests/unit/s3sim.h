@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "aws-http.h"
+#include "sim-control.h"
 #include "tap.h"
 
 extern char **environ;
@@ -94,26 +95,7 @@ __attribute__((unused)) static void s3sim_start(void)
 /* A control request; bails out when it does not answer 200. Returns the body. */
 static char *s3sim_control(const char *method, const char *what, const char *body)
 {
-	char url[128];
-	HttpReply reply = {};
-	char *error = NULL;
-
-	snprintf(url, sizeof(url), "%s/_s3sim/%s", s3sim.url, what);
-	HttpRequest req = {
-		.method = method,
-		.url = url,
-		.body = body,
-		.body_len = body ? strlen(body) : 0,
-		.deadline = USEC_INFINITY,
-		.attempt_timeout = 10 * USEC_PER_SEC,
-		.no_proxy = true,
-	};
-	if (http_perform(s3sim.pool, &req, &reply, &error) < 0 || reply.status != 200) {
-		printf("Bail out! s3sim %s: %s\n", what, error ? error : reply.body);
-		exit(1);
-	}
-	strmap_done(&reply.headers);
-	return reply.body;
+	return sim_control(s3sim.pool, s3sim.url, "s3sim", method, what, body);
 }
 
 /* Forgets everything: buckets made empty, keys (id -> secret, JSON) checked when given. */
