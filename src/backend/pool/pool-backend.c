@@ -217,6 +217,7 @@ static void pool_backend_free(Backend *b)
 	PoolBackend *pb = pool_of(b);
 
 	pool_metrics_stop(pb);
+	pool_store_free(pb->store);
 	pool_trimmer_stop(pb->trimmer);
 	pool_close(pb->pool);
 	devnames_free(pb->devnames);
@@ -238,6 +239,11 @@ static char *describe_op(Backend *b)
 {
 	PoolBackend *pb = pool_of(b);
 
+	_cleanup_free_ char *store = pb->store ? pool_store_describe(pb->store) : NULL;
+
+	if (store)
+		return xasprintf("node %s, pool %s, snapshot store %s", pb->node_id,
+				 pool_path(pb->pool), store);
 	return xasprintf("node %s, pool %s", pb->node_id, pool_path(pb->pool));
 }
 
@@ -416,7 +422,13 @@ BACKEND_NEW(pool)
 		pool_backend_free(&pb->base);
 		return r;
 	}
+	if ((config->roles & BACKEND_ROLE_CONTROLLER) &&
+	    (r = pool_store_new(ps, pb->pool, pb->node_id, &pb->store, ret_error)) < 0) {
+		pool_backend_free(&pb->base);
+		return r;
+	}
 	repair(pb, config);
+	pool_store_start(pb->store);
 	pool_metrics_start(pb);
 	*ret = &pb->base;
 	return 0;
