@@ -1220,6 +1220,17 @@ int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 	return object_create(p, &o, ret_method);
 }
 
+int pool_snapshot_data_open(Pool *p, const char *id, int flags)
+{
+	char path[POOL_ID_MAX + 8];
+
+	if (!pool_snapshot_id_valid(id))
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/" DATA_FILE, id);
+	int fd = open_beneath(p->snapshots_fd, path, flags, 0, S_IFREG);
+	return fd == -ELOOP || fd == -ENOTDIR || fd == -EISDIR || fd == -EBADFD ? -EUCLEAN : fd;
+}
+
 int pool_snapshot_delete(Pool *p, const char *id, char **ret_why)
 {
 	return object_remove(p, KIND_SNAPSHOT, id, NULL, ret_why);
