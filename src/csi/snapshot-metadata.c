@@ -138,6 +138,10 @@ static int metadata_stream(Driver *d, bool delta, const char *target, const char
 	/* The last ranges; a stream without any range still says the volume's capacity. */
 	if (e == 0 && (b.n > 0 || b.messages == 0))
 		e = batch_send(&b);
+	/* gRPC cancels a call whose deadline passed: say which it was. */
+	if (e == -ECANCELED && call_deadline() != USEC_INFINITY &&
+	    now_usec(CLOCK_MONOTONIC) >= call_deadline())
+		e = -ETIMEDOUT;
 	if (e == -ECANCELED || e == -ETIMEDOUT) {
 		free(*ret_error);
 		*ret_error = xasprintf("%s of %s stopped after %zu messages: %s", target_field,

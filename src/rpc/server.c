@@ -666,6 +666,11 @@ int rpc_call_send(RpcCall *c, const ProtobufCMessage *reply)
 	grpc_op ops[2] = {};
 	size_t n = 0;
 
+	if (failpoints_enabled()) { /* a slow stream, for the tests of its deadline */
+		char fp[128];
+		snprintf(fp, sizeof(fp), "rpc-send:%s", c->name);
+		failpoint(fp);
+	}
 	if (rpc_call_cancelled(c))
 		return -ECANCELED;
 	if (!c->sent_initial)
