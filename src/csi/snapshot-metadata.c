@@ -56,7 +56,8 @@ static int batch_send(Batch *b)
 	}
 	int r = b->out->send(m, b->out->userdata);
 	b->n = 0;
-	b->messages++;
+	if (r == 0)
+		b->messages++;
 	return r;
 }
 
@@ -144,7 +145,7 @@ static int metadata_stream(Driver *d, bool delta, const char *target, const char
 		e = -ETIMEDOUT;
 	if (e == -ECANCELED || e == -ETIMEDOUT) {
 		free(*ret_error);
-		*ret_error = xasprintf("%s of %s stopped after %zu messages: %s", target_field,
+		*ret_error = xasprintf("%s %s: stopped after %zu messages: %s", target_field,
 				       target, b.messages,
 				       e == -ECANCELED ? "the client cancelled the call"
 						       : "the client's deadline passed");
