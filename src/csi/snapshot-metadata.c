@@ -19,6 +19,7 @@
  * tuples are about 220 KB on the wire, well inside any client's 4 MiB message limit. */
 #define RESULTS_DEFAULT 1024
 #define RESULTS_MAX 10000
+#define DEADLINE_SLACK (50 * USEC_PER_MSEC)
 
 typedef struct Batch {
 	const CsiStream *out;
@@ -139,9 +140,12 @@ static int metadata_stream(Driver *d, bool delta, const char *target, const char
 	/* The last ranges; a stream without any range still says the volume's capacity. */
 	if (e == 0 && (b.n > 0 || b.messages == 0))
 		e = batch_send(&b);
-	/* gRPC cancels a call whose deadline passed: say which it was. */
+	/* A call whose deadline passed ends as a cancel: the client's gRPC resets the stream at
+	 * its deadline, which reaches us a little before our view of the same deadline (the
+	 * server's copy of it starts when the request came). A cancel within DEADLINE_SLACK of
+	 * the deadline is taken as the deadline. */
 	if (e == -ECANCELED && call_deadline() != USEC_INFINITY &&
-	    now_usec(CLOCK_MONOTONIC) >= call_deadline())
+	    now_usec(CLOCK_MONOTONIC) + DEADLINE_SLACK >= call_deadline())
 		e = -ETIMEDOUT;
 	if (e == -ECANCELED || e == -ETIMEDOUT) {
 		free(*ret_error);
