@@ -258,6 +258,34 @@ typedef struct BackendGroupRequest {
 	size_t n_snapshot_ids;
 } BackendGroupRequest;
 
+/* Changed-block tracking: a snapshot's allocated ranges, or the ranges where a snapshot differs
+ * from an earlier one of the same volume. */
+typedef struct BackendRangesRequest {
+	const char *snapshot_id;      /* allocated: the snapshot; delta: the target */
+	const char *base_snapshot_id; /* delta: the earlier snapshot; NULL for allocated */
+	uint64_t starting_offset;     /* no range ends before it; beyond the size: -ERANGE */
+	/* Called once, before any range, with the volume's size at the snapshot (the target's):
+	 * a negative return stops the operation, which returns it. */
+	int (*begin)(uint64_t volume_size, void *userdata);
+	/* Takes one range (bytes), in increasing order, never overlapping, none ending at or
+	 * before starting_offset; a negative return stops the operation, which returns it. */
+	int (*range)(uint64_t offset, uint64_t length, void *userdata);
+	/* Asked between pieces of work: a negative return (-ECANCELED: the client is gone)
+	 * stops the operation, which returns it. May be NULL. */
+	int (*check)(void *userdata);
+	void *userdata;
+} BackendRangesRequest;
+
+/* What a walk did, for the log. */
+typedef struct BackendRangesDone {
+	uint64_t volume_size; /* as given to begin() */
+	uint64_t reported;    /* bytes in the ranges */
+	uint64_t read;	      /* delta: bytes read from each snapshot and compared */
+	uint64_t shared;      /* delta: bytes equal without a read, the same extents in both */
+	uint64_t holes;	      /* delta: bytes equal without a read, a hole in both */
+	bool extents;	      /* delta: the filesystem told which extents the two share */
+} BackendRangesDone;
+
 /* ---- node requests ---- */
 
 typedef struct BackendStage {
@@ -440,6 +468,16 @@ struct BackendOps {
 			    char **ret_error);
 	int (*get_group)(Backend *b, const BackendGroupRequest *r, BackendGroup *ret,
 			 char **ret_error);
+	/* Changed-block tracking (BackendRangesRequest): the snapshot's ranges that hold data
+	 * (snapshot_allocated), or where it differs from base_snapshot_id (snapshot_delta): exact,
+	 * or more than exact, never less (a range left out is equal in both). -ENOENT naming the
+	 * snapshot that is not found, -EINVAL when the two are snapshots of different volumes,
+	 * -ERANGE when starting_offset is beyond the size. Streams: memory does not grow with the
+	 * volume. NULL: the backend has no such tracking (UNIMPLEMENTED). */
+	int (*snapshot_allocated)(Backend *b, const BackendRangesRequest *r, BackendRangesDone *ret,
+				  char **ret_error);
+	int (*snapshot_delta)(Backend *b, const BackendRangesRequest *r, BackendRangesDone *ret,
+			      char **ret_error);
 
 	/* The node service: every path in a request is hostile until proved the volume's. */
 	int (*stage)(Backend *b, const BackendStage *r, void *ret, char **ret_error);

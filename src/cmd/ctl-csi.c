@@ -14,6 +14,7 @@
 #include "csi-util.h"
 #include "ctl.h"
 #include "parse-util.h"
+#include "pbjson.h"
 
 /* Flags the subcommands share; each command says which it takes. */
 enum {
@@ -38,6 +39,7 @@ enum {
 	OPT_VOLUME = 1u << 18,
 	OPT_ID = 1u << 19,
 	OPT_SECRET = 1u << 20,
+	OPT_OFFSET = 1u << 21,
 };
 
 /* The flags that make a volume_capability. */
@@ -71,6 +73,7 @@ static const struct {
 	{"volume", OPT_VOLUME, true, "--volume ID"},
 	{"id", OPT_ID, true, "--id ID"},
 	{"secret", OPT_SECRET, true, "--secret KEY=VALUE"},
+	{"offset", OPT_OFFSET, true, "--offset BYTES"},
 };
 
 /* What the command line said. JSON members are NULL when not given. */
@@ -85,6 +88,7 @@ typedef struct CsiArgs {
 	const char *fs, *mode, *from_snapshot, *from_volume, *zone, *token, *staging, *volume, *id;
 	char *group;
 	int32_t max;
+	int64_t offset;
 	json_t *flags;
 	json_t *params, *mutable_params, *context, *publish_context, *secrets;
 } CsiArgs;
@@ -356,6 +360,31 @@ static int build_snapshot_id(const CsiArgs *a, json_t *req)
 	return 0;
 }
 
+/* GetMetadataAllocated and GetMetadataDelta: the ranges from --offset on, --max a message. */
+static void set_ranges_args(const CsiArgs *a, json_t *req)
+{
+	if (a->given & OPT_OFFSET)
+		json_object_set_new(req, "starting_offset", json_integer(a->offset));
+	if (a->given & OPT_MAX)
+		json_object_set_new(req, "max_results", json_integer(a->max));
+	set_secrets(a, req);
+}
+
+static int build_snapshot_allocated(const CsiArgs *a, json_t *req)
+{
+	set_str(req, "snapshot_id", a->pos[0]);
+	set_ranges_args(a, req);
+	return 0;
+}
+
+static int build_snapshot_diff(const CsiArgs *a, json_t *req)
+{
+	set_str(req, "base_snapshot_id", a->pos[0]);
+	set_str(req, "target_snapshot_id", a->pos[1]);
+	set_ranges_args(a, req);
+	return 0;
+}
+
 static int build_snapshot_list(const CsiArgs *a, json_t *req)
 {
 	set_str(req, "source_volume_id", a->volume);
@@ -573,6 +602,55 @@ static int run_list(Ctl *ctl, const CsiCommand *c, const CsiArgs *a, json_t *req
 	return r;
 }
 
+/* What the replies of a ranges stream added up to. */
+typedef struct RangesOut {
+	Ctl *ctl;
+	bool delta;
+	uint64_t ranges, bytes;
+} RangesOut;
+
+/* One reply: "OFFSET LENGTH" a line (bytes), or the reply as one JSON line (-o json). */
+static int ranges_print(const ProtobufCMessage *reply, void *userdata)
+{
+	RangesOut *o = userdata;
+	size_t n;
+	Csi__V1__BlockMetadata **items;
+
+	if (o->ctl->json) {
+		json_t *j = pbjson_from_message(reply);
+		_cleanup_free_ char *text = json_dumps(j, JSON_COMPACT);
+		json_decref(j);
+		puts(text ?: "{}");
+		return 0;
+	}
+	if (o->delta) {
+		const Csi__V1__GetMetadataDeltaResponse *r = (const void *)reply;
+		n = r->n_block_metadata;
+		items = r->block_metadata;
+	} else {
+		const Csi__V1__GetMetadataAllocatedResponse *r = (const void *)reply;
+		n = r->n_block_metadata;
+		items = r->block_metadata;
+	}
+	for (size_t i = 0; i < n; i++) {
+		printf("%" PRId64 " %" PRId64 "\n", items[i]->byte_offset, items[i]->size_bytes);
+		o->ranges++;
+		o->bytes += (uint64_t)items[i]->size_bytes;
+	}
+	return 0;
+}
+
+/* Streams the ranges to stdout as they come, and says on stderr how many. */
+static int run_ranges(Ctl *ctl, const CsiCommand *c, _unused_ const CsiArgs *a, json_t *req)
+{
+	RangesOut o = {.ctl = ctl, .delta = strcmp(c->method, "GetMetadataDelta") == 0};
+	int r = ctl_stream(ctl, c->method, req, ranges_print, &o);
+	if (r == 0 && !ctl->json)
+		fprintf(stderr, "volplugctl: %" PRIu64 " ranges, %" PRIu64 " bytes\n", o.ranges,
+			o.bytes);
+	return r;
+}
+
 /* Validation answers with or without "confirmed": without is a failure for the user. */
 static int run_validate(Ctl *ctl, const CsiCommand *c, _unused_ const CsiArgs *a, json_t *req)
 {
@@ -622,6 +700,10 @@ static const CsiCommand commands[] = {
 	 "snapshot $1 deleted"},
 	{"snapshot", "list", "ListSnapshots", "", 0, 0, OPT_LIST | OPT_VOLUME | OPT_ID | OPT_SECRET,
 	 build_snapshot_list, run_list, NULL},
+	{"snapshot", "allocated", "GetMetadataAllocated", "SNAPSHOT_ID", 1, 1,
+	 OPT_OFFSET | OPT_MAX | OPT_SECRET, build_snapshot_allocated, run_ranges, NULL},
+	{"snapshot", "diff", "GetMetadataDelta", "BASE_SNAPSHOT_ID TARGET_SNAPSHOT_ID", 2, 2,
+	 OPT_OFFSET | OPT_MAX | OPT_SECRET, build_snapshot_diff, run_ranges, NULL},
 	{"group", "create", "CreateVolumeGroupSnapshot", "NAME VOLUME_ID...", 2, UNLIMITED,
 	 OPT_PARAM | OPT_SECRET, build_group_create, NULL, NULL},
 	{"group", "get", "GetVolumeGroupSnapshot", "ID [SNAPSHOT_ID...]", 1, UNLIMITED, OPT_SECRET,
@@ -800,6 +882,11 @@ static int take_option(const CsiCommand *c, CsiArgs *a, unsigned bit, const char
 		return 0;
 	case OPT_ID:
 		a->id = arg;
+		return 0;
+	case OPT_OFFSET:
+		if (parse_size(arg, &u) < 0 || u > INT64_MAX)
+			return bad_usage(c, "--offset '%s': want bytes or a size such as 1G", arg);
+		a->offset = (int64_t)u;
 		return 0;
 	default: /* OPT_BLOCK, OPT_ALL, OPT_READONLY: no argument */
 		return 0;

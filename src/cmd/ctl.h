@@ -27,6 +27,15 @@ int ctl_connect(Ctl *ctl);
  * on failure prints "volplugctl: METHOD: CODE: message" and returns CTL_EXIT_FAILED. */
 int ctl_call(Ctl *ctl, const char *method, json_t *request, json_t **ret_reply);
 
+/* Takes one reply of a stream; a non-zero return (an exit code) cancels the call. */
+typedef int (*CtlStreamFunc)(const ProtobufCMessage *reply, void *userdata);
+
+/* Calls a method whose replies are a stream (RpcMethodInfo.server_streaming) with a JSON
+ * request; fn gets each reply as it comes. Returns 0, fn's exit code, or CTL_EXIT_FAILED
+ * after printing "volplugctl: METHOD: CODE: message" (replies before the error were given to
+ * fn). */
+int ctl_stream(Ctl *ctl, const char *method, json_t *request, CtlStreamFunc fn, void *userdata);
+
 /* Prints a JSON reply as JSON (-o json) or as indented "key: value" lines. */
 void ctl_print(const Ctl *ctl, json_t *reply);
 

@@ -41,7 +41,9 @@ static const char usage[] =
 	"  ownership apply PATH --gid N apply an fsGroup to a tree (see ownership --help)\n"
 	"  volume create|delete|list|get|expand|modify|validate|publish|unpublish ...\n"
 	"                               the Controller's volume RPCs (see volume --help)\n"
-	"  snapshot create|delete|list  snapshots (see snapshot --help)\n"
+	"  snapshot create|delete|list|allocated|diff\n"
+	"                               snapshots, their allocated and changed ranges (see\n"
+	"                               snapshot --help)\n"
 	"  group create|get|delete|capabilities  group snapshots (see group --help)\n"
 	"  node info|capabilities|stage|unstage|publish|unpublish|stats|expand ...\n"
 	"                               the Node RPCs (see node --help)\n"
@@ -107,6 +109,60 @@ int ctl_call(Ctl *ctl, const char *method, json_t *request, json_t **ret_reply)
 	return 0;
 }
 
+typedef struct StreamCall {
+	CtlStreamFunc fn;
+	void *userdata;
+	int exit; /* fn's non-zero return */
+} StreamCall;
+
+static int stream_take(const ProtobufCMessage *reply, void *userdata)
+{
+	StreamCall *sc = userdata;
+	sc->exit = sc->fn(reply, sc->userdata);
+	return sc->exit != 0 ? -ECANCELED : 0;
+}
+
+int ctl_stream(Ctl *ctl, const char *method, json_t *request, CtlStreamFunc fn, void *userdata)
+{
+	_cleanup_free_ char *error = NULL;
+	ProtobufCMessage *req = NULL;
+	RpcMethodInfo info;
+	RpcStatus st = {};
+	StreamCall sc = {fn, userdata, 0};
+
+	int r = ctl_connect(ctl);
+	if (r != 0)
+		return r;
+	if (rpc_catalog_lookup(method, &info) < 0)
+		return ctl_error(CTL_EXIT_USAGE, "unknown method '%s' (see 'volplugctl methods')",
+				 method);
+	if (pbjson_to_message(request, info.request, &req, &error) < 0)
+		return ctl_error(CTL_EXIT_USAGE, "%s request: %s", info.method->name, error);
+	r = rpc_client_stream(ctl->client, info.path, req, info.reply, ctl->timeout, stream_take,
+			      &sc, &st);
+	protobuf_c_message_free_unpacked(req, NULL);
+	if (sc.exit != 0)
+		return sc.exit;
+	if (r < 0)
+		return ctl_error(CTL_EXIT_FAILED, "%s: a reply is not a valid %s",
+				 info.method->name, info.reply->name);
+	if (st.code != 0) {
+		r = ctl_error(CTL_EXIT_FAILED, "%s: %s: %s", info.method->name,
+			      rpc_status_name(st.code) ?: "UNKNOWN", st.message ?: "");
+		rpc_status_done(&st);
+		return r;
+	}
+	return 0;
+}
+
+static int print_reply(const ProtobufCMessage *reply, void *userdata)
+{
+	json_t *j = pbjson_from_message(reply);
+	ctl_print(userdata, j);
+	json_decref(j);
+	return 0;
+}
+
 static int run_call(Ctl *ctl, const char *method, const char *body)
 {
 	json_error_t jerr;
@@ -120,6 +176,13 @@ static int run_call(Ctl *ctl, const char *method, const char *body)
 		request = json_loads(body, 0, &jerr);
 	if (!request)
 		return ctl_error(CTL_EXIT_USAGE, "request JSON, line %d: %s", jerr.line, jerr.text);
+	RpcMethodInfo info;
+	if (rpc_catalog_lookup(method, &info) == 0 && info.server_streaming) {
+		/* Each reply of the stream as it comes. */
+		int r = ctl_stream(ctl, method, request, print_reply, ctl);
+		json_decref(request);
+		return r;
+	}
 	int r = ctl_call(ctl, method, request, &reply);
 	json_decref(request);
 	if (r != 0)
@@ -149,7 +212,8 @@ static int run_probe(Ctl *ctl)
 
 static void print_method(const RpcMethodInfo *info, _unused_ void *userdata)
 {
-	printf("%-40s %s -> %s\n", info->path, info->request->name, info->reply->name);
+	printf("%-40s %s -> %s%s\n", info->path, info->request->name,
+	       info->server_streaming ? "stream " : "", info->reply->name);
 }
 
 static int dispatch(Ctl *ctl, int argc, char **argv)

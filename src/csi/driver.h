@@ -65,6 +65,24 @@ static inline bool driver_has_node(const Driver *d)
 typedef int (*CsiHandler)(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **ret,
 			  char **ret_error);
 
+/* Where a streaming handler sends its replies: send() returns 0 or -ECANCELED (the client is
+ * gone: stop); cancelled() says so without sending (may be NULL). The server's adapter sends
+ * on the wire; a unit test collects. */
+typedef struct CsiStream {
+	int (*send)(const ProtobufCMessage *reply, void *userdata);
+	bool (*cancelled)(void *userdata);
+	void *userdata;
+} CsiStream;
+
+/* A CSI handler whose replies are a stream: sends them through out, then returns 0 or a
+ * negative errno with *ret_error (replies sent before stay sent). */
+typedef int (*CsiStreamHandler)(Driver *d, const ProtobufCMessage *req, const CsiStream *out,
+				char **ret_error);
+
+/* csi_call() for a streaming handler. */
+int csi_call_stream(Driver *d, CsiStreamHandler handler, const ProtobufCMessage *req,
+		    const CsiStream *out, char **ret_error);
+
 /* Runs handler on req as the server does: csi_request_check() first (maps within their
  * limits, strings UTF-8), then the handler. Returns what the handler returns. */
 int csi_call(Driver *d, CsiHandler handler, const ProtobufCMessage *req, ProtobufCMessage **ret,

@@ -5,6 +5,7 @@
 #include "csi.pb-c.h"
 #include "driver.h"
 #include "log.h"
+#include "snapshot-metadata.h"
 
 int identity_get_plugin_info(Driver *d, _unused_ const ProtobufCMessage *req,
 			     ProtobufCMessage **ret, _unused_ char **ret_error)
@@ -47,13 +48,16 @@ int identity_get_plugin_capabilities(Driver *d, _unused_ const ProtobufCMessage 
 		xnew0(Csi__V1__GetPluginCapabilitiesResponse, 1);
 
 	csi__v1__get_plugin_capabilities_response__init(r);
-	r->capabilities = xnew0(Csi__V1__PluginCapability *, 4);
+	r->capabilities = xnew0(Csi__V1__PluginCapability *, 5);
 	if (driver_has_controller(d)) {
 		r->capabilities[r->n_capabilities++] = service_capability(
 			CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__CONTROLLER_SERVICE);
 		r->capabilities[r->n_capabilities++] = service_capability(
 			CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__GROUP_CONTROLLER_SERVICE);
 	}
+	if (snapshot_metadata_served(d))
+		r->capabilities[r->n_capabilities++] = service_capability(
+			CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__SNAPSHOT_METADATA_SERVICE);
 	r->capabilities[r->n_capabilities++] = service_capability(
 		CSI__V1__PLUGIN_CAPABILITY__SERVICE__TYPE__VOLUME_ACCESSIBILITY_CONSTRAINTS);
 	r->capabilities[r->n_capabilities++] = expansion_capability();

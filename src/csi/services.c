@@ -9,6 +9,7 @@
 #include "macro.h"
 #include "node.h"
 #include "request-check.h"
+#include "snapshot-metadata.h"
 
 /* A CSI method: its path, its request type and the handler (plain structs in, a reply or an
  * errno and a message out); csi_adapter() puts it on the wire. */
@@ -16,7 +17,8 @@ typedef struct CsiMethod {
 	const char *path;
 	const ProtobufCMessageDescriptor *request;
 	CsiHandler handler;
-	bool cheap; /* never blocks: see RpcMethod.cheap */
+	bool cheap;		 /* never blocks: see RpcMethod.cheap */
+	CsiStreamHandler stream; /* instead of handler: the replies are a stream */
 } CsiMethod;
 
 #define METHOD(service, name, request, fn)                                         \
@@ -83,6 +85,16 @@ static const CsiMethod node_methods[] = {
 	METHOD("Node", "NodeGetInfo", node_get_info_request, node_get_info),
 };
 
+/* Changed-block tracking, beside the controller (Kubernetes' external-snapshot-metadata sidecar
+ * runs there). */
+static const CsiMethod snapshot_metadata_methods[] = {
+	{"/csi.v1.SnapshotMetadata/GetMetadataAllocated",
+	 &csi__v1__get_metadata_allocated_request__descriptor, NULL, false,
+	 snapshot_metadata_allocated},
+	{"/csi.v1.SnapshotMetadata/GetMetadataDelta",
+	 &csi__v1__get_metadata_delta_request__descriptor, NULL, false, snapshot_metadata_delta},
+};
+
 /* volplug's own service, in every mode. */
 static const CsiMethod admin_methods[] = {
 	{"/volplug.admin.v1.Admin/ListFlexDrivers",
@@ -94,7 +106,7 @@ static const CsiMethod admin_methods[] = {
 /* The table for a mode, built once: Identity always, then the services the mode serves. */
 static RpcMethod tables[3][ELEMENTSOF(identity_methods) + ELEMENTSOF(controller_methods) +
 			   ELEMENTSOF(group_controller_methods) + ELEMENTSOF(node_methods) +
-			   ELEMENTSOF(admin_methods)];
+			   ELEMENTSOF(snapshot_metadata_methods) + ELEMENTSOF(admin_methods)];
 
 int csi_call(Driver *d, CsiHandler handler, const ProtobufCMessage *req, ProtobufCMessage **ret,
 	     char **ret_error)
@@ -103,6 +115,40 @@ int csi_call(Driver *d, CsiHandler handler, const ProtobufCMessage *req, Protobu
 	if (r < 0)
 		return r;
 	return handler(d, req, ret, ret_error);
+}
+
+int csi_call_stream(Driver *d, CsiStreamHandler handler, const ProtobufCMessage *req,
+		    const CsiStream *out, char **ret_error)
+{
+	int r = csi_request_check(req, ret_error);
+	if (r < 0)
+		return r;
+	return handler(d, req, out, ret_error);
+}
+
+static int stream_send(const ProtobufCMessage *reply, void *userdata)
+{
+	return rpc_call_send(userdata, reply);
+}
+
+static bool stream_cancelled(void *userdata)
+{
+	return rpc_call_cancelled(userdata);
+}
+
+/* Runs a streaming CSI handler for the server: its replies on the wire as they come. */
+static int csi_stream_adapter(RpcCall *call, const ProtobufCMessage *req)
+{
+	const CsiMethod *m = rpc_call_method_data(call);
+	_cleanup_free_ char *error = NULL;
+	CsiStream out = {.send = stream_send, .cancelled = stream_cancelled, .userdata = call};
+
+	call_deadline_set(rpc_call_deadline(call));
+	int r = csi_call_stream(rpc_call_userdata(call), m->stream, req, &out, &error);
+	call_deadline_set(USEC_INFINITY);
+	if (r < 0)
+		return rpc_fail(call, r, "%s", error ?: strerror(-r));
+	return 0;
 }
 
 /* Runs a CSI handler for the server: the driver in, the errno and message out. */
@@ -126,7 +172,8 @@ static size_t table_append(RpcMethod *t, size_t n, const CsiMethod *m, size_t co
 		t[n++] = (RpcMethod){
 			.path = m[i].path,
 			.request = m[i].request,
-			.handler = csi_adapter,
+			.handler = m[i].stream ? NULL : csi_adapter,
+			.stream = m[i].stream ? csi_stream_adapter : NULL,
 			.data = &m[i],
 			.cheap = m[i].cheap,
 		};
@@ -146,6 +193,9 @@ const RpcMethod *csi_methods(DriverMode mode, size_t *ret_n)
 				 ELEMENTSOF(group_controller_methods));
 	if (mode == DRIVER_MODE_ALL || mode == DRIVER_MODE_NODE)
 		n = table_append(t, n, node_methods, ELEMENTSOF(node_methods));
+	if (mode == DRIVER_MODE_ALL || mode == DRIVER_MODE_CONTROLLER)
+		n = table_append(t, n, snapshot_metadata_methods,
+				 ELEMENTSOF(snapshot_metadata_methods));
 	n = table_append(t, n, admin_methods, ELEMENTSOF(admin_methods));
 	*ret_n = n;
 	return t;

@@ -8,10 +8,24 @@
 #include "macro.h"
 
 static const ProtobufCServiceDescriptor *const services[] = {
-	&csi__v1__identity__descriptor,		&csi__v1__controller__descriptor,
-	&csi__v1__group_controller__descriptor, &csi__v1__node__descriptor,
-	&volplug__admin__v1__admin__descriptor,
+	&csi__v1__identity__descriptor,		 &csi__v1__controller__descriptor,
+	&csi__v1__group_controller__descriptor,	 &csi__v1__node__descriptor,
+	&csi__v1__snapshot_metadata__descriptor, &volplug__admin__v1__admin__descriptor,
 };
+
+/* protoc-c keeps no mark of a streaming method: the methods whose replies are a stream. */
+static const char *const server_streaming[] = {
+	"/csi.v1.SnapshotMetadata/GetMetadataAllocated",
+	"/csi.v1.SnapshotMetadata/GetMetadataDelta",
+};
+
+bool rpc_method_server_streaming(const char *path)
+{
+	for (size_t i = 0; i < ELEMENTSOF(server_streaming); i++)
+		if (strcmp(path, server_streaming[i]) == 0)
+			return true;
+	return false;
+}
 
 static void info_fill(const ProtobufCServiceDescriptor *s, unsigned i, RpcMethodInfo *ret)
 {
@@ -20,6 +34,7 @@ static void info_fill(const ProtobufCServiceDescriptor *s, unsigned i, RpcMethod
 	ret->method = m;
 	ret->request = m->input;
 	ret->reply = m->output;
+	ret->server_streaming = rpc_method_server_streaming(ret->path);
 }
 
 int rpc_catalog_lookup(const char *name, RpcMethodInfo *ret)

@@ -30,6 +30,18 @@ int rpc_client_call(RpcClient *c, const char *method, const ProtobufCMessage *re
 		    const ProtobufCMessageDescriptor *reply_type, usec_t timeout,
 		    ProtobufCMessage **ret_reply, RpcStatus *ret_status);
 
+/* Takes one reply of a stream (rpc_client_stream()); the message is freed when it returns.
+ * A negative return cancels the call. */
+typedef int (*RpcStreamFunc)(const ProtobufCMessage *reply, void *userdata);
+
+/* One call whose replies are a stream: fn gets each reply as it comes, decoded. Returns 0 when
+ * the call completed (its gRPC status in *ret_status, messages received before an error
+ * included), fn's negative return after cancelling the call, or -EBADMSG when a reply could
+ * not be decoded. Blocks up to timeout for the whole stream; thread-safe. */
+int rpc_client_stream(RpcClient *c, const char *method, const ProtobufCMessage *request,
+		      const ProtobufCMessageDescriptor *reply_type, usec_t timeout,
+		      RpcStreamFunc fn, void *userdata, RpcStatus *ret_status);
+
 /* Like rpc_client_call() but sends raw bytes and returns raw reply bytes (malloc'ed). */
 int rpc_client_call_raw(RpcClient *c, const char *method, const void *data, size_t size,
 			usec_t timeout, void **ret_data, size_t *ret_size, RpcStatus *ret_status);

@@ -17,10 +17,18 @@ typedef struct RpcCall RpcCall;
 typedef int (*RpcHandler)(RpcCall *call, const ProtobufCMessage *request,
 			  ProtobufCMessage **ret_reply);
 
+/* A server-streaming handler: sends its replies with rpc_call_send(), as many as it has, then
+ * returns 0 (the server ends the stream with OK) or a negative errno with a message set by
+ * rpc_fail() (the stream ends with that status after the replies sent). Runs on a worker
+ * thread and may block. */
+typedef int (*RpcStreamHandler)(RpcCall *call, const ProtobufCMessage *request);
+
 typedef struct RpcMethod {
 	const char *path; /* "/csi.v1.Identity/Probe" */
 	const ProtobufCMessageDescriptor *request;
 	RpcHandler handler;
+	/* Set instead of handler for a method whose replies are a stream. */
+	RpcStreamHandler stream;
 	const void *data; /* for the handler: rpc_call_method_data() */
 	/* Answers from what it holds, in microseconds, and never blocks: run by the thread
 	 * that received the request instead of being handed to a worker. */
@@ -30,6 +38,12 @@ typedef struct RpcMethod {
 /* Records the message the client will see with the status for err. Returns err (negative),
  * so a handler can `return rpc_fail(call, -EINVAL, "volume_id: missing");`. */
 int rpc_fail(RpcCall *call, int err, const char *fmt, ...) _printf_(3, 4);
+
+/* Sends one reply of a streaming call and waits until gRPC took it (flow control: at most one
+ * message of the call is in the server's hands, however slowly the client reads). Returns 0,
+ * or -ECANCELED when the client cancelled, its deadline passed or the connection broke: the
+ * handler stops and returns. Blocks; the message stays the caller's. */
+int rpc_call_send(RpcCall *call, const ProtobufCMessage *reply);
 
 /* True once the client cancelled or its deadline passed: the handler should stop early. */
 bool rpc_call_cancelled(RpcCall *call);

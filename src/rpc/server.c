@@ -9,7 +9,13 @@
  * A call's life: request_call completes (NEW) -> RECV_MESSAGE batch and, in parallel, a
  * RECV_CLOSE_ON_SERVER batch that tells us about cancellation -> worker runs the handler
  * -> one SEND batch (initial metadata, message, status). The call is freed when both the
- * SEND and the CLOSE batch have completed. */
+ * SEND and the CLOSE batch have completed.
+ *
+ * A streaming method's handler sends its messages itself (rpc_call_send()): one MESSAGE batch
+ * at a time, the first with the initial metadata, each waited for on the call's condition
+ * until the poller saw it complete; then the SEND batch carries the status alone. gRPC
+ * completes a MESSAGE batch once the transport took the message, so a client that reads
+ * slowly holds the handler, never the daemon's memory. */
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -52,6 +58,7 @@ typedef enum {
 	TAG_RECV,
 	TAG_CLOSE,
 	TAG_SEND,
+	TAG_MESSAGE,
 	TAG_SHUTDOWN,
 } TagKind;
 
@@ -91,8 +98,14 @@ struct RpcCall {
 	grpc_byte_buffer *reply_payload;
 	Conn *conn;	      /* a reference, set when counted in its calls; guarded by conn_lock */
 	atomic_bool answered; /* the reply batch was started */
-	Tag tag_new, tag_recv, tag_close, tag_send;
-	RpcCall *next; /* worker queue link, guarded by RpcServer.lock */
+	Tag tag_new, tag_recv, tag_close, tag_send, tag_message;
+	/* Streaming: the MESSAGE batch in flight. send_lock guards send_done and send_ok; the
+	 * rest is the handler's thread's own. */
+	pthread_mutex_t send_lock;
+	pthread_cond_t send_cond;
+	bool send_done, send_ok;
+	bool sent_initial; /* the initial metadata went with the first message */
+	RpcCall *next;	   /* worker queue link, guarded by RpcServer.lock */
 };
 
 struct RpcServer {
@@ -247,6 +260,8 @@ static void call_free(RpcCall *c)
 		grpc_byte_buffer_destroy(c->reply_payload);
 	grpc_slice_unref(c->status_details);
 	free(c->error_message);
+	pthread_mutex_destroy(&c->send_lock);
+	pthread_cond_destroy(&c->send_cond);
 	free(c);
 }
 
@@ -299,6 +314,9 @@ static int request_new_call(RpcServer *s)
 	c->tag_recv = (Tag){TAG_RECV, c};
 	c->tag_close = (Tag){TAG_CLOSE, c};
 	c->tag_send = (Tag){TAG_SEND, c};
+	c->tag_message = (Tag){TAG_MESSAGE, c};
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_cond_init(&c->send_cond, NULL);
 	grpc_call_details_init(&c->details);
 	grpc_metadata_array_init(&c->request_metadata);
 	grpc_call_error e = grpc_server_request_call(
@@ -625,19 +643,55 @@ static grpc_status_code call_dispatch(RpcCall *c, ProtobufCMessage **ret_reply)
 		snprintf(fp, sizeof(fp), "rpc:%s", c->name);
 		failpoint(fp);
 	}
-	int r = c->method->handler(c, request, &reply);
+	int r = c->method->stream ? c->method->stream(c, request)
+				  : c->method->handler(c, request, &reply);
 	protobuf_c_message_free_unpacked(request, NULL);
 	if (r < 0) {
 		if (reply)
 			protobuf_c_message_free_unpacked(reply, NULL);
 		return rpc_status_from_errno(r) ?: GRPC_STATUS_INTERNAL;
 	}
+	if (c->method->stream)
+		return GRPC_STATUS_OK;
 	if (!reply) {
 		rpc_fail(c, -EIO, "%s: handler gave no reply", c->name);
 		return GRPC_STATUS_INTERNAL;
 	}
 	*ret_reply = reply;
 	return GRPC_STATUS_OK;
+}
+
+int rpc_call_send(RpcCall *c, const ProtobufCMessage *reply)
+{
+	grpc_op ops[2] = {};
+	size_t n = 0;
+
+	if (failpoints_enabled()) { /* a slow stream, for the tests of its deadline */
+		char fp[128];
+		snprintf(fp, sizeof(fp), "rpc-send:%s", c->name);
+		failpoint(fp);
+	}
+	if (rpc_call_cancelled(c))
+		return -ECANCELED;
+	if (!c->sent_initial)
+		ops[n++] = (grpc_op){.op = GRPC_OP_SEND_INITIAL_METADATA};
+	grpc_byte_buffer *bb = encode_message(reply);
+	ops[n] = (grpc_op){.op = GRPC_OP_SEND_MESSAGE};
+	ops[n++].data.send_message.send_message = bb;
+	c->send_done = false;
+	if (!start_batch(c, ops, n, &c->tag_message)) {
+		grpc_byte_buffer_destroy(bb);
+		return -ECANCELED;
+	}
+	c->sent_initial = true;
+	/* gRPC completes every batch it accepted, a cancelled call's too. */
+	pthread_mutex_lock(&c->send_lock);
+	while (!c->send_done)
+		pthread_cond_wait(&c->send_cond, &c->send_lock);
+	bool ok = c->send_ok;
+	pthread_mutex_unlock(&c->send_lock);
+	grpc_byte_buffer_destroy(bb);
+	return ok && !rpc_call_cancelled(c) ? 0 : -ECANCELED;
 }
 
 static void call_reply(RpcCall *c)
@@ -675,7 +729,8 @@ static void call_reply(RpcCall *c)
 	metric_observe(&call_seconds, metric_seconds_since(start), label, rpc_status_name(code));
 	metric_add(&calls_in_flight, -1, label);
 
-	ops[n++] = (grpc_op){.op = GRPC_OP_SEND_INITIAL_METADATA};
+	if (!c->sent_initial)
+		ops[n++] = (grpc_op){.op = GRPC_OP_SEND_INITIAL_METADATA};
 	if (c->reply_payload) {
 		ops[n] = (grpc_op){.op = GRPC_OP_SEND_MESSAGE};
 		ops[n++].data.send_message.send_message = c->reply_payload;
@@ -731,6 +786,13 @@ static void on_event(RpcServer *s, Tag *tag, bool ok)
 		break;
 	case TAG_SEND:
 		call_unref(c);
+		break;
+	case TAG_MESSAGE: /* the streaming handler waits for it and holds the call meanwhile */
+		pthread_mutex_lock(&c->send_lock);
+		c->send_done = true;
+		c->send_ok = ok;
+		pthread_cond_signal(&c->send_cond);
+		pthread_mutex_unlock(&c->send_lock);
 		break;
 	case TAG_SHUTDOWN:
 		break;

@@ -98,8 +98,8 @@ static void test_method_tables(void)
 		size_t n;
 		bool controller, node;
 	} modes[] = {
-		{DRIVER_MODE_ALL, 31, true, true},
-		{DRIVER_MODE_CONTROLLER, 23, true, false},
+		{DRIVER_MODE_ALL, 33, true, true},
+		{DRIVER_MODE_CONTROLLER, 25, true, false},
 		{DRIVER_MODE_NODE, 13, false, true},
 	};
 
@@ -126,6 +126,12 @@ static void test_method_tables(void)
 			   table_has(t, n, "/csi.v1.GroupController/CreateVolumeGroupSnapshot") ==
 				   modes[m].controller,
 		   "mode %s: the controller services %s", name,
+		   modes[m].controller ? "served" : "not served");
+		ok(table_has(t, n, "/csi.v1.SnapshotMetadata/GetMetadataDelta") ==
+				   modes[m].controller &&
+			   table_has(t, n, "/csi.v1.SnapshotMetadata/GetMetadataAllocated") ==
+				   modes[m].controller,
+		   "mode %s: the SnapshotMetadata service %s beside the controller", name,
 		   modes[m].controller ? "served" : "not served");
 		ok(table_has(t, n, "/csi.v1.Node/NodeStageVolume") == modes[m].node,
 		   "mode %s: the node service %s", name, modes[m].node ? "served" : "not served");

@@ -158,6 +158,10 @@ int pool_backend_delete_group(Backend *b, const BackendGroupRequest *r, BackendD
 			      char **ret_error);
 int pool_backend_get_group(Backend *b, const BackendGroupRequest *r, BackendGroup *ret,
 			   char **ret_error);
+int pool_backend_snapshot_allocated(Backend *b, const BackendRangesRequest *r,
+				    BackendRangesDone *ret, char **ret_error);
+int pool_backend_snapshot_delta(Backend *b, const BackendRangesRequest *r, BackendRangesDone *ret,
+				char **ret_error);
 
 /* Registers the pool's gauges (pool-metrics.c) with the metrics registry, and takes them out
  * again before the pool closes. */
