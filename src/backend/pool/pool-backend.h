@@ -21,8 +21,9 @@ typedef struct PoolBackend {
 	char *node_part;    /* what IDs of this pool's objects end with (pool-ids.c) */
 	uint32_t max_volumes;
 	char *zone;
-	BackendTopology segment; /* where this pool's volumes are reachable: this node */
-	PoolTrimmer *trimmer;	 /* NULL: the node does not trim */
+	BackendTopology segment;       /* where this pool's volumes are reachable: this node */
+	PoolTrimmer *trimmer;	       /* NULL: the node does not trim */
+	struct PoolRestores *restores; /* restores of store snapshots running (pool-restore.c) */
 } PoolBackend;
 
 /* The pool's own options (pool-options.c): the settings its type makes. */
