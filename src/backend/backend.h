@@ -108,6 +108,7 @@ void backend_group_done(BackendGroup *g);
 /* An object named by its id (delete, get). */
 typedef struct BackendRef {
 	const char *id;
+	const Strmap *secrets; /* the request's; NULL: none */
 } BackendRef;
 
 /* What a delete did, for the caller's log. */
@@ -157,6 +158,7 @@ typedef struct BackendListRequest {
 	size_t max_entries;	      /* 0: the backend's default */
 	const char *source_volume_id; /* snapshots only: of this volume (NULL: all) */
 	const char *snapshot_id;      /* snapshots only: this one (NULL: all) */
+	const Strmap *secrets;	      /* snapshots only: the request's; NULL: none */
 } BackendListRequest;
 
 typedef struct BackendVolumeList {
@@ -236,7 +238,9 @@ typedef struct BackendChanged {
 typedef struct BackendCreateSnapshot {
 	const char *name;
 	const char *source_volume_id;
-	const Strmap *params; /* checked tags */
+	const Strmap *params;  /* checked tags */
+	const char *location;  /* the class's location: NULL or "local", or "store" */
+	const Strmap *secrets; /* the request's; NULL: none */
 } BackendCreateSnapshot;
 
 typedef struct BackendCreateGroup {

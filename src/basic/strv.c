@@ -46,3 +46,19 @@ void strv_sort(char **v)
 	if (n > 1)
 		qsort(v, n, sizeof(char *), cmp_str);
 }
+
+size_t strv_uniq(char **v, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (k > 0 && strcmp(v[k - 1], v[i]) == 0) {
+			free(v[i]);
+			continue;
+		}
+		v[k++] = v[i];
+	}
+	if (v)
+		v[k] = NULL;
+	return k;
+}

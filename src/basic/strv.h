@@ -26,3 +26,5 @@ void strv_append(char ***v, char *s);
 
 /* Sorts the strings bytewise (strcmp order), in place. */
 void strv_sort(char **v);
+/* Removes the repeats of a sorted strv of n strings (freed); returns how many are left. */
+size_t strv_uniq(char **v, size_t n);

@@ -22,9 +22,28 @@ Csi__V1__Snapshot *snapshot_to_csi(const BackendSnapshot *s)
 	return snap;
 }
 
-/* VolumeSnapshotClass parameters the EBS driver knows and the backends keep: tags. The
- * external-snapshotter's own csi.storage.k8s.io/ keys are ignored. */
-int snapshot_params_parse(void *const *entries, size_t n, Strmap *ret, char **ret_error)
+/* The class's parameter location: "local" or "store" (into *ret_location when not NULL; a
+ * group snapshot takes "local" only). The value stays the request's. */
+static int location_parse(const char *v, const char **ret_location, char **ret_error)
+{
+	if (strcmp(v, "local") != 0 && strcmp(v, "store") != 0)
+		return errorf(ret_error, -EINVAL,
+			      "parameters: location: want local (beside the volume) or store (the "
+			      "snapshot store), got '%s'",
+			      v);
+	if (!ret_location && strcmp(v, "store") == 0)
+		return errorf(ret_error, -EINVAL,
+			      "parameters: location: a group snapshot is taken locally only");
+	if (ret_location)
+		*ret_location = v;
+	return 0;
+}
+
+/* VolumeSnapshotClass parameters the EBS driver knows and the backends keep: tags, and where
+ * the snapshot goes (location). The external-snapshotter's own csi.storage.k8s.io/ keys are
+ * ignored. */
+int snapshot_params_parse(void *const *entries, size_t n, Strmap *ret, const char **ret_location,
+			  char **ret_error)
 {
 	_cleanup_free_ ParamKV *kv = NULL;
 	size_t tags = 0;
@@ -45,10 +64,16 @@ int snapshot_params_parse(void *const *entries, size_t n, Strmap *ret, char **re
 		const char *k = kv[i].key, *v = kv[i].value;
 		if (strncasecmp(k, "csi.storage.k8s.io/", 19) == 0)
 			continue;
+		if (strcmp(k, "location") == 0) {
+			int e = location_parse(v, ret_location, ret_error);
+			if (e < 0)
+				return e;
+			continue;
+		}
 		if (strncasecmp(k, "tagSpecification_", 17) != 0)
 			return errorf(ret_error, -EINVAL,
 				      "parameters: '%s' is not a snapshot parameter (want "
-				      "tagSpecification_N)",
+				      "tagSpecification_N or location)",
 				      k);
 		if (!strchr(v, '=') || v[0] == '=')
 			return errorf(ret_error, -EINVAL,
@@ -81,6 +106,8 @@ int controller_create_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufC
 {
 	const Csi__V1__CreateSnapshotRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
+	_cleanup_(strmap_done) Strmap secrets = {};
+	const char *location = NULL;
 	BackendSnapshot s = {};
 	Strmap params = {};
 	int e;
@@ -90,8 +117,9 @@ int controller_create_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufC
 	if (!r->source_volume_id || !*r->source_volume_id)
 		return errorf(ret_error, -EINVAL, "source_volume_id: missing");
 	if ((e = snapshot_params_parse((void *const *)r->parameters, r->n_parameters, &params,
-				       ret_error)) < 0)
+				       &location, ret_error)) < 0)
 		goto out;
+	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &secrets);
 	if (inflight_holdf(d->inflight, &hold, "snap:%s", r->name) < 0) {
 		e = errorf(ret_error, -EBUSY, "a CreateSnapshot for '%s' is already in progress",
 			   r->name);
@@ -101,6 +129,8 @@ int controller_create_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufC
 		.name = r->name,
 		.source_volume_id = r->source_volume_id,
 		.params = &params,
+		.location = location,
+		.secrets = &secrets,
 	};
 	Backend *b = backend_default(d->backends);
 	usec_t start = now_usec(CLOCK_MONOTONIC);
@@ -124,6 +154,7 @@ int controller_delete_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufC
 {
 	const Csi__V1__DeleteSnapshotRequest *r = (const void *)req;
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
+	_cleanup_(strmap_done) Strmap secrets = {};
 	BackendDeleted gone = {};
 
 	if (!r->snapshot_id || !*r->snapshot_id)
@@ -131,9 +162,10 @@ int controller_delete_snapshot(Driver *d, const ProtobufCMessage *req, ProtobufC
 	if (inflight_holdf(d->inflight, &hold, "snapid:%s", r->snapshot_id) < 0)
 		return errorf(ret_error, -EBUSY, "an operation on snapshot %s is in progress",
 			      r->snapshot_id);
+	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &secrets);
 	Backend *b = backend_default(d->backends);
-	int e = BACKEND_CALL(b, delete_snapshot, &(BackendRef){.id = r->snapshot_id}, &gone,
-			     ret_error);
+	BackendRef ref = {.id = r->snapshot_id, .secrets = &secrets};
+	int e = BACKEND_CALL(b, delete_snapshot, &ref, &gone, ret_error);
 	if (e < 0)
 		return e;
 	if (gone.found)
@@ -151,6 +183,7 @@ int controller_list_snapshots(Driver *d, const ProtobufCMessage *req, ProtobufCM
 			      char **ret_error)
 {
 	const Csi__V1__ListSnapshotsRequest *r = (const void *)req;
+	_cleanup_(strmap_done) Strmap secrets = {};
 	BackendSnapshotList l = {};
 
 	if (r->max_entries < 0)
@@ -160,7 +193,9 @@ int controller_list_snapshots(Driver *d, const ProtobufCMessage *req, ProtobufCM
 		.max_entries = (size_t)r->max_entries,
 		.source_volume_id = r->source_volume_id,
 		.snapshot_id = r->snapshot_id,
+		.secrets = &secrets,
 	};
+	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &secrets);
 	Backend *b = backend_default(d->backends);
 	int e = BACKEND_CALL(b, list_snapshots, &q, &l, ret_error);
 	if (e < 0)

@@ -39,7 +39,8 @@ int create_name_check(const char *name, char **ret_error);
 
 /* Checks VolumeSnapshotClass parameters (tagSpecification_N; csi.storage.k8s.io/ ignored)
  * into ret; INVALID_ARGUMENT naming the key otherwise. */
-int snapshot_params_parse(void *const *entries, size_t n, Strmap *ret, char **ret_error);
+int snapshot_params_parse(void *const *entries, size_t n, Strmap *ret, const char **ret_location,
+			  char **ret_error);
 
 /* The volume id names, from b (the backend that serves it): NOT_FOUND naming volume_id when
  * there is none or its record is damaged (such a volume is only listed and deleted). */

@@ -83,7 +83,7 @@ int group_controller_create_snapshot(Driver *d, const ProtobufCMessage *req, Pro
 		return e;
 	if (r->n_source_volume_ids == 0)
 		return errorf(ret_error, -EINVAL, "source_volume_ids: at least one is required");
-	if ((e = snapshot_params_parse((void *const *)r->parameters, r->n_parameters, &params,
+	if ((e = snapshot_params_parse((void *const *)r->parameters, r->n_parameters, &params, NULL,
 				       ret_error)) < 0)
 		goto out;
 	if (inflight_holdf(d->inflight, &hold, "group:%s", r->name) < 0) {

@@ -25,6 +25,9 @@ static const struct {
 	{EUCLEAN, GRPC_STATUS_FAILED_PRECONDITION},
 	/* The pool's directory is gone from under the daemon. */
 	{ENOMEDIUM, GRPC_STATUS_FAILED_PRECONDITION},
+	/* The snapshot store's bucket does not exist; no credentials configured for it. */
+	{ENXIO, GRPC_STATUS_FAILED_PRECONDITION},
+	{ENOKEY, GRPC_STATUS_FAILED_PRECONDITION},
 	/* A Flexvolume driver that is not usable (its init failed). */
 	{ENOEXEC, GRPC_STATUS_FAILED_PRECONDITION},
 	{EMLINK, GRPC_STATUS_RESOURCE_EXHAUSTED},

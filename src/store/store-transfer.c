@@ -103,7 +103,8 @@ typedef struct Upload {
 	usec_t deadline;
 	const uint64_t *idx;
 	size_t n_idx;
-	bool dedup;	      /* trust HEAD: no collection was running when the intent went up */
+	bool dedup; /* trust HEAD: no collection was running when the intent went up */
+	const atomic_bool *cancel;
 	const char *intent;   /* the intent's body */
 	pthread_mutex_t lock; /* guards the fields below */
 	size_t next;
@@ -166,6 +167,12 @@ static void *upload_worker(void *userdata)
 		pthread_mutex_lock(&u->lock);
 		if (u->error || u->next >= u->n_idx) {
 			pthread_mutex_unlock(&u->lock);
+			break;
+		}
+		if (u->cancel && atomic_load(u->cancel)) {
+			pthread_mutex_unlock(&u->lock);
+			upload_set_error(u, -ECANCELED,
+					 xasprintf("snapshot %s: upload cancelled", u->id));
 			break;
 		}
 		size_t i = u->next++;
@@ -380,6 +387,7 @@ int store_upload(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
 		.n_idx = n_idx,
 		.dedup = !gc.running,
 		.intent = intent,
+		.cancel = info->cancel,
 		.refs = xnew0(StoreChunkRef, n_idx ? n_idx : 1),
 		.renewed = now_usec(CLOCK_MONOTONIC),
 	};
@@ -395,8 +403,15 @@ int store_upload(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
 	pthread_mutex_destroy(&u.lock);
 
 	r = u.error;
+	if (r == 0 && info->cancel && atomic_load(info->cancel)) {
+		r = u.error = -ECANCELED;
+		u.message = xasprintf("snapshot %s: upload cancelled", info->id);
+	}
+	if (r == -ECANCELED)
+		(void)s3_delete(s->s3, ikey, deadline, NULL); /* nothing will name its chunks */
 	if (r < 0) {
-		/* The intent stays: a run again resumes, a collection leaves its chunks alone. */
+		/* Else the intent stays: a run again resumes, a collection leaves its chunks
+		 * alone. */
 		errorf(ret_error, r, "%s", u.message);
 		goto out;
 	}

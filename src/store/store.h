@@ -15,6 +15,7 @@
  * operations may run at once on one Store. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "macro.h"
@@ -77,6 +78,9 @@ typedef struct StoreUploadInfo {
 	uint64_t volume_size;	  /* 0: the file's size */
 	const char *filesystem;	  /* NULL: "" */
 	const Strmap *parameters; /* NULL: none */
+	/* NULL, or set by another thread to stop the upload at its next chunk: -ECANCELED, its
+	 * intent removed (a collection need not wait for its lease) */
+	const atomic_bool *cancel;
 } StoreUploadInfo;
 
 typedef struct StoreUploadStats {

@@ -218,14 +218,15 @@ static void pool_backend_free(Backend *b)
 	PoolBackend *pb = pool_of(b);
 
 	pool_metrics_stop(pb);
-	pool_trimmer_stop(pb->trimmer);
 	if (!pool_restores_free(pb->restores)) {
-		/* Their threads use the pool to the end: the process ends with them, and the next
-		 * open removes the volumes they were making. */
+		/* Their threads use the pool and the store to the end: the process ends with them,
+		 * and the next open removes the volumes they were making. */
 		log_info("pool %s: restores interrupted; the next start removes what they made",
 			 pool_path(pb->pool));
 		return;
 	}
+	pool_store_free(pb->store);
+	pool_trimmer_stop(pb->trimmer);
 	pool_close(pb->pool);
 	devnames_free(pb->devnames);
 	free(pb->node_id);
@@ -425,7 +426,13 @@ BACKEND_NEW(pool)
 		pool_backend_free(&pb->base);
 		return r;
 	}
+	if ((config->roles & BACKEND_ROLE_CONTROLLER) &&
+	    (r = pool_store_new(ps, pb->pool, pb->node_id, &pb->store, ret_error)) < 0) {
+		pool_backend_free(&pb->base);
+		return r;
+	}
 	repair(pb, config);
+	pool_store_start(pb->store);
 	pool_metrics_start(pb);
 	*ret = &pb->base;
 	return 0;

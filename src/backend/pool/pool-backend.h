@@ -10,8 +10,11 @@
 #include "devnames.h"
 #include "pool-node.h"
 #include "pool.h"
+#include "store.h"
 
 #define MIB (1024ULL * 1024ULL)
+
+typedef struct PoolStore PoolStore;
 
 typedef struct PoolBackend {
 	Backend base;
@@ -23,6 +26,7 @@ typedef struct PoolBackend {
 	char *zone;
 	BackendTopology segment;       /* where this pool's volumes are reachable: this node */
 	PoolTrimmer *trimmer;	       /* NULL: the node does not trim */
+	PoolStore *store;	       /* NULL: no snapshot store (no --store-bucket) */
 	struct PoolRestores *restores; /* restores of store snapshots running (pool-restore.c) */
 } PoolBackend;
 
@@ -33,6 +37,10 @@ typedef struct PoolSettings {
 	uint64_t capacity;    /* 0: what the filesystem has */
 	double overprovision; /* the pool may provision capacity x this */
 	usec_t trim_interval; /* how often the node trims its staged volumes; 0: never */
+	/* The snapshot store (pool-store.c); no bucket: none. */
+	char *store_endpoint, *store_bucket, *store_prefix, *store_region;
+	bool store_path_style;
+	usec_t store_gc_interval; /* 0: never */
 } PoolSettings;
 
 /* The defaults, for a BackendConfig without settings. */
@@ -91,6 +99,34 @@ char *pool_leftover(Pool *p, const char *why);
 /* 0 while the pool's directory is the one opened, else -ENOMEDIUM with *ret_error saying the
  * pool is gone (what a call that needs the pool answers: FAILED_PRECONDITION). */
 int pool_backend_usable(PoolBackend *pb, char **ret_error);
+
+/* The snapshot of record s as the CSI layer sees it (pool-snapshot.c). */
+void pool_snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret);
+/* Takes the reflinked point in time of r: a local snapshot, or with store_id the copy that goes
+ * to the store under that ID (pool-store-snapshot.c). create_snapshot's contract. */
+int pool_snapshot_take(PoolBackend *pb, const BackendCreateSnapshot *r, const char *store_id,
+		       BackendSnapshot *ret, char **ret_error);
+
+/* The snapshot store (pool-store.c, docs/snapshots.md): the store of the --store-* settings, or
+ * *ret NULL without --store-bucket. Checks the settings and makes the default chain's store (no
+ * I/O). -EINVAL with *ret_error naming the option at fault. */
+int pool_store_new(const PoolSettings *ps, Pool *pool, const char *node_id, PoolStore **ret,
+		   char **ret_error);
+/* Starts the uploaders, the collector, and resumes the uploads whose local copies are still in
+ * the pool (this node's unfinished ones). */
+void pool_store_start(PoolStore *st);
+/* Stops the threads (an upload running is cancelled, and resumes at the next start). */
+void pool_store_free(PoolStore *st);
+
+/* The Store for a request's secrets (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional
+ * AWS_SESSION_TOKEN; none: the default credential chain), borrowed for the backend's life.
+ * -ENOMEDIUM when volplugd has no store (FAILED_PRECONDITION, saying which flags to give),
+ * -EINVAL for a bad or partial secret (naming the key, never the value). Blocks briefly. */
+int pool_backend_store(PoolBackend *pb, const Strmap *secrets, Store **ret, char **ret_error);
+
+/* The ID in the store of a store snapshot's ID ("store:" + it), or NULL when snapshot_id is
+ * no store snapshot's ID. */
+const char *pool_store_id_of(const char *snapshot_id);
 
 /* The operations, with backend.h's contracts. */
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,

@@ -11,6 +11,7 @@ const PoolSettings pool_settings_default = {
 	.path = (char *)"/var/lib/volplug/pool",
 	.overprovision = 1,
 	.trim_interval = 10 * 60 * USEC_PER_SEC,
+	.store_gc_interval = 60 * 60 * USEC_PER_SEC,
 };
 
 static const BackendOption options[] = {
@@ -27,6 +28,21 @@ static const BackendOption options[] = {
 	 "how often the node gives the space of files deleted\n"
 	 "in staged volumes back to the pool (default 10m; 0:\n"
 	 "never)"},
+	{"store-bucket", "NAME",
+	 "the S3 bucket of the snapshot store: snapshots of the\n"
+	 "VolumeSnapshotClass parameter location: store go\n"
+	 "there (docs/snapshots.md; default: no store)"},
+	{"store-endpoint", "URL",
+	 "the store's S3 endpoint, http(s)://host[:port]\n"
+	 "(default: AWS S3 of the region)"},
+	{"store-prefix", "P", "where in the bucket the store lives (default: its root)"},
+	{"store-region", "R", "the store's region (default: AWS_REGION, else us-east-1)"},
+	{"store-path-style", NULL,
+	 "address the bucket as URL/bucket/key (MinIO, Ceph)\n"
+	 "rather than bucket.host/key"},
+	{"store-gc-interval", "TIME",
+	 "how often chunks no snapshot names are collected from\n"
+	 "the store (default 1h; 0: never)"},
 	{},
 };
 
@@ -44,6 +60,10 @@ static void settings_free(void *settings)
 	PoolSettings *s = settings;
 
 	free(s->path);
+	free(s->store_endpoint);
+	free(s->store_bucket);
+	free(s->store_prefix);
+	free(s->store_region);
 	free(s);
 }
 
@@ -64,22 +84,47 @@ static int parse_ratio(const char *s, double *ret)
 	return 0;
 }
 
+/* A string option of the store: a new value for *field. */
+static int set_string(char **field, const char *value)
+{
+	if (!*value)
+		return -EINVAL;
+	free(*field);
+	*field = xstrdup(value);
+	return 0;
+}
+
+/* The store's options: -ENOENT for another. */
+static int store_option_set(PoolSettings *s, const char *option, const char *value)
+{
+	if (strcmp(option, "store-path-style") == 0) {
+		s->store_path_style = true;
+		return 0;
+	}
+	if (strcmp(option, "store-gc-interval") == 0)
+		return parse_duration(value, &s->store_gc_interval);
+	char **fields[] = {&s->store_bucket, &s->store_endpoint, &s->store_prefix,
+			   &s->store_region};
+	const char *names[] = {"store-bucket", "store-endpoint", "store-prefix", "store-region"};
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (strcmp(option, names[i]) == 0)
+			return set_string(fields[i], value);
+	return -ENOENT;
+}
+
 static int settings_set(void *settings, const char *option, const char *value, char **ret_error)
 {
 	PoolSettings *s = settings;
 
 	(void)ret_error;
+	if (strncmp(option, "store-", 6) == 0)
+		return store_option_set(s, option, value);
 	if (strcmp(option, "pool-init") == 0) {
 		s->init = true;
 		return 0;
 	}
-	if (strcmp(option, "pool") == 0) {
-		if (!*value)
-			return -EINVAL;
-		free(s->path);
-		s->path = xstrdup(value);
-		return 0;
-	}
+	if (strcmp(option, "pool") == 0)
+		return set_string(&s->path, value);
 	if (strcmp(option, "pool-capacity") == 0)
 		return parse_size(value, &s->capacity);
 	if (strcmp(option, "overprovision-ratio") == 0)

@@ -38,6 +38,3 @@ int pool_restore_busy(PoolRestores *rs, const char *local, char **ret_error);
 int pool_restore_run(PoolBackend *pb, Store *store, const char *store_id, const char *snapshot,
 		     PoolVolume *spec, usec_t deadline, char **ret_error);
 
-/* Until the pool's store (pool-store.h) is here. */
-int pool_backend_store(PoolBackend *pb, const Strmap *secrets, Store **ret, char **ret_error);
-const char *pool_store_id_of(const char *snapshot_id);

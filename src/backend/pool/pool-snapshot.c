@@ -10,6 +10,7 @@
 #include "alloc.h"
 #include "error-util.h"
 #include "pool-backend.h"
+#include "pool-store.h"
 #include "time-util.h"
 
 /* The snapshot parameter recording the group snapshot a snapshot belongs to. */
@@ -20,7 +21,7 @@ static int64_t now_ns(void)
 	return (int64_t)now_usec(CLOCK_REALTIME) * 1000;
 }
 
-static void snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret)
+void pool_snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret)
 {
 	*ret = (BackendSnapshot){
 		.id = pool_backend_id(s->id, s->node),
@@ -45,10 +46,9 @@ static int snapshot_failed(PoolBackend *pb, int e, uint64_t size, char *what, ch
 	return errorf(ret_error, e, "%s failed: %s", w, why);
 }
 
-int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, BackendSnapshot *ret,
-				 char **ret_error)
+int pool_snapshot_take(PoolBackend *pb, const BackendCreateSnapshot *r, const char *store_id,
+		       BackendSnapshot *ret, char **ret_error)
 {
-	PoolBackend *pb = pool_of(b);
 	Pool *pool = pb->pool;
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *existing = NULL;
 	_cleanup_(pool_volume_freep) PoolVolume *source = NULL;
@@ -56,16 +56,13 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 	char local[POOL_ID_MAX];
 	CopyMethod method;
 
-	int e = pool_backend_usable(pb, ret_error);
-	if (e < 0)
-		return e;
 	pool_snapshot_id_for_name(r->name, spec.id);
 	if (pool_snapshot_load(pool, spec.id, &existing) == 0) {
-		snapshot_to_backend(existing, ret);
+		pool_snapshot_to_backend(existing, ret);
 		return -EEXIST;
 	}
-	e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id, local,
-				 ret_error);
+	int e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id,
+				     local, ret_error);
 	if (e < 0)
 		return e;
 	if ((e = pool_backend_volume_load(pb, "source_volume_id", r->source_volume_id, local,
@@ -77,20 +74,35 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 	spec.created_ns = now_ns();
 	if (r->params)
 		strmap_copy(&spec.params, r->params);
+	if (store_id)
+		strmap_set(&spec.params, POOL_STORE_KEY, store_id);
 	e = pool_snapshot_create(pool, &spec, local, &method);
 	if (e == -EEXIST && pool_snapshot_load(pool, spec.id, &existing) == 0)
-		snapshot_to_backend(existing, ret); /* another process made it meanwhile */
+		pool_snapshot_to_backend(existing, ret); /* another process made it meanwhile */
 	else if (e < 0)
 		e = snapshot_failed(
 			pb, e, spec.size,
 			xasprintf("snapshot '%s' of volume %s", r->name, r->source_volume_id),
 			ret_error);
 	else {
-		snapshot_to_backend(&spec, ret);
+		pool_snapshot_to_backend(&spec, ret);
 		ret->copy_method = copy_method_to_string(method);
 	}
 	strmap_done(&spec.params);
 	return e;
+}
+
+int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, BackendSnapshot *ret,
+				 char **ret_error)
+{
+	PoolBackend *pb = pool_of(b);
+
+	int e = pool_backend_usable(pb, ret_error);
+	if (e < 0)
+		return e;
+	if (r->location && strcmp(r->location, "store") == 0)
+		return pool_store_create_snapshot(pb, r, ret, ret_error);
+	return pool_snapshot_take(pb, r, NULL, ret, ret_error);
 }
 
 int pool_backend_delete_snapshot(Backend *b, const BackendRef *r, BackendDeleted *ret,
@@ -101,6 +113,8 @@ int pool_backend_delete_snapshot(Backend *b, const BackendRef *r, BackendDeleted
 	_cleanup_free_ char *err = NULL;
 	char local[POOL_ID_MAX];
 
+	if (pool_store_id_of(r->id))
+		return pool_store_delete_snapshot(pool_of(b), r, ret, ret_error);
 	/* Another node's snapshot is NOT_FOUND, not gone (its data is still there). */
 	int e = pool_backend_id_local(pool_of(b), POOL_ID_SNAPSHOT, "snapshot_id", r->id, local,
 				      &err);
@@ -135,18 +149,20 @@ int pool_backend_get_snapshot(Backend *b, const BackendRef *r, BackendSnapshot *
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
 	char local[POOL_ID_MAX];
 
+	if (pool_store_id_of(r->id))
+		return pool_store_get_snapshot(pool_of(b), r, ret, ret_error);
 	int e = pool_backend_id_find(pool_of(b), POOL_ID_SNAPSHOT, "snapshot_id", r->id, local,
 				     ret_error);
 	if (e < 0 || (e = pool_backend_usable(pool_of(b), ret_error)) < 0)
 		return e;
 	if (pool_snapshot_load(pool_of(b)->pool, local, &s) < 0)
 		return errorf(ret_error, -ENOENT, "snapshot_id: snapshot %s not found", r->id);
-	snapshot_to_backend(s, ret);
+	pool_snapshot_to_backend(s, ret);
 	return 0;
 }
 
-/* The ids a list request looks at: one snapshot by id (absent, or not an id of this pool,
- * lists nothing), else all. */
+/* The ids a list request looks at, sorted: one snapshot by id (absent, or not an id of this
+ * pool or the store, lists nothing), else all: this pool's (local IDs) and the store's. */
 static int list_ids(PoolBackend *pb, const BackendListRequest *r, char ***ret, size_t *ret_n,
 		    char **ret_error)
 {
@@ -155,17 +171,27 @@ static int list_ids(PoolBackend *pb, const BackendListRequest *r, char ***ret, s
 	char **ids = NULL;
 	size_t n = 0, cap = 0;
 
-	if (!r->snapshot_id || !*r->snapshot_id) {
-		int e = pool_snapshot_list(pb->pool, ret, ret_n);
-		if (e < 0)
-			return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
+	if (r->snapshot_id && *r->snapshot_id) {
+		if (pool_store_id_of(r->snapshot_id))
+			strv_push(&ids, &n, &cap, xstrdup(r->snapshot_id));
+		else if (pool_backend_id_local(pb, POOL_ID_SNAPSHOT, "snapshot_id", r->snapshot_id,
+					       local, &ignored) == 0)
+			strv_push(&ids, &n, &cap, xstrdup(local));
+		*ret = ids;
+		*ret_n = n;
 		return 0;
 	}
-	if (pool_backend_id_local(pb, POOL_ID_SNAPSHOT, "snapshot_id", r->snapshot_id, local,
-				  &ignored) == 0)
-		strv_push(&ids, &n, &cap, xstrdup(local));
+	int e = pool_snapshot_list(pb->pool, &ids, &n);
+	if (e < 0)
+		return errorf(ret_error, e, "listing the pool failed: %s", strerror(-e));
+	cap = n + 1; /* the room a strv of n has at least */
+	if (pb->store && (e = pool_store_list_ids(pb, r->secrets, &ids, &n, &cap, ret_error)) < 0) {
+		strv_free(ids);
+		return e;
+	}
+	strv_sort(ids);
+	*ret_n = strv_uniq(ids, n);
 	*ret = ids;
-	*ret_n = n;
 	return 0;
 }
 
@@ -180,16 +206,52 @@ static bool snapshot_of(PoolBackend *pb, const PoolSnapshot *s, const char *volu
 	       strcmp(a, b) == 0;
 }
 
+/* The entry of id for a list: 1 when listed (*ret filled), 0 when not (gone, another volume's,
+ * a copy that is listed as its store snapshot), or a store's error. */
+static int list_entry(PoolBackend *pb, const BackendListRequest *r, const char *id,
+		      BackendSnapshot *ret, char **ret_error)
+{
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	const char *volume =
+		r->source_volume_id && *r->source_volume_id ? r->source_volume_id : NULL;
+
+	if (pool_store_id_of(id)) {
+		BackendRef ref = {.id = id, .secrets = r->secrets};
+		BackendSnapshot found = {};
+		int e = pool_store_get_snapshot(pb, &ref, &found, ret_error);
+		if (e == -ENOENT) { /* deleted since it was listed */
+			free(*ret_error);
+			*ret_error = NULL;
+			return 0;
+		}
+		if (e == 0 && (!volume || strcmp(found.source_volume_id, volume) == 0)) {
+			*ret = found;
+			return 1;
+		}
+		backend_snapshot_done(&found);
+		return e;
+	}
+	if (pool_snapshot_load(pb->pool, id, &s) < 0 || strmap_get(&s->params, POOL_STORE_KEY) ||
+	    (volume && !snapshot_of(pb, s, volume)))
+		return 0;
+	pool_snapshot_to_backend(s, ret);
+	return 1;
+}
+
+static bool list_token_valid(const char *token)
+{
+	return pool_snapshot_id_valid(token) || pool_store_id_of(token);
+}
+
 int pool_backend_list_snapshots(Backend *b, const BackendListRequest *r, BackendSnapshotList *ret,
 				char **ret_error)
 {
 	PoolBackend *pb = pool_of(b);
-	Pool *pool = pb->pool;
 	_cleanup_strv_free_ char **ids = NULL;
 	BackendSnapshotList l = {};
-	size_t n;
+	size_t n = 0;
 
-	int e = pool_page_token_check(r->starting_token, pool_snapshot_id_valid, "ListSnapshots",
+	int e = pool_page_token_check(r->starting_token, list_token_valid, "ListSnapshots",
 				      ret_error);
 	if (e < 0 || (e = pool_backend_usable(pb, ret_error)) < 0 ||
 	    (e = list_ids(pb, r, &ids, &n, ret_error)) < 0)
@@ -198,13 +260,12 @@ int pool_backend_list_snapshots(Backend *b, const BackendListRequest *r, Backend
 	size_t max = r->max_entries ?: POOL_LIST_MAX_DEFAULT;
 	l.snapshots = xnew0(BackendSnapshot, MIN(max, n - i));
 	for (; i < n && l.n_snapshots < max; i++) {
-		_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
-		if (pool_snapshot_load(pool, ids[i], &s) < 0)
-			continue;
-		if (r->source_volume_id && *r->source_volume_id &&
-		    !snapshot_of(pb, s, r->source_volume_id))
-			continue;
-		snapshot_to_backend(s, &l.snapshots[l.n_snapshots++]);
+		e = list_entry(pb, r, ids[i], &l.snapshots[l.n_snapshots], ret_error);
+		if (e < 0) {
+			backend_snapshot_list_done(&l);
+			return e;
+		}
+		l.n_snapshots += (size_t)e;
 	}
 	if (i < n)
 		l.next_token = xstrdup(ids[i]);
@@ -229,7 +290,7 @@ static void group_to_backend(Pool *pool, const PoolGroup *g, BackendGroup *ret)
 			ret->ready = false; /* a member is missing: damage, pool check says */
 			continue;
 		}
-		snapshot_to_backend(s, &ret->snapshots[ret->n_snapshots++]);
+		pool_snapshot_to_backend(s, &ret->snapshots[ret->n_snapshots++]);
 	}
 }
 

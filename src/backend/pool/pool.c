@@ -1214,15 +1214,20 @@ int pool_volume_damaged(Pool *p, const char *id, const char *shown, char **ret_e
 		      shown ?: id, damage);
 }
 
-int pool_volume_data_open(Pool *p, const char *id, int flags)
+static int data_open(Pool *p, ObjectKind k, const char *id, int flags)
 {
 	char path[POOL_ID_MAX + 8];
 
-	if (!pool_volume_id_valid(id))
+	if (!id_valid(id, kind_prefix[k]))
 		return -ENOENT;
 	snprintf(path, sizeof(path), "%s/" DATA_FILE, id);
-	int fd = open_beneath(p->volumes_fd, path, flags, 0, S_IFREG);
+	int fd = open_beneath(kind_fd(p, k), path, flags, 0, S_IFREG);
 	return fd == -ELOOP || fd == -ENOTDIR || fd == -EISDIR || fd == -EBADFD ? -EUCLEAN : fd;
+}
+
+int pool_volume_data_open(Pool *p, const char *id, int flags)
+{
+	return data_open(p, KIND_VOLUME, id, flags);
 }
 
 char *pool_volume_data_path(const Pool *p, const char *id)
@@ -1265,6 +1270,11 @@ int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 		return -EINVAL; /* a string not UTF-8: refused before anything is made */
 	o.meta = meta;
 	return object_create(p, &o, ret_method);
+}
+
+int pool_snapshot_data_open(Pool *p, const char *id, int flags)
+{
+	return data_open(p, KIND_SNAPSHOT, id, flags);
 }
 
 int pool_snapshot_delete(Pool *p, const char *id, char **ret_why)

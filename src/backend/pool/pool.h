@@ -236,6 +236,8 @@ int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
 int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 			 CopyMethod *ret_method);
 int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret);
+/* Opens a snapshot's data file, as pool_volume_data_open(). */
+int pool_snapshot_data_open(Pool *p, const char *id, int flags);
 /* delete: -EPERM when its files cannot all be removed, *ret_why (NULL'ed by the caller) saying
  * which (nothing changed); 0 with *ret_why set: gone, but that is left in tmp/. */
 int pool_snapshot_delete(Pool *p, const char *id, char **ret_why);

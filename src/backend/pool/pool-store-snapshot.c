@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Snapshots in the store (location: store): the point in time is a reflinked copy in the pool,
+ * as for a local snapshot, marked with POOL_STORE_KEY; a few uploader threads send it to the
+ * store, and once its manifest is there the copy goes. The copy is the record of an unfinished
+ * upload: a restarted volplugd resumes every one it finds (pool-store.c). */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "error-util.h"
+#include "log.h"
+#include "pool-store.h"
+
+/* What a manifest's parameters say of the snapshot besides its tags. */
+#define MANIFEST_SOURCE "sourceVolumeId"
+#define MANIFEST_NAME "snapshotName"
+#define MANIFEST_CREATED "creationTimeNs"
+
+/* An upload's own deadline: its requests retry (500, 503, dropped connections) until then. */
+#define UPLOAD_DEADLINE (6 * 3600 * USEC_PER_SEC)
+
+static UploadJob *job_find(PoolStore *st, const char *id)
+{
+	for (UploadJob *j = st->jobs; j; j = j->next)
+		if (strcmp(j->id, id) == 0)
+			return j;
+	return NULL;
+}
+
+static void job_remove(PoolStore *st, UploadJob *job)
+{
+	for (UploadJob **p = &st->jobs; *p; p = &(*p)->next)
+		if (*p == job) {
+			*p = job->next;
+			break;
+		}
+	free(job->message);
+	free(job);
+}
+
+void pool_store_enqueue(PoolStore *st, const char *id, Store *store)
+{
+	pthread_mutex_lock(&st->lock);
+	UploadJob *j = job_find(st, id);
+	if (!j) {
+		j = xnew0(UploadJob, 1);
+		snprintf(j->id, sizeof(j->id), "%s", id);
+		j->next = st->jobs;
+		st->jobs = j;
+	}
+	j->store = store;
+	if (!j->running) {
+		j->queued = true;
+		j->not_before = 0;
+	}
+	pthread_cond_broadcast(&st->cond);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* The next job due, or NULL and *ret_next when the next one is. Hold the lock. */
+static UploadJob *job_next(PoolStore *st, usec_t *ret_next)
+{
+	usec_t now = now_usec(CLOCK_MONOTONIC), next = now + 60 * USEC_PER_SEC;
+
+	for (UploadJob *j = st->jobs; j; j = j->next) {
+		if (!j->queued)
+			continue;
+		if (j->not_before <= now)
+			return j;
+		next = MIN(next, j->not_before);
+	}
+	*ret_next = next;
+	return NULL;
+}
+
+/* The manifest's parameters: the snapshot's tags, its source and name, its point in time. */
+static void manifest_params(const PoolSnapshot *s, Strmap *ret)
+{
+	char created[32];
+
+	strmap_copy(ret, &s->params);
+	strmap_remove(ret, POOL_STORE_KEY);
+	strmap_set(ret, MANIFEST_SOURCE, s->source_volume_id);
+	strmap_set(ret, MANIFEST_NAME, s->name ?: "");
+	snprintf(created, sizeof(created), "%" PRId64, s->created_ns);
+	strmap_set(ret, MANIFEST_CREATED, created);
+}
+
+/* Uploads job's local copy: 0, 1 when the copy is gone (nothing to upload), or the store's
+ * errno with *ret_error. */
+static int upload_one(PoolStore *st, UploadJob *job, char **ret_error)
+{
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	_cleanup_(strmap_done) Strmap params = {};
+	StoreUploadStats stats = {};
+	usec_t start = now_usec(CLOCK_MONOTONIC);
+
+	if (pool_snapshot_load(st->pool, job->id, &s) < 0)
+		return 1;
+	_cleanup_close_ int fd = pool_snapshot_data_open(st->pool, job->id, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errorf(ret_error, fd, "snapshot %s%s: its copy in pool %s: %s",
+			      POOL_STORE_ID_PREFIX, job->id, pool_path(st->pool), strerror(-fd));
+	manifest_params(s, &params);
+	StoreUploadInfo info = {
+		.id = job->id,
+		.volume_size = s->size,
+		.parameters = &params,
+		.cancel = &job->cancel,
+	};
+	int r = store_upload(job->store, fd, &info, start + UPLOAD_DEADLINE, &stats, ret_error);
+	if (r == 0)
+		log_info("snapshot %s%s: in s3://%s: %" PRIu64 " chunks, %" PRIu64 " sent (%" PRIu64
+			 " bytes), %" PRIu64 " there already, %" PRIu64 " zero; %" PRIu64
+			 " bytes read in %llu ms",
+			 POOL_STORE_ID_PREFIX, job->id, st->bucket, stats.chunks, stats.chunks_sent,
+			 stats.bytes_sent, stats.chunks_skipped, stats.zero_chunks,
+			 stats.bytes_read,
+			 (unsigned long long)((now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_MSEC));
+	return r;
+}
+
+/* Whether an upload that failed so may succeed alone if run again. */
+static bool transient(int r)
+{
+	return r != -EACCES && r != -EPERM && r != -ENXIO && r != -ENOKEY && r != -EEXIST &&
+	       r != -EINVAL && r != -EUCLEAN && r != -ECANCELED;
+}
+
+/* Records how job ended (message taken). Hold the lock. */
+static void job_finish(PoolStore *st, UploadJob *job, int r, char *message)
+{
+	job->running = false;
+	pthread_cond_broadcast(&st->cond);
+	if (atomic_load(&job->cancel)) { /* a delete, or the stop, takes it */
+		free(message);
+		return;
+	}
+	if (r >= 0) {
+		_cleanup_free_ char *why = NULL;
+		if (r == 0 && pool_snapshot_delete(st->pool, job->id, &why) < 0)
+			log_warning("snapshot %s%s is in the store; its copy in pool %s stays: %s",
+				    POOL_STORE_ID_PREFIX, job->id, pool_path(st->pool),
+				    why ?: "cannot remove it");
+		job_remove(st, job);
+		free(message);
+		return;
+	}
+	free(job->message);
+	job->error = r;
+	job->message = message;
+	job->failures++;
+	unsigned wait_s = MIN(5u << MIN(job->failures - 1, 6u), 300u);
+	if (transient(r)) {
+		job->queued = true;
+		job->not_before = now_usec(CLOCK_MONOTONIC) + wait_s * USEC_PER_SEC;
+	}
+	log_warning("snapshot %s%s: upload failed: %s%s", POOL_STORE_ID_PREFIX, job->id,
+		    job->message, transient(r) ? "; trying again" : "; waiting for CreateSnapshot");
+}
+
+void *pool_store_uploader(void *userdata)
+{
+	PoolStore *st = userdata;
+
+	pthread_mutex_lock(&st->lock);
+	while (!st->stopping) {
+		usec_t next;
+		UploadJob *job = job_next(st, &next);
+		if (!job) {
+			pool_store_wait(st, next);
+			continue;
+		}
+		job->queued = false;
+		job->running = true;
+		pthread_mutex_unlock(&st->lock);
+		char *message = NULL;
+		int r = upload_one(st, job, &message);
+		pthread_mutex_lock(&st->lock);
+		job_finish(st, job, r, message);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return NULL;
+}
+
+/* A store snapshot from its local copy, while it uploads. */
+static void from_copy(const PoolSnapshot *s, BackendSnapshot *ret)
+{
+	pool_snapshot_to_backend(s, ret);
+	free(ret->id);
+	ret->id = xasprintf(POOL_STORE_ID_PREFIX "%s", s->id);
+	ret->ready = false;
+	strmap_remove(&ret->params, POOL_STORE_KEY);
+}
+
+static void from_manifest(const StoreManifest *m, BackendSnapshot *ret)
+{
+	const char *created = strmap_get(&m->parameters, MANIFEST_CREATED);
+
+	*ret = (BackendSnapshot){
+		.id = xasprintf(POOL_STORE_ID_PREFIX "%s", m->id),
+		.name = xstrdup(strmap_get(&m->parameters, MANIFEST_NAME) ?: ""),
+		.source_volume_id = xstrdup(strmap_get(&m->parameters, MANIFEST_SOURCE) ?: ""),
+		.size = m->volume_size,
+		.created_ns = created ? strtoll(created, NULL, 10) : (int64_t)m->created * 1000,
+		.ready = true,
+		.group_id = xstrdup(""),
+	};
+	strmap_copy(&ret->params, &m->parameters);
+	strmap_remove(&ret->params, MANIFEST_CREATED);
+	strmap_remove(&ret->params, MANIFEST_NAME);
+	strmap_remove(&ret->params, MANIFEST_SOURCE);
+}
+
+/* The store snapshot of store ID id: from its local copy while it uploads, else from its
+ * manifest. 0, -ENOENT (with *ret_error naming it and the store), or the store's errno. */
+static int snapshot_find(PoolBackend *pb, Store *store, const char *id, BackendSnapshot *ret,
+			 char **ret_error)
+{
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	StoreManifest m = {};
+
+	if (pool_snapshot_load(pb->pool, id, &s) == 0 && strmap_get(&s->params, POOL_STORE_KEY)) {
+		from_copy(s, ret);
+		return 0;
+	}
+	int r = store_manifest_get(store, id, pool_store_deadline(), &m, ret_error);
+	if (r < 0)
+		return r;
+	from_manifest(&m, ret);
+	store_manifest_done(&m);
+	return 0;
+}
+
+/* The last upload attempt's failure, if the upload of id failed and waits: that error, and
+ * the upload queued again with store. 0 when it did not fail. */
+static int upload_failure(PoolStore *st, const char *id, Store *store, char **ret_error)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&st->lock);
+	UploadJob *j = job_find(st, id);
+	if (j && j->error < 0 && !j->running)
+		r = errorf(ret_error, j->error, "snapshot %s%s: uploading it failed: %s",
+			   POOL_STORE_ID_PREFIX, id, j->message);
+	pthread_mutex_unlock(&st->lock);
+	pool_store_enqueue(st, id, store);
+	return r;
+}
+
+int pool_store_create_snapshot(PoolBackend *pb, const BackendCreateSnapshot *r,
+			       BackendSnapshot *ret, char **ret_error)
+{
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *local = NULL;
+	_cleanup_free_ char *err = NULL;
+	char id[POOL_ID_MAX];
+	Store *store;
+
+	int e = pool_backend_store(pb, r->secrets, &store, ret_error);
+	if (e < 0)
+		return e;
+	pool_snapshot_id_for_name(r->name, id);
+	if (pool_snapshot_load(pb->pool, id, &local) == 0) {
+		if (!strmap_get(&local->params, POOL_STORE_KEY)) {
+			pool_snapshot_to_backend(local, ret); /* a local snapshot of that name */
+			return -EEXIST;
+		}
+		if ((e = upload_failure(pb->store, id, store, ret_error)) < 0)
+			return e;
+		from_copy(local, ret);
+		return -EEXIST;
+	}
+	e = snapshot_find(pb, store, id, ret, &err);
+	if (e == 0)
+		return -EEXIST;
+	if (e != -ENOENT)
+		return error_pass(e, &err, ret_error);
+	if ((e = pool_snapshot_take(pb, r, id, ret, ret_error)) < 0)
+		return e;
+	free(ret->id);
+	ret->id = xasprintf(POOL_STORE_ID_PREFIX "%s", id);
+	ret->ready = false;
+	strmap_remove(&ret->params, POOL_STORE_KEY);
+	pool_store_enqueue(pb->store, id, store);
+	return 0;
+}
+
+/* Stops the upload of id (waits for a running one to see its cancel) and forgets it. */
+static void upload_stop(PoolStore *st, const char *id)
+{
+	pthread_mutex_lock(&st->lock);
+	UploadJob *j = job_find(st, id);
+	if (j) {
+		atomic_store(&j->cancel, true);
+		while (j->running)
+			pthread_cond_wait(&st->cond, &st->lock);
+		job_remove(st, j);
+	}
+	pthread_mutex_unlock(&st->lock);
+}
+
+int pool_store_delete_snapshot(PoolBackend *pb, const BackendRef *r, BackendDeleted *ret,
+			       char **ret_error)
+{
+	const char *id = pool_store_id_of(r->id);
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	_cleanup_free_ char *why = NULL;
+	Store *store;
+
+	int e = pool_backend_store(pb, r->secrets, &store, ret_error);
+	if (e < 0)
+		return e;
+	upload_stop(pb->store, id);
+	/* The copy first: once it is gone nothing uploads the snapshot again. */
+	bool copy =
+		pool_snapshot_load(pb->pool, id, &s) == 0 && strmap_get(&s->params, POOL_STORE_KEY);
+	if (copy && (e = pool_snapshot_delete(pb->pool, id, &why)) < 0)
+		return errorf(ret_error, e == -EPERM ? -ENOTEMPTY : e,
+			      "deleting snapshot %s failed: its copy in pool %s: %s", r->id,
+			      pool_path(pb->pool), why ?: strerror(-e));
+	if ((e = store_delete(store, id, pool_store_deadline(), ret_error)) < 0)
+		return e;
+	*ret = (BackendDeleted){.found = true, .leftover = pool_leftover(pb->pool, why)};
+	return 0;
+}
+
+int pool_store_get_snapshot(PoolBackend *pb, const BackendRef *r, BackendSnapshot *ret,
+			    char **ret_error)
+{
+	Store *store;
+
+	int e = pool_backend_store(pb, r->secrets, &store, ret_error);
+	if (e < 0)
+		return e;
+	return snapshot_find(pb, store, pool_store_id_of(r->id), ret, ret_error);
+}
+
+typedef struct ListIds {
+	char ***ids;
+	size_t *n, *cap;
+} ListIds;
+
+static int list_one(const char *id, void *userdata)
+{
+	ListIds *l = userdata;
+
+	if (pool_snapshot_id_valid(id)) /* another tool's object in the prefix: not ours */
+		strv_push(l->ids, l->n, l->cap, xasprintf(POOL_STORE_ID_PREFIX "%s", id));
+	return 0;
+}
+
+int pool_store_list_ids(PoolBackend *pb, const Strmap *secrets, char ***ids, size_t *n, size_t *cap,
+			char **ret_error)
+{
+	ListIds l = {ids, n, cap};
+	Store *store;
+
+	int e = pool_backend_store(pb, secrets, &store, ret_error);
+	if (e < 0)
+		return e;
+	pthread_mutex_lock(&pb->store->lock);
+	for (UploadJob *j = pb->store->jobs; j; j = j->next)
+		list_one(j->id, &l);
+	pthread_mutex_unlock(&pb->store->lock);
+	return store_list(store, list_one, &l, pool_store_deadline(), ret_error);
+}
