@@ -394,7 +394,7 @@ static int create_from_store(PoolBackend *pb, const BackendCreateVolume *r, cons
 	uint64_t total, available;
 
 	Store *store = NULL;
-	int e = pool_backend_store(pb, NULL, &store, &err);
+	int e = pool_backend_store(pb, r->secrets, &store, &err);
 	if (e < 0)
 		return errorf(ret_error, e, "volume_content_source: snapshot %s: %s", r->source_id,
 			      err);
