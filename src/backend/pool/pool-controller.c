@@ -364,15 +364,12 @@ static int store_check_manifest(const BackendCreateVolume *r, const StoreManifes
 			      (unsigned long long)r->size, r->source_id,
 			      (unsigned long long)m->volume_size);
 
-	/* The filesystem's own parameters (mkfs options) as the snapshot's volume had them. */
-	_cleanup_(strmap_done) Strmap ours = {}, theirs = {};
-	VolumeParams vp = {};
+	/* The filesystem's own parameters (mkfs options), as the snapshot's volume had them. */
+	_cleanup_(strmap_done) Strmap ours = {};
 	volume_params_to_strmap(r->params, VOLUME_PARAMS_NODE, &ours);
-	if (volume_params_load_strmap(&m->parameters, &vp, NULL) == 0)
-		volume_params_to_strmap(&vp, VOLUME_PARAMS_NODE, &theirs);
-	volume_params_done(&vp);
+	strmap_remove(&ours, "fsGroupChangePolicy"); /* how the node mounts it, not the data's */
 	for (size_t i = 0; i < ours.n; i++) {
-		const char *v = strmap_get(&theirs, ours.keys[i]);
+		const char *v = strmap_get(&m->parameters, ours.keys[i]);
 		if (v && strcmp(v, ours.values[i]) != 0)
 			return errorf(ret_error, -EINVAL,
 				      "parameters: %s is %s, but snapshot %s was taken of a "
