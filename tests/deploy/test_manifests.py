@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The Kubernetes manifests of deploy/, checked offline: each layout (deploy/kubernetes's
-single-node and multi-node, and deploy/ebs, the single-node one patched for the EBS backend) is
+single-node and multi-node, its store (the multi-node one with the snapshot store), and
+deploy/ebs, the single-node one patched for the EBS backend) is
 built the way kustomize builds it (resources, recursively; patches, strategic merge with the
 merge keys of the API schemas, or JSON 6902; the images transformer), and the objects are
 checked for what a cluster would trip over: every reference (service account, role, volume,
@@ -32,6 +33,7 @@ LAYOUTS = {
     "single-node": (os.path.join(DEPLOY, "single-node"), "pool.volplug.io"),
     "multi-node": (os.path.join(DEPLOY, "multi-node"), "pool.volplug.io"),
     "ebs": (os.path.join(ROOT, "deploy", "ebs"), "ebs.volplug.io"),
+    "store": (os.path.join(DEPLOY, "store"), "pool.volplug.io"),
 }
 SOCKET = "/csi/csi.sock"
 # Each sidecar and the ClusterRole (rbac.yaml) its service account must be bound to.
@@ -584,6 +586,27 @@ def check_multi_node(objs):
     assert "livenessprobe" in str(spec["containers"]) and "node-driver-registrar" in names
 
 
+def check_store(objs):
+    """The multi-node layout with the snapshot store: volplugd has a bucket, the class asks for
+    the store and names a Secret that exists with the keys volplugd reads, which the sidecars'
+    service account may get."""
+    check_multi_node(objs)
+    (_, spec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "DaemonSet"]
+    assert flag(volplugd(spec), "store-bucket"), volplugd(spec)["args"]
+    c = find(objs, "VolumeSnapshotClass", "volplug-store")[0]
+    params = c["parameters"]
+    assert params["location"] == "store", params
+    name = params["csi.storage.k8s.io/snapshotter-secret-name"]
+    ns = params["csi.storage.k8s.io/snapshotter-secret-namespace"]
+    secret = [o for o in find(objs, "Secret", name) if o["metadata"]["namespace"] == ns]
+    assert secret and {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= \
+        set(secret[0]["stringData"]), secret
+    assert bound(objs, spec["serviceAccountName"], name, "Role")
+    rules = find(objs, "Role", name)[0]["rules"]
+    assert any("secrets" in r["resources"] and "get" in r["verbs"] and
+               name in r.get("resourceNames", [name]) for r in rules), rules
+
+
 def check_single_node(objs):
     d = find(objs, "CSIDriver", "pool.volplug.io")[0]["spec"]
     assert d["attachRequired"] is True, d
@@ -717,7 +740,8 @@ def check_example_vendor():
 
 def main():
     tests = []
-    shapes = {"single-node": check_single_node, "multi-node": check_multi_node, "ebs": check_ebs}
+    shapes = {"single-node": check_single_node, "multi-node": check_multi_node, "ebs": check_ebs,
+              "store": check_store}
     for layout, (directory, driver) in LAYOUTS.items():
         tests.append(("%s: objects and references" % layout,
                       lambda d=directory, v=driver: "%d objects" % check_common(build(d), v)))

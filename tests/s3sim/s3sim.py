@@ -20,6 +20,9 @@ uploads (create, part, complete, abort). Controlled over HTTP:
                           "objects": {key: size}, "uploads": n} (kinds: requests by method and
                           the store's folder their key is in: chunks, snapshots, intents, gc)
     POST /_s3sim/put      {"bucket", "key", "body_hex"}: place an object without a request
+    POST /_s3sim/get      {"bucket", "key"}: an object's bytes without a request (404: none)
+    POST /_s3sim/age      {"key": regex, "seconds": n}: make the objects whose keys match n
+                          seconds older (what a collection's grace sees)
 """
 
 import hashlib
@@ -137,6 +140,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 j = json.loads(body)
                 state["buckets"][j["bucket"]][j["key"]] = (bytes.fromhex(j["body_hex"]),
                                                            time.time())
+            elif what == "get":
+                j = json.loads(body)
+                obj = state["buckets"][j["bucket"]].get(j["key"])
+                return self.reply(200, obj[0]) if obj else self.reply(404)
+            elif what == "age":
+                j = json.loads(body)
+                for objects in state["buckets"].values():
+                    for k, (data, t) in list(objects.items()):
+                        if re.search(j["key"], k):
+                            objects[k] = (data, t - j["seconds"])
             elif what == "stats":
                 objs = {"%s/%s" % (b, k): len(v[0]) for b, o in state["buckets"].items()
                         for k, v in o.items()}

@@ -23,6 +23,8 @@ static void test_create_fields(void)
 		CALL(env, controller_create_snapshot, create_snapshot_request, "{'name':'s'}");
 	_cleanup_(call_done) Call unknown_param =
 		create_snapshot(env, "s", "fake-vol-1", ",'parameters':{'color':'blue'}");
+	_cleanup_(call_done) Call bad_location =
+		create_snapshot(env, "s", "fake-vol-1", ",'parameters':{'location':'tape'}");
 	_cleanup_(call_done) Call no_equals = create_snapshot(
 		env, "s", "fake-vol-1", ",'parameters':{'tagSpecification_1':'team'}");
 	_cleanup_(call_done) Call no_key = create_snapshot(
@@ -35,8 +37,13 @@ static void test_create_fields(void)
 	is_status(no_source, "INVALID_ARGUMENT", "source_volume_id: missing",
 		  "without a source volume");
 	is_status(unknown_param, "INVALID_ARGUMENT",
-		  "parameters: 'color' is not a snapshot parameter (want tagSpecification_N)",
+		  "parameters: 'color' is not a snapshot parameter (want tagSpecification_N or "
+		  "location)",
 		  "a parameter that is not a tag");
+	is_status(bad_location, "INVALID_ARGUMENT",
+		  "parameters: location: want local (beside the volume) or store (the snapshot "
+		  "store), got 'tape'",
+		  "a location that is neither local nor store");
 	is_status(no_equals, "INVALID_ARGUMENT",
 		  "parameters: tagSpecification_1: want key=value, got 'team'",
 		  "a tag without '='");
@@ -332,13 +339,19 @@ static void test_group_create(void)
 	_cleanup_(call_done) Call no_sources = create_group(env, "g", "", "");
 	_cleanup_(call_done) Call bad_param =
 		create_group(env, "g", "'fake-vol-1'", ",'parameters':{'iops':'100'}");
+	_cleanup_(call_done) Call store =
+		create_group(env, "g", "'fake-vol-1'", ",'parameters':{'location':'store'}");
 	is_status(no_name, "INVALID_ARGUMENT", "name: missing",
 		  "CreateVolumeGroupSnapshot without a name");
 	is_status(no_sources, "INVALID_ARGUMENT", "source_volume_ids: at least one is required",
 		  "without source volumes");
 	is_status(bad_param, "INVALID_ARGUMENT",
-		  "parameters: 'iops' is not a snapshot parameter (want tagSpecification_N)",
+		  "parameters: 'iops' is not a snapshot parameter (want tagSpecification_N or "
+		  "location)",
 		  "a parameter that is not a tag");
+	is_status(store, "INVALID_ARGUMENT",
+		  "parameters: location: a group snapshot is taken locally only",
+		  "a group snapshot in the store");
 	is_int(fake_calls(env->fake, FAKE_CREATE_GROUP), 0, "the backend saw none of them");
 
 	_cleanup_(call_done) Call c = create_group(env, "g1", "'fake-vol-1','fake-vol-2'",

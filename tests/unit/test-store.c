@@ -303,6 +303,23 @@ static void test_resume(void)
 	is_int((long long)s3sim_objects(), 9, "...8 chunks and the manifest; the intent is gone");
 }
 
+static void test_cancel(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 0);
+	_cleanup_close_ int fd = volume_file("vol-c");
+	_cleanup_free_ char *err = NULL;
+	atomic_bool cancel = true;
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	for (unsigned i = 0; i < 4; i++)
+		fill(fd, i * 4, 'a' + (int)i);
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "c", .cancel = &cancel},
+			    in(10 * USEC_PER_SEC), NULL, &err),
+	       -ECANCELED, "a cancelled upload stops");
+	ok(err && strstr(err, "snapshot c: upload cancelled"), "...saying so: %s", err);
+	is_int((long long)s3sim_objects(), 0, "...no chunk sent, no manifest, no intent left");
+}
+
 static void test_gc(void)
 {
 	_cleanup_(store_freep) Store *s = store_with(1500 * USEC_PER_MSEC, 1);
@@ -512,6 +529,7 @@ int main(void)
 	test_damage();
 	test_faults_and_resume();
 	test_resume();
+	test_cancel();
 	test_gc();
 	test_multipart();
 	test_gc_race();

@@ -40,5 +40,16 @@ int main(void)
 		strv_append(&s, xasprintf("%d", i));
 	ok(strv_length(s) == 40 && strcmp(s[0], "0") == 0 && strcmp(s[39], "39") == 0,
 	   "strv_append from NULL: 40 in order, NULL-terminated");
+
+	_cleanup_strv_free_ char **u = NULL;
+	size_t un = 0, ucap = 0;
+	const char *in[] = {"a", "a", "b", "c", "c", "c"};
+	for (size_t i = 0; i < ELEMENTSOF(in); i++)
+		strv_push(&u, &un, &ucap, xstrdup(in[i]));
+	un = strv_uniq(u, un);
+	ok(un == 3 && strcmp(u[0], "a") == 0 && strcmp(u[1], "b") == 0 && strcmp(u[2], "c") == 0 &&
+		   u[3] == NULL,
+	   "strv_uniq: each string once, NULL-terminated");
+	ok(strv_uniq(NULL, 0) == 0, "strv_uniq of nothing");
 	return tap_done();
 }
