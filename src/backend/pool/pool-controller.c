@@ -439,7 +439,8 @@ static int create_from_store(PoolBackend *pb, const BackendCreateVolume *r, cons
 		.node = xstrdup(spec.node),
 	};
 	memcpy(job->id, spec.id, sizeof(job->id));
-	e = pool_restore_run(pb, store, store_id, r->source_id, job, deadline, ret_error);
+	e = pool_restore_run(pb->restores, pb->pool, pb->node_id, store, store_id, r->source_id,
+			     job, deadline, ret_error);
 	if (e == -EEXIST)
 		return create_existing(pb, r, spec.id, ret, ret_error);
 	if (e < 0)

@@ -12,7 +12,6 @@
 #include "alloc.h"
 #include "error-util.h"
 #include "log.h"
-#include "pool-backend.h"
 #include "pool-restore.h"
 #include "store.h"
 
@@ -22,7 +21,9 @@ typedef struct RestoreJob {
 	char *snapshot; /* the request's snapshot ID, for messages */
 	char *store_id; /* the snapshot's ID in the store */
 	PoolVolume *spec;
-	PoolBackend *pb;
+	PoolRestores *rs;
+	Pool *pool;
+	char *node_id; /* for messages */
 	Store *store;
 	usec_t started; /* CLOCK_MONOTONIC */
 	usec_t deadline;
@@ -76,6 +77,7 @@ static void job_unref_locked(RestoreJob *j)
 	if (--j->refs > 0)
 		return;
 	free(j->shown);
+	free(j->node_id);
 	free(j->snapshot);
 	free(j->store_id);
 	pool_volume_free(j->spec);
@@ -134,8 +136,7 @@ static int restore_fill(int dir_fd, const char *name, void *userdata, char **ret
 static char *job_message(RestoreJob *j, int e, const char *err)
 {
 	if (e == -ENOSPC) {
-		_cleanup_free_ char *why =
-			pool_space_refusal(j->pb->pool, j->spec->size, j->pb->node_id);
+		_cleanup_free_ char *why = pool_space_refusal(j->pool, j->spec->size, j->node_id);
 		return xasprintf("capacity_range: %s", why);
 	}
 	if (e == -EUCLEAN || e == -ENOENT)
@@ -152,7 +153,7 @@ static char *job_message(RestoreJob *j, int e, const char *err)
 static void *job_run(void *userdata)
 {
 	RestoreJob *j = userdata;
-	PoolRestores *rs = j->pb->restores;
+	PoolRestores *rs = j->rs;
 	_cleanup_free_ char *err = NULL;
 
 	pthread_mutex_lock(&rs->lock);
@@ -161,7 +162,7 @@ static void *job_run(void *userdata)
 	rs->running++;
 	pthread_mutex_unlock(&rs->lock);
 
-	int e = pool_volume_create_filled(j->pb->pool, j->spec, restore_fill, j, &err);
+	int e = pool_volume_create_filled(j->pool, j->spec, restore_fill, j, &err);
 	usec_t took = now_usec(CLOCK_MONOTONIC) - j->started;
 	if (e == 0)
 		log_info("volume %s restored from snapshot %s: %llu chunks, %llu bytes received, "
@@ -185,21 +186,25 @@ static void *job_run(void *userdata)
 	return NULL;
 }
 
-int pool_restore_run(PoolBackend *pb, Store *store, const char *store_id, const char *snapshot,
-		     PoolVolume *spec, usec_t deadline, char **ret_error)
+int pool_restore_run(PoolRestores *rs, Pool *pool, const char *node_id, Store *store,
+		     const char *store_id, const char *snapshot, PoolVolume *spec, usec_t deadline,
+		     char **ret_error)
 {
-	PoolRestores *rs = pb->restores;
 	pthread_attr_t attr;
 	pthread_t thread;
 	int e;
 
 	RestoreJob *j = xnew0(RestoreJob, 1);
 	snprintf(j->local, sizeof(j->local), "%s", spec->id);
-	j->shown = pool_backend_id(spec->id, spec->node);
+	/* The ID the CSI layer sees, as pool_backend_id() makes it. */
+	j->shown = spec->node && *spec->node ? xasprintf("%s.%s", spec->id, spec->node)
+					     : xstrdup(spec->id);
 	j->snapshot = xstrdup(snapshot);
 	j->store_id = xstrdup(store_id);
 	j->spec = spec;
-	j->pb = pb;
+	j->rs = rs;
+	j->pool = pool;
+	j->node_id = xstrdup(node_id);
 	j->store = store;
 	j->started = now_usec(CLOCK_MONOTONIC);
 	j->deadline = j->started + POOL_RESTORE_TIMEOUT;

@@ -7,7 +7,6 @@
 #include "pool.h"
 #include "time-util.h"
 
-typedef struct PoolBackend PoolBackend;
 typedef struct Store Store;
 
 /* Restores running at once; more wait for a slot. Each fetches the store's `parallel` chunks at
@@ -29,12 +28,13 @@ bool pool_restores_free(PoolRestores *rs);
 int pool_restore_busy(PoolRestores *rs, const char *local, char **ret_error);
 
 /* Restores snapshot store_id of store (snapshot: as the request named it) into a new volume
- * spec (taken; spec->size at least the snapshot's volume size) in a thread of its own, and
+ * spec of pool (taken; spec->size at least the snapshot's volume size; node_id: the pool's node,
+ * for messages) in a thread of its own (rs its table), and
  * waits for it until deadline (CLOCK_MONOTONIC; USEC_INFINITY: no end). Returns 0 once the
  * volume is there; -ETIMEDOUT when the restore goes on past the deadline; -EBUSY when one into
  * that volume runs already; -EEXIST when the volume appeared meanwhile; else the restore's
  * errno with *ret_error: -EUCLEAN for a chunk missing or damaged (named, with its offset),
  * -ENOSPC beyond the pool's space (before any chunk is fetched); nothing is left then. */
-int pool_restore_run(PoolBackend *pb, Store *store, const char *store_id, const char *snapshot,
-		     PoolVolume *spec, usec_t deadline, char **ret_error);
-
+int pool_restore_run(PoolRestores *rs, Pool *pool, const char *node_id, Store *store,
+		     const char *store_id, const char *snapshot, PoolVolume *spec, usec_t deadline,
+		     char **ret_error);
