@@ -247,6 +247,11 @@ static char *describe_op(Backend *b)
 {
 	PoolBackend *pb = pool_of(b);
 
+	_cleanup_free_ char *store = pb->store ? pool_store_describe(pb->store) : NULL;
+
+	if (store)
+		return xasprintf("node %s, pool %s, snapshot store %s", pb->node_id,
+				 pool_path(pb->pool), store);
 	return xasprintf("node %s, pool %s", pb->node_id, pool_path(pb->pool));
 }
 

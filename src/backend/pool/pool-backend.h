@@ -117,6 +117,8 @@ int pool_store_new(const PoolSettings *ps, Pool *pool, const char *node_id, Pool
 void pool_store_start(PoolStore *st);
 /* Stops the threads (an upload running is cancelled, and resumes at the next start). */
 void pool_store_free(PoolStore *st);
+/* "s3://bucket/prefix at endpoint" for the start line; a new string. */
+char *pool_store_describe(const PoolStore *st);
 
 /* The Store for a request's secrets (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional
  * AWS_SESSION_TOKEN; none: the default credential chain), borrowed for the backend's life.

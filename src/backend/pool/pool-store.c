@@ -274,6 +274,12 @@ void pool_store_start(PoolStore *st)
 	resume(st);
 }
 
+char *pool_store_describe(const PoolStore *st)
+{
+	return xasprintf("s3://%s/%s at %s (region %s)", st->bucket, st->prefix,
+			 st->endpoint ?: "AWS S3", st->region);
+}
+
 void pool_store_free(PoolStore *st)
 {
 	if (!st)
