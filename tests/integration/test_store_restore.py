@@ -244,7 +244,8 @@ def damaged(ctx, how):
     provisioned = d2.ctl_json("pool", "check", d2.pool)["provisioned_bytes"]
     e = d2.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "CreateVolume", name="r", capacity_range={"required_bytes": 64 * MIB},
                         volume_capabilities=[BLOCK], volume_content_source={"snapshot": {"snapshot_id": snap}})
-    assert chunk in e.details() and "offset" in e.details() and how in e.details(), e.details()
+    assert e.details().startswith("volume_content_source: snapshot %s: chunk %s (offset " % (snap, chunk)), e.details()
+    assert how in e.details(), e.details()
     nothing_left(d2)
     assert d2.ctl_json("pool", "check", d2.pool)["provisioned_bytes"] == provisioned
     return e.details()[:120]

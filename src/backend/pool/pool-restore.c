@@ -135,6 +135,10 @@ static int restore_fill(int dir_fd, const char *name, void *userdata, char **ret
 /* The message of a failed restore, as CreateVolume says it. */
 static char *job_message(RestoreJob *j, int e, const char *err)
 {
+	/* The store names the snapshot by its ID there: the request's names it once. */
+	_cleanup_free_ char *prefix = xasprintf("snapshot %s: ", j->store_id);
+	if (err && strncmp(err, prefix, strlen(prefix)) == 0)
+		err += strlen(prefix);
 	if (e == -ENOSPC) {
 		_cleanup_free_ char *why = pool_space_refusal(j->pool, j->spec->size, j->node_id);
 		return xasprintf("capacity_range: %s", why);
