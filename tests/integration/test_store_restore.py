@@ -264,7 +264,8 @@ def test_missing_chunk_leaves_nothing(ctx):
 
 def test_slow_store_deadline_then_aborted_then_volume(ctx):
     """A store slower than the call's deadline: DEADLINE_EXCEEDED, the restore goes on, a retry
-    meanwhile is ABORTED naming the restore, the retry after it is the volume, bytes equal."""
+    meanwhile is ABORTED naming the restore (a DeleteVolume of its ID too), the retry after it
+    is the volume, bytes equal."""
     s3 = S3(ctx)
     d1, d2 = node(ctx, s3, "node-1"), node(ctx, s3, "node-2")
     src = source_volume(ctx, s3, d1)
@@ -279,7 +280,12 @@ def test_slow_store_deadline_then_aborted_then_volume(ctx):
         assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
     e = d2.expect_error(grpc.StatusCode.ABORTED, "CreateVolume", req)
     assert "being restored from snapshot " + snap in e.details(), e.details()
+    # Its volume is not there yet, but DeleteVolume does not say it is gone (it would be back).
+    vid = e.details().split()[1]
+    assert vid.endswith(".node-2"), e.details()
+    d2.expect_error(grpc.StatusCode.ABORTED, "DeleteVolume", volume_id=vid, match="being restored")
     v = wait_for(lambda: ok_or_none(d2, req), timeout=30, what="the restore")
+    assert v.volume_id == vid, v
     assert sha_file(data_of(d2, v.volume_id)) == sha_file(data_of(d1, src.volume_id))
     return "ABORTED: " + e.details()[:80]
 
