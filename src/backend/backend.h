@@ -151,6 +151,7 @@ typedef struct BackendCreateVolume {
 	size_t n_requisite;
 	const BackendTopology *preferred; /* in order of preference */
 	size_t n_preferred;
+	const Strmap *secrets; /* the request's (provisioner secrets); NULL: none */
 } BackendCreateVolume;
 
 typedef struct BackendListRequest {

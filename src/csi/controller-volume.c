@@ -179,6 +179,7 @@ int volume_lookup(Backend *b, const char *id, BackendVolume *ret, char **ret_err
 /* CreateVolume */
 
 typedef struct CreateSpec {
+	Strmap secrets; /* the request's */
 	uint64_t size;
 	bool block;
 	const char *fs_type; /* of the first mount capability, "" when none */
@@ -224,7 +225,8 @@ static int create_check_source(Driver *d, const Csi__V1__VolumeContentSource *sr
 		BackendSnapshot s = {};
 		spec->source_kind = "snapshot";
 		spec->source_id = src->snapshot->snapshot_id ?: "";
-		e = BACKEND_CALL(b, get_snapshot, &(BackendRef){.id = spec->source_id}, &s, &err);
+		BackendRef ref = {.id = spec->source_id, .secrets = &spec->secrets};
+		e = BACKEND_CALL(b, get_snapshot, &ref, &s, &err);
 		*ret_source_size = s.size;
 		backend_snapshot_done(&s);
 	} else {
@@ -253,6 +255,7 @@ static int create_parse(Driver *d, const Csi__V1__CreateVolumeRequest *r, Create
 
 	if ((e = create_name_check(r->name, ret_error)) < 0)
 		return e;
+	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &spec->secrets);
 	if ((e = create_check_capabilities(backend_default(d->backends), r, spec, ret_error)) < 0)
 		return e;
 	if ((e = create_check_source(d, r->volume_content_source, spec, &source_size, ret_error)) <
@@ -354,6 +357,7 @@ static int create_call(Driver *d, const Csi__V1__CreateVolumeRequest *r, const C
 		.n_requisite = t ? t->n_requisite : 0,
 		.preferred = preferred,
 		.n_preferred = t ? t->n_preferred : 0,
+		.secrets = &spec->secrets,
 	};
 
 	backend_access_from(r->volume_capabilities[0], &c.access);
@@ -392,6 +396,7 @@ int controller_create_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 out:
 	backend_volume_done(&v);
 	volume_params_done(&spec.params);
+	strmap_done(&spec.secrets);
 	return e;
 }
 

@@ -467,6 +467,46 @@ static void restore_set_error(Restore *x, int r, char *message)
 	free(message);
 }
 
+/* The block a restore leaves a hole where a chunk holds zeros: the file system's usual one. */
+#define RESTORE_HOLE_BLOCK 4096
+
+/* Writes the n bytes of buf at offset of fd, except the whole blocks of zeros, which stay
+ * holes of the (new, sparse) file: a chunk that was partly allocated is restored as it was.
+ * Returns 0 and the bytes written in *ret_written, or -errno. */
+static int write_sparse(int fd, const char *buf, size_t n, uint64_t offset, uint64_t *ret_written)
+{
+	static const char zeros[RESTORE_HOLE_BLOCK];
+	uint64_t written = 0;
+	size_t at = 0;
+
+	while (at < n) {
+		/* Skip the zero blocks, then take the run of blocks up to the next one. */
+		size_t b = MIN((size_t)RESTORE_HOLE_BLOCK, n - at);
+		if (memcmp(buf + at, zeros, b) == 0) {
+			at += b;
+			continue;
+		}
+		size_t end = at + b;
+		while (end < n) {
+			size_t e = MIN((size_t)RESTORE_HOLE_BLOCK, n - end);
+			if (memcmp(buf + end, zeros, e) == 0)
+				break;
+			end += e;
+		}
+		while (at < end) {
+			ssize_t w = pwrite(fd, buf + at, end - at, (off_t)(offset + at));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return -errno;
+			at += (size_t)w;
+			written += (uint64_t)w;
+		}
+	}
+	*ret_written = written;
+	return 0;
+}
+
 static void *restore_worker(void *userdata)
 {
 	Restore *x = userdata;
@@ -517,28 +557,20 @@ static void *restore_worker(void *userdata)
 							    : "its bytes do not match its hash"));
 			break;
 		}
-		size_t done = 0;
-		while (done < n) {
-			ssize_t w = pwrite(x->fd, buf + done, n - done, (off_t)(c->offset + done));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				r = -errno;
-				restore_set_error(x, r,
-						  xasprintf("snapshot %s: writing offset %" PRIu64
-							    ": %s",
-							    x->m->id, c->offset, strerror(-r)));
-				goto end;
-			}
-			done += (size_t)w;
+		uint64_t written = 0;
+		r = write_sparse(x->fd, buf, n, c->offset, &written);
+		if (r < 0) {
+			restore_set_error(x, r,
+					  xasprintf("snapshot %s: writing offset %" PRIu64 ": %s",
+						    x->m->id, c->offset, strerror(-r)));
+			break;
 		}
 		pthread_mutex_lock(&x->lock);
 		x->stats.chunks++;
 		x->stats.bytes_received += zlen;
-		x->stats.bytes_written += n;
+		x->stats.bytes_written += written;
 		pthread_mutex_unlock(&x->lock);
 	}
-end:
 	free(buf);
 	return NULL;
 }

@@ -16,7 +16,9 @@ uploads (create, part, complete, abort). Controlled over HTTP:
                           times (absent: always): {"status": 503, "code": "SlowDown"},
                           {"drop": true} (close the connection mid-reply), {"delay": seconds},
                           {"corrupt": true} (flip a byte of a GET's body)
-    GET  /_s3sim/stats    {"requests": {"PUT": n, ...}, "objects": {key: size}, "uploads": n}
+    GET  /_s3sim/stats    {"requests": {"PUT": n, ...}, "kinds": {"GET chunks": n, ...},
+                          "objects": {key: size}, "uploads": n} (kinds: requests by method and
+                          the store's folder their key is in: chunks, snapshots, intents, gc)
     POST /_s3sim/put      {"bucket", "key", "body_hex"}: place an object without a request
     POST /_s3sim/get      {"bucket", "key"}: an object's bytes without a request (404: none)
     POST /_s3sim/age      {"key": regex, "seconds": n}: make the objects whose keys match n
@@ -41,7 +43,7 @@ state = {}
 def reset(buckets=(), keys=None, page=1000):
     state.clear()
     state.update(buckets={b: {} for b in buckets}, keys=keys or {}, page=page, faults=[],
-                 requests={}, uploads={}, next_upload=1)
+                 requests={}, kinds={}, uploads={}, next_upload=1)
 
 
 reset()
@@ -152,6 +154,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 objs = {"%s/%s" % (b, k): len(v[0]) for b, o in state["buckets"].items()
                         for k, v in o.items()}
                 return self.reply(200, json.dumps({"requests": state["requests"],
+                                                   "kinds": state["kinds"],
                                                    "objects": objs,
                                                    "uploads": len(state["uploads"])}).encode())
         self.reply(200, b"{}")
@@ -184,6 +187,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             bucket, _, key = path[1:].partition("/")
         with lock:
             state["requests"][self.command] = state["requests"].get(self.command, 0) + 1
+            kind = next((k for k in ("chunks", "snapshots", "intents", "gc")
+                         if "/%s/" % k in "/" + key), None)
+            if kind:
+                kind = "%s %s" % (self.command, kind)
+                state["kinds"][kind] = state["kinds"].get(kind, 0) + 1
             bad = check_signature(self, path, url.query, body)
         if bad:
             return self.reply(403, error_xml(bad, "The request signature we calculated does "

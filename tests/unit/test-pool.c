@@ -314,6 +314,89 @@ static void test_recount_at_open(void)
 	pool_close(p);
 }
 
+/* What a fill does: writes len bytes of 'x' at offset as an unnamed file linked when whole
+ * (as store_restore() does), or fails with error and a message, leaving nothing. */
+typedef struct Fill {
+	uint64_t offset, len;
+	int error;
+	unsigned calls;
+	uint64_t available; /* the pool's, seen while it ran */
+	Pool *pool;
+} Fill;
+
+static int fill_fn(int dir_fd, const char *name, void *userdata, char **ret_error)
+{
+	Fill *f = userdata;
+	char path[64], buf[4096];
+
+	f->calls++;
+	f->available = available(f->pool);
+	int fd = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	memset(buf, 'x', sizeof(buf));
+	for (uint64_t at = 0; at < f->len; at += sizeof(buf))
+		if (pwrite(fd, buf, sizeof(buf), (off_t)(f->offset + at)) != (ssize_t)sizeof(buf))
+			return -EIO;
+	if (f->error) {
+		close(fd);
+		*ret_error = xstrdup("chunk 1234 (offset 8192) is damaged");
+		return f->error;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	int r = linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
+/* A volume made by a fill (a restore): its space reserved before the fill runs, its file grown
+ * to the volume's size, nothing left when the fill fails or the pool has no room. */
+static void test_create_filled(void)
+{
+	new_pool("filled");
+	Pool *p = open_pool(32 * MIB);
+	_cleanup_free_ char *err = NULL;
+	PoolVolume v = {.size = 16 * MIB, .name = (char *)"restored"};
+	Fill f = {.offset = 8192, .len = 4096, .pool = p};
+	struct stat st;
+
+	pool_volume_id_for_name("restored", v.id);
+	is_int(pool_volume_create_filled(p, &v, fill_fn, &f, &err), 0, "a filled volume");
+	is_int((long long)f.available, 16 * MIB, "...its 16 MiB reserved while the fill ran");
+	_cleanup_free_ char *data = xasprintf("%s/volumes/%s/data", dir, v.id);
+	ok(stat(data, &st) == 0 && st.st_size == 16 * MIB && st.st_blocks * 512 <= 8192,
+	   "...its data file grown to 16 MiB, holes kept (%lld blocks)", (long long)st.st_blocks);
+	is_int(available(p), 16 * MIB, "...and counted");
+	is_int(pool_volume_create_filled(p, &v, fill_fn, &f, &err), -EEXIST,
+	       "the same again: -EEXIST");
+
+	PoolVolume w = {.size = 8 * MIB, .name = (char *)"damaged"};
+	pool_volume_id_for_name("damaged", w.id);
+	Fill bad = {.len = 4096, .error = -EUCLEAN, .pool = p};
+	is_int(pool_volume_create_filled(p, &w, fill_fn, &bad, &err), -EUCLEAN,
+	       "a fill that fails: its error");
+	ok(err && strstr(err, "chunk 1234 (offset 8192)"), "...and its message: %s", err);
+	is_int(available(p), 16 * MIB, "...its space given back");
+	is_int((long long)entries("volumes"), 1, "...no volume");
+	is_int((long long)entries("tmp"), 0, "...nothing in tmp/");
+
+	PoolVolume big = {.size = 8 * MIB, .name = (char *)"big"};
+	pool_volume_id_for_name("big", big.id);
+	Fill over = {.len = 4096, .offset = 9 * MIB, .pool = p};
+	is_int(pool_volume_create_filled(p, &big, fill_fn, &over, NULL), -ERANGE,
+	       "a fill larger than the volume: -ERANGE");
+	is_int((long long)entries("volumes"), 1, "...no volume");
+
+	PoolVolume huge = {.size = 20 * MIB, .name = (char *)"huge"};
+	pool_volume_id_for_name("huge", huge.id);
+	Fill never = {.pool = p};
+	is_int(pool_volume_create_filled(p, &huge, fill_fn, &never, NULL), -ENOSPC,
+	       "no room: -ENOSPC");
+	is_int((long long)never.calls, 0, "...before the fill ran");
+	is_int((long long)entries("tmp"), 0, "...nothing in tmp/");
+	pool_close(p);
+}
+
 /* Delete decides "in use?" and removes under one lock; damaged volumes go too. */
 static void test_delete(void)
 {
@@ -892,6 +975,7 @@ int main(void)
 	test_overprovision_and_allocated();
 	test_concurrent_creates();
 	test_recount_at_open();
+	test_create_filled();
 	test_delete();
 	test_node_devices();
 	test_temporaries();

@@ -158,6 +158,28 @@ static void test_upload_restore(void)
 	is_int((long long)rs.bytes_written, 4 * (long long)CHUNK, "...4 chunks written");
 	free(err);
 	err = NULL;
+
+	/* A chunk partly allocated: 4 KiB of data, the rest a hole. */
+	_cleanup_close_ int pfd = volume_file("partial");
+	char block[4096];
+	memset(block, 'p', sizeof(block));
+	if (pwrite(pfd, block, sizeof(block), 3 * CHUNK + 8192) != (ssize_t)sizeof(block))
+		printf("Bail out! pwrite\n");
+	is_int(store_upload(s, pfd, &(StoreUploadInfo){.id = "partial"}, in(20 * USEC_PER_SEC),
+			    NULL, NULL),
+	       0, "upload of a chunk holding 4 KiB of data");
+	is_int(store_restore(s, "partial", dir_fd, "partial-r", in(20 * USEC_PER_SEC), &rs, NULL),
+	       0, "...restored");
+	_cleanup_close_ int prfd = openat(dir_fd, "partial-r", O_RDONLY | O_CLOEXEC);
+	struct stat pst = {};
+	if (prfd < 0 || fstat(prfd, &pst) < 0)
+		printf("Bail out! partial-r: %m\n");
+	ok(same_file(pfd, prfd) && lseek(prfd, 3 * CHUNK, SEEK_DATA) == 3 * CHUNK + 8192 &&
+		   lseek(prfd, 3 * CHUNK + 8192, SEEK_HOLE) == 3 * CHUNK + 12288,
+	   "...the same bytes, the zeros of the chunk left as holes (%lld blocks)",
+	   (long long)pst.st_blocks);
+	is_int((long long)rs.bytes_written, 4096, "...4 KiB written");
+
 	is_int(store_restore(s, "snap-1", dir_fd, "restored", in(5 * USEC_PER_SEC), NULL, &err),
 	       -EEXIST, "restore onto an existing name: -EEXIST");
 	free(err);

@@ -10,6 +10,7 @@
 #include "error-util.h"
 #include "log.h"
 #include "pool-backend.h"
+#include "pool-restore.h"
 #include "pool-node.h"
 #include "strbuf.h"
 
@@ -217,6 +218,13 @@ static void pool_backend_free(Backend *b)
 	PoolBackend *pb = pool_of(b);
 
 	pool_metrics_stop(pb);
+	if (!pool_restores_free(pb->restores)) {
+		/* Their threads use the pool and the store to the end: the process ends with them,
+		 * and the next open removes the volumes they were making. */
+		log_info("pool %s: restores interrupted; the next start removes what they made",
+			 pool_path(pb->pool));
+		return;
+	}
 	pool_store_free(pb->store);
 	pool_trimmer_stop(pb->trimmer);
 	pool_close(pb->pool);
@@ -407,6 +415,7 @@ BACKEND_NEW(pool)
 
 	pb->base.ops = &pool_ops;
 	pb->devnames = devnames_new(NULL);
+	pb->restores = pool_restores_new();
 	pb->node_id = xstrdup(config->node_id ?: "");
 	pb->node_part = pool_backend_node_part(pb->node_id);
 	pb->max_volumes = config->max_volumes_per_node;

@@ -24,9 +24,10 @@ typedef struct PoolBackend {
 	char *node_part;    /* what IDs of this pool's objects end with (pool-ids.c) */
 	uint32_t max_volumes;
 	char *zone;
-	BackendTopology segment; /* where this pool's volumes are reachable: this node */
-	PoolTrimmer *trimmer;	 /* NULL: the node does not trim */
-	PoolStore *store;	 /* NULL: no snapshot store (no --store-bucket) */
+	BackendTopology segment;       /* where this pool's volumes are reachable: this node */
+	PoolTrimmer *trimmer;	       /* NULL: the node does not trim */
+	PoolStore *store;	       /* NULL: no snapshot store (no --store-bucket) */
+	struct PoolRestores *restores; /* restores of store snapshots running (pool-restore.c) */
 } PoolBackend;
 
 /* The pool's own options (pool-options.c): the settings its type makes. */

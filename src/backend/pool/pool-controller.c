@@ -11,6 +11,9 @@
 #include "blocknode.h"
 #include "error-util.h"
 #include "pool-backend.h"
+#include "pool-internal.h"
+#include "pool-restore.h"
+#include "store.h"
 #include "time-util.h"
 
 int pool_page_token_check(const char *token, bool (*valid)(const char *), const char *what,
@@ -343,6 +346,114 @@ static int create_source(PoolBackend *pb, const BackendCreateVolume *r, char ret
 	return 0;
 }
 
+/* A restore's filesystem and parameters are the snapshot's: a request that asks for others is
+ * refused (field named), rather than given a volume that is not what it asked. */
+static int store_check_manifest(const BackendCreateVolume *r, const StoreManifest *m,
+				char **ret_error)
+{
+	const char *fs =
+		r->access.fstype && *r->access.fstype ? r->access.fstype : r->params->fstype;
+	if (!r->access.block && *fs && *m->filesystem && strcmp(fs, m->filesystem) != 0)
+		return errorf(ret_error, -EINVAL,
+			      "volume_capabilities: fs_type %s: snapshot %s holds a %s filesystem",
+			      fs, r->source_id, m->filesystem);
+	if (r->size < m->volume_size)
+		return errorf(ret_error, -ERANGE,
+			      "capacity_range: %llu bytes is smaller than the source snapshot %s "
+			      "(%llu bytes)",
+			      (unsigned long long)r->size, r->source_id,
+			      (unsigned long long)m->volume_size);
+
+	/* The filesystem's own parameters (mkfs options), as the snapshot's volume had them. */
+	_cleanup_(strmap_done) Strmap ours = {};
+	volume_params_to_strmap(r->params, VOLUME_PARAMS_NODE, &ours);
+	strmap_remove(&ours, "fsGroupChangePolicy"); /* how the node mounts it, not the data's */
+	for (size_t i = 0; i < ours.n; i++) {
+		const char *v = strmap_get(&m->parameters, ours.keys[i]);
+		if (v && strcmp(v, ours.values[i]) != 0)
+			return errorf(ret_error, -EINVAL,
+				      "parameters: %s is %s, but snapshot %s was taken of a "
+				      "volume with %s=%s",
+				      ours.keys[i], ours.values[i], r->source_id, ours.keys[i], v);
+	}
+	return 0;
+}
+
+/* CreateVolume from a snapshot in the object store (store_id: its ID there), on whichever node
+ * took it: the volume is filled from the store by a restore that goes on past the call's
+ * deadline (pool-restore.c). */
+static int create_from_store(PoolBackend *pb, const BackendCreateVolume *r, const char *store_id,
+			     BackendVolume *ret, char **ret_error)
+{
+	_cleanup_(store_manifest_done) StoreManifest m = {};
+	_cleanup_free_ char *err = NULL;
+	PoolVolume spec = {};
+	uint64_t total, available;
+
+	Store *store = NULL;
+	int e = pool_backend_store(pb, r->secrets, &store, &err);
+	if (e < 0)
+		return errorf(ret_error, e, "volume_content_source: snapshot %s: %s", r->source_id,
+			      err);
+	pool_volume_id_for_name(r->name, spec.id);
+	/* One restore at a time into a volume; its volume, once there, is the answer. */
+	e = pool_restore_busy(pb->restores, spec.id, ret_error);
+	if (e < 0)
+		return e;
+	if (pool_volume_present(pb->pool, spec.id))
+		return create_existing(pb, r, spec.id, ret, ret_error);
+
+	usec_t deadline = call_deadline();
+	free(err);
+	err = NULL;
+	e = store_manifest_get(store, store_id, deadline, &m, &err);
+	if (e == -ENOENT)
+		return errorf(ret_error, e, "volume_content_source: snapshot '%s' not found: %s",
+			      r->source_id, err);
+	if (e < 0)
+		return errorf(ret_error, e, "volume_content_source: snapshot %s: %s", r->source_id,
+			      err);
+	if ((e = store_check_manifest(r, &m, ret_error)) < 0)
+		return e;
+	/* Before any chunk is fetched (the restore reserves it for real). */
+	pool_capacity(pb->pool, &total, &available);
+	if (r->size > available) {
+		_cleanup_free_ char *why = pool_space_refusal(pb->pool, r->size, pb->node_id);
+		return errorf(ret_error, -ENOSPC, "capacity_range: %s", why);
+	}
+
+	create_spec(pb, r, &spec);
+	if (*m.filesystem && !r->access.block &&
+	    !strmap_get(&spec.context, BLOCKNODE_CONTEXT_FSTYPE))
+		strmap_set(&spec.context, BLOCKNODE_CONTEXT_FSTYPE, m.filesystem);
+	PoolVolume *job = xnew0(PoolVolume, 1);
+	*job = (PoolVolume){
+		.size = spec.size,
+		.created_ns = spec.created_ns,
+		.params = spec.params,
+		.context = spec.context,
+		.name = xstrdup(spec.name),
+		.source_kind = xstrdup(spec.source_kind),
+		.source_id = xstrdup(spec.source_id),
+		.access_mode = xstrdup(spec.access_mode),
+		.node = xstrdup(spec.node),
+	};
+	memcpy(job->id, spec.id, sizeof(job->id));
+	e = pool_restore_run(pb->restores, pb->pool, pb->node_id, store, store_id, r->source_id,
+			     job, deadline, ret_error);
+	if (e == -EEXIST)
+		return create_existing(pb, r, spec.id, ret, ret_error);
+	if (e < 0)
+		return e;
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	if ((e = pool_volume_load(pb->pool, spec.id, &v)) < 0)
+		return errorf(ret_error, e, "volume '%s' (%s) was restored but cannot be read: %s",
+			      r->name, spec.id, strerror(-e));
+	volume_to_backend(pb, v, ret);
+	ret->copy_method = "restore from the object store";
+	return e;
+}
+
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error)
 {
@@ -361,6 +472,12 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 		return errorf(ret_error, -EINVAL,
 			      "parameters: encrypted: pool volumes are not encrypted (only EBS "
 			      "volumes are)");
+	/* A snapshot in the object store is restored on any node; a local one is its node's. */
+	const char *store_id = r->source_kind && strcmp(r->source_kind, "snapshot") == 0
+				       ? pool_store_id_of(r->source_id)
+				       : NULL;
+	if (store_id)
+		return create_from_store(pb, r, store_id, ret, ret_error);
 	if (r->source_kind && *r->source_kind && (e = create_source(pb, r, source, ret_error)) < 0)
 		return e;
 	create_spec(pb, r, &spec);
@@ -437,6 +554,9 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 	}
 	/* Without its pool nothing says whether the volume is gone. */
 	if ((e = pool_backend_usable(pool_of(b), ret_error)) < 0)
+		return e;
+	/* Not there yet, but it will be: a success now would leave it behind. */
+	if ((e = pool_restore_busy(pool_of(b)->restores, local, ret_error)) < 0)
 		return e;
 	/* "Is it in use?" and the removal are one decision of the pool, under one hold of the
 	 * volume's lock: a publish from any process comes before or after, never between. */

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "blocknode.h"
 #include "error-util.h"
 #include "log.h"
+#include "params.h"
 #include "pool-store.h"
 
 /* What a manifest's parameters say of the snapshot besides its tags. */
@@ -89,6 +91,28 @@ static void manifest_params(const PoolSnapshot *s, Strmap *ret)
 	strmap_set(ret, MANIFEST_CREATED, created);
 }
 
+/* What the snapshot's volume holds, for a restore to check its request against: the filesystem
+ * its node made (its context's fstype; "" for a block volume) and the filesystem's own
+ * parameters (mkfs options, VOLUME_PARAMS_NODE), added to params. Nothing when the volume is
+ * gone already. Caller frees *ret_filesystem. */
+static void manifest_volume(PoolStore *st, const PoolSnapshot *s, Strmap *params,
+			    char **ret_filesystem)
+{
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	VolumeParams vp = {};
+	char local[POOL_ID_MAX];
+
+	*ret_filesystem = NULL;
+	snprintf(local, sizeof(local), "%.*s", (int)strcspn(s->source_volume_id, "."),
+		 s->source_volume_id);
+	if (pool_volume_load(st->pool, local, &v) < 0)
+		return;
+	*ret_filesystem = xstrdup(strmap_get(&v->context, BLOCKNODE_CONTEXT_FSTYPE) ?: "");
+	if (volume_params_load_strmap(&v->params, &vp, NULL) == 0)
+		volume_params_to_strmap(&vp, VOLUME_PARAMS_NODE, params);
+	volume_params_done(&vp);
+}
+
 /* Uploads job's local copy: 0, 1 when the copy is gone (nothing to upload), or the store's
  * errno with *ret_error. */
 static int upload_one(PoolStore *st, UploadJob *job, char **ret_error)
@@ -105,9 +129,12 @@ static int upload_one(PoolStore *st, UploadJob *job, char **ret_error)
 		return errorf(ret_error, fd, "snapshot %s%s: its copy in pool %s: %s",
 			      POOL_STORE_ID_PREFIX, job->id, pool_path(st->pool), strerror(-fd));
 	manifest_params(s, &params);
+	_cleanup_free_ char *filesystem = NULL;
+	manifest_volume(st, s, &params, &filesystem);
 	StoreUploadInfo info = {
 		.id = job->id,
 		.volume_size = s->size,
+		.filesystem = filesystem,
 		.parameters = &params,
 		.cancel = &job->cancel,
 	};

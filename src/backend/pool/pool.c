@@ -905,11 +905,35 @@ typedef struct ObjectSpec {
 	const char *id;
 	bool with_data;			     /* a data file of size bytes */
 	const char *source_kind, *source_id; /* its content: NULL for blank */
+	PoolFill fill;			     /* or made by this (pool_volume_create_filled()) */
+	void *fill_userdata;
+	char **fill_error;
 	uint64_t size;
 	const char *meta;
 	size_t meta_len;
 	const char *failpoint; /* crash point just before the object appears */
 } ObjectSpec;
+
+/* Fills a staged object's data file by o->fill, which makes it whole or not at all, then grows
+ * it to o->size: -ERANGE when fill made it larger. */
+static int staging_fill_with(Staging *s, const ObjectSpec *o)
+{
+	struct stat st;
+
+	int r = o->fill(s->fd, DATA_FILE, o->fill_userdata, o->fill_error);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int fd = open_beneath(s->fd, DATA_FILE, O_RDWR, 0, S_IFREG);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if ((uint64_t)st.st_size > o->size)
+		return -ERANGE;
+	if ((uint64_t)st.st_size < o->size && ftruncate(fd, (off_t)o->size) < 0)
+		return negative_errno();
+	return 0;
+}
 
 /* Makes an object in tmp/ and renames it into place: it appears whole or not at all. */
 static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
@@ -927,8 +951,11 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 	r = staging_begin(p, o->id, o->size, &s);
 	if (r < 0)
 		return r;
-	if ((o->with_data && (r = staging_fill(&s, source_data, o->size, ret_method)) < 0) ||
-	    (r = staging_write_meta(&s, o->meta, o->meta_len)) < 0) {
+	if (o->fill)
+		r = staging_fill_with(&s, o);
+	else if (o->with_data)
+		r = staging_fill(&s, source_data, o->size, ret_method);
+	if (r < 0 || (r = staging_write_meta(&s, o->meta, o->meta_len)) < 0) {
 		staging_abort(p, &s);
 		return r;
 	}
@@ -952,6 +979,26 @@ int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, Copy
 		return -EINVAL; /* a string not UTF-8: refused before anything is made */
 	o.meta = meta;
 	return object_create(p, &o, ret_method);
+}
+
+int pool_volume_create_filled(Pool *p, const PoolVolume *spec, PoolFill fill, void *userdata,
+			      char **ret_error)
+{
+	ObjectSpec o = {
+		.kind = KIND_VOLUME,
+		.id = spec->id,
+		.with_data = true,
+		.fill = fill,
+		.fill_userdata = userdata,
+		.fill_error = ret_error,
+		.size = spec->size,
+		.failpoint = "pool-create-before-commit",
+	};
+	_cleanup_free_ char *meta = pool_volume_to_json(spec, &o.meta_len);
+	if (!meta)
+		return -EINVAL;
+	o.meta = meta;
+	return object_create(p, &o, NULL);
 }
 
 int pool_volume_delete(Pool *p, const char *id, PoolVolumeFound *found)

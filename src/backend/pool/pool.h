@@ -143,6 +143,19 @@ char *pool_space_refusal(Pool *p, uint64_t bytes, const char *node);
  * content was copied, when it was. */
 int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, CopyMethod *ret_method);
 
+/* What makes a new volume's data file: the file name beneath dir_fd, whole or not at all (made
+ * unnamed and linked when done), at most the volume's size. 0 or a negative errno with
+ * *ret_error. */
+typedef int (*PoolFill)(int dir_fd, const char *name, void *userdata, char **ret_error);
+
+/* As pool_volume_create() of a blank volume, its data file made by fill (a restore) in the
+ * staging directory once the space is reserved, then grown to spec->size: a crash or a failure
+ * of fill leaves nothing (the staging directory goes, at the latest with the next open). Returns
+ * pool_volume_create()'s errors, -ERANGE when fill made a file larger than spec->size, or fill's
+ * errno with *ret_error (only then set). Blocks for as long as fill does. */
+int pool_volume_create_filled(Pool *p, const PoolVolume *spec, PoolFill fill, void *userdata,
+			      char **ret_error);
+
 /* Loads a volume's metadata: -ENOENT when there is no such volume, -EBADMSG when its
  * meta.json is damaged. */
 int pool_volume_load(Pool *p, const char *id, PoolVolume **ret);
