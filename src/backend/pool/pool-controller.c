@@ -50,6 +50,15 @@ int pool_backend_volume_load(PoolBackend *pb, const char *field, const char *id,
 	return 0;
 }
 
+int pool_backend_directory_refused(const char *field, const char *id, const char *what,
+				   char **ret_error)
+{
+	return errorf(ret_error, -EOPNOTSUPP,
+		      "%s: volume %s is a directory volume (volumeKind: directory), and this "
+		      "version makes no %s of one yet",
+		      field, id, what);
+}
+
 int pool_backend_volume_lock(PoolBackend *pb, const char *field, const char *id, const char *local,
 			     int *ret_lock_fd, char **ret_error)
 {
@@ -288,6 +297,7 @@ static void create_spec(PoolBackend *pb, const BackendCreateVolume *r, PoolVolum
 	v->source_kind = (char *)(r->source_kind ?: "");
 	v->source_id = (char *)(r->source_id ?: "");
 	v->access_mode = (char *)r->access.mode;
+	v->directory = r->params->directory;
 	volume_params_to_strmap(r->params, VOLUME_PARAMS_ALL, &v->params);
 	volume_params_to_strmap(r->params, VOLUME_PARAMS_NODE, &v->context);
 	if (r->access.fstype && *r->access.fstype &&
@@ -334,12 +344,29 @@ static int create_source(PoolBackend *pb, const BackendCreateVolume *r, char ret
 	/* A damaged source is no source. */
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
-	if (!snap)
-		return pool_backend_volume_load(pb, field, r->source_id, ret, &v, ret_error);
+	if (!snap) {
+		e = pool_backend_volume_load(pb, field, r->source_id, ret, &v, ret_error);
+		if (e == 0 && v->directory)
+			return pool_backend_directory_refused(field, r->source_id, "clone",
+							      ret_error);
+		return e;
+	}
 	e = pool_snapshot_load(pb->pool, ret, &s);
 	if (e < 0)
 		return errorf(ret_error, -ENOENT, "volume_content_source: %s '%s' not found",
 			      r->source_kind, r->source_id);
+	return 0;
+}
+
+/* volumeKind: directory needs project quotas on the pool's filesystem: FAILED_PRECONDITION
+ * naming it and how to mount it, before anything is made. */
+static int create_check_directory(PoolBackend *pb, char **ret_error)
+{
+	_cleanup_free_ char *why = NULL;
+
+	int e = pool_directory_volumes_check(pb->pool, &why);
+	if (e < 0)
+		return errorf(ret_error, e, "parameters: volumeKind: directory: %s", why);
 	return 0;
 }
 
@@ -361,6 +388,12 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 		return errorf(ret_error, -EINVAL,
 			      "parameters: encrypted: pool volumes are not encrypted (only EBS "
 			      "volumes are)");
+	if (r->params->directory && (e = create_check_directory(pb, ret_error)) < 0)
+		return e;
+	if (r->params->directory && r->source_kind && *r->source_kind)
+		return errorf(ret_error, -EOPNOTSUPP,
+			      "volume_content_source: a directory volume (volumeKind: directory) "
+			      "is made blank by this version: its tree is not copied yet");
 	if (r->source_kind && *r->source_kind && (e = create_source(pb, r, source, ret_error)) < 0)
 		return e;
 	create_spec(pb, r, &spec);
@@ -372,7 +405,11 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 		 * and why. */
 		_cleanup_free_ char *why = pool_space_refusal(pb->pool, r->size, pb->node_id);
 		e = errorf(ret_error, e, "capacity_range: %s", why);
-	} else if (e == -ENOENT)
+	} else if (e == -EMLINK)
+		e = errorf(ret_error, e,
+			   "volume '%s' (%s): no free project ID found for its quota in pool %s",
+			   r->name, spec.id, pool_path(pb->pool));
+	else if (e == -ENOENT)
 		e = errorf(ret_error, e, "volume_content_source: %s '%s' not found",
 			   spec.source_kind, spec.source_id);
 	else if (e == -ERANGE)
@@ -408,6 +445,12 @@ static int delete_refused(const char *id, const PoolVolumeFound *found, char **r
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s is still published to node %s: unpublish it first", id,
 			      found->node);
+	if (found->directory)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is staged on node %s at %s: unstage it first (its "
+			      "directory is mounted at %s)",
+			      id, found->node ?: "?", found->staging_path ?: found->device,
+			      found->device);
 	if (found->node && found->staging_path)
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s is staged on node %s at %s: unstage it first (loop "

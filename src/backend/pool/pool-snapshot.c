@@ -71,6 +71,9 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 	if ((e = pool_backend_volume_load(pb, "source_volume_id", r->source_volume_id, local,
 					  &source, ret_error)) < 0)
 		return e;
+	if (source->directory)
+		return pool_backend_directory_refused("source_volume_id", r->source_volume_id,
+						      "snapshot", ret_error);
 	spec.name = (char *)r->name;
 	spec.source_volume_id = (char *)r->source_volume_id;
 	spec.size = source->size;
@@ -252,6 +255,9 @@ static int group_snapshot_member(PoolBackend *pb, const BackendCreateGroup *r, c
 	if ((e = pool_backend_volume_load(pb, "source_volume_ids", volume_id, local, &v,
 					  ret_error)) < 0)
 		return e;
+	if (v->directory)
+		return pool_backend_directory_refused("source_volume_ids", volume_id, "snapshot",
+						      ret_error);
 	spec.name = name = xasprintf("%s/%s", r->name, local);
 	pool_snapshot_id_for_name(name, spec.id);
 	if (r->params)

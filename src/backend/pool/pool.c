@@ -311,9 +311,12 @@ static int tmp_clean_locked(Pool *p, const char *name, char **ret_why)
 			    name);
 		return -EEXIST;
 	}
+	uint32_t project = fd >= 0 ? pool_dirvol_project(fd) : 0;
 	int r = pool_tree_remove(p->tmp_fd, name, "tmp", ret_why);
 	if (r == 0)
 		pool_ledger_release(p, pool_staging_reserved(name));
+	if (fd >= 0)
+		pool_dirvol_release(p, fd, project);
 	return r;
 }
 
@@ -592,6 +595,7 @@ static void staging_abort(Pool *p, Staging *s)
 	char trash[sizeof(s->name) + 4];
 	const char *name = s->name;
 	_cleanup_free_ char *why = NULL;
+	uint32_t project = pool_dirvol_project(s->fd);
 
 	snprintf(trash, sizeof(trash), "del-%s", s->name + strlen(POOL_STAGING_PREFIX));
 	if (pool_lock_take(p) == 0) {
@@ -603,6 +607,7 @@ static void staging_abort(Pool *p, Staging *s)
 		pool_lock_release(p);
 	}
 	(void)pool_tree_remove(p->tmp_fd, name, "tmp", &why); /* else the next open's */
+	pool_dirvol_release(p, s->fd, project);
 	closep(&s->fd);
 }
 
@@ -702,13 +707,33 @@ static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found
 	NodeUse u = {};
 	char *dev;
 
+	/* A directory volume: a mount whose root is its tree/ (kernel truth), or its use record
+	 * saying it is staged (a bind not found by its path: both err on keeping the data). */
+	_cleanup_close_ int tree = pool_dirvol_open(p, id, O_PATH);
+	int r = tree >= 0 ? pool_dirvol_mounted(p, id, &found->device) : 0;
+	if (r < 0)
+		return r;
+	if (tree >= 0 && pool_volume_use_load(p, id, &u) == 0 && u.staging.path) {
+		found->node = u.node && *u.node ? TAKE_PTR(u.node) : NULL;
+		found->staging_path = TAKE_PTR(u.staging.path);
+		r = 1;
+	}
+	node_use_done(&u);
+	if (r > 0) {
+		found->use = POOL_VOLUME_STAGED;
+		found->directory = true;
+		if (!found->device)
+			found->device = xstrdup(found->staging_path);
+		return -ENOTEMPTY;
+	}
+
 	/* Through the data file the pool holds: a symlink's target is not the volume's. */
 	_cleanup_close_ int data = pool_volume_data_open(p, id, O_PATH);
 	if (data == -ENOENT || data == -EUCLEAN)
 		return 0;
 	if (data < 0)
 		return data;
-	int r = loop_find_fd(data, &dev);
+	r = loop_find_fd(data, &dev);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
@@ -831,7 +856,9 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 	if (r < 0)
 		return r;
 	failpoint("pool-delete-after-rename");
+	uint32_t project = pool_dirvol_project(fd); /* fd: the object's directory, now in tmp/ */
 	(void)pool_tree_remove(p->tmp_fd, trash, "tmp", ret_why);
+	pool_dirvol_release(p, fd, project);
 	pool_reserve_restore(p); /* with the space it held, where the reserve was given up */
 	return 0;
 }
@@ -909,7 +936,26 @@ typedef struct ObjectSpec {
 	const char *meta;
 	size_t meta_len;
 	const char *failpoint; /* crash point just before the object appears */
+	/* A directory volume: its tree/ made with a project of its own, recorded in the volume's
+	 * meta.json (serialised from it once the project is known, instead of meta). */
+	PoolVolume *directory;
 } ObjectSpec;
+
+/* A directory volume's tree/ and project, then its record with the project. Its data file
+ * (staging_fill()) holds no bytes: only the size the ledger counts. */
+static int staging_directory(Pool *p, Staging *s, PoolVolume *v)
+{
+	size_t len;
+
+	failpoint("pool-create-directory");
+	int r = pool_dirvol_make(p, s->fd, v->size, &v->project);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *meta = pool_volume_to_json(v, &len);
+	if (!meta)
+		return -EINVAL;
+	return staging_write_meta(s, meta, len);
+}
 
 /* Makes an object in tmp/ and renames it into place: it appears whole or not at all. */
 static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
@@ -928,7 +974,8 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 	if (r < 0)
 		return r;
 	if ((o->with_data && (r = staging_fill(&s, source_data, o->size, ret_method)) < 0) ||
-	    (r = staging_write_meta(&s, o->meta, o->meta_len)) < 0) {
+	    (o->directory && (r = staging_directory(p, &s, o->directory)) < 0) ||
+	    (!o->directory && (r = staging_write_meta(&s, o->meta, o->meta_len)) < 0)) {
 		staging_abort(p, &s);
 		return r;
 	}
@@ -936,9 +983,12 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 	return staging_commit(p, o->kind, &s, o->id);
 }
 
-int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, CopyMethod *ret_method)
+int pool_volume_create(Pool *p, PoolVolume *spec, const char *source, CopyMethod *ret_method)
 {
+	if (spec->directory && spec->source_kind && *spec->source_kind)
+		return -EOPNOTSUPP; /* not yet: the tree is not copied */
 	ObjectSpec o = {
+		.directory = spec->directory ? spec : NULL,
 		.kind = KIND_VOLUME,
 		.id = spec->id,
 		.with_data = true,
@@ -1032,6 +1082,9 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size)
 		return r;
 	if (fsync(data) < 0)
 		return negative_errno();
+	/* the data file first: a retry finds it grown, and the repair records its size */
+	if (v->directory && (r = pool_dirvol_set_size(p, v->project, new_size)) < 0)
+		return r;
 	uint64_t old = v->size;
 	v->size = new_size;
 	r = pool_volume_save(p, v);
@@ -1112,6 +1165,14 @@ static char *volume_files_damage(int dir_fd, const char *id)
 			return xasprintf("volumes/%s/%s is not a regular file", id, files[i]);
 		return xasprintf("volumes/%s/%s cannot be read: %s", id, files[i], strerror(-r));
 	}
+	/* a directory volume's tree/: a directory of the pool, never what a symlink points to */
+	int r = stat_beneath(dir_fd, TREE_DIR, S_IFDIR, &st);
+	if (r == -ELOOP)
+		return xasprintf("volumes/%s/" TREE_DIR " is a symbolic link, not a directory of "
+				 "the pool",
+				 id);
+	if (r == -ENOTDIR)
+		return xasprintf("volumes/%s/" TREE_DIR " is not a directory", id);
 	return NULL;
 }
 
