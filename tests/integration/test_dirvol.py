@@ -214,6 +214,13 @@ def test_directory_volume_on_the_node(ctx):
         assert byt.total > 0 and byt.used > 0, stats
         assert not stats.volume_condition.abnormal, stats
 
+        # grown: the data file (the ledger's count) first, then the project's limit, which
+        # this pool's filesystem does not enforce: said so, and nothing is recorded
+        e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "ControllerExpandVolume",
+                           volume_id=vid, capacity_range={"required_bytes": 128 * MiB},
+                           match="enforces no project quotas now")
+        assert "project quota (16777300)" in e.details(), e.details()
+        assert d.call("ControllerGetVolume", volume_id=vid).volume.capacity_bytes == 64 * MiB
         # in use: never deleted, the message says where
         e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "DeleteVolume", volume_id=vid,
                            match="unstage it first")

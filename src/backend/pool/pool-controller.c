@@ -3,6 +3,7 @@
  * delete (refused while published or staged), get and list with their condition, capacity,
  * and one merged expand + modify. */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -553,12 +554,24 @@ static int change_locked(PoolBackend *pb, const char *local, const BackendChange
 		return errorf(ret_error, e, "volume %s: growing it to %llu bytes: %s", r->volume_id,
 			      (unsigned long long)size, why);
 	}
+	if (e == -EUCLEAN && v->directory)
+		return errorf(ret_error, e,
+			      "volume %s: growing its project quota (%" PRIu32 ") to %llu bytes: "
+			      "pool %s's filesystem enforces no project quotas now (mounted "
+			      "without prjquota?): mount it with them, then expand it again",
+			      r->volume_id, v->project, (unsigned long long)size, pool_path(pool));
+	if (e < 0 && v->directory && size > v->size)
+		return errorf(ret_error, e,
+			      "volume %s: growing its project quota (%" PRIu32 ") to %llu bytes "
+			      "failed: %s",
+			      r->volume_id, v->project, (unsigned long long)size, strerror(-e));
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: saving the change failed: %s", r->volume_id,
 			      strerror(-e));
-	/* Always: a loop device keeps its old size until NodeExpandVolume refreshes it, raw
-	 * block too, and a filesystem must grow there as well. */
-	*ret = (BackendChanged){.size = v->size, .node_expansion_required = true};
+	/* A loop device keeps its old size until NodeExpandVolume refreshes it, raw block too,
+	 * and a filesystem must grow there as well; a directory volume's quota is all there
+	 * is. */
+	*ret = (BackendChanged){.size = v->size, .node_expansion_required = !v->directory};
 	return 0;
 }
 

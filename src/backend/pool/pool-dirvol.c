@@ -80,8 +80,8 @@ int pool_dirvol_make(Pool *p, int staging_fd, uint64_t size, uint32_t *ret_proje
 
 	if (mkdirat(staging_fd, TREE_DIR, 0755) < 0)
 		return negative_errno();
-	_cleanup_close_ int fd = open_beneath(staging_fd, TREE_DIR, O_RDONLY | O_DIRECTORY, 0,
-					      S_IFDIR);
+	_cleanup_close_ int fd =
+		open_beneath(staging_fd, TREE_DIR, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
 	if (fd < 0)
 		return fd;
 	/* Picked, marked on the directory and limited in one hold of the pool lock: the limit
@@ -110,7 +110,11 @@ int pool_dirvol_make(Pool *p, int staging_fd, uint64_t size, uint32_t *ret_proje
 
 int pool_dirvol_set_size(Pool *p, uint32_t project, uint64_t size)
 {
-	return quota_project_set(p->dir_fd, project, size);
+	int r = quota_project_set(p->dir_fd, project, size);
+	/* mounted without prjquota since the volume was made: nothing bounds it now */
+	if (r == -ENOSYS || r == -ESRCH || r == -EOPNOTSUPP || r == -EINVAL)
+		return quota_project_probe(p->dir_fd) < 0 ? -EUCLEAN : r;
+	return r;
 }
 
 uint32_t pool_dirvol_project(int obj_fd)
@@ -130,8 +134,8 @@ void pool_dirvol_release(Pool *p, int obj_fd, uint32_t project)
 		return;
 	int r = quota_project_set(p->dir_fd, project, 0);
 	if (r < 0 && r != -EOPNOTSUPP)
-		log_debug("pool %s: clearing the limit of project %" PRIu32 " failed: %s",
-			  p->path, project, strerror(-r));
+		log_debug("pool %s: clearing the limit of project %" PRIu32 " failed: %s", p->path,
+			  project, strerror(-r));
 }
 
 int pool_dirvol_open(Pool *p, const char *id, int flags)

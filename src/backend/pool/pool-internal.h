@@ -155,7 +155,8 @@ void pool_node_devices_attachments(Pool *p, PoolVolume *v);
 
 /* Directory volumes (pool-dirvol.c). make: tree/ in a staging directory, with a project ID the
  * pool picks (free: nothing counted, no limit) set on it with inheritance and limited to size,
- * under the pool lock; -EMLINK when no free ID was found. set_size: the project's limit.
+ * under the pool lock; -EMLINK when no free ID was found. set_size: the project's limit
+ * (-EUCLEAN when the filesystem enforces no project quotas any more).
  * project: the project ID of obj_fd's tree/ (0: none, or no tree). release: clears that
  * project's limit once obj_fd's tree/ is gone. open: volumes/<id>/tree (-EUCLEAN for a symlink
  * or no directory there). mounted: 1 with *ret_target when a mount on this machine has the

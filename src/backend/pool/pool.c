@@ -18,6 +18,7 @@
 #include "log.h"
 #include "loopdev.h"
 #include "pool-internal.h"
+#include "quota.h"
 #include "pool-meta.h"
 #include "pinned-path.h"
 #include "random-util.h"
@@ -1077,6 +1078,9 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size)
 	_cleanup_close_ int data = open_beneath(fd, DATA_FILE, O_RDWR, 0, S_IFREG);
 	if (data < 0)
 		return data == -ELOOP || data == -EISDIR || data == -EBADFD ? -EUCLEAN : data;
+	/* a quota that cannot grow is found before anything changes */
+	if (v->directory && quota_project_probe(p->dir_fd) < 0)
+		return -EUCLEAN;
 	int r = data_grow(p, data, new_size);
 	if (r < 0)
 		return r;
