@@ -300,6 +300,33 @@ def test_hostile_tree_is_never_followed(ctx):
     assert os.path.isdir(os.path.join(outside, "deep"))
 
 
+@root_test
+def test_leftover_of_a_killed_create(ctx):
+    """What a create killed after making the volume's tree/ leaves in tmp/ (a staging directory
+    with the data file, tree/ with files and a symlink out of it, no meta.json) is removed at
+    the next start, without following the symlink; pool check then finds nothing wrong."""
+    d = ctx.daemon()
+    d.stop()
+    outside = os.path.join(ctx.tmp, "outside")
+    os.mkdir(outside)
+    with open(os.path.join(outside, "keep"), "w") as f:
+        f.write("keep")
+    staging = os.path.join(d.pool, "tmp", "new-vol-0123456789abcdef.0badcafe.67108864")
+    os.makedirs(os.path.join(staging, "tree", "a", "b"))
+    open(os.path.join(staging, "data"), "w").close()
+    with open(os.path.join(staging, "tree", "a", "b", "f"), "w") as f:
+        f.write("half made")
+    os.symlink(outside, os.path.join(staging, "tree", "escape"))
+    os.symlink(os.path.join(outside, "keep"), os.path.join(staging, "tree", "a", "link"))
+    d.start()
+    assert os.listdir(os.path.join(d.pool, "tmp")) == [], os.listdir(os.path.join(d.pool, "tmp"))
+    with open(os.path.join(outside, "keep")) as f:
+        assert f.read() == "keep"
+    assert list(d.call("ListVolumes").entries) == []
+    d.stop()
+    assert pool_check(d.pool) == "0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems"
+
+
 if __name__ == "__main__":
     run([
         test_ext4_without_project_quotas_is_refused,
@@ -307,4 +334,5 @@ if __name__ == "__main__":
         test_parameter_rules,
         test_directory_volume_on_the_node,
         test_hostile_tree_is_never_followed,
+        test_leftover_of_a_killed_create,
     ])
