@@ -301,6 +301,45 @@ def test_hostile_tree_is_never_followed(ctx):
 
 
 @root_test
+def test_tree_planted_in_a_loop_volume(ctx):
+    """A tree/ that someone put in a loop volume's directory makes nothing of it a directory
+    volume: a symlink there damages the volume (as a symlinked data file does), yet a volume
+    staged before still unstages, its loop device detached, and its delete removes the link,
+    not what it points to."""
+    d = ctx.daemon()
+    outside = os.path.join(ctx.tmp, "outside")
+    os.mkdir(outside)
+    v = create(d, "loop", {}).volume
+    vdir = os.path.join(d.pool, "volumes", local_id(v.volume_id))
+    staging = os.path.join(ctx.tmp, "staging")
+    os.mkdir(staging)
+    try:
+        d.call("NodeStageVolume", volume_id=v.volume_id, staging_target_path=staging,
+               volume_capability=FS_CAP, volume_context=dict(v.volume_context))
+        [m] = mounts_under(staging)
+        assert m["fstype"] == "ext4" and m["root"] == "/", m
+        os.symlink(outside, os.path.join(vdir, "tree"))
+        d.call("NodeUnstageVolume", volume_id=v.volume_id, staging_target_path=staging)
+        assert mounts_under(staging) == []
+        loops = subprocess.run(["losetup", "-j", os.path.join(vdir, "data")],
+                               capture_output=True, text=True).stdout
+        assert loops == "", "detached: %r" % loops
+    finally:
+        while mounts_under(staging):
+            subprocess.run(["umount", staging], capture_output=True)
+        out = subprocess.run(["losetup", "-j", os.path.join(vdir, "data")],
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():  # a failed unstage leaves its loop device: never leak it
+            subprocess.run(["losetup", "-d", line.split(":")[0]], capture_output=True)
+    d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "NodeStageVolume",
+                   volume_id=v.volume_id, staging_target_path=staging,
+                   volume_capability=FS_CAP, volume_context=dict(v.volume_context),
+                   match="tree is a symbolic link, not a directory of the pool")
+    d.call("DeleteVolume", volume_id=v.volume_id)
+    assert not os.path.exists(vdir) and os.path.isdir(outside)
+
+
+@root_test
 def test_leftover_of_a_killed_create(ctx):
     """What a create killed after making the volume's tree/ leaves in tmp/ (a staging directory
     with the data file, tree/ with files and a symlink out of it, no meta.json) is removed at
@@ -334,5 +373,6 @@ if __name__ == "__main__":
         test_parameter_rules,
         test_directory_volume_on_the_node,
         test_hostile_tree_is_never_followed,
+        test_tree_planted_in_a_loop_volume,
         test_leftover_of_a_killed_create,
     ])

@@ -35,24 +35,19 @@ static const char *local_of(const PoolNodeCall *c, const char *id)
 }
 
 /* A directory volume's "device": its tree/, always there (what blocknode binds and proves its
- * mounts by). 1 when the volume is one, 0 when it is not. */
+ * mounts by). 1 when the volume is one (its record says so), 0 when it is not or its record
+ * cannot say (a loop volume's device is looked for then, whatever else is in its directory),
+ * -ENODEV when its tree/ is no directory of the pool (damaged: nothing of it is bound). */
 static int dir_device_find(PoolNodeCall *c, const char *local, BlockDevice *ret)
 {
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	struct stat st;
 
-	_cleanup_close_ int fd = pool_dirvol_open(c->p, local, O_PATH);
-	if (fd == -ENOENT)
+	if (pool_volume_load(c->p, local, &v) < 0 || !v->directory)
 		return 0;
-	if (fd < 0)
-		return -ENODEV; /* a symlink or no directory: the volume is damaged, no device */
-	int r = pool_volume_load(c->p, local, &v);
-	if (r < 0)
-		return r;
-	if (!v->directory)
-		return 0; /* a tree/ in a loop volume's directory is nobody's: never bound */
-	if (fstat(fd, &st) < 0)
-		return negative_errno();
+	_cleanup_close_ int fd = pool_dirvol_open(c->p, local, O_PATH);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -ENODEV;
 	*ret = (BlockDevice){
 		.path = xasprintf("%s/volumes/%s/" TREE_DIR, c->p->path, local),
 		.rdev = st.st_dev,
@@ -293,8 +288,8 @@ int pool_node_stage(Pool *p, const char *node_id, const char *local, const Backe
 	int e = pool_volume_damaged(p, local, r->volume_id, ret_error);
 	if (e < 0)
 		return e;
-	_cleanup_close_ int tree = r->access.block ? pool_dirvol_open(p, local, O_PATH) : -EBADF;
-	if (tree >= 0)
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	if (r->access.block && pool_volume_load(p, local, &v) == 0 && v->directory)
 		return errorf(ret_error, -EINVAL,
 			      "volume_capability: volume %s is a directory volume: it is staged as "
 			      "a filesystem only",
