@@ -7,8 +7,11 @@ values) are refused before anything is made. Needs root."""
 
 import errno
 import functools
+import hashlib
 import json
 import os
+import socket
+import stat
 import subprocess
 
 import grpc
@@ -225,8 +228,6 @@ def test_directory_volume_on_the_node(ctx):
         e = d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "DeleteVolume", volume_id=vid,
                            match="unstage it first")
         assert staging in e.details() and "directory is mounted at" in e.details(), e.details()
-        d.expect_error(grpc.StatusCode.UNIMPLEMENTED, "CreateSnapshot", name="s",
-                       source_volume_id=vid, match="is a directory volume")
 
         for t in (target, ro):
             d.call("NodeUnpublishVolume", volume_id=vid, target_path=t)
@@ -339,6 +340,93 @@ def test_tree_planted_in_a_loop_volume(ctx):
     assert not os.path.exists(vdir) and os.path.isdir(outside)
 
 
+def tree_of(top):
+    """Every entry below top, never following a symlink: {relative path: (kind, owner, mode,
+    content)} with the content's SHA-256, a symlink's target."""
+    found = {}
+    for dirpath, dirs, files in os.walk(top):
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, top)
+            if stat.S_ISLNK(st.st_mode):
+                what = ("link", os.readlink(p))
+            elif stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as f:
+                    what = ("file", hashlib.sha256(f.read()).hexdigest())
+            else:
+                what = (stat.S_IFMT(st.st_mode), None)
+            found[rel] = what + ((st.st_uid, st.st_gid), stat.S_IMODE(st.st_mode))
+    return found
+
+
+@root_test
+def test_snapshot_of_a_directory_volume(ctx):
+    """A snapshot copies the volume's tree (reflinks where the filesystem has them): files with
+    their bytes, owners and modes, symlinks as symlinks (never followed), FIFOs made anew,
+    sockets left out; a device file refuses the snapshot. A volume of the other kind is never
+    made from it; deleting it removes its copy, not what a link in it points to."""
+    d = ctx.daemon()
+    outside = os.path.join(ctx.tmp, "outside")
+    os.mkdir(outside)
+    with open(os.path.join(outside, "keep"), "w") as f:
+        f.write("keep")
+    vid, context, tree = make_directory_volume(d, "snapme")
+    os.makedirs(os.path.join(tree, "db", "wal"))
+    with open(os.path.join(tree, "db", "pages"), "wb") as f:
+        f.write(os.urandom(300000))
+    with open(os.path.join(tree, "db", "wal", "0001"), "wb") as f:
+        f.write(os.urandom(5000))
+    os.chown(os.path.join(tree, "db", "pages"), 1234, 5678)
+    os.chmod(os.path.join(tree, "db", "pages"), 0o640)
+    os.symlink(outside, os.path.join(tree, "escape"))
+    os.symlink("db/pages", os.path.join(tree, "relative"))
+    os.mkfifo(os.path.join(tree, "db", "fifo"), 0o600)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(os.path.join(tree, "db", "sock"))
+    sock.close()
+    before = tree_of(tree)
+    want = dict(before)
+    del want["db/sock"]
+
+    snap = d.call("CreateSnapshot", name="s1", source_volume_id=vid).snapshot
+    assert snap.ready_to_use and snap.size_bytes == 64 * MiB, snap
+    copy = os.path.join(d.pool, "snapshots", local_id(snap.snapshot_id), "tree")
+    got = tree_of(copy)
+    assert got == want, "\n%s\n%s" % (sorted(got.items()), sorted(want.items()))
+    assert sorted(os.listdir(outside)) == ["keep"], "nothing followed the links"
+    assert pool_check(d.pool).endswith(" 0 problems")
+
+    # a volume of the other kind is never made from it; a directory volume needs quotas here
+    d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "CreateVolume", name="r1",
+                   capacity_range={"required_bytes": 64 * MiB}, volume_capabilities=[FS_CAP],
+                   volume_content_source={"snapshot": {"snapshot_id": snap.snapshot_id}},
+                   match="is of a directory volume, and a volume of volumeKind file")
+    d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "CreateVolume", name="r2",
+                   capacity_range={"required_bytes": 64 * MiB}, volume_capabilities=[FS_CAP],
+                   volume_content_source={"volume": {"volume_id": vid}},
+                   match="is of a directory volume, and a volume of volumeKind file")
+    d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "CreateVolume", name="r3",
+                   capacity_range={"required_bytes": 64 * MiB}, volume_capabilities=[FS_CAP],
+                   parameters=DIRECTORY,
+                   volume_content_source={"snapshot": {"snapshot_id": snap.snapshot_id}},
+                   match="enforces no project quotas")
+
+    # a device file: refused, nothing left
+    os.mknod(os.path.join(tree, "null"), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    d.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "CreateSnapshot", name="s2",
+                   source_volume_id=vid, match="holds a device file, which is never copied")
+    assert sorted(os.listdir(os.path.join(d.pool, "snapshots"))) == [local_id(snap.snapshot_id)]
+    assert os.listdir(os.path.join(d.pool, "tmp")) == []
+
+    d.call("DeleteSnapshot", snapshot_id=snap.snapshot_id)
+    assert not os.path.exists(os.path.dirname(copy))
+    with open(os.path.join(outside, "keep")) as f:
+        assert f.read() == "keep"
+    os.unlink(os.path.join(tree, "null"))
+    assert tree_of(tree) == before, "the source is as it was"
+
+
 @root_test
 def test_leftover_of_a_killed_create(ctx):
     """What a create killed after making the volume's tree/ leaves in tmp/ (a staging directory
@@ -374,5 +462,6 @@ if __name__ == "__main__":
         test_directory_volume_on_the_node,
         test_hostile_tree_is_never_followed,
         test_tree_planted_in_a_loop_volume,
+        test_snapshot_of_a_directory_volume,
         test_leftover_of_a_killed_create,
     ])

@@ -79,11 +79,6 @@ static inline int pool_backend_id_find(const PoolBackend *pb, PoolIdKind kind, c
 int pool_backend_volume_load(PoolBackend *pb, const char *field, const char *id, const char *local,
 			     PoolVolume **ret, char **ret_error);
 
-/* -EOPNOTSUPP: volume id (field) is a directory volume, of which no what ("snapshot", "clone")
- * is made yet, with the message. */
-int pool_backend_directory_refused(const char *field, const char *id, const char *what,
-				   char **ret_error);
-
 /* pool_volume_lock() with the answers of pool_backend_volume_load(). Blocks. */
 int pool_backend_volume_lock(PoolBackend *pb, const char *field, const char *id, const char *local,
 			     int *ret_lock_fd, char **ret_error);

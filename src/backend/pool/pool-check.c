@@ -430,7 +430,7 @@ static void check_all(Checker *c)
 {
 	static const char *const volume_files[] = {META_FILE, DATA_FILE, TREE_DIR,
 						   USE_FILE,  USE_LOCK,	 NULL};
-	static const char *const snapshot_files[] = {META_FILE, DATA_FILE, NULL};
+	static const char *const snapshot_files[] = {META_FILE, DATA_FILE, TREE_DIR, NULL};
 	static const char *const group_files[] = {META_FILE, NULL};
 	static const ObjectDir kinds[] = {
 		{"volumes", pool_volume_id_valid, check_volume, volume_files},

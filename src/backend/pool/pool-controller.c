@@ -51,15 +51,6 @@ int pool_backend_volume_load(PoolBackend *pb, const char *field, const char *id,
 	return 0;
 }
 
-int pool_backend_directory_refused(const char *field, const char *id, const char *what,
-				   char **ret_error)
-{
-	return errorf(ret_error, -EOPNOTSUPP,
-		      "%s: volume %s is a directory volume (volumeKind: directory), and this "
-		      "version makes no %s of one yet",
-		      field, id, what);
-}
-
 int pool_backend_volume_lock(PoolBackend *pb, const char *field, const char *id, const char *local,
 			     int *ret_lock_fd, char **ret_error)
 {
@@ -345,17 +336,27 @@ static int create_source(PoolBackend *pb, const BackendCreateVolume *r, char ret
 	/* A damaged source is no source. */
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	bool directory;
 	if (!snap) {
 		e = pool_backend_volume_load(pb, field, r->source_id, ret, &v, ret_error);
-		if (e == 0 && v->directory)
-			return pool_backend_directory_refused(field, r->source_id, "clone",
-							      ret_error);
-		return e;
+		if (e < 0)
+			return e;
+		directory = v->directory;
+	} else {
+		e = pool_snapshot_load(pb->pool, ret, &s);
+		if (e < 0)
+			return errorf(ret_error, -ENOENT,
+				      "volume_content_source: %s '%s' not found", r->source_kind,
+				      r->source_id);
+		directory = s->directory;
 	}
-	e = pool_snapshot_load(pb->pool, ret, &s);
-	if (e < 0)
-		return errorf(ret_error, -ENOENT, "volume_content_source: %s '%s' not found",
-			      r->source_kind, r->source_id);
+	/* a tree is copied into a tree, a data file into a data file */
+	if (directory != r->params->directory)
+		return errorf(ret_error, -EINVAL,
+			      "%s: %s %s is %s, and a volume of volumeKind %s is not made from it",
+			      field, r->source_kind, r->source_id,
+			      directory ? "of a directory volume" : "of a volume on a loop device",
+			      r->params->directory ? "directory" : "file");
 	return 0;
 }
 
@@ -391,10 +392,6 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 			      "volumes are)");
 	if (r->params->directory && (e = create_check_directory(pb, ret_error)) < 0)
 		return e;
-	if (r->params->directory && r->source_kind && *r->source_kind)
-		return errorf(ret_error, -EOPNOTSUPP,
-			      "volume_content_source: a directory volume (volumeKind: directory) "
-			      "is made blank by this version: its tree is not copied yet");
 	if (r->source_kind && *r->source_kind && (e = create_source(pb, r, source, ret_error)) < 0)
 		return e;
 	create_spec(pb, r, &spec);
@@ -406,7 +403,12 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 		 * and why. */
 		_cleanup_free_ char *why = pool_space_refusal(pb->pool, r->size, pb->node_id);
 		e = errorf(ret_error, e, "capacity_range: %s", why);
-	} else if (e == -EMLINK)
+	} else if (e == -EPERM)
+		e = errorf(ret_error, -ENOTEMPTY,
+			   "volume_content_source: %s '%s' holds a device file, which is never "
+			   "copied",
+			   spec.source_kind, spec.source_id);
+	else if (e == -EMLINK)
 		e = errorf(ret_error, e,
 			   "volume '%s' (%s): no free project ID found for its quota in pool %s",
 			   r->name, spec.id, pool_path(pb->pool));

@@ -190,6 +190,8 @@ char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len)
 	json_object_set_new(o, "created_ns", json_integer(s->created_ns));
 	json_object_set_new(o, "params", strmap_to_json(&s->params, &bad));
 	node_to_json(o, s->node);
+	if (s->directory)
+		json_object_set_new(o, "kind", json_string("directory"));
 	return dump_checked(o, bad, ret_len);
 }
 
@@ -209,6 +211,10 @@ static int snapshot_fields(json_t *o, PoolSnapshot *s)
 	s->source_volume_id = xstrdup(src);
 	s->created_ns = json_integer_value(created);
 	s->node = node_from_json(o);
+	const char *kind = meta_json_string(o, "kind");
+	if (kind && strcmp(kind, "directory") != 0)
+		return -EBADMSG;
+	s->directory = kind != NULL;
 	if (meta_json_u64(o, "size", &s->size) < 0)
 		return -EBADMSG;
 	return strmap_from_json(json_object_get(o, "params"), &s->params);

@@ -44,7 +44,8 @@ typedef struct PoolSnapshot {
 	uint64_t size;
 	int64_t created_ns;
 	Strmap params;
-	char *node; /* what its ID ends with; NULL: made before IDs carried their node */
+	char *node;	/* what its ID ends with; NULL: made before IDs carried their node */
+	bool directory; /* of a directory volume: its copy is tree/ ("kind": "directory") */
 } PoolSnapshot;
 
 typedef struct PoolGroup {

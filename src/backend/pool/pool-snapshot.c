@@ -40,9 +40,12 @@ static void snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret)
 static int snapshot_failed(PoolBackend *pb, int e, uint64_t size, char *what, char **ret_error)
 {
 	_cleanup_free_ char *w = what;
-	_cleanup_free_ char *why = e == -ENOSPC ? pool_space_refusal(pb->pool, size, pb->node_id)
-						: xstrdup(strerror(-e));
-	return errorf(ret_error, e, "%s failed: %s", w, why);
+	_cleanup_free_ char *why =
+		e == -ENOSPC  ? pool_space_refusal(pb->pool, size, pb->node_id)
+		: e == -EPERM ? xstrdup("its directory holds a device file, which is never copied: "
+					"remove it, then try again")
+			      : xstrdup(strerror(-e));
+	return errorf(ret_error, e == -EPERM ? -ENOTEMPTY : e, "%s failed: %s", w, why);
 }
 
 int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, BackendSnapshot *ret,
@@ -71,12 +74,10 @@ int pool_backend_create_snapshot(Backend *b, const BackendCreateSnapshot *r, Bac
 	if ((e = pool_backend_volume_load(pb, "source_volume_id", r->source_volume_id, local,
 					  &source, ret_error)) < 0)
 		return e;
-	if (source->directory)
-		return pool_backend_directory_refused("source_volume_id", r->source_volume_id,
-						      "snapshot", ret_error);
 	spec.name = (char *)r->name;
 	spec.source_volume_id = (char *)r->source_volume_id;
 	spec.size = source->size;
+	spec.directory = source->directory;
 	spec.created_ns = now_ns();
 	if (r->params)
 		strmap_copy(&spec.params, r->params);
@@ -255,15 +256,13 @@ static int group_snapshot_member(PoolBackend *pb, const BackendCreateGroup *r, c
 	if ((e = pool_backend_volume_load(pb, "source_volume_ids", volume_id, local, &v,
 					  ret_error)) < 0)
 		return e;
-	if (v->directory)
-		return pool_backend_directory_refused("source_volume_ids", volume_id, "snapshot",
-						      ret_error);
 	spec.name = name = xasprintf("%s/%s", r->name, local);
 	pool_snapshot_id_for_name(name, spec.id);
 	if (r->params)
 		strmap_copy(&spec.params, r->params);
 	strmap_set(&spec.params, GROUP_KEY, group_id);
 	spec.size = v->size;
+	spec.directory = v->directory;
 	spec.created_ns = now_ns();
 	e = pool_snapshot_create(pool, &spec, local, &method);
 	strmap_done(&spec.params);

@@ -940,11 +940,33 @@ typedef struct ObjectSpec {
 	/* A directory volume: its tree/ made with a project of its own, recorded in the volume's
 	 * meta.json (serialised from it once the project is known, instead of meta). */
 	PoolVolume *directory;
+	bool copy_tree; /* the source's tree/ is copied into the new object's tree/ */
 } ObjectSpec;
 
-/* A directory volume's tree/ and project, then its record with the project. Its data file
- * (staging_fill()) holds no bytes: only the size the ledger counts. */
-static int staging_directory(Pool *p, Staging *s, PoolVolume *v)
+/* Copies the tree/ of the source object (source_fd, locked) into the staging object's tree/
+ * (made by the caller). */
+static int staging_copy_tree(Staging *s, int source_fd, CopyMethod *ret_method)
+{
+	_cleanup_free_ char *why = NULL;
+
+	_cleanup_close_ int src =
+		open_beneath(source_fd, TREE_DIR, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
+	if (src < 0)
+		return src == -ELOOP || src == -ENOTDIR ? -EUCLEAN : src;
+	_cleanup_close_ int dst = open_beneath(s->fd, TREE_DIR, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
+	if (dst < 0)
+		return dst;
+	int r = copy_tree_at(src, dst, TREE_DIR, ret_method, &why);
+	if (r < 0)
+		log_debug("pool: copying a tree failed: %s", why ?: strerror(-r));
+	return r;
+}
+
+/* A directory volume's tree/ and project (its content copied from source_fd's tree/ when
+ * that is open), then its record with the project. Its data file (staging_fill()) holds no
+ * bytes: only the size the ledger counts. */
+static int staging_directory(Pool *p, Staging *s, PoolVolume *v, int source_fd,
+			     CopyMethod *ret_method)
 {
 	size_t len;
 
@@ -952,10 +974,21 @@ static int staging_directory(Pool *p, Staging *s, PoolVolume *v)
 	int r = pool_dirvol_make(p, s->fd, v->size, &v->project);
 	if (r < 0)
 		return r;
+	if (source_fd >= 0 && (r = staging_copy_tree(s, source_fd, ret_method)) < 0)
+		return r;
 	_cleanup_free_ char *meta = pool_volume_to_json(v, &len);
 	if (!meta)
 		return -EINVAL;
 	return staging_write_meta(s, meta, len);
+}
+
+/* A snapshot of a directory volume: its tree/ copied (no project of its own: its size is
+ * counted as every snapshot's, by its data file). */
+static int staging_snapshot_tree(Staging *s, int source_fd, CopyMethod *ret_method)
+{
+	if (mkdirat(s->fd, TREE_DIR, 0700) < 0)
+		return negative_errno();
+	return staging_copy_tree(s, source_fd, ret_method);
 }
 
 /* Makes an object in tmp/ and renames it into place: it appears whole or not at all. */
@@ -975,7 +1008,11 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 	if (r < 0)
 		return r;
 	if ((o->with_data && (r = staging_fill(&s, source_data, o->size, ret_method)) < 0) ||
-	    (o->directory && (r = staging_directory(p, &s, o->directory)) < 0) ||
+	    (o->directory &&
+	     (r = staging_directory(p, &s, o->directory, o->copy_tree ? source_lock : -EBADF,
+				    ret_method)) < 0) ||
+	    (!o->directory && o->copy_tree &&
+	     (r = staging_snapshot_tree(&s, source_lock, ret_method)) < 0) ||
 	    (!o->directory && (r = staging_write_meta(&s, o->meta, o->meta_len)) < 0)) {
 		staging_abort(p, &s);
 		return r;
@@ -986,10 +1023,9 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 
 int pool_volume_create(Pool *p, PoolVolume *spec, const char *source, CopyMethod *ret_method)
 {
-	if (spec->directory && spec->source_kind && *spec->source_kind)
-		return -EOPNOTSUPP; /* not yet: the tree is not copied */
 	ObjectSpec o = {
 		.directory = spec->directory ? spec : NULL,
+		.copy_tree = spec->directory && spec->source_kind && *spec->source_kind,
 		.kind = KIND_VOLUME,
 		.id = spec->id,
 		.with_data = true,
@@ -1277,6 +1313,7 @@ int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 		.source_id = source,
 		.size = spec->size,
 		.failpoint = "pool-snapshot-before-commit",
+		.copy_tree = spec->directory,
 	};
 	_cleanup_free_ char *meta = pool_snapshot_to_json(spec, &o.meta_len);
 	if (!meta)

@@ -146,8 +146,9 @@ int pool_directory_volumes_check(Pool *p, char **ret_why);
  * when its data file is a symlink or no regular file, -ENOSPC beyond capacity, -ERANGE when the
  * source is larger than spec->size. *ret_method tells how
  * content was copied, when it was. A directory volume (spec->directory) gets its project ID in
- * spec->project; -EOPNOTSUPP from a source (its tree is not copied yet), -EMLINK when no free
- * project ID was found. */
+ * spec->project, and from a source that source's tree/ (copy_tree_at(): reflinks where the
+ * filesystem has them; -EPERM for a device file in it); -EMLINK when no free project ID was
+ * found. */
 int pool_volume_create(Pool *p, PoolVolume *spec, const char *source, CopyMethod *ret_method);
 
 /* Loads a volume's metadata: -ENOENT when there is no such volume, -EBADMSG when its
@@ -226,8 +227,8 @@ int pool_volume_data_open(Pool *p, const char *id, int flags);
 int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
 
 /* Snapshots: the same life cycle. create copies the volume of local ID source (the record
- * keeps spec->source_volume_id), returns -EEXIST when the ID exists, -ENOENT when the source
- * volume does not. */
+ * keeps spec->source_volume_id; spec->directory: a directory volume, whose tree/ is copied),
+ * returns -EEXIST when the ID exists, -ENOENT when the source volume does not. */
 int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 			 CopyMethod *ret_method);
 int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret);
