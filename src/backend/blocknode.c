@@ -637,8 +637,9 @@ static void stage_grow(const BackendStage *r, const BlockDevice *dev, const char
 			    err ?: strerror(-e));
 }
 
-/* Binds a directory volume's directory (nodev, nosuid, as every volume is mounted) on the
- * staging directory: no filesystem is made or checked, the directory is the pool's. */
+/* Binds a directory volume's directory on the staging directory: no filesystem is made or
+ * checked, the directory is the pool's. nodev, nosuid: the pool's filesystem is the host's,
+ * and nothing a pod finds there may open a host device or raise privileges. */
 static int stage_bind_dir(const BlockNode *n, const BackendStage *r, const BlockDevice *dev,
 			  const PinnedPath *pin, const NodeTarget *t, char **ret_error)
 {
