@@ -10,6 +10,12 @@
 # 4096-byte logical blocks), formatted as volplugd formats it (mkfs.ext4 -E
 # lazy_itable_init=1,lazy_journal_init=1) and mounted with default options (MNT to change).
 #
+# The directory volume (volumeKind: directory, docs/pool.md) is a directory of the pool's
+# filesystem bind-mounted nodev,nosuid elsewhere, as NodeStageVolume binds it, with a project
+# quota of VOLSIZE where the pool's filesystem enforces project quotas (xfs -o prjquota, ext4
+# -O project,quota -o prjquota; POOL=loop: DIRFS=xfs makes the pool xfs with prjquota); the
+# header says whether it had one. DIRVOL=0 leaves it out.
+#
 # Jobs: 4k random overwrite + fdatasync each on a file laid out first (a database's pages);
 # 4k appends + fdatasync each to a fresh file (a log); 1 MiB sequential direct write of SIZE
 # + fsync; 4k direct random write at queue depth 16. Rounds alternate raw and volume; the
@@ -18,7 +24,8 @@
 # fdatasync, on the pool and in the volume: these do not depend on a noisy neighbour.
 #
 # Needs root, fio, losetup, mkfs.ext4. Environment: ROUNDS (5), RUNTIME (5 s per timed job),
-# SIZE (1G), COUNT (2000), POOL (loop), VOLSIZE (8G), MNT (defaults).
+# SIZE (1G), COUNT (2000), POOL (loop), VOLSIZE (8G), MNT (defaults), DIRVOL (1), DIRFS (ext4),
+# JOBS (overwrite append seq qd16: which of the timed jobs run).
 set -Eeu -o pipefail
 trap 'echo "bench/commit.sh: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 ROUNDS=${ROUNDS:-5}
@@ -28,6 +35,9 @@ COUNT=${COUNT:-2000}
 POOL=${POOL:-loop}
 VOLSIZE=${VOLSIZE:-8G}
 MNT=${MNT:-defaults}
+DIRVOL=${DIRVOL:-1}
+DIRFS=${DIRFS:-ext4}
+JOBS=${JOBS:-overwrite append seq qd16}
 
 [ "$(id -u)" = 0 ] || { echo "bench/commit.sh: needs root" >&2; exit 2; }
 for tool in fio losetup mkfs.ext4 findmnt; do
@@ -39,8 +49,9 @@ LOOPS=()
 cleanup() {
 	set +e
 	trap - ERR
-	# The volume first (its file is in the pool), then the pool.
+	# The volumes first (the file and the directory are in the pool), then the pool.
 	mountpoint -q "$T/vol" && umount "$T/vol"
+	mountpoint -q "$T/dirvol" && umount "$T/dirvol"
 	for ((i = ${#LOOPS[@]} - 1; i >= 0; i--)); do
 		losetup -d "${LOOPS[i]}"
 		[ "$i" = 1 ] && [ "$POOL" = loop ] && mountpoint -q "$T/pool" && umount "$T/pool"
@@ -66,11 +77,17 @@ if [ "$POOL" = loop ]; then
 	truncate -s 32G "$T/pool.img"
 	pooldev=$(attach "$T/pool.img")
 	LOOPS+=("$pooldev")
-	mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 "$pooldev"
 	mkdir "$T/pool"
-	mount "$pooldev" "$T/pool"
+	if [ "$DIRFS" = xfs ]; then
+		mkfs.xfs -q -f "$pooldev"
+		# without project quotas in the kernel: the pool all the same, the header says so
+		mount -o prjquota "$pooldev" "$T/pool" 2>/dev/null || mount "$pooldev" "$T/pool"
+	else
+		mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 "$pooldev"
+		mount "$pooldev" "$T/pool"
+	fi
 	pool=$T/pool
-	pooldesc="ext4 on a loop device over a file in $(findmnt -n -o SOURCE,FSTYPE -T /tmp | tr -s ' ' ' ')"
+	pooldesc="$DIRFS on a loop device over a file in $(findmnt -n -o SOURCE,FSTYPE -T /tmp | tr -s ' ' ' ')"
 else
 	pool=$(mktemp -d "$POOL/volplug-commit.XXXXXX")
 	trap 'cleanup; rm -rf "$pool"' EXIT
@@ -84,7 +101,29 @@ voldev=$(attach "$pool/volume.img")
 LOOPS+=("$voldev")
 mkfs.ext4 -q -E lazy_itable_init=1,lazy_journal_init=1 "$voldev"
 mount -o "$MNT" "$voldev" "$T/vol"
-dir_of() { if [ "$1" = raw ]; then echo "$pool/raw"; else echo "$T/vol"; fi; }
+targets=(raw volume)
+dirdesc=
+if [ "$DIRVOL" = 1 ]; then
+	mkdir "$pool/dirvol" "$T/dirvol"
+	# A project quota where the filesystem enforces them (as volplugd sets it: the project ID
+	# with inheritance on the directory, a hard limit of bytes).
+	quota="no project quota: $(findmnt -n -o FSTYPE,OPTIONS -T "$pool" | tr -s ' ' ' ') enforces none"
+	if chattr +P -p 4242 "$pool/dirvol" 2>/dev/null &&
+		xfs_quota -x -c "limit -p bhard=$VOLSIZE 4242" "$pool" 2>/dev/null &&
+		xfs_quota -x -c "quota -p -N 4242" "$pool" 2>/dev/null | grep -q .; then
+		quota="project quota of $VOLSIZE"
+	fi
+	mount --bind -o nodev,nosuid "$pool/dirvol" "$T/dirvol"
+	targets+=(dirvol)
+	dirdesc="; directory volume: a directory of the pool bind-mounted nodev,nosuid ($quota)"
+fi
+dir_of() {
+	case $1 in
+	raw) echo "$pool/raw" ;;
+	dirvol) echo "$T/dirvol" ;;
+	*) echo "$T/vol" ;;
+	esac
+}
 
 fio_iops() { fio --output-format=terse --terse-version=3 "$@" | awk -F';' '{print $49}'; }
 job_overwrite() {
@@ -113,12 +152,13 @@ job_qd16() {
 		--time_based
 }
 
-echo "pool: $pooldesc; volume: ext4 ($MNT) on a loop device (direct I/O, 4096-byte blocks) over a sparse $VOLSIZE file"
-echo "$ROUNDS rounds, raw and volume alternating, RUNTIME=${RUNTIME}s, SIZE=$SIZE"
-jobs=(overwrite append seq qd16)
+echo "pool: $pooldesc; volume: ext4 ($MNT) on a loop device (direct I/O, 4096-byte blocks) over a sparse $VOLSIZE file$dirdesc"
+echo "$ROUNDS rounds, ${targets[*]} in turn (each round starts one later), RUNTIME=${RUNTIME}s, SIZE=$SIZE"
+read -r -a jobs <<<"$JOBS"
 for r in $(seq "$ROUNDS"); do
-	order=(raw volume)
-	[ $((r % 2)) = 0 ] && order=(volume raw)
+	n=${#targets[@]}
+	order=()
+	for ((i = 0; i < n; i++)); do order+=("${targets[(i + r - 1) % n]}"); done
 	for t in "${order[@]}"; do
 		line=
 		for j in "${jobs[@]}"; do
@@ -133,19 +173,34 @@ done
 median() { sort -g | awk '{v[NR] = $1} END {printf "%.10g\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 med() { awk -v t="$1" -v j="$2" '$1 == t && $2 == j {print $3}' "$T/results" | median; }
 echo
-printf '| %-52s | %9s | %9s | %7s |\n' "job (median of $ROUNDS)" raw volume ratio
-printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 54))" ----------- ----------- ---------
+if [ "$DIRVOL" = 1 ]; then
+	printf '| %-52s | %9s | %9s | %7s | %10s | %7s |\n' "job (median of $ROUNDS)" raw volume ratio "dir volume" ratio
+	printf '|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 54))" ----------- ----------- --------- ------------ ---------
+else
+	printf '| %-52s | %9s | %9s | %7s |\n' "job (median of $ROUNDS)" raw volume ratio
+	printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 54))" ----------- ----------- ---------
+fi
 row() {
-	local raw vol
+	local raw vol dir
 	raw=$(med raw "$2")
 	vol=$(med volume "$2")
+	if [ "$DIRVOL" = 1 ]; then
+		dir=$(med dirvol "$2")
+		awk -v l="$1" -v a="$raw" -v b="$vol" -v c="$dir" \
+			'BEGIN {printf "| %-52s | %9s | %9s | %6.2fx | %10s | %6.2fx |\n", l, a, b, (a > 0) ? b / a : 0, c, (a > 0) ? c / a : 0}'
+		return
+	fi
 	awk -v l="$1" -v a="$raw" -v b="$vol" \
 		'BEGIN {printf "| %-52s | %9s | %9s | %6.2fx |\n", l, a, b, (a > 0) ? b / a : 0}'
 }
-row "4k overwrite + fdatasync (commits/s)" overwrite
-row "4k append to new blocks + fdatasync (commits/s)" append
-row "1 MiB sequential direct write $SIZE + fsync (MiB/s)" seq
-row "4k direct random write qd16 (IOPS)" qd16
+for j in "${jobs[@]}"; do
+	case $j in
+	overwrite) row "4k overwrite + fdatasync (commits/s)" overwrite ;;
+	append) row "4k append to new blocks + fdatasync (commits/s)" append ;;
+	seq) row "1 MiB sequential direct write $SIZE + fsync (MiB/s)" seq ;;
+	qd16) row "4k direct random write qd16 (IOPS)" qd16 ;;
+	esac
+done
 
 # ---- per fdatasync: journal commits and flushes on each layer ----
 
@@ -178,7 +233,7 @@ echo "Per fdatasync, over $COUNT of them:"
 printf '| %-40s | %12s | %12s | %14s | %14s |\n' job "pool commits" "pool flushes" "volume commits" "volume flushes"
 printf '|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 42))" -------------- -------------- ---------------- ----------------
 for j in overwrite append; do
-	for t in raw volume; do
+	for t in "${targets[@]}"; do
 		read -r a b c d <<<"$(count "$t" "$j")"
 		printf '| %-40s | %12s | %12s | %14s | %14s |\n' "$j, $t" "$a" "$b" "$c" "$d"
 	done

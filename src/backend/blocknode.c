@@ -43,14 +43,36 @@ static void device_find_lost(const BlockNode *n, const char *id, BlockDevice *re
 		*ret = (BlockDevice){};
 }
 
+/* The first mount of the volume (mount_find_by_devno() for a device; for a directory, the
+ * first mount of its filesystem whose root is the directory): 0, or -ENOENT. */
+static int device_mount_find(const BlockDevice *d, MountInfo *ret)
+{
+	_cleanup_strv_free_ char **targets = NULL;
+	struct stat st;
+
+	if (!d->dir_ino)
+		return mount_find_by_devno(d->rdev, ret);
+	int r = mount_list_by_devno(d->rdev, &targets);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; targets && targets[i]; i++)
+		if (lstat(targets[i], &st) == 0 && st.st_dev == d->rdev &&
+		    st.st_ino == d->dir_ino && mount_find(targets[i], ret) == 0)
+			return 0;
+	return -ENOENT;
+}
+
 static int device_release(const BlockNode *n, const BlockDevice *d)
 {
 	MountInfo mi = {};
 
+	if (d->dir_ino)
+		return 0; /* a directory: nothing to give up once its binds are gone */
+
 	if (n->ops->device_release)
 		return n->ops->device_release(n->userdata, d);
 	/* A device the backend keeps is in use while anything mounts it. */
-	if (mount_find_by_devno(d->rdev, &mi) < 0)
+	if (device_mount_find(d, &mi) < 0)
 		return 0;
 	mount_info_done(&mi);
 	return -EBUSY;
@@ -103,13 +125,14 @@ static char *describe(const PathObject *o)
 /* The volume's filesystem mounted here (a staging mount, or a bind of it). */
 static bool is_volume_fs(const PathObject *o, const BlockDevice *d)
 {
-	return d->path && o->mount_root && !S_ISBLK(o->mode) && o->dev == d->rdev;
+	return d->path && o->mount_root && !S_ISBLK(o->mode) && o->dev == d->rdev &&
+	       (!d->dir_ino || (S_ISDIR(o->mode) && o->ino == d->dir_ino));
 }
 
 /* The volume's device node bound here. */
 static bool is_volume_dev(const PathObject *o, const BlockDevice *d)
 {
-	return d->path && o->mount_root && S_ISBLK(o->mode) && o->rdev == d->rdev;
+	return d->path && !d->dir_ino && o->mount_root && S_ISBLK(o->mode) && o->rdev == d->rdev;
 }
 
 static bool is_volume(const PathObject *o, const BlockDevice *d)
@@ -614,9 +637,37 @@ static void stage_grow(const BackendStage *r, const BlockDevice *dev, const char
 			    err ?: strerror(-e));
 }
 
+/* Binds a directory volume's directory on the staging directory: no filesystem is made or
+ * checked, the directory is the pool's. nodev, nosuid: the pool's filesystem is the host's,
+ * and nothing a pod finds there may open a host device or raise privileges. */
+static int stage_bind_dir(const BlockNode *n, const BackendStage *r, const BlockDevice *dev,
+			  const PinnedPath *pin, const NodeTarget *t, char **ret_error)
+{
+	struct stat st;
+
+	if (!n->ops->dir_open)
+		return errorf(ret_error, -EINVAL, "volume %s: no directory to bind", r->volume_id);
+	_cleanup_close_ int src = n->ops->dir_open(n->userdata, r->volume_id);
+	if (src < 0)
+		return errorf(ret_error, src, "volume %s: opening its directory %s failed: %s",
+			      r->volume_id, dev->path, strerror(-src));
+	if (fstat(src, &st) < 0 || st.st_dev != dev->rdev || st.st_ino != dev->dir_ino)
+		return errorf(ret_error, -EBUSY, "volume %s: %s changed during the call",
+			      r->volume_id, dev->path);
+	_cleanup_close_ int fd = mountpoint_open("staging_target_path", pin, t, ret_error);
+	if (fd < 0)
+		return fd;
+	_cleanup_free_ char *flags = join_flags(r->mount_flags, r->n_mount_flags, "nodev,nosuid");
+	int e = mount_bind_at(src, pin, fd, r->access.read_only, flags);
+	if (e < 0)
+		return errorf(ret_error, e, "volume %s: binding %s on '%s' failed: %s",
+			      r->volume_id, dev->path, r->staging_path, strerror(-e));
+	return 0;
+}
+
 /* Mounts the prepared filesystem on the staging directory (opened again, checked unchanged). */
-static int stage_mount(const BackendStage *r, const BlockDevice *dev, const PinnedPath *pin,
-		       const NodeTarget *t, char **ret_error)
+static int stage_mount(const BlockNode *n, const BackendStage *r, const BlockDevice *dev,
+		       const PinnedPath *pin, const NodeTarget *t, char **ret_error)
 {
 	_cleanup_free_ char *why = NULL;
 	/* Clones and restored snapshots carry their source's UUID, which xfs refuses twice. */
@@ -625,6 +676,8 @@ static int stage_mount(const BackendStage *r, const BlockDevice *dev, const Pinn
 			   strcmp(r->access.fstype, XFS) == 0 ? "nouuid" : NULL);
 	bool grow_mounted = strcmp(r->access.fstype, XFS) == 0;
 
+	if (dev->dir_ino)
+		return stage_bind_dir(n, r, dev, pin, t, ret_error);
 	/* ext grows unmounted: online resize needs CAP_SYS_RESOURCE. xfs grows only mounted. */
 	if (!r->access.read_only && !grow_mounted)
 		stage_grow(r, dev, NULL);
@@ -650,13 +703,13 @@ static int stage_check_elsewhere(const BackendStage *r, const Use *u, const Bloc
 	if (!dev->path)
 		return 0;
 	if (u->rec.staging.path && strcmp(u->rec.staging.path, r->staging_path) != 0 &&
-	    (u->rec.staged_block || mount_find_by_devno(dev->rdev, &mi) == 0)) {
+	    (u->rec.staged_block || device_mount_find(dev, &mi) == 0)) {
 		mount_info_done(&mi);
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s is already staged at '%s' on node %s", r->volume_id,
 			      u->rec.staging.path, u->rec.node ?: "?");
 	}
-	if (!r->access.block && mount_find_by_devno(dev->rdev, &mi) == 0) {
+	if (!r->access.block && device_mount_find(dev, &mi) == 0) {
 		int e = errorf(ret_error, -ENOTEMPTY,
 			       "volume %s is already mounted at '%s': it is staged elsewhere",
 			       r->volume_id, mi.target);
@@ -781,8 +834,8 @@ static int stage_fs(const BackendStage *r, const BlockfsMkfsOptions *mkfs, Use *
 		return stage_undo(u, &dev, pin, &t, e);
 	/* A filesystem asked for with blocks smaller than the device's would not be made. */
 	if ((e = stage_get(r, u, mkfs ? mkfs->block_size : 0, &dev, ret_error)) < 0 ||
-	    (e = stage_prepare_fs(r, u, mkfs, &dev, ret_error)) < 0 ||
-	    (e = stage_mount(r, &dev, pin, &t, ret_error)) < 0)
+	    (!dev.dir_ino && (e = stage_prepare_fs(r, u, mkfs, &dev, ret_error)) < 0) ||
+	    (e = stage_mount(u->n, r, &dev, pin, &t, ret_error)) < 0)
 		return stage_undo(u, &dev, pin, &t, e);
 	return 0;
 }
@@ -836,7 +889,7 @@ static int unstage_busy(const char *id, const char *staging_path, const BlockDev
 	if (e != -EBUSY)
 		return errorf(ret_error, e, "volume %s: releasing %s failed: %s", id, dev->path,
 			      strerror(-e));
-	if (mount_find_by_devno(dev->rdev, &mi) == 0) {
+	if (device_mount_find(dev, &mi) == 0) {
 		e = errorf(ret_error, -ENOTEMPTY,
 			   "staging_target_path: volume %s is staged at '%s', not at '%s'", id,
 			   mi.target, staging_path);
@@ -851,12 +904,15 @@ static int unstage_busy(const char *id, const char *staging_path, const BlockDev
 static bool volume_mounted_at(const BlockDevice *dev, const char *path)
 {
 	_cleanup_strv_free_ char **targets = NULL;
+	struct stat st;
 
 	if (!dev->path || mount_list_by_devno(dev->rdev, &targets) < 0)
 		return false;
 	for (size_t i = 0; targets && targets[i]; i++)
 		if (strcmp(targets[i], path) == 0)
-			return true;
+			/* a directory's filesystem is mounted elsewhere too: its root must be it */
+			return !dev->dir_ino || (lstat(path, &st) == 0 && st.st_dev == dev->rdev &&
+						 st.st_ino == dev->dir_ino);
 	return false;
 }
 
@@ -1179,7 +1235,9 @@ int blocknode_expand(const BlockNode *n, const char *id, const char *volume_path
 		return errorf(ret_error, -ENOENT, "volume %s is not staged on this node", id);
 	if (!is_volume(&o, &dev))
 		return not_here(id, volume_path, &o, ret_error);
-	if ((e = n->ops->device_size(n->userdata, &dev, true, &size)) < 0)
+	if (dev.dir_ino)
+		size = dev.dir_size; /* its quota, which the controller set: nothing to grow */
+	else if ((e = n->ops->device_size(n->userdata, &dev, true, &size)) < 0)
 		return errorf(ret_error, e, "volume %s: refreshing the size of %s failed: %s", id,
 			      dev.path, strerror(-e));
 	if (required && size < required)
@@ -1192,7 +1250,7 @@ int blocknode_expand(const BlockNode *n, const char *id, const char *volume_path
 			      "capacity_range.limit_bytes: volume %s is %llu bytes already, more "
 			      "than %llu",
 			      id, (unsigned long long)size, (unsigned long long)limit);
-	if (is_volume_fs(&o, &dev)) {
+	if (is_volume_fs(&o, &dev) && !dev.dir_ino) {
 		/* The tools take a path: the mount's own, from the kernel's table by mount ID. */
 		if ((e = mount_find_by_id(o.mnt_id, &mi)) < 0)
 			return errorf(ret_error, -EBUSY,

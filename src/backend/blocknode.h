@@ -30,8 +30,13 @@
 
 /* A volume's block device on this machine. */
 typedef struct BlockDevice {
-	char *path; /* "/dev/loop3", "/dev/nvme1n1" */
+	char *path; /* "/dev/loop3", "/dev/nvme1n1"; a directory's path for messages */
 	dev_t rdev;
+	/* Not 0: the volume is this directory of the filesystem rdev names (its st_dev), not a
+	 * device: bound (not mounted) at the staging path, never formatted or checked; a mount of
+	 * it is one of that filesystem whose root is this inode. */
+	ino_t dir_ino;
+	uint64_t dir_size; /* with dir_ino: the volume's size (its quota) */
 	bool attached_now; /* made present by this call (device_get): released again on failure */
 } BlockDevice;
 
@@ -69,6 +74,11 @@ typedef struct BlockNodeOps {
 	 * operation: never anything. */
 	char *(*device_condition)(void *userdata, const char *id, const BlockDevice *d,
 				  bool *ret_abnormal);
+
+	/* A directory volume's directory (BlockDevice.dir_ino) opened O_PATH for the bind of a
+	 * stage, never through a symlink: an fd, or a negative errno. NULL: the backend has no
+	 * such volumes. */
+	int (*dir_open)(void *userdata, const char *id);
 
 	/* Whether the volume exists as far as this machine can tell (NodeExpandVolume and
 	 * NodeGetVolumeStats answer NOT_FOUND otherwise). */

@@ -86,6 +86,7 @@ typedef enum Key {
 	K_BLOCK_EXPRESS,
 	K_AUTO_IOPS_ON_MODIFY,
 	K_BLOCK_ATTACH_UNTIL_INIT,
+	K_VOLUME_KIND,
 	_K_NAMED, /* the keys above have one fixed name */
 	K_TAG = _K_NAMED,
 	K_IGNORED,
@@ -113,6 +114,7 @@ static const char *const key_names[_K_NAMED] = {
 	[K_BLOCK_EXPRESS] = "blockExpress",
 	[K_AUTO_IOPS_ON_MODIFY] = "allowAutoIOPSIncreaseOnModify",
 	[K_BLOCK_ATTACH_UNTIL_INIT] = "blockAttachUntilInitialized",
+	[K_VOLUME_KIND] = "volumeKind",
 };
 
 #define KNOWN_KEYS                                                                             \
@@ -121,7 +123,7 @@ static const char *const key_names[_K_NAMED] = {
 	"csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "     \
 	"ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport, fsGroupChangePolicy, "          \
 	"volumeInitializationRate, blockExpress, allowAutoIOPSIncreaseOnModify, "              \
-	"blockAttachUntilInitialized"
+	"blockAttachUntilInitialized, volumeKind"
 
 #define TAG_PREFIX "tagSpecification_"
 #define K8S_PREFIX "csi.storage.k8s.io/"
@@ -467,6 +469,15 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 			return invalidf(ret_error, "%s: wanted Always or OnRootMismatch, got '%s'",
 					key, value);
 		return 0;
+	case K_VOLUME_KIND:
+		if (strcasecmp(value, "file") == 0)
+			x->fs.directory = false;
+		else if (strcasecmp(value, "directory") == 0)
+			x->fs.directory = true;
+		else
+			return invalidf(ret_error, "%s: wanted file or directory, got '%s'", key,
+					value);
+		return 0;
 	case K_TAG:
 		return parse_tag(key, value, x, ret_error);
 	default:
@@ -642,6 +653,7 @@ static void take_fs(VolumeParams *ret, const Parsed *x)
 	ret->ext4_cluster_size = x->fs.ext4_cluster_size;
 	ret->ext4_encryption = x->fs.ext4_encryption;
 	ret->fs_group_change_policy = x->fs.fs_group_change_policy;
+	ret->directory = x->fs.directory;
 }
 
 static void take_encryption(VolumeParams *ret, const Parsed *x)
@@ -910,7 +922,12 @@ int volume_params_modify(const VolumeParams *current, uint64_t size_bytes, const
 int volume_params_check_capability(const VolumeParams *p, bool block, const char *fstype,
 				   char **ret_error)
 {
-	if (block) {
+	if (block && p->directory)
+		return invalidf(ret_error,
+				"%s: directory is for filesystem volumes: a block volume is a "
+				"device (leave it out, or set it to file)",
+				key_names[K_VOLUME_KIND]);
+	if (block || p->directory) {
 		static const struct {
 			Key key;
 			size_t offset;
@@ -921,14 +938,22 @@ int volume_params_check_capability(const VolumeParams *p, bool block, const char
 			{K_NUMBER_OF_INODES, offsetof(VolumeParams, number_of_inodes)},
 			{K_EXT4_CLUSTER_SIZE, offsetof(VolumeParams, ext4_cluster_size)},
 		};
+		/* no mkfs: a directory volume is a directory of the pool's filesystem */
+		const char *what =
+			block ? "block volume" : "directory volume (no filesystem is made)";
 		for (size_t i = 0; i < ELEMENTSOF(opts); i++)
 			if (*(const uint32_t *)((const char *)p + opts[i].offset))
-				return invalidf(ret_error, "%s: not accepted for a block volume",
-						key_names[opts[i].key]);
+				return invalidf(ret_error, "%s: not accepted for a %s",
+						key_names[opts[i].key], what);
 		if (p->ext4_bigalloc || p->ext4_encryption)
 			return invalidf(
-				ret_error, "%s: not accepted for a block volume",
-				key_names[p->ext4_bigalloc ? K_EXT4_BIGALLOC : K_EXT4_ENCRYPTION]);
+				ret_error, "%s: not accepted for a %s",
+				key_names[p->ext4_bigalloc ? K_EXT4_BIGALLOC : K_EXT4_ENCRYPTION],
+				what);
+		if (p->directory && p->fstype[0])
+			return invalidf(ret_error,
+					"%s: not accepted for a %s (its filesystem is the pool's)",
+					key_names[K_FSTYPE], what);
 		return 0;
 	}
 	if (fstype && *fstype && p->fstype[0] && !streq(fstype, p->fstype))
@@ -982,6 +1007,8 @@ int volume_params_to_kv(const VolumeParams *p, VolumeParamsScope scope, ParamKV 
 	if (p->fs_group_change_policy != FS_GROUP_CHANGE_POLICY_UNSET)
 		kv_add(&kv, &n, key_names[K_FS_GROUP_POLICY],
 		       xstrdup(fs_group_change_policy_to_string(p->fs_group_change_policy)));
+	if (p->directory)
+		kv_add(&kv, &n, key_names[K_VOLUME_KIND], xstrdup("directory"));
 	if (scope == VOLUME_PARAMS_ALL) {
 		_cleanup_free_ VolumeTag *sorted = NULL;
 		if (p->n_tags > 0) {
@@ -1031,7 +1058,8 @@ bool volume_params_equal(const VolumeParams *a, const VolumeParams *b)
 	    a->number_of_inodes != b->number_of_inodes || a->ext4_bigalloc != b->ext4_bigalloc ||
 	    a->ext4_cluster_size != b->ext4_cluster_size ||
 	    a->ext4_encryption != b->ext4_encryption ||
-	    a->fs_group_change_policy != b->fs_group_change_policy || a->n_tags != b->n_tags)
+	    a->fs_group_change_policy != b->fs_group_change_policy ||
+	    a->directory != b->directory || a->n_tags != b->n_tags)
 		return false;
 	/* tags are kept sorted by key */
 	for (size_t i = 0; i < a->n_tags; i++) {

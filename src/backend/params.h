@@ -91,6 +91,9 @@ typedef struct VolumeParams {
 	uint32_t ext4_cluster_size; /* bytes; needs ext4_bigalloc */
 	bool ext4_encryption;	    /* ext4 made with the encrypt feature (fscrypt) */
 	FsGroupChangePolicy fs_group_change_policy;
+	/* volumeKind: directory: a directory of the pool's filesystem with a project quota at
+	 * the volume's size, not a device (the pool only; filesystem volumes only) */
+	bool directory;
 	VolumeTag *tags; /* sorted by key, keys unique; owned */
 	size_t n_tags;
 	/* CreateVolume from a snapshot: EBS's VolumeInitializationRate in MiB/s, 0: EBS's

@@ -72,7 +72,7 @@ static void test_create(void)
 	       "csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "
 	       "ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport, fsGroupChangePolicy, "
 	       "volumeInitializationRate, blockExpress, allowAutoIOPSIncreaseOnModify, "
-	       "blockAttachUntilInitialized)",
+	       "blockAttachUntilInitialized, volumeKind)",
 	       "unknown key: the message names it and lists the known ones");
 
 	ParamKV enc[] = {P("encrypted", "true"), P("kmsKeyId", "alias/volumes")};
@@ -748,6 +748,62 @@ static void test_sizes(void)
 	ok(min == 0 && max == 0, "no bound");
 }
 
+/* volumeKind: file (the default: a loop device) or directory (the pool's filesystem with a
+ * project quota): recorded, handed to the node, compared, and kept from block volumes and mkfs
+ * options. */
+static void test_volume_kind(void)
+{
+	ParamKV dir[] = {P("volumeKind", "directory")};
+	is_int(parse(dir, 1, GiB), 0, "volumeKind: directory: success");
+	ok(vp.directory, "a directory volume");
+	is_int(volume_params_check_capability(&vp, false, "ext4", &err), 0,
+	       "directory with a filesystem capability: success");
+	is_int(volume_params_check_capability(&vp, true, "", &err), -EINVAL,
+	       "directory with a block capability: -EINVAL");
+	is_str(err,
+	       "volumeKind: directory is for filesystem volumes: a block volume is a device "
+	       "(leave it out, or set it to file)",
+	       "block directory: message");
+
+	ParamKV *kv = NULL;
+	size_t n = 0;
+	volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &kv, &n);
+	is_str(kv_get(kv, n, "volumeKind"), "directory", "recorded");
+	VolumeParams back = {};
+	is_int(volume_params_load(kv, n, &back, NULL), 0, "loads back");
+	ok(back.directory && volume_params_equal(&vp, &back), "equal after the round trip");
+	param_kv_free_many(kv, n);
+	volume_params_to_kv(&vp, VOLUME_PARAMS_NODE, &kv, &n);
+	is_str(kv_get(kv, n, "volumeKind"), "directory", "the node is told");
+	param_kv_free_many(kv, n);
+
+	ParamKV file[] = {P("volumeKind", "File")};
+	is_int(parse(file, 1, GiB), 0, "volumeKind: File (any case): success");
+	ok(!vp.directory, "file: a loop device, as without the key");
+	ok(!volume_params_equal(&vp, &back), "a file volume is not the directory volume");
+	volume_params_done(&back);
+	volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &kv, &n);
+	ok(!kv_get(kv, n, "volumeKind"), "file is not recorded: records stay as they were");
+	param_kv_free_many(kv, n);
+
+	is_str(parse_error1("volumeKind", "tree", GiB),
+	       "volumeKind: wanted file or directory, got 'tree'", "a bad kind: message");
+	ParamKV opts[] = {P("volumeKind", "directory"), P("inodeSize", "512")};
+	is_int(parse(opts, 2, GiB), 0, "mkfs options parse");
+	is_int(volume_params_check_capability(&vp, false, "", &err), -EINVAL,
+	       "mkfs options for a directory volume: -EINVAL");
+	is_str(err, "inodeSize: not accepted for a directory volume (no filesystem is made)",
+	       "no mkfs: message");
+	ParamKV fs[] = {P("volumeKind", "directory"), P("csi.storage.k8s.io/fstype", "xfs")};
+	parse(fs, 2, GiB);
+	is_int(volume_params_check_capability(&vp, false, "", &err), -EINVAL,
+	       "an fstype parameter for a directory volume: -EINVAL");
+	is_str(err,
+	       "csi.storage.k8s.io/fstype: not accepted for a directory volume (no filesystem is "
+	       "made) (its filesystem is the pool's)",
+	       "fstype: message");
+}
+
 int main(void)
 {
 	test_create();
@@ -755,6 +811,7 @@ int main(void)
 	test_tags();
 	test_limits();
 	test_serialise();
+	test_volume_kind();
 	test_modify();
 	test_sizes();
 	test_upstream_keys();

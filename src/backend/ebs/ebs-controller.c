@@ -934,6 +934,11 @@ int ebs_create_volume(EbsController *c, const BackendCreateVolume *r, BackendVol
 	bool clone = r->source_kind && strcmp(r->source_kind, "volume") == 0;
 	int e;
 
+	if (r->params->directory)
+		/* an EBS volume is a device: a directory of the host's filesystem is a pool's */
+		return errorf(ret_error, -EINVAL,
+			      "parameters: volumeKind: directory: EBS volumes are devices (only "
+			      "pool volumes can be directories)");
 	if ((e = pick_zone(c, r, deadline, &zone, ret_error)) < 0)
 		return e;
 	/* This driver's volume of the name first, whatever EC2 makes of a ClientToken (the second

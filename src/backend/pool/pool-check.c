@@ -195,6 +195,13 @@ static void check_volume(Checker *c, int obj_fd, const char *id, const char *tex
 	if (strcmp(expect, id) != 0)
 		problem(c, where, "ID does not match its name '%s' (want %s)", v->name, expect);
 	check_data(c, obj_fd, where, id, v->size);
+	struct stat st;
+	int missing = fstatat(obj_fd, TREE_DIR, &st, AT_SYMLINK_NOFOLLOW) < 0 ? errno : 0;
+	if (v->directory && (missing || !S_ISDIR(st.st_mode)))
+		problem(c, where, "a directory volume without its directory " TREE_DIR "/ (%s)",
+			missing		      ? strerror(missing)
+			: S_ISLNK(st.st_mode) ? "a symbolic link"
+					      : "not a directory");
 	pool_volume_free(v);
 }
 
@@ -421,8 +428,9 @@ static void check_space(Checker *c)
 
 static void check_all(Checker *c)
 {
-	static const char *const volume_files[] = {META_FILE, DATA_FILE, USE_FILE, USE_LOCK, NULL};
-	static const char *const snapshot_files[] = {META_FILE, DATA_FILE, NULL};
+	static const char *const volume_files[] = {META_FILE, DATA_FILE, TREE_DIR,
+						   USE_FILE,  USE_LOCK,	 NULL};
+	static const char *const snapshot_files[] = {META_FILE, DATA_FILE, TREE_DIR, NULL};
 	static const char *const group_files[] = {META_FILE, NULL};
 	static const ObjectDir kinds[] = {
 		{"volumes", pool_volume_id_valid, check_volume, volume_files},

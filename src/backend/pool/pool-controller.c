@@ -3,6 +3,7 @@
  * delete (refused while published or staged), get and list with their condition, capacity,
  * and one merged expand + modify. */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -291,6 +292,7 @@ static void create_spec(PoolBackend *pb, const BackendCreateVolume *r, PoolVolum
 	v->source_kind = (char *)(r->source_kind ?: "");
 	v->source_id = (char *)(r->source_id ?: "");
 	v->access_mode = (char *)r->access.mode;
+	v->directory = r->params->directory;
 	volume_params_to_strmap(r->params, VOLUME_PARAMS_ALL, &v->params);
 	volume_params_to_strmap(r->params, VOLUME_PARAMS_NODE, &v->context);
 	if (r->access.fstype && *r->access.fstype &&
@@ -337,12 +339,39 @@ static int create_source(PoolBackend *pb, const BackendCreateVolume *r, char ret
 	/* A damaged source is no source. */
 	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
-	if (!snap)
-		return pool_backend_volume_load(pb, field, r->source_id, ret, &v, ret_error);
-	e = pool_snapshot_load(pb->pool, ret, &s);
+	bool directory;
+	if (!snap) {
+		e = pool_backend_volume_load(pb, field, r->source_id, ret, &v, ret_error);
+		if (e < 0)
+			return e;
+		directory = v->directory;
+	} else {
+		e = pool_snapshot_load(pb->pool, ret, &s);
+		if (e < 0)
+			return errorf(ret_error, -ENOENT,
+				      "volume_content_source: %s '%s' not found", r->source_kind,
+				      r->source_id);
+		directory = s->directory;
+	}
+	/* a tree is copied into a tree, a data file into a data file */
+	if (directory != r->params->directory)
+		return errorf(ret_error, -EINVAL,
+			      "%s: %s %s is %s, and a volume of volumeKind %s is not made from it",
+			      field, r->source_kind, r->source_id,
+			      directory ? "of a directory volume" : "of a volume on a loop device",
+			      r->params->directory ? "directory" : "file");
+	return 0;
+}
+
+/* volumeKind: directory needs project quotas on the pool's filesystem: FAILED_PRECONDITION
+ * naming it and how to mount it, before anything is made. */
+static int create_check_directory(PoolBackend *pb, char **ret_error)
+{
+	_cleanup_free_ char *why = NULL;
+
+	int e = pool_directory_volumes_check(pb->pool, &why);
 	if (e < 0)
-		return errorf(ret_error, -ENOENT, "volume_content_source: %s '%s' not found",
-			      r->source_kind, r->source_id);
+		return errorf(ret_error, e, "parameters: volumeKind: directory: %s", why);
 	return 0;
 }
 
@@ -472,6 +501,8 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 		return errorf(ret_error, -EINVAL,
 			      "parameters: encrypted: pool volumes are not encrypted (only EBS "
 			      "volumes are)");
+	if (r->params->directory && (e = create_check_directory(pb, ret_error)) < 0)
+		return e;
 	/* A snapshot in the object store is restored on any node; a local one is its node's. */
 	const char *store_id = r->source_kind && strcmp(r->source_kind, "snapshot") == 0
 				       ? pool_store_id_of(r->source_id)
@@ -489,7 +520,16 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 		 * and why. */
 		_cleanup_free_ char *why = pool_space_refusal(pb->pool, r->size, pb->node_id);
 		e = errorf(ret_error, e, "capacity_range: %s", why);
-	} else if (e == -ENOENT)
+	} else if (e == -EPERM)
+		e = errorf(ret_error, -ENOTEMPTY,
+			   "volume_content_source: %s '%s' holds a device file, which is never "
+			   "copied",
+			   spec.source_kind, spec.source_id);
+	else if (e == -EMLINK)
+		e = errorf(ret_error, e,
+			   "volume '%s' (%s): no free project ID found for its quota in pool %s",
+			   r->name, spec.id, pool_path(pb->pool));
+	else if (e == -ENOENT)
 		e = errorf(ret_error, e, "volume_content_source: %s '%s' not found",
 			   spec.source_kind, spec.source_id);
 	else if (e == -ERANGE)
@@ -525,6 +565,12 @@ static int delete_refused(const char *id, const PoolVolumeFound *found, char **r
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s is still published to node %s: unpublish it first", id,
 			      found->node);
+	if (found->directory)
+		return errorf(ret_error, -ENOTEMPTY,
+			      "volume %s is staged on node %s at %s: unstage it first (its "
+			      "directory is mounted at %s)",
+			      id, found->node ?: "?", found->staging_path ?: found->device,
+			      found->device);
 	if (found->node && found->staging_path)
 		return errorf(ret_error, -ENOTEMPTY,
 			      "volume %s is staged on node %s at %s: unstage it first (loop "
@@ -630,12 +676,24 @@ static int change_locked(PoolBackend *pb, const char *local, const BackendChange
 		return errorf(ret_error, e, "volume %s: growing it to %llu bytes: %s", r->volume_id,
 			      (unsigned long long)size, why);
 	}
+	if (e == -EUCLEAN && v->directory)
+		return errorf(ret_error, e,
+			      "volume %s: growing its project quota (%" PRIu32 ") to %llu bytes: "
+			      "pool %s's filesystem enforces no project quotas now (mounted "
+			      "without prjquota?): mount it with them, then expand it again",
+			      r->volume_id, v->project, (unsigned long long)size, pool_path(pool));
+	if (e < 0 && v->directory && size > v->size)
+		return errorf(ret_error, e,
+			      "volume %s: growing its project quota (%" PRIu32 ") to %llu bytes "
+			      "failed: %s",
+			      r->volume_id, v->project, (unsigned long long)size, strerror(-e));
 	if (e < 0)
 		return errorf(ret_error, e, "volume %s: saving the change failed: %s", r->volume_id,
 			      strerror(-e));
-	/* Always: a loop device keeps its old size until NodeExpandVolume refreshes it, raw
-	 * block too, and a filesystem must grow there as well. */
-	*ret = (BackendChanged){.size = v->size, .node_expansion_required = true};
+	/* A loop device keeps its old size until NodeExpandVolume refreshes it, raw block too,
+	 * and a filesystem must grow there as well; a directory volume's quota is all there
+	 * is. */
+	*ret = (BackendChanged){.size = v->size, .node_expansion_required = !v->directory};
 	return 0;
 }
 

@@ -11,6 +11,8 @@
 
 #define META_FILE "meta.json"
 #define DATA_FILE "data"
+/* A directory volume's content (pool-meta.h: PoolVolume.directory). */
+#define TREE_DIR "tree"
 #define META_MAX (1024 * 1024)
 /* A volume's use record on this machine (pool.h) and the node lock it is written under. */
 #define USE_FILE "node.json"
@@ -150,3 +152,18 @@ bool pool_node_id_valid(const char *id);
 /* Adds to v (a volume whose own record is damaged) the attachments the nodes' device indexes
  * hold for it: where it is published, as far as the pool still knows. */
 void pool_node_devices_attachments(Pool *p, PoolVolume *v);
+
+/* Directory volumes (pool-dirvol.c). make: tree/ in a staging directory, with a project ID the
+ * pool picks (free: nothing counted, no limit) set on it with inheritance and limited to size,
+ * under the pool lock; -EMLINK when no free ID was found. set_size: the project's limit
+ * (-EUCLEAN when the filesystem enforces no project quotas any more).
+ * project: the project ID of obj_fd's tree/ (0: none, or no tree). release: clears that
+ * project's limit once obj_fd's tree/ is gone. open: volumes/<id>/tree (-EUCLEAN for a symlink
+ * or no directory there). mounted: 1 with *ret_target when a mount on this machine has the
+ * volume's tree/ as its root (it is staged or published), 0 when none has. */
+int pool_dirvol_make(Pool *p, int staging_fd, uint64_t size, uint32_t *ret_project);
+int pool_dirvol_set_size(Pool *p, uint32_t project, uint64_t size);
+uint32_t pool_dirvol_project(int obj_fd);
+void pool_dirvol_release(Pool *p, int obj_fd, uint32_t project);
+int pool_dirvol_open(Pool *p, const char *id, int flags);
+int pool_dirvol_mounted(Pool *p, const char *id, char **ret_target);

@@ -88,6 +88,10 @@ char *pool_volume_to_json(const PoolVolume *v, size_t *ret_len)
 	json_object_set_new(o, "source_id", str(v->source_id ?: "", &bad));
 	json_object_set_new(o, "access_mode", str(v->access_mode ?: "", &bad));
 	node_to_json(o, v->node);
+	if (v->directory) {
+		json_object_set_new(o, "kind", json_string("directory"));
+		json_object_set_new(o, "project", json_integer(v->project));
+	}
 	for (size_t i = 0; i < v->n_attachments; i++) {
 		json_t *a = json_object();
 		json_object_set_new(a, "node", str(v->attachments[i].node, &bad));
@@ -139,6 +143,16 @@ static int volume_fields(json_t *o, PoolVolume *v)
 	v->source_id = xstrdup(meta_json_string(o, "source_id") ?: "");
 	v->access_mode = xstrdup(meta_json_string(o, "access_mode") ?: "");
 	v->node = node_from_json(o);
+	const char *kind = meta_json_string(o, "kind");
+	if (kind && strcmp(kind, "directory") != 0)
+		return -EBADMSG;
+	if (kind) {
+		/* a project ID of 0 is every file's that has none: never a volume's */
+		if (meta_json_u64(o, "project", &u) < 0 || u == 0 || u > UINT32_MAX)
+			return -EBADMSG;
+		v->directory = true;
+		v->project = (uint32_t)u;
+	}
 	if (strmap_from_json(json_object_get(o, "params"), &v->params) < 0 ||
 	    strmap_from_json(json_object_get(o, "context"), &v->context) < 0)
 		return -EBADMSG;
@@ -176,6 +190,8 @@ char *pool_snapshot_to_json(const PoolSnapshot *s, size_t *ret_len)
 	json_object_set_new(o, "created_ns", json_integer(s->created_ns));
 	json_object_set_new(o, "params", strmap_to_json(&s->params, &bad));
 	node_to_json(o, s->node);
+	if (s->directory)
+		json_object_set_new(o, "kind", json_string("directory"));
 	return dump_checked(o, bad, ret_len);
 }
 
@@ -195,6 +211,10 @@ static int snapshot_fields(json_t *o, PoolSnapshot *s)
 	s->source_volume_id = xstrdup(src);
 	s->created_ns = json_integer_value(created);
 	s->node = node_from_json(o);
+	const char *kind = meta_json_string(o, "kind");
+	if (kind && strcmp(kind, "directory") != 0)
+		return -EBADMSG;
+	s->directory = kind != NULL;
 	if (meta_json_u64(o, "size", &s->size) < 0)
 		return -EBADMSG;
 	return strmap_from_json(json_object_get(o, "params"), &s->params);

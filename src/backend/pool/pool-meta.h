@@ -28,6 +28,11 @@ typedef struct PoolVolume {
 	char *source_id;
 	char *access_mode; /* the CSI access mode name it was created for */
 	char *node;	   /* what its ID ends with (pool-ids.c); NULL: made before */
+	/* volumeKind: directory: its content is the directory tree/ beside its data file (which
+	 * then holds no bytes, only the size the ledger counts), bounded by the project quota
+	 * of this ID ("kind": "directory", "project": N; absent: a loop device's file). */
+	bool directory;
+	uint32_t project;
 	PoolAttachment *attachments;
 	size_t n_attachments;
 } PoolVolume;
@@ -39,7 +44,8 @@ typedef struct PoolSnapshot {
 	uint64_t size;
 	int64_t created_ns;
 	Strmap params;
-	char *node; /* what its ID ends with; NULL: made before IDs carried their node */
+	char *node;	/* what its ID ends with; NULL: made before IDs carried their node */
+	bool directory; /* of a directory volume: its copy is tree/ ("kind": "directory") */
 } PoolSnapshot;
 
 typedef struct PoolGroup {

@@ -34,8 +34,38 @@ static const char *local_of(const PoolNodeCall *c, const char *id)
 	return c->shown && c->local && strcmp(id, c->shown) == 0 ? c->local : id;
 }
 
+/* A directory volume's "device": its tree/, always there (what blocknode binds and proves its
+ * mounts by). 1 when the volume is one (its record says so), 0 when it is not or its record
+ * cannot say (a loop volume's device is looked for then, whatever else is in its directory),
+ * -ENODEV when its tree/ is no directory of the pool (damaged: nothing of it is bound). */
+static int dir_device_find(PoolNodeCall *c, const char *local, BlockDevice *ret)
+{
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	struct stat st;
+
+	if (pool_volume_load(c->p, local, &v) < 0 || !v->directory)
+		return 0;
+	_cleanup_close_ int fd = pool_dirvol_open(c->p, local, O_PATH);
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -ENODEV;
+	*ret = (BlockDevice){
+		.path = xasprintf("%s/volumes/%s/" TREE_DIR, c->p->path, local),
+		.rdev = st.st_dev,
+		.dir_ino = st.st_ino,
+		.dir_size = v->size,
+	};
+	return 1;
+}
+
+static int pool_dir_open(void *userdata, const char *id)
+{
+	PoolNodeCall *c = userdata;
+
+	return pool_dirvol_open(c->p, local_of(c, id), O_PATH);
+}
+
 /* The loop device over the volume's data file (the kernel's word, compared by inode): 0, or
- * -ENODEV when none is attached. */
+ * -ENODEV when none is attached. A directory volume: its directory. */
 static int pool_device_find(void *userdata, const char *id, const Strmap *publish_context,
 			    BlockDevice *ret)
 {
@@ -44,13 +74,16 @@ static int pool_device_find(void *userdata, const char *id, const Strmap *publis
 	struct stat st;
 
 	(void)publish_context;
+	int r = dir_device_find(c, local_of(c, id), ret);
+	if (r != 0)
+		return r < 0 ? r : 0;
 	/* The file the pool holds: what a symlink there points to is not the volume. */
 	_cleanup_close_ int data = pool_volume_data_open(c->p, local_of(c, id), O_PATH);
 	if (data == -ENOENT || data == -EUCLEAN)
 		return -ENODEV;
 	if (data < 0)
 		return data;
-	int r = loop_find_fd(data, &dev);
+	r = loop_find_fd(data, &dev);
 	if (r == -ENOENT)
 		return -ENODEV;
 	if (r < 0)
@@ -230,6 +263,7 @@ static const BlockNodeOps pool_node_ops = {
 	.device_release = pool_device_release,
 	.device_size = pool_device_size,
 	.device_condition = pool_device_condition,
+	.dir_open = pool_dir_open,
 	.volume_present = pool_present,
 	.not_found = pool_volume_not_found,
 	.use_lock = pool_use_lock,
@@ -254,6 +288,12 @@ int pool_node_stage(Pool *p, const char *node_id, const char *local, const Backe
 	int e = pool_volume_damaged(p, local, r->volume_id, ret_error);
 	if (e < 0)
 		return e;
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	if (r->access.block && pool_volume_load(p, local, &v) == 0 && v->directory)
+		return errorf(ret_error, -EINVAL,
+			      "volume_capability: volume %s is a directory volume: it is staged as "
+			      "a filesystem only",
+			      r->volume_id);
 	return blocknode_stage(POOL_NODE(p, node_id, local, r->volume_id), r, mkfs, ret_error);
 }
 

@@ -18,10 +18,13 @@
 /* Directories in place of a file are removed this deep at most: a deeper tree was made on
  * purpose, by someone else. */
 #define DEPTH_MAX 16
+/* A directory volume's tree/ holds what its users made: deeper, but not without bound (each
+ * level holds a directory open while it is walked). */
+#define TREE_DEPTH_MAX 256
 
 static bool pool_name(const char *name)
 {
-	static const char *const names[] = {META_FILE, DATA_FILE, USE_FILE, USE_LOCK};
+	static const char *const names[] = {META_FILE, DATA_FILE, TREE_DIR, USE_FILE, USE_LOCK};
 
 	for (size_t i = 0; i < ELEMENTSOF(names); i++)
 		if (strcmp(name, names[i]) == 0)
@@ -36,9 +39,11 @@ typedef struct Walk {
 } Walk;
 
 /* dir_fd/name (at where in the pool): top is an object's directory or an entry of tmp/, whose
- * entries must be the pool's names; below, in a directory in place of one of them, anything
- * goes. */
-static int walk(const Walk *w, int dir_fd, const char *name, const char *where, bool top, int depth)
+ * entries must be the pool's names; below, in a directory in place of one of them (or in a
+ * directory volume's tree/), anything goes, symlinks unlinked and never followed. depth_max:
+ * how deep that may go. */
+static int walk(const Walk *w, int dir_fd, const char *name, const char *where, bool top, int depth,
+		int depth_max)
 {
 	struct statx sx;
 
@@ -63,10 +68,10 @@ static int walk(const Walk *w, int dir_fd, const char *name, const char *where, 
 	if ((sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ||
 	    makedev(sx.stx_dev_major, sx.stx_dev_minor) != w->dev)
 		return errorf(w->ret_why, -EBUSY, "%s is a mount point: unmount it", where);
-	if (depth > DEPTH_MAX)
+	if (depth > depth_max)
 		return errorf(w->ret_why, -ELOOP,
 			      "%s is nested more than %d directories deep: remove it by hand",
-			      where, DEPTH_MAX);
+			      where, depth_max);
 	_cleanup_close_ int fd =
 		openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -82,7 +87,8 @@ static int walk(const Walk *w, int dir_fd, const char *name, const char *where, 
 		if (top && !pool_name(de->d_name))
 			return errorf(w->ret_why, -ENOTEMPTY,
 				      "%s is no file of the pool: move it out of the pool", sub);
-		int r = walk(w, fd, de->d_name, sub, false, depth + 1);
+		int max = top && strcmp(de->d_name, TREE_DIR) == 0 ? TREE_DEPTH_MAX : depth_max;
+		int r = walk(w, fd, de->d_name, sub, false, depth + 1, max);
 		if (r < 0)
 			return r;
 	}
@@ -101,7 +107,7 @@ static int tree(int dir_fd, const char *name, const char *where, bool remove, ch
 	if (fstat(dir_fd, &st) < 0)
 		return errorf(ret_why, negative_errno(), "%s: %m", where);
 	Walk w = {.remove = remove, .dev = st.st_dev, .ret_why = ret_why};
-	return walk(&w, dir_fd, name, path, true, 0);
+	return walk(&w, dir_fd, name, path, true, 0, DEPTH_MAX);
 }
 
 int pool_tree_check(int dir_fd, const char *name, const char *where, char **ret_why)

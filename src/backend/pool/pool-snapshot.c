@@ -41,9 +41,12 @@ void pool_snapshot_to_backend(const PoolSnapshot *s, BackendSnapshot *ret)
 static int snapshot_failed(PoolBackend *pb, int e, uint64_t size, char *what, char **ret_error)
 {
 	_cleanup_free_ char *w = what;
-	_cleanup_free_ char *why = e == -ENOSPC ? pool_space_refusal(pb->pool, size, pb->node_id)
-						: xstrdup(strerror(-e));
-	return errorf(ret_error, e, "%s failed: %s", w, why);
+	_cleanup_free_ char *why =
+		e == -ENOSPC  ? pool_space_refusal(pb->pool, size, pb->node_id)
+		: e == -EPERM ? xstrdup("its directory holds a device file, which is never copied: "
+					"remove it, then try again")
+			      : xstrdup(strerror(-e));
+	return errorf(ret_error, e == -EPERM ? -ENOTEMPTY : e, "%s failed: %s", w, why);
 }
 
 int pool_snapshot_take(PoolBackend *pb, const BackendCreateSnapshot *r, const char *store_id,
@@ -71,6 +74,7 @@ int pool_snapshot_take(PoolBackend *pb, const BackendCreateSnapshot *r, const ch
 	spec.name = (char *)r->name;
 	spec.source_volume_id = (char *)r->source_volume_id;
 	spec.size = source->size;
+	spec.directory = source->directory;
 	spec.created_ns = now_ns();
 	if (r->params)
 		strmap_copy(&spec.params, r->params);
@@ -319,6 +323,7 @@ static int group_snapshot_member(PoolBackend *pb, const BackendCreateGroup *r, c
 		strmap_copy(&spec.params, r->params);
 	strmap_set(&spec.params, GROUP_KEY, group_id);
 	spec.size = v->size;
+	spec.directory = v->directory;
 	spec.created_ns = now_ns();
 	e = pool_snapshot_create(pool, &spec, local, &method);
 	strmap_done(&spec.params);

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "loopdev.h"
 #include "pool-internal.h"
+#include "quota.h"
 #include "pool-meta.h"
 #include "pinned-path.h"
 #include "random-util.h"
@@ -311,9 +312,12 @@ static int tmp_clean_locked(Pool *p, const char *name, char **ret_why)
 			    name);
 		return -EEXIST;
 	}
+	uint32_t project = fd >= 0 ? pool_dirvol_project(fd) : 0;
 	int r = pool_tree_remove(p->tmp_fd, name, "tmp", ret_why);
 	if (r == 0)
 		pool_ledger_release(p, pool_staging_reserved(name));
+	if (fd >= 0)
+		pool_dirvol_release(p, fd, project);
 	return r;
 }
 
@@ -592,6 +596,7 @@ static void staging_abort(Pool *p, Staging *s)
 	char trash[sizeof(s->name) + 4];
 	const char *name = s->name;
 	_cleanup_free_ char *why = NULL;
+	uint32_t project = pool_dirvol_project(s->fd);
 
 	snprintf(trash, sizeof(trash), "del-%s", s->name + strlen(POOL_STAGING_PREFIX));
 	if (pool_lock_take(p) == 0) {
@@ -603,6 +608,7 @@ static void staging_abort(Pool *p, Staging *s)
 		pool_lock_release(p);
 	}
 	(void)pool_tree_remove(p->tmp_fd, name, "tmp", &why); /* else the next open's */
+	pool_dirvol_release(p, s->fd, project);
 	closep(&s->fd);
 }
 
@@ -702,13 +708,33 @@ static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found
 	NodeUse u = {};
 	char *dev;
 
+	/* A directory volume: a mount whose root is its tree/ (kernel truth), or its use record
+	 * saying it is staged (a bind not found by its path: both err on keeping the data). */
+	_cleanup_close_ int tree = pool_dirvol_open(p, id, O_PATH);
+	int r = tree >= 0 ? pool_dirvol_mounted(p, id, &found->device) : 0;
+	if (r < 0)
+		return r;
+	if (tree >= 0 && pool_volume_use_load(p, id, &u) == 0 && u.staging.path) {
+		found->node = u.node && *u.node ? TAKE_PTR(u.node) : NULL;
+		found->staging_path = TAKE_PTR(u.staging.path);
+		r = 1;
+	}
+	node_use_done(&u);
+	if (r > 0) {
+		found->use = POOL_VOLUME_STAGED;
+		found->directory = true;
+		if (!found->device)
+			found->device = xstrdup(found->staging_path);
+		return -ENOTEMPTY;
+	}
+
 	/* Through the data file the pool holds: a symlink's target is not the volume's. */
 	_cleanup_close_ int data = pool_volume_data_open(p, id, O_PATH);
 	if (data == -ENOENT || data == -EUCLEAN)
 		return 0;
 	if (data < 0)
 		return data;
-	int r = loop_find_fd(data, &dev);
+	r = loop_find_fd(data, &dev);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
@@ -831,7 +857,9 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 	if (r < 0)
 		return r;
 	failpoint("pool-delete-after-rename");
+	uint32_t project = pool_dirvol_project(fd); /* fd: the object's directory, now in tmp/ */
 	(void)pool_tree_remove(p->tmp_fd, trash, "tmp", ret_why);
+	pool_dirvol_release(p, fd, project);
 	pool_reserve_restore(p); /* with the space it held, where the reserve was given up */
 	return 0;
 }
@@ -912,6 +940,10 @@ typedef struct ObjectSpec {
 	const char *meta;
 	size_t meta_len;
 	const char *failpoint; /* crash point just before the object appears */
+	/* A directory volume: its tree/ made with a project of its own, recorded in the volume's
+	 * meta.json (serialised from it once the project is known, instead of meta). */
+	PoolVolume *directory;
+	bool copy_tree; /* the source's tree/ is copied into the new object's tree/ */
 } ObjectSpec;
 
 /* Fills a staged object's data file by o->fill, which makes it whole or not at all, then grows
@@ -935,6 +967,75 @@ static int staging_fill_with(Staging *s, const ObjectSpec *o)
 	return 0;
 }
 
+/* Copies the tree/ of the source object (source_fd, locked) into the staging object's tree/
+ * (made by the caller). */
+static int staging_copy_tree(Staging *s, int source_fd, CopyMethod *ret_method)
+{
+	_cleanup_free_ char *why = NULL;
+
+	_cleanup_close_ int src =
+		open_beneath(source_fd, TREE_DIR, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
+	if (src < 0)
+		return src == -ELOOP || src == -ENOTDIR ? -EUCLEAN : src;
+	_cleanup_close_ int dst = open_beneath(s->fd, TREE_DIR, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
+	if (dst < 0)
+		return dst;
+	int r = copy_tree_at(src, dst, TREE_DIR, ret_method, &why);
+	if (r < 0)
+		log_debug("pool: copying a tree failed: %s", why ?: strerror(-r));
+	return r;
+}
+
+/* A directory volume's tree/ and project (its content copied from source_fd's tree/ when
+ * that is open), then its record with the project. Its data file (staging_fill()) holds no
+ * bytes: only the size the ledger counts. */
+static int staging_directory(Pool *p, Staging *s, PoolVolume *v, int source_fd,
+			     CopyMethod *ret_method)
+{
+	size_t len;
+
+	failpoint("pool-create-directory");
+	int r = pool_dirvol_make(p, s->fd, v->size, &v->project);
+	if (r < 0)
+		return r;
+	if (source_fd >= 0 && (r = staging_copy_tree(s, source_fd, ret_method)) < 0)
+		return r;
+	_cleanup_free_ char *meta = pool_volume_to_json(v, &len);
+	if (!meta)
+		return -EINVAL;
+	return staging_write_meta(s, meta, len);
+}
+
+/* A snapshot of a directory volume: its tree/ copied (no project of its own: its size is
+ * counted as every snapshot's, by its data file). */
+static int staging_snapshot_tree(Staging *s, int source_fd, CopyMethod *ret_method)
+{
+	if (mkdirat(s->fd, TREE_DIR, 0700) < 0)
+		return negative_errno();
+	return staging_copy_tree(s, source_fd, ret_method);
+}
+
+/* What goes into a staged object: its data (filled, copied or empty), a directory volume's
+ * tree/ and project, a snapshot's copy of a tree/, and its record. */
+static int staging_content(Pool *p, Staging *s, const ObjectSpec *o, int source_lock,
+			   int source_data, CopyMethod *ret_method)
+{
+	int r = 0;
+
+	if (o->fill)
+		r = staging_fill_with(s, o);
+	else if (o->with_data)
+		r = staging_fill(s, source_data, o->size, ret_method);
+	if (r < 0)
+		return r;
+	if (o->directory)
+		return staging_directory(p, s, o->directory, o->copy_tree ? source_lock : -EBADF,
+					 ret_method);
+	if (o->copy_tree && (r = staging_snapshot_tree(s, source_lock, ret_method)) < 0)
+		return r;
+	return staging_write_meta(s, o->meta, o->meta_len);
+}
+
 /* Makes an object in tmp/ and renames it into place: it appears whole or not at all. */
 static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 {
@@ -951,11 +1052,8 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 	r = staging_begin(p, o->id, o->size, &s);
 	if (r < 0)
 		return r;
-	if (o->fill)
-		r = staging_fill_with(&s, o);
-	else if (o->with_data)
-		r = staging_fill(&s, source_data, o->size, ret_method);
-	if (r < 0 || (r = staging_write_meta(&s, o->meta, o->meta_len)) < 0) {
+	r = staging_content(p, &s, o, source_lock, source_data, ret_method);
+	if (r < 0) {
 		staging_abort(p, &s);
 		return r;
 	}
@@ -963,9 +1061,11 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 	return staging_commit(p, o->kind, &s, o->id);
 }
 
-int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, CopyMethod *ret_method)
+int pool_volume_create(Pool *p, PoolVolume *spec, const char *source, CopyMethod *ret_method)
 {
 	ObjectSpec o = {
+		.directory = spec->directory ? spec : NULL,
+		.copy_tree = spec->directory && spec->source_kind && *spec->source_kind,
 		.kind = KIND_VOLUME,
 		.id = spec->id,
 		.with_data = true,
@@ -1074,11 +1174,17 @@ int pool_volume_grow(Pool *p, PoolVolume *v, uint64_t new_size)
 	_cleanup_close_ int data = open_beneath(fd, DATA_FILE, O_RDWR, 0, S_IFREG);
 	if (data < 0)
 		return data == -ELOOP || data == -EISDIR || data == -EBADFD ? -EUCLEAN : data;
+	/* a quota that cannot grow is found before anything changes */
+	if (v->directory && quota_project_probe(p->dir_fd) < 0)
+		return -EUCLEAN;
 	int r = data_grow(p, data, new_size);
 	if (r < 0)
 		return r;
 	if (fsync(data) < 0)
 		return negative_errno();
+	/* the data file first: a retry finds it grown, and the repair records its size */
+	if (v->directory && (r = pool_dirvol_set_size(p, v->project, new_size)) < 0)
+		return r;
 	uint64_t old = v->size;
 	v->size = new_size;
 	r = pool_volume_save(p, v);
@@ -1159,6 +1265,14 @@ static char *volume_files_damage(int dir_fd, const char *id)
 			return xasprintf("volumes/%s/%s is not a regular file", id, files[i]);
 		return xasprintf("volumes/%s/%s cannot be read: %s", id, files[i], strerror(-r));
 	}
+	/* a directory volume's tree/: a directory of the pool, never what a symlink points to */
+	int r = stat_beneath(dir_fd, TREE_DIR, S_IFDIR, &st);
+	if (r == -ELOOP)
+		return xasprintf("volumes/%s/" TREE_DIR " is a symbolic link, not a directory of "
+				 "the pool",
+				 id);
+	if (r == -ENOTDIR)
+		return xasprintf("volumes/%s/" TREE_DIR " is not a directory", id);
 	return NULL;
 }
 
@@ -1264,6 +1378,7 @@ int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 		.source_id = source,
 		.size = spec->size,
 		.failpoint = "pool-snapshot-before-commit",
+		.copy_tree = spec->directory,
 	};
 	_cleanup_free_ char *meta = pool_snapshot_to_json(spec, &o.meta_len);
 	if (!meta)

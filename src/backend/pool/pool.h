@@ -131,6 +131,11 @@ char *pool_space_full_condition(Pool *p);
  * (malloc'ed). */
 char *pool_space_refusal(Pool *p, uint64_t bytes, const char *node);
 
+/* Whether the pool can make directory volumes (volumeKind: directory): 0 when its filesystem
+ * enforces project quotas; -EUCLEAN when it does not, or another negative errno when it cannot
+ * be asked, with *ret_why (malloc'ed) naming the pool's filesystem and how to mount it. */
+int pool_directory_volumes_check(Pool *p, char **ret_why);
+
 /* Volumes. All block; the per-volume ones take the volume's lock (flock, so also against
  * other processes on the same pool) for their duration. */
 
@@ -140,8 +145,11 @@ char *pool_space_refusal(Pool *p, uint64_t bytes, const char *node);
  * already (the caller loads and compares it), -ENOENT when the source does not exist, -EUCLEAN
  * when its data file is a symlink or no regular file, -ENOSPC beyond capacity, -ERANGE when the
  * source is larger than spec->size. *ret_method tells how
- * content was copied, when it was. */
-int pool_volume_create(Pool *p, const PoolVolume *spec, const char *source, CopyMethod *ret_method);
+ * content was copied, when it was. A directory volume (spec->directory) gets its project ID in
+ * spec->project, and from a source that source's tree/ (copy_tree_at(): reflinks where the
+ * filesystem has them; -EPERM for a device file in it); -EMLINK when no free project ID was
+ * found. */
+int pool_volume_create(Pool *p, PoolVolume *spec, const char *source, CopyMethod *ret_method);
 
 /* What makes a new volume's data file: the file name beneath dir_fd, whole or not at all (made
  * unnamed and linked when done), at most the volume's size. 0 or a negative errno with
@@ -191,6 +199,7 @@ typedef struct PoolVolumeFound {
 	char *node;
 	char *device;
 	char *staging_path;
+	bool directory; /* a directory volume: device is where its tree/ is mounted */
 	/* With -EPERM: what in its directory cannot be removed (nothing was); with 0: what of its
 	 * files is left in tmp/ (the volume is gone; a repair removes them once they can be). */
 	char *why;
@@ -231,8 +240,8 @@ int pool_volume_data_open(Pool *p, const char *id, int flags);
 int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
 
 /* Snapshots: the same life cycle. create copies the volume of local ID source (the record
- * keeps spec->source_volume_id), returns -EEXIST when the ID exists, -ENOENT when the source
- * volume does not. */
+ * keeps spec->source_volume_id; spec->directory: a directory volume, whose tree/ is copied),
+ * returns -EEXIST when the ID exists, -ENOENT when the source volume does not. */
 int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 			 CopyMethod *ret_method);
 int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret);
