@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -387,9 +388,72 @@ def test_two_nodes_with_gc(ctx):
                                                   logs.count("collection put off"))
 
 
+def scrape(d):
+    """{(name, ((label, value), ...)): value} of the daemon's /metrics."""
+    m = wait_for(lambda: re.search(r"metrics on http://(\S+)/metrics", d.logs()), 10,
+                 "metrics address")
+    time.sleep(1.1)  # past the collected gauges' second of reuse
+    with urllib.request.urlopen("http://%s/metrics" % m.group(1), timeout=10) as r:
+        text = r.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        g = re.match(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$', line)
+        if g:
+            labels = tuple(sorted(re.findall(r'([a-z_]+)="([^"]*)"', g.group(2) or "")))
+            samples[(g.group(1), labels)] = float(g.group(3))
+    return samples
+
+
+def test_metrics_and_status(ctx):
+    """/metrics counts the store's uploads, chunks and bytes, names the store, and keeps the
+    last upload error with its errno; volplugctl status shows the store, its uploads and bytes
+    sent, and that error's message."""
+    peer = SimPeer(ctx)
+    d = store_daemon(ctx, peer, extra=("--metrics-address", "127.0.0.1:0"))
+    vol, _ = volume(d, "pvc-m")
+    until_ready(d, "snap-m", vol)
+    m = scrape(d)
+    info = [k for k in m if k[0] == "volplug_store_info"]
+    assert info == [("volplug_store_info", (("bucket", BUCKET), ("endpoint", peer.url),
+                                            ("prefix", "c1")))], info
+    assert m[("volplug_store_uploads_total", (("result", "done"),))] == 1, m
+    assert m[("volplug_store_uploads_total", (("result", "failed"),))] == 0, m
+    assert m[("volplug_store_uploads_in_progress", ())] == 0, m
+    assert m[("volplug_store_upload_chunks_total", (("outcome", "sent"),))] == 2, m
+    assert m[("volplug_store_read_bytes_total", ())] == 2 * CHUNK, m
+    sent = m[("volplug_store_sent_bytes_total", ())]
+    assert 2 * MIB < sent < 2 * CHUNK, sent  # random MiBs in two chunks, compressed
+    out = d.ctl("status").stdout
+    line = "snapshot store s3://%s/c1 at %s: 0 uploads in progress, %.1f MiB sent " \
+        "(1 uploads done, 0 failed)" % (BUCKET, peer.url, sent / MIB)
+    assert line in out, out
+
+    peer.faults({"method": "PUT", "key": "chunks/", "status": 403, "code": "AccessDenied"})
+    vol2, _ = volume(d, "pvc-m2")
+    snap(d, "snap-m2", vol2)
+    wait_for(lambda: "upload failed" in d.logs(), 20, "the upload's failure")
+    m = scrape(d)
+    assert m[("volplug_store_uploads_total", (("result", "failed"),))] == 1, m
+    errs = [k for k in m if k[0] == "volplug_store_last_error_timestamp_seconds"]
+    assert errs == [("volplug_store_last_error_timestamp_seconds",
+                     (("error", "EPERM"), ("kind", "upload")))], errs
+    assert abs(m[errs[0]] - time.time()) < 60, m[errs[0]]
+    out = d.ctl("status").stdout
+    assert "(1 uploads done, 1 failed)" in out, out
+    err = re.search(r"^  last error \S+  upload: (.*)$", out, re.M)
+    assert err and "snap-" in err.group(1) and "AccessDenied" in err.group(1) and \
+        "c1/chunks/" in err.group(1), out
+    st = d.ctl_json("status")["store"]
+    assert st["bucket"] == BUCKET and st["prefix"] == "c1" and st["uploads_failed"] == 1, st
+    plain = ctx.daemon(name="no-store")
+    assert "snapshot store" not in plain.ctl("status").stdout
+    return "%d bytes sent for 2 chunks; %s" % (sent, err.group(1)[:60])
+
+
 if __name__ == "__main__":
     if os.geteuid() != 0:
         print("1..0 # SKIP needs root (the pool's reflinked copies)")
         raise SystemExit(0)
     run([test_create_ready_later, test_list_from_other_node, test_delete, test_refusals,
-         test_faults_retried, test_kill9_resume, test_gc, test_two_nodes_with_gc])
+         test_faults_retried, test_kill9_resume, test_gc, test_two_nodes_with_gc,
+         test_metrics_and_status])
