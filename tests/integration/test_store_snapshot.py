@@ -450,10 +450,39 @@ def test_metrics_and_status(ctx):
     return "%d bytes sent for 2 chunks; %s" % (sent, err.group(1)[:60])
 
 
+def test_location_differs(ctx):
+    """A CreateSnapshot whose name is a snapshot's of the other location is ALREADY_EXISTS
+    naming it and saying the location differs, whichever way round, while the upload runs and
+    once it is done; nothing is made."""
+    peer = SimPeer(ctx)
+    d = store_daemon(ctx, peer)
+    vol, _ = volume(d, "pvc-l")
+    local = snap(d, "snap-local", vol, parameters={})
+    e = d.expect_error(grpc.StatusCode.ALREADY_EXISTS, "CreateSnapshot", name="snap-local",
+                       source_volume_id=vol, parameters=STORE, match=local.snapshot_id)
+    assert "location: local" in e.details() and "location differs" in e.details(), e.details()
+    assert not peer.keys("c1/"), peer.keys("c1/")
+    peer.faults({"method": "PUT", "key": "chunks/", "delay": 1.0})
+    s = snap(d, "snap-store", vol)
+    e = d.expect_error(grpc.StatusCode.ALREADY_EXISTS, "CreateSnapshot", name="snap-store",
+                       source_volume_id=vol, parameters={"location": "local"},
+                       match=s.snapshot_id)
+    assert "location: store" in e.details() and "uploading" in e.details(), e.details()
+    peer.faults()
+    until_ready(d, "snap-store", vol)
+    e = d.expect_error(grpc.StatusCode.ALREADY_EXISTS, "CreateSnapshot", name="snap-store",
+                       source_volume_id=vol, parameters={}, match=s.snapshot_id)
+    assert "location: store" in e.details() and "location differs" in e.details(), e.details()
+    assert os.listdir(os.path.join(d.pool, "snapshots")) == [local.snapshot_id.split(".")[0]]
+    listed = sorted(x.snapshot.snapshot_id for x in d.call("ListSnapshots").entries)
+    assert listed == sorted([local.snapshot_id, s.snapshot_id]), listed
+    return e.details()
+
+
 if __name__ == "__main__":
     if os.geteuid() != 0:
         print("1..0 # SKIP needs root (the pool's reflinked copies)")
         raise SystemExit(0)
     run([test_create_ready_later, test_list_from_other_node, test_delete, test_refusals,
          test_faults_retried, test_kill9_resume, test_gc, test_two_nodes_with_gc,
-         test_metrics_and_status])
+         test_metrics_and_status, test_location_differs])

@@ -58,11 +58,20 @@ int pool_snapshot_take(PoolBackend *pb, const BackendCreateSnapshot *r, const ch
 
 	pool_snapshot_id_for_name(r->name, spec.id);
 	if (pool_snapshot_load(pool, spec.id, &existing) == 0) {
+		if (!store_id && strmap_get(&existing->params, POOL_STORE_KEY))
+			return errorf(ret_error, -EEXIST,
+				      "snapshot '%s' exists as %s%s, uploading to the snapshot "
+				      "store (location: store): its location differs from this "
+				      "request's (location: local)",
+				      r->name, POOL_STORE_ID_PREFIX, spec.id);
 		pool_snapshot_to_backend(existing, ret);
 		return -EEXIST;
 	}
-	int e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id,
-				     local, ret_error);
+	int e;
+	if (!store_id && pb->store && (e = pool_store_name_check(pb, r, spec.id, ret_error)) < 0)
+		return e;
+	e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id, local,
+				 ret_error);
 	if (e < 0)
 		return e;
 	if ((e = pool_backend_volume_load(pb, "source_volume_id", r->source_volume_id, local,

@@ -69,6 +69,11 @@ int pool_store_delete_snapshot(PoolBackend *pb, const BackendRef *r, BackendDele
 			       char **ret_error);
 int pool_store_get_snapshot(PoolBackend *pb, const BackendRef *r, BackendSnapshot *ret,
 			    char **ret_error);
+/* Before a local snapshot of r->name (local ID id) is taken: -EEXIST with *ret_error naming it
+ * when the store holds a snapshot of that name; 0 when not, or when the store cannot say within
+ * 5 s (a store out of reach does not stop local snapshots). Blocks. */
+int pool_store_name_check(PoolBackend *pb, const BackendCreateSnapshot *r, const char *id,
+			  char **ret_error);
 /* Adds the IDs of the store's snapshots (and of the uploads in progress here) to ids. */
 int pool_store_list_ids(PoolBackend *pb, const Strmap *secrets, char ***ids, size_t *n, size_t *cap,
 			char **ret_error);
