@@ -479,10 +479,34 @@ def test_location_differs(ctx):
     return e.details()
 
 
+def test_list_store_unreachable(ctx):
+    """ListSnapshots without a filter, the store out of reach: UNAVAILABLE naming the store and
+    its error, never a list of the local snapshots alone (paging needs the whole list); by a
+    local snapshot's ID it still answers; by a store snapshot's ID, UNAVAILABLE too."""
+    peer = SimPeer(ctx)
+    d = store_daemon(ctx, peer)
+    vol, _ = volume(d, "pvc-u")
+    local = snap(d, "snap-local", vol, parameters={})
+    s = until_ready(d, "snap-store", vol)
+    peer.stop()
+    start = time.monotonic()
+    e = d.expect_error(grpc.StatusCode.UNAVAILABLE, "ListSnapshots", timeout=10,
+                       match="the snapshot store s3://%s/c1 at %s" % (BUCKET, peer.url))
+    took = time.monotonic() - start
+    assert "incomplete" in e.details() and "connect" in e.details(), e.details()
+    d.expect_error(grpc.StatusCode.UNAVAILABLE, "ListSnapshots", timeout=10,
+                   source_volume_id=vol, match="s3://%s/c1" % BUCKET)
+    d.expect_error(grpc.StatusCode.UNAVAILABLE, "ListSnapshots", timeout=10,
+                   snapshot_id=s.snapshot_id, match="s3://%s/c1" % BUCKET)
+    one = d.call("ListSnapshots", snapshot_id=local.snapshot_id, timeout=10).entries
+    assert [x.snapshot.snapshot_id for x in one] == [local.snapshot_id], one
+    return "%.1f s: %s" % (took, e.details()[:150])
+
+
 if __name__ == "__main__":
     if os.geteuid() != 0:
         print("1..0 # SKIP needs root (the pool's reflinked copies)")
         raise SystemExit(0)
     run([test_create_ready_later, test_list_from_other_node, test_delete, test_refusals,
          test_faults_retried, test_kill9_resume, test_gc, test_two_nodes_with_gc,
-         test_metrics_and_status, test_location_differs])
+         test_metrics_and_status, test_location_differs, test_list_store_unreachable])

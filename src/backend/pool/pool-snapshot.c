@@ -225,20 +225,18 @@ static int list_entry(PoolBackend *pb, const BackendListRequest *r, const char *
 		r->source_volume_id && *r->source_volume_id ? r->source_volume_id : NULL;
 
 	if (pool_store_id_of(id)) {
+		_cleanup_free_ char *err = NULL;
 		BackendRef ref = {.id = id, .secrets = r->secrets};
 		BackendSnapshot found = {};
-		int e = pool_store_get_snapshot(pb, &ref, &found, ret_error);
-		if (e == -ENOENT) { /* deleted since it was listed */
-			free(*ret_error);
-			*ret_error = NULL;
+		int e = pool_store_get_snapshot(pb, &ref, &found, &err);
+		if (e == -ENOENT) /* deleted since it was listed */
 			return 0;
-		}
 		if (e == 0 && (!volume || strcmp(found.source_volume_id, volume) == 0)) {
 			*ret = found;
 			return 1;
 		}
 		backend_snapshot_done(&found);
-		return e;
+		return e < 0 ? pool_store_list_failed(pb, e, &err, ret_error) : e;
 	}
 	if (pool_snapshot_load(pb->pool, id, &s) < 0 || strmap_get(&s->params, POOL_STORE_KEY) ||
 	    (volume && !snapshot_of(pb, s, volume)))

@@ -382,9 +382,23 @@ static int list_one(const char *id, void *userdata)
 	return 0;
 }
 
+int pool_store_list_failed(PoolBackend *pb, int e, char **err, char **ret_error)
+{
+	/* A refusal (a key, a bucket, a secret, a damaged manifest) keeps its code. */
+	if (e == -EPERM || e == -EACCES || e == -ENXIO || e == -ENOKEY || e == -EINVAL ||
+	    e == -ENOMEDIUM || e == -EUCLEAN || e == -ENOENT)
+		return error_pass(e, err, ret_error);
+	_cleanup_free_ char *where = pool_store_describe(pb->store);
+	return errorf(ret_error, -EAGAIN,
+		      "ListSnapshots: the snapshot store %s could not be read, and a list without "
+		      "its snapshots would be incomplete: %s",
+		      where, *err ?: strerror(-e));
+}
+
 int pool_store_list_ids(PoolBackend *pb, const Strmap *secrets, char ***ids, size_t *n, size_t *cap,
 			char **ret_error)
 {
+	_cleanup_free_ char *err = NULL;
 	ListIds l = {ids, n, cap};
 	Store *store;
 
@@ -395,5 +409,6 @@ int pool_store_list_ids(PoolBackend *pb, const Strmap *secrets, char ***ids, siz
 	for (UploadJob *j = pb->store->jobs; j; j = j->next)
 		list_one(j->id, &l);
 	pthread_mutex_unlock(&pb->store->lock);
-	return store_list(store, list_one, &l, pool_store_deadline(), ret_error);
+	e = store_list(store, list_one, &l, pool_store_deadline(), &err);
+	return e < 0 ? pool_store_list_failed(pb, e, &err, ret_error) : e;
 }
