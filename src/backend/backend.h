@@ -449,7 +449,9 @@ struct BackendOps {
 			     char **ret_error);
 
 	/* -EEXIST with *ret the existing snapshot when one of that name exists: the caller
-	 * compares. -ENOENT for a missing source volume. */
+	 * compares; -EEXIST with *ret left empty (id NULL) and *ret_error naming it when one
+	 * exists that the request's parameters cannot match (another location). -ENOENT for a
+	 * missing source volume. */
 	int (*create_snapshot)(Backend *b, const BackendCreateSnapshot *r, BackendSnapshot *ret,
 			       char **ret_error);
 	/* Succeeds for an id that names nothing; -ENOTEMPTY for a member of a group. */

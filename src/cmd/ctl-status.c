@@ -127,6 +127,29 @@ static void print_volumes(json_t *s)
 	}
 }
 
+/* The snapshot store, when volplugd has one: where it is, what goes up, its last error. */
+static void print_store(json_t *st)
+{
+	const char *endpoint = str(st, "endpoint"), *prefix = str(st, "prefix");
+	const char *err = str(st, "last_error");
+	char a[32];
+
+	if (!st)
+		return;
+	printf("snapshot store s3://%s/%s at %s: %lld uploads in progress, %s sent (%lld "
+	       "uploads done, %lld failed)\n",
+	       str(st, "bucket"), prefix, *endpoint ? endpoint : "AWS S3",
+	       (long long)num(st, "uploads_in_progress"), bytes(num(st, "sent_bytes"), a),
+	       (long long)num(st, "uploads_done"), (long long)num(st, "uploads_failed"));
+	if (*err) {
+		time_t t = (time_t)(num(st, "last_error_unix_ms") / 1000);
+		char when[32];
+		struct tm tm;
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+		printf("  last error %s  %s\n", when, err);
+	}
+}
+
 static void print_drivers(json_t *s)
 {
 	json_t *list = json_object_get(s, "flex_drivers"), *d;
@@ -185,6 +208,7 @@ int ctl_status(Ctl *ctl, int argc, char **argv)
 	print_space(json_object_get(reply, "pool"));
 	print_backends(reply);
 	print_volumes(reply);
+	print_store(json_object_get(reply, "store"));
 	printf("calls: %lld answered, %lld in flight\n", (long long)num(reply, "calls"),
 	       (long long)num(reply, "calls_in_flight"));
 	print_drivers(reply);

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "registry.h"
+#include "store.h"
 
 static Volplug__Admin__V1__FlexDriver__CapabilitiesEntry *capability_new(const char *key,
 									 bool value)
@@ -198,6 +199,59 @@ static void staged_volumes(Volplug__Admin__V1__GetStatusResponse *r)
 	qsort(r->staged_volumes, r->n_staged_volumes, sizeof(*r->staged_volumes), volume_io_cmp);
 }
 
+/* The value of the series of family name whose first label is v0 (NULL: the family's sum). */
+static int64_t labelled_figure(const char *name, const char *v0)
+{
+	MetricSample *list = NULL;
+	size_t n = 0;
+	double v = 0;
+
+	if (metrics_samples(name, &list, &n) == 0)
+		for (size_t i = 0; i < n; i++)
+			if (!v0 || (list[i].values[0] && strcmp(list[i].values[0], v0) == 0))
+				v += list[i].value;
+	metric_samples_free(list, n);
+	return v >= 0x1p63 ? INT64_MAX : v <= 0 ? 0 : (int64_t)(v + 0.5);
+}
+
+/* The snapshot store, from its metrics (volplug_store_info names it), and the newest of its
+ * last errors. */
+static void store_status(Volplug__Admin__V1__GetStatusResponse *r)
+{
+	MetricSample *list = NULL;
+	size_t n = 0;
+
+	if (metrics_samples("volplug_store_info", &list, &n) < 0 || n == 0 || !list[0].values[0] ||
+	    !list[0].values[1] || !list[0].values[2]) {
+		metric_samples_free(list, n);
+		return;
+	}
+	Volplug__Admin__V1__StoreStatus *st = xnew0(Volplug__Admin__V1__StoreStatus, 1);
+	volplug__admin__v1__store_status__init(st);
+	st->endpoint = xstrdup(list[0].values[0]);
+	st->bucket = xstrdup(list[0].values[1]);
+	st->prefix = xstrdup(list[0].values[2]);
+	metric_samples_free(list, n);
+	st->uploads_in_progress = labelled_figure("volplug_store_uploads_in_progress", NULL);
+	st->sent_bytes = labelled_figure("volplug_store_sent_bytes_total", NULL);
+	st->uploads_done = labelled_figure("volplug_store_uploads_total", "done");
+	st->uploads_failed = labelled_figure("volplug_store_uploads_total", "failed");
+	usec_t newest = 0;
+	char *last = NULL;
+	for (StoreErrorKind k = 0; k < _STORE_ERROR_KIND_MAX; k++) {
+		_cleanup_free_ char *message = NULL;
+		usec_t when = 0;
+		if (store_last_error(k, &when, &message) < 0 && when >= newest) {
+			newest = when;
+			free(last);
+			last = xasprintf("%s: %s", store_error_kind_to_string(k), message);
+			st->last_error_unix_ms = (int64_t)(when / USEC_PER_MSEC);
+		}
+	}
+	st->last_error = last ?: xstrdup("");
+	r->store = st;
+}
+
 static void recent_problems(Volplug__Admin__V1__GetStatusResponse *r)
 {
 	LogRecent list[LOG_RECENT_MAX];
@@ -253,6 +307,7 @@ int admin_get_status(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **
 	flex_drivers(d, r);
 	recent_problems(r);
 	staged_volumes(r);
+	store_status(r);
 	*ret = &r->base;
 	return 0;
 }

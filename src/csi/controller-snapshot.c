@@ -95,6 +95,8 @@ static ProtobufCMessage *create_reply(const BackendSnapshot *s)
 static int create_compare(const Csi__V1__CreateSnapshotRequest *r, const BackendSnapshot *existing,
 			  char **ret_error)
 {
+	if (!existing->id) /* the backend found it incompatible and said why */
+		return -EEXIST;
 	if (strcmp(existing->source_volume_id, r->source_volume_id) != 0)
 		return errorf(ret_error, -EEXIST, "snapshot '%s' exists for another volume (%s)",
 			      r->name, existing->source_volume_id);

@@ -122,7 +122,7 @@ static int mark_one(const char *id, void *userdata)
 	return 0;
 }
 
-int store_gc(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret_error)
+static int gc_run(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret_error)
 {
 	_cleanup_free_ char *marker = NULL, *gc_prefix = NULL, *intents = NULL, *chunks = NULL;
 	_cleanup_free_ char *msg = NULL;
@@ -205,6 +205,20 @@ out:
 		free(w.doomed[i]);
 	free(w.doomed);
 	return r;
+}
+
+int store_gc(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret_error)
+{
+	_cleanup_free_ char *msg = NULL;
+	StoreGcStats stats = {};
+
+	int r = gc_run(s, deadline, &stats, &msg);
+	store_count_collection(r, stats.chunks_deleted, msg);
+	if (r < 0)
+		return ret_error ? error_pass(r, &msg, ret_error) : r;
+	if (ret_stats)
+		*ret_stats = stats;
+	return 0;
 }
 
 typedef struct Unfinished {

@@ -26,3 +26,14 @@ char *store_intent_key(const Store *s, const char *id);
 
 /* The SHA-256 of len bytes at data, lower-case hex. */
 void store_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* Metrics (store-metrics.c). store_metrics_init() makes every series (at 0) once; store_new()
+ * calls it. */
+void store_metrics_init(void);
+/* A chunk of an upload done: bytes read, and what became of it. */
+void store_count_chunk(uint64_t read, bool zero, bool sent, uint64_t sent_len);
+void store_count_upload_start(void);
+void store_count_upload_end(int r, const char *message);
+void store_count_collection(int r, uint64_t chunks_deleted, const char *message);
+/* Keeps message as the last error of kind (r < 0; NULL message: strerror). */
+void store_count_error(StoreErrorKind kind, int r, const char *message);

@@ -233,6 +233,7 @@ static void *upload_worker(void *userdata)
 				break;
 			}
 		}
+		store_count_chunk(len, zero, sent, zlen);
 		pthread_mutex_lock(&u->lock);
 		u->refs[i] = ref;
 		u->stats.bytes_read += len;
@@ -320,8 +321,8 @@ static int write_manifest(Store *s, Upload *u, const StoreUploadInfo *info, char
 	return 0;
 }
 
-int store_upload(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
-		 StoreUploadStats *ret_stats, char **ret_error)
+static int upload_run(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
+		      StoreUploadStats *ret_stats, char **ret_error)
 {
 	_cleanup_free_ char *ikey = NULL, *intent = NULL, *msg = NULL, *gc_prefix = NULL;
 	_cleanup_free_ uint64_t *idx = NULL;
@@ -439,6 +440,17 @@ out:
 	free(u.refs);
 	free(u.message);
 	return r;
+}
+
+int store_upload(Store *s, int fd, const StoreUploadInfo *info, usec_t deadline,
+		 StoreUploadStats *ret_stats, char **ret_error)
+{
+	_cleanup_free_ char *msg = NULL;
+
+	store_count_upload_start();
+	int r = upload_run(s, fd, info, deadline, ret_stats, &msg);
+	store_count_upload_end(r, msg);
+	return r < 0 && ret_error ? error_pass(r, &msg, ret_error) : r;
 }
 
 /* ---- restore ---- */
@@ -565,6 +577,7 @@ static void *restore_worker(void *userdata)
 						    x->m->id, c->offset, strerror(-r)));
 			break;
 		}
+		store_count_restore_chunk(zlen, n);
 		pthread_mutex_lock(&x->lock);
 		x->stats.chunks++;
 		x->stats.bytes_received += zlen;
@@ -575,8 +588,8 @@ static void *restore_worker(void *userdata)
 	return NULL;
 }
 
-int store_restore(Store *s, const char *id, int dir_fd, const char *name, usec_t deadline,
-		  StoreRestoreStats *ret_stats, char **ret_error)
+static int restore_run(Store *s, const char *id, int dir_fd, const char *name, usec_t deadline,
+		       StoreRestoreStats *ret_stats, char **ret_error)
 {
 	StoreManifest m = {};
 	_cleanup_close_ int fd = -EBADF;
@@ -627,4 +640,15 @@ int store_restore(Store *s, const char *id, int dir_fd, const char *name, usec_t
 out:
 	store_manifest_done(&m);
 	return r;
+}
+
+int store_restore(Store *s, const char *id, int dir_fd, const char *name, usec_t deadline,
+		  StoreRestoreStats *ret_stats, char **ret_error)
+{
+	_cleanup_free_ char *msg = NULL;
+
+	store_count_restore_start();
+	int r = restore_run(s, id, dir_fd, name, deadline, ret_stats, &msg);
+	store_count_restore(r, msg);
+	return r < 0 && ret_error ? error_pass(r, &msg, ret_error) : r;
 }

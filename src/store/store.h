@@ -147,3 +147,26 @@ typedef struct StoreGcStats {
 /* Collects the chunks no manifest names, never one an upload in progress may reference: while
  * a live intent exists it deletes nothing and returns -EBUSY naming that upload. */
 int store_gc(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret_error);
+
+/* Metrics (store-metrics.c): the volplug_store_* families, counted by every Store of the process
+ * alike. The kinds of error whose last one is kept. */
+typedef enum StoreErrorKind {
+	STORE_ERROR_UPLOAD,
+	STORE_ERROR_RESTORE,
+	STORE_ERROR_COLLECTION,
+	_STORE_ERROR_KIND_MAX,
+} StoreErrorKind;
+
+/* "upload", "restore", "collection"; NULL for another value. */
+const char *store_error_kind_to_string(StoreErrorKind kind);
+
+/* The last error of kind since the process started: its errno (0: none, and nothing written),
+ * when (CLOCK_REALTIME) and its message (a new string). Thread-safe, never blocks. */
+int store_last_error(StoreErrorKind kind, usec_t *ret_when, char **ret_message);
+
+/* For a restore from the store that does not go through store_restore() (which counts its
+ * own): its start, each chunk written (compressed bytes received, bytes written), its end (r:
+ * 0 or its errno; message: what failed, NULL for strerror). Thread-safe, never block. */
+void store_count_restore_start(void);
+void store_count_restore_chunk(uint64_t received, uint64_t written);
+void store_count_restore(int r, const char *message);

@@ -715,6 +715,24 @@ def test_fault_unknown_parameter(ctx):
     return row(C.INVALID_ARGUMENT, msg[:80])
 
 
+def test_fault_snapshot_location(ctx):
+    """location: store is what an EBS snapshot always is, and is accepted; local is refused
+    with INVALID_ARGUMENT naming location and the value accepted, and no EC2 call is made."""
+    cloud = SimCloud(ctx)
+    d = ebs_daemon(ctx, cloud)
+    v = create(d, "loc-src").volume_id
+    s = d.call("CreateSnapshot", name="loc-store", source_volume_id=v,
+               parameters={"location": "store"}).snapshot
+    assert s.source_volume_id == v and s.snapshot_id.startswith("snap-"), s
+    msg = expect(d, C.INVALID_ARGUMENT, "CreateSnapshot",
+                 {"name": "loc-local", "source_volume_id": v,
+                  "parameters": {"location": "local"}},
+                 ["parameters: location", "want store", "'local'"])
+    assert [x["id"] for x in cloud.snapshots()] == [s.snapshot_id], cloud.snapshots()
+    assert cloud.calls().get("CreateSnapshot") == 1, cloud.calls()
+    return row(C.INVALID_ARGUMENT, msg[:110])
+
+
 def test_fault_iops_out_of_range(ctx):
     cloud = SimCloud(ctx)
     d = ebs_daemon(ctx, cloud)
@@ -1001,6 +1019,7 @@ TESTS = [on_sim(fn) for fn in COMMON] + [
     test_all_mode_end_to_end,
     test_fault_unknown_parameter,
     test_fault_iops_out_of_range,
+    test_fault_snapshot_location,
     test_fault_zone_the_region_lacks,
     test_fault_expired_token,
     test_fault_500_after_attach,

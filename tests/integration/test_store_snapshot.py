@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -387,9 +388,125 @@ def test_two_nodes_with_gc(ctx):
                                                   logs.count("collection put off"))
 
 
+def scrape(d):
+    """{(name, ((label, value), ...)): value} of the daemon's /metrics."""
+    m = wait_for(lambda: re.search(r"metrics on http://(\S+)/metrics", d.logs()), 10,
+                 "metrics address")
+    time.sleep(1.1)  # past the collected gauges' second of reuse
+    with urllib.request.urlopen("http://%s/metrics" % m.group(1), timeout=10) as r:
+        text = r.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        g = re.match(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$', line)
+        if g:
+            labels = tuple(sorted(re.findall(r'([a-z_]+)="([^"]*)"', g.group(2) or "")))
+            samples[(g.group(1), labels)] = float(g.group(3))
+    return samples
+
+
+def test_metrics_and_status(ctx):
+    """/metrics counts the store's uploads, chunks and bytes, names the store, and keeps the
+    last upload error with its errno; volplugctl status shows the store, its uploads and bytes
+    sent, and that error's message."""
+    peer = SimPeer(ctx)
+    d = store_daemon(ctx, peer, extra=("--metrics-address", "127.0.0.1:0"))
+    vol, _ = volume(d, "pvc-m")
+    until_ready(d, "snap-m", vol)
+    m = scrape(d)
+    info = [k for k in m if k[0] == "volplug_store_info"]
+    assert info == [("volplug_store_info", (("bucket", BUCKET), ("endpoint", peer.url),
+                                            ("prefix", "c1")))], info
+    assert m[("volplug_store_uploads_total", (("result", "done"),))] == 1, m
+    assert m[("volplug_store_uploads_total", (("result", "failed"),))] == 0, m
+    assert m[("volplug_store_uploads_in_progress", ())] == 0, m
+    assert m[("volplug_store_upload_chunks_total", (("outcome", "sent"),))] == 2, m
+    assert m[("volplug_store_read_bytes_total", ())] == 2 * CHUNK, m
+    sent = m[("volplug_store_sent_bytes_total", ())]
+    assert 2 * MIB < sent < 2 * CHUNK, sent  # random MiBs in two chunks, compressed
+    out = d.ctl("status").stdout
+    line = "snapshot store s3://%s/c1 at %s: 0 uploads in progress, %.1f MiB sent " \
+        "(1 uploads done, 0 failed)" % (BUCKET, peer.url, sent / MIB)
+    assert line in out, out
+
+    peer.faults({"method": "PUT", "key": "chunks/", "status": 403, "code": "AccessDenied"})
+    vol2, _ = volume(d, "pvc-m2")
+    snap(d, "snap-m2", vol2)
+    wait_for(lambda: "upload failed" in d.logs(), 20, "the upload's failure")
+    m = scrape(d)
+    assert m[("volplug_store_uploads_total", (("result", "failed"),))] == 1, m
+    errs = [k for k in m if k[0] == "volplug_store_last_error_timestamp_seconds"]
+    assert errs == [("volplug_store_last_error_timestamp_seconds",
+                     (("error", "EPERM"), ("kind", "upload")))], errs
+    assert abs(m[errs[0]] - time.time()) < 60, m[errs[0]]
+    out = d.ctl("status").stdout
+    assert "(1 uploads done, 1 failed)" in out, out
+    err = re.search(r"^  last error \S+  upload: (.*)$", out, re.M)
+    assert err and "snap-" in err.group(1) and "AccessDenied" in err.group(1) and \
+        "c1/chunks/" in err.group(1), out
+    st = d.ctl_json("status")["store"]
+    assert st["bucket"] == BUCKET and st["prefix"] == "c1" and st["uploads_failed"] == 1, st
+    plain = ctx.daemon(name="no-store")
+    assert "snapshot store" not in plain.ctl("status").stdout
+    return "%d bytes sent for 2 chunks; %s" % (sent, err.group(1)[:60])
+
+
+def test_location_differs(ctx):
+    """A CreateSnapshot whose name is a snapshot's of the other location is ALREADY_EXISTS
+    naming it and saying the location differs, whichever way round, while the upload runs and
+    once it is done; nothing is made."""
+    peer = SimPeer(ctx)
+    d = store_daemon(ctx, peer)
+    vol, _ = volume(d, "pvc-l")
+    local = snap(d, "snap-local", vol, parameters={})
+    e = d.expect_error(grpc.StatusCode.ALREADY_EXISTS, "CreateSnapshot", name="snap-local",
+                       source_volume_id=vol, parameters=STORE, match=local.snapshot_id)
+    assert "location: local" in e.details() and "location differs" in e.details(), e.details()
+    assert not peer.keys("c1/"), peer.keys("c1/")
+    peer.faults({"method": "PUT", "key": "chunks/", "delay": 1.0})
+    s = snap(d, "snap-store", vol)
+    e = d.expect_error(grpc.StatusCode.ALREADY_EXISTS, "CreateSnapshot", name="snap-store",
+                       source_volume_id=vol, parameters={"location": "local"},
+                       match=s.snapshot_id)
+    assert "location: store" in e.details() and "uploading" in e.details(), e.details()
+    peer.faults()
+    until_ready(d, "snap-store", vol)
+    e = d.expect_error(grpc.StatusCode.ALREADY_EXISTS, "CreateSnapshot", name="snap-store",
+                       source_volume_id=vol, parameters={}, match=s.snapshot_id)
+    assert "location: store" in e.details() and "location differs" in e.details(), e.details()
+    assert os.listdir(os.path.join(d.pool, "snapshots")) == [local.snapshot_id.split(".")[0]]
+    listed = sorted(x.snapshot.snapshot_id for x in d.call("ListSnapshots").entries)
+    assert listed == sorted([local.snapshot_id, s.snapshot_id]), listed
+    return e.details()
+
+
+def test_list_store_unreachable(ctx):
+    """ListSnapshots without a filter, the store out of reach: UNAVAILABLE naming the store and
+    its error, never a list of the local snapshots alone (paging needs the whole list); by a
+    local snapshot's ID it still answers; by a store snapshot's ID, UNAVAILABLE too."""
+    peer = SimPeer(ctx)
+    d = store_daemon(ctx, peer)
+    vol, _ = volume(d, "pvc-u")
+    local = snap(d, "snap-local", vol, parameters={})
+    s = until_ready(d, "snap-store", vol)
+    peer.stop()
+    start = time.monotonic()
+    e = d.expect_error(grpc.StatusCode.UNAVAILABLE, "ListSnapshots", timeout=10,
+                       match="the snapshot store s3://%s/c1 at %s" % (BUCKET, peer.url))
+    took = time.monotonic() - start
+    assert "incomplete" in e.details() and "connect" in e.details(), e.details()
+    d.expect_error(grpc.StatusCode.UNAVAILABLE, "ListSnapshots", timeout=10,
+                   source_volume_id=vol, match="s3://%s/c1" % BUCKET)
+    d.expect_error(grpc.StatusCode.UNAVAILABLE, "ListSnapshots", timeout=10,
+                   snapshot_id=s.snapshot_id, match="s3://%s/c1" % BUCKET)
+    one = d.call("ListSnapshots", snapshot_id=local.snapshot_id, timeout=10).entries
+    assert [x.snapshot.snapshot_id for x in one] == [local.snapshot_id], one
+    return "%.1f s: %s" % (took, e.details()[:150])
+
+
 if __name__ == "__main__":
     if os.geteuid() != 0:
         print("1..0 # SKIP needs root (the pool's reflinked copies)")
         raise SystemExit(0)
     run([test_create_ready_later, test_list_from_other_node, test_delete, test_refusals,
-         test_faults_retried, test_kill9_resume, test_gc, test_two_nodes_with_gc])
+         test_faults_retried, test_kill9_resume, test_gc, test_two_nodes_with_gc,
+         test_metrics_and_status, test_location_differs, test_list_store_unreachable])

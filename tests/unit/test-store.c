@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "aws-credentials.h"
+#include "metrics.h"
 #include "random-util.h"
 #include "s3.h"
 #include "s3sim.h"
@@ -502,6 +503,135 @@ static void test_manifest_parse(void)
 	}
 }
 
+/* The value of the series of family name whose labels are values (NULL: the family's sum). */
+static double figure(const char *name, const char *v0, const char *v1)
+{
+	MetricSample *list = NULL;
+	size_t n = 0;
+	double v = 0;
+
+	if (metrics_samples(name, &list, &n) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if ((!v0 || (list[i].values[0] && strcmp(list[i].values[0], v0) == 0)) &&
+		    (!v1 || (list[i].values[0] && list[i].values[1] &&
+			     strcmp(list[i].values[1], v1) == 0)))
+			v += list[i].value;
+	metric_samples_free(list, n);
+	return v;
+}
+
+/* The volplug_store_* metrics count what uploads, restores and collections did, and keep the
+ * last error of each kind. */
+static void test_metrics(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 1);
+	_cleanup_close_ int fd = volume_file("vol-metrics");
+	_cleanup_free_ char *err = NULL, *last = NULL;
+	StoreUploadStats st = {};
+	usec_t when = 0;
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	metrics_collect_now();
+	double read0 = figure("volplug_store_read_bytes_total", NULL, NULL),
+	       sent0 = figure("volplug_store_sent_bytes_total", NULL, NULL),
+	       csent0 = figure("volplug_store_upload_chunks_total", "sent", NULL),
+	       cskip0 = figure("volplug_store_upload_chunks_total", "skipped", NULL),
+	       czero0 = figure("volplug_store_upload_chunks_total", "zero", NULL),
+	       done0 = figure("volplug_store_uploads_total", "done", NULL),
+	       failed0 = figure("volplug_store_uploads_total", "failed", NULL),
+	       rdone0 = figure("volplug_store_restores_total", "done", NULL),
+	       rfailed0 = figure("volplug_store_restores_total", "failed", NULL),
+	       rbytes0 = figure("volplug_store_restore_written_bytes_total", NULL, NULL),
+	       gdone0 = figure("volplug_store_collections_total", "done", NULL),
+	       gbusy0 = figure("volplug_store_collections_total", "put_off", NULL),
+	       gchunks0 = figure("volplug_store_collected_chunks_total", NULL, NULL);
+	ok(read0 >= 0 && csent0 >= 0 && gbusy0 >= 0 && rfailed0 >= 0,
+	   "the store's families are registered, their series made at 0");
+
+	fill(fd, 0, 'a');
+	fill(fd, 1, 'b');
+	fill(fd, 2, 0);
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "met-1"}, in(20 * USEC_PER_SEC), &st,
+			    NULL),
+	       0, "an upload");
+	fill(fd, 1, 'B');
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "met-2"}, in(20 * USEC_PER_SEC), &st,
+			    NULL),
+	       0, "a second one, one chunk changed");
+	metrics_collect_now();
+	is_int((long long)(figure("volplug_store_read_bytes_total", NULL, NULL) - read0),
+	       6 * (long long)CHUNK, "volplug_store_read_bytes_total: the 6 allocated chunks read");
+	is_int((long long)(figure("volplug_store_upload_chunks_total", "sent", NULL) - csent0), 3,
+	       "..._upload_chunks_total{outcome=\"sent\"}: 3");
+	is_int((long long)(figure("volplug_store_upload_chunks_total", "skipped", NULL) - cskip0),
+	       1, "...{outcome=\"skipped\"}: 1");
+	is_int((long long)(figure("volplug_store_upload_chunks_total", "zero", NULL) - czero0), 2,
+	       "...{outcome=\"zero\"}: 2");
+	double sent = figure("volplug_store_sent_bytes_total", NULL, NULL) - sent0;
+	ok(sent > 0 && sent < 3 * CHUNK, "volplug_store_sent_bytes_total: compressed (%.0f)", sent);
+	is_int((long long)(figure("volplug_store_uploads_total", "done", NULL) - done0), 2,
+	       "volplug_store_uploads_total{result=\"done\"}: 2");
+	is_int((long long)figure("volplug_store_uploads_in_progress", NULL, NULL), 0,
+	       "volplug_store_uploads_in_progress: 0 once done");
+
+	is_int(store_restore(s, "met-2", dir_fd, "met-restored", in(20 * USEC_PER_SEC), NULL, NULL),
+	       0, "a restore");
+	store_restore(s, "met-none", dir_fd, "met-r2", in(5 * USEC_PER_SEC), NULL, NULL);
+	metrics_collect_now();
+	is_int((long long)(figure("volplug_store_restores_total", "done", NULL) - rdone0), 1,
+	       "volplug_store_restores_total{result=\"done\"}: 1");
+	is_int((long long)(figure("volplug_store_restores_total", "failed", NULL) - rfailed0), 1,
+	       "...{result=\"failed\"}: 1");
+	is_int((long long)(figure("volplug_store_restore_written_bytes_total", NULL, NULL) -
+			   rbytes0),
+	       2 * (long long)CHUNK, "volplug_store_restore_written_bytes_total: 2 chunks");
+	is_int(store_last_error(STORE_ERROR_RESTORE, &when, &last), -ENOENT,
+	       "the last restore error is kept");
+	ok(last && strstr(last, "met-none"), "...with its message: %s", last);
+	ok(figure("volplug_store_last_error_timestamp_seconds", "restore", "ENOENT") >=
+		   (double)(now_usec(CLOCK_REALTIME) / USEC_PER_SEC - 60),
+	   "volplug_store_last_error_timestamp_seconds{kind=\"restore\",error=\"ENOENT\"}: "
+	   "now");
+
+	const char *intent = "{\"snapshot\":\"met-9\",\"node\":\"node-b\"}";
+	s3_put(s3, "cluster-1/snaps/intents/met-9", intent, strlen(intent), false,
+	       in(5 * USEC_PER_SEC), NULL);
+	is_int(store_gc(s, in(10 * USEC_PER_SEC), NULL, NULL), -EBUSY,
+	       "a collection put off by an upload in progress");
+	s3_delete(s3, "cluster-1/snaps/intents/met-9", in(5 * USEC_PER_SEC), NULL);
+	store_delete(s, "met-1", in(5 * USEC_PER_SEC), NULL);
+	usleep(10 * 1000);
+	is_int(store_gc(s, in(10 * USEC_PER_SEC), NULL, NULL), 0, "a collection");
+	metrics_collect_now();
+	is_int((long long)(figure("volplug_store_collections_total", "put_off", NULL) - gbusy0), 1,
+	       "volplug_store_collections_total{result=\"put_off\"}: 1");
+	is_int((long long)(figure("volplug_store_collections_total", "done", NULL) - gdone0), 1,
+	       "...{result=\"done\"}: 1");
+	is_int((long long)(figure("volplug_store_collected_chunks_total", NULL, NULL) - gchunks0),
+	       1, "volplug_store_collected_chunks_total: the chunk only met-1 named");
+
+	s3sim_faults("[{\"method\": \"PUT\", \"key\": \"chunks/\", \"status\": 403, "
+		     "\"code\": \"AccessDenied\"}]");
+	fill(fd, 5, 'z');
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "met-3"}, in(5 * USEC_PER_SEC), NULL,
+			    &err),
+	       -EPERM, "an upload the store refuses");
+	metrics_collect_now();
+	is_int((long long)(figure("volplug_store_uploads_total", "failed", NULL) - failed0), 1,
+	       "volplug_store_uploads_total{result=\"failed\"}: 1");
+	free(last);
+	last = NULL;
+	is_int(store_last_error(STORE_ERROR_UPLOAD, &when, &last), -EPERM,
+	       "the last upload error is kept");
+	ok(last && err && strcmp(last, err) == 0, "...the message the caller got: %s", last);
+	ok(figure("volplug_store_last_error_timestamp_seconds", "upload", "EPERM") > 0,
+	   "volplug_store_last_error_timestamp_seconds{kind=\"upload\",error=\"EPERM\"}");
+	is_int(store_last_error(STORE_ERROR_COLLECTION, &when, &last), 0,
+	       "no collection error: a put-off collection is none");
+	s3sim_reset("{\"buckets\": [], \"keys\": {\"AKID\": \"secret\"}}");
+}
+
 int main(void)
 {
 	char *env[] = {"AWS_ACCESS_KEY_ID=AKID", "AWS_SECRET_ACCESS_KEY=secret",
@@ -533,6 +663,7 @@ int main(void)
 	test_gc();
 	test_multipart();
 	test_gc_race();
+	test_metrics();
 	s3_client_free(s3);
 	aws_credentials_provider_free(creds);
 	char cmd[64];

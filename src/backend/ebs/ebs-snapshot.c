@@ -330,6 +330,12 @@ int ebs_create_snapshot(EbsController *c, const BackendCreateSnapshot *r, Backen
 	EbsSnapshot s = {};
 	Strmap tags = {};
 
+	/* An EBS snapshot is always in S3, off the node: what location: store asks for. */
+	if (r->location && strcmp(r->location, "store") != 0)
+		return errorf(ret_error, -EINVAL,
+			      "parameters: location: an EBS snapshot is kept in S3, off the node: "
+			      "want store (or leave it out), got '%s'",
+			      r->location);
 	int e = snapshot_existing(c, r->name, deadline, &s, ret_error);
 	if (e == 0) {
 		ebs_snapshot_to_backend(&s, &c->extra_tags, ret);

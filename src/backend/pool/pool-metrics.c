@@ -22,6 +22,7 @@
 #include "hashmap.h"
 #include "pool-backend.h"
 #include "pool-node.h"
+#include "pool-store.h"
 
 #define POOL_GAUGE(var, name, help) METRIC_DEFINE_FULL(var, METRIC_GAUGE, name, help, true, NULL, 0)
 
@@ -53,6 +54,12 @@ POOL_GAUGE(
 	"Publish targets of pool volumes on this node (NodePublishVolume done, not unpublished)");
 POOL_GAUGE(loops, "volplug_pool_loop_devices",
 	   "Loop devices attached over the pool's files (the kernel's count)");
+
+METRIC_DEFINE_FULL(store_info, METRIC_GAUGE, "volplug_store_info",
+		   "1 when volplugd has a snapshot store (--store-bucket), labelled with its "
+		   "endpoint (\"\": AWS S3), bucket and prefix; its figures are the other "
+		   "volplug_store_* families",
+		   true, NULL, 0, "endpoint", "bucket", "prefix");
 
 #define VOLUME_COUNTER(var, name, help) \
 	METRIC_DEFINE_FULL(var, METRIC_COUNTER, name, help, true, NULL, 0, "volume_id")
@@ -326,6 +333,10 @@ static void pool_collect(void *userdata)
 	add_count(&staged, s.staged);
 	add_count(&published, s.published);
 	add_count(&loops, s.devices);
+	/* Set once at start, never changed: read without the store's lock. */
+	if (pb->store)
+		metric_set(&store_info, 1, pb->store->endpoint ?: "", pb->store->bucket,
+			   pb->store->prefix);
 	backend_status_done(&s);
 }
 

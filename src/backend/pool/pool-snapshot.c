@@ -61,11 +61,20 @@ int pool_snapshot_take(PoolBackend *pb, const BackendCreateSnapshot *r, const ch
 
 	pool_snapshot_id_for_name(r->name, spec.id);
 	if (pool_snapshot_load(pool, spec.id, &existing) == 0) {
+		if (!store_id && strmap_get(&existing->params, POOL_STORE_KEY))
+			return errorf(ret_error, -EEXIST,
+				      "snapshot '%s' exists as %s%s, uploading to the snapshot "
+				      "store (location: store): its location differs from this "
+				      "request's (location: local)",
+				      r->name, POOL_STORE_ID_PREFIX, spec.id);
 		pool_snapshot_to_backend(existing, ret);
 		return -EEXIST;
 	}
-	int e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id,
-				     local, ret_error);
+	int e;
+	if (!store_id && pb->store && (e = pool_store_name_check(pb, r, spec.id, ret_error)) < 0)
+		return e;
+	e = pool_backend_id_find(pb, POOL_ID_VOLUME, "source_volume_id", r->source_volume_id, local,
+				 ret_error);
 	if (e < 0)
 		return e;
 	if ((e = pool_backend_volume_load(pb, "source_volume_id", r->source_volume_id, local,
@@ -220,20 +229,18 @@ static int list_entry(PoolBackend *pb, const BackendListRequest *r, const char *
 		r->source_volume_id && *r->source_volume_id ? r->source_volume_id : NULL;
 
 	if (pool_store_id_of(id)) {
+		_cleanup_free_ char *err = NULL;
 		BackendRef ref = {.id = id, .secrets = r->secrets};
 		BackendSnapshot found = {};
-		int e = pool_store_get_snapshot(pb, &ref, &found, ret_error);
-		if (e == -ENOENT) { /* deleted since it was listed */
-			free(*ret_error);
-			*ret_error = NULL;
+		int e = pool_store_get_snapshot(pb, &ref, &found, &err);
+		if (e == -ENOENT) /* deleted since it was listed */
 			return 0;
-		}
 		if (e == 0 && (!volume || strcmp(found.source_volume_id, volume) == 0)) {
 			*ret = found;
 			return 1;
 		}
 		backend_snapshot_done(&found);
-		return e;
+		return e < 0 ? pool_store_list_failed(pb, e, &err, ret_error) : e;
 	}
 	if (pool_snapshot_load(pb->pool, id, &s) < 0 || strmap_get(&s->params, POOL_STORE_KEY) ||
 	    (volume && !snapshot_of(pb, s, volume)))

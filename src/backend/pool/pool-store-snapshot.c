@@ -292,8 +292,13 @@ int pool_store_create_snapshot(PoolBackend *pb, const BackendCreateSnapshot *r,
 	pool_snapshot_id_for_name(r->name, id);
 	if (pool_snapshot_load(pb->pool, id, &local) == 0) {
 		if (!strmap_get(&local->params, POOL_STORE_KEY)) {
-			pool_snapshot_to_backend(local, ret); /* a local snapshot of that name */
-			return -EEXIST;
+			/* A local snapshot of that name: not the one asked for. */
+			_cleanup_free_ char *local_id = pool_backend_id(local->id, local->node);
+			return errorf(ret_error, -EEXIST,
+				      "snapshot '%s' exists as %s, a local snapshot in the pool of "
+				      "node %s (location: local): its location differs from this "
+				      "request's (location: store)",
+				      r->name, local_id, pb->node_id);
 		}
 		if ((e = upload_failure(pb->store, id, store, ret_error)) < 0)
 			return e;
@@ -313,6 +318,31 @@ int pool_store_create_snapshot(PoolBackend *pb, const BackendCreateSnapshot *r,
 	strmap_remove(&ret->params, POOL_STORE_KEY);
 	pool_store_enqueue(pb->store, id, store);
 	return 0;
+}
+
+int pool_store_name_check(PoolBackend *pb, const BackendCreateSnapshot *r, const char *id,
+			  char **ret_error)
+{
+	_cleanup_free_ char *err = NULL;
+	usec_t deadline = MIN(pool_store_deadline(), now_usec(CLOCK_MONOTONIC) + 5 * USEC_PER_SEC);
+	StoreManifest m = {};
+	Store *store;
+
+	/* The store out of reach leaves the local snapshot possible: it is only a check. */
+	int e = pool_backend_store(pb, r->secrets, &store, &err);
+	if (e == 0)
+		e = store_manifest_get(store, id, deadline, &m, &err);
+	if (e < 0) {
+		if (e != -ENOENT)
+			log_debug("snapshot '%s': could not look for it in the store: %s", r->name,
+				  err);
+		return 0;
+	}
+	store_manifest_done(&m);
+	return errorf(ret_error, -EEXIST,
+		      "snapshot '%s' exists as %s%s in the snapshot store (location: store): its "
+		      "location differs from this request's (location: local)",
+		      r->name, POOL_STORE_ID_PREFIX, id);
 }
 
 /* Stops the upload of id (waits for a running one to see its cancel) and forgets it. */
@@ -379,9 +409,23 @@ static int list_one(const char *id, void *userdata)
 	return 0;
 }
 
+int pool_store_list_failed(PoolBackend *pb, int e, char **err, char **ret_error)
+{
+	/* A refusal (a key, a bucket, a secret, a damaged manifest) keeps its code. */
+	if (e == -EPERM || e == -EACCES || e == -ENXIO || e == -ENOKEY || e == -EINVAL ||
+	    e == -ENOMEDIUM || e == -EUCLEAN || e == -ENOENT)
+		return error_pass(e, err, ret_error);
+	_cleanup_free_ char *where = pool_store_describe(pb->store);
+	return errorf(ret_error, -EAGAIN,
+		      "ListSnapshots: the snapshot store %s could not be read, and a list without "
+		      "its snapshots would be incomplete: %s",
+		      where, *err ?: strerror(-e));
+}
+
 int pool_store_list_ids(PoolBackend *pb, const Strmap *secrets, char ***ids, size_t *n, size_t *cap,
 			char **ret_error)
 {
+	_cleanup_free_ char *err = NULL;
 	ListIds l = {ids, n, cap};
 	Store *store;
 
@@ -392,5 +436,6 @@ int pool_store_list_ids(PoolBackend *pb, const Strmap *secrets, char ***ids, siz
 	for (UploadJob *j = pb->store->jobs; j; j = j->next)
 		list_one(j->id, &l);
 	pthread_mutex_unlock(&pb->store->lock);
-	return store_list(store, list_one, &l, pool_store_deadline(), ret_error);
+	e = store_list(store, list_one, &l, pool_store_deadline(), &err);
+	return e < 0 ? pool_store_list_failed(pb, e, &err, ret_error) : e;
 }

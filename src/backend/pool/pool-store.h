@@ -69,7 +69,17 @@ int pool_store_delete_snapshot(PoolBackend *pb, const BackendRef *r, BackendDele
 			       char **ret_error);
 int pool_store_get_snapshot(PoolBackend *pb, const BackendRef *r, BackendSnapshot *ret,
 			    char **ret_error);
-/* Adds the IDs of the store's snapshots (and of the uploads in progress here) to ids. */
+/* Before a local snapshot of r->name (local ID id) is taken: -EEXIST with *ret_error naming it
+ * when the store holds a snapshot of that name; 0 when not, or when the store cannot say within
+ * 5 s (a store out of reach does not stop local snapshots). Blocks. */
+int pool_store_name_check(PoolBackend *pb, const BackendCreateSnapshot *r, const char *id,
+			  char **ret_error);
+/* ListSnapshots' answer for the store's failure e (message *err, taken): a refusal (key,
+ * bucket, secrets, damage) as it is; else, the store out of reach, -EAGAIN (UNAVAILABLE)
+ * naming it and saying the list cannot be complete without it. */
+int pool_store_list_failed(PoolBackend *pb, int e, char **err, char **ret_error);
+/* Adds the IDs of the store's snapshots (and of the uploads in progress here) to ids; a store
+ * out of reach is pool_store_list_failed()'s answer. */
 int pool_store_list_ids(PoolBackend *pb, const Strmap *secrets, char ***ids, size_t *n, size_t *cap,
 			char **ret_error);
 
