@@ -428,6 +428,40 @@ def test_snapshot_of_a_directory_volume(ctx):
 
 
 @root_test
+def test_store_snapshot_is_refused(ctx):
+    """The store holds the images of file volumes: a snapshot of a directory volume with
+    location: store is INVALID_ARGUMENT naming the volume, and nothing is made or sent (before,
+    its empty data file went up and the snapshot restored as an empty volume); a store snapshot
+    restores as a file volume only."""
+    from test_store_snapshot import SimPeer, store_daemon
+
+    peer = SimPeer(ctx)
+    d = store_daemon(ctx, peer)
+    vid, _, tree = make_directory_volume(d, "dv")
+    with open(os.path.join(tree, "file"), "wb") as f:
+        f.write(os.urandom(4096))
+    d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "CreateSnapshot", name="s1",
+                   source_volume_id=vid, parameters={"location": "store"},
+                   match="volume %s is a directory volume, whose snapshots are local only" % vid)
+    assert os.listdir(os.path.join(d.pool, "snapshots")) == []
+    assert os.listdir(os.path.join(d.pool, "tmp")) == []
+    assert peer.keys("c1/") == set(), peer.keys("c1/")
+
+    # and a store snapshot (of a file volume) never restores as a directory volume
+    from test_store_snapshot import until_ready, volume
+
+    fvol, _ = volume(d, "fv")
+    s = until_ready(d, "s2", fvol, parameters={"location": "store"})
+    d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "CreateVolume", name="r1",
+                   capacity_range={"required_bytes": 64 * MiB}, volume_capabilities=[FS_CAP],
+                   parameters=DIRECTORY,
+                   volume_content_source={"snapshot": {"snapshot_id": s.snapshot_id}},
+                   match="snapshot %s in the store holds the image of a file volume"
+                   % s.snapshot_id)
+    assert pool_check(d.pool).endswith(" 0 problems")
+
+
+@root_test
 def test_leftover_of_a_killed_create(ctx):
     """What a create killed after making the volume's tree/ leaves in tmp/ (a staging directory
     with the data file, tree/ with files and a symlink out of it, no meta.json) is removed at
@@ -464,4 +498,5 @@ if __name__ == "__main__":
         test_tree_planted_in_a_loop_volume,
         test_snapshot_of_a_directory_volume,
         test_leftover_of_a_killed_create,
+        test_store_snapshot_is_refused,
     ])

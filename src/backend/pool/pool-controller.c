@@ -501,12 +501,18 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 		return errorf(ret_error, -EINVAL,
 			      "parameters: encrypted: pool volumes are not encrypted (only EBS "
 			      "volumes are)");
-	if (r->params->directory && (e = create_check_directory(pb, ret_error)) < 0)
-		return e;
 	/* A snapshot in the object store is restored on any node; a local one is its node's. */
 	const char *store_id = r->source_kind && strcmp(r->source_kind, "snapshot") == 0
 				       ? pool_store_id_of(r->source_id)
 				       : NULL;
+	if (store_id && r->params->directory)
+		return errorf(
+			ret_error, -EINVAL,
+			"parameters: volumeKind: directory: snapshot %s in the store holds the "
+			"image of a file volume, and restores as one (volumeKind file)",
+			r->source_id);
+	if (r->params->directory && (e = create_check_directory(pb, ret_error)) < 0)
+		return e;
 	if (store_id)
 		return create_from_store(pb, r, store_id, ret, ret_error);
 	if (r->source_kind && *r->source_kind && (e = create_source(pb, r, source, ret_error)) < 0)

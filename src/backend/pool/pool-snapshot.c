@@ -80,6 +80,12 @@ int pool_snapshot_take(PoolBackend *pb, const BackendCreateSnapshot *r, const ch
 	if ((e = pool_backend_volume_load(pb, "source_volume_id", r->source_volume_id, local,
 					  &source, ret_error)) < 0)
 		return e;
+	if (store_id && source->directory)
+		return errorf(
+			ret_error, -EINVAL,
+			"parameters: location: store: volume %s is a directory volume, whose "
+			"snapshots are local only (the store holds the images of file volumes)",
+			r->source_volume_id);
 	spec.name = (char *)r->name;
 	spec.source_volume_id = (char *)r->source_volume_id;
 	spec.size = source->size;
