@@ -8,6 +8,8 @@ what `volplugctl pool check` prints."""
 import concurrent.futures
 import json
 import os
+import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -651,6 +653,41 @@ def test_blank_volume_a_crash_left_unsynced_is_made_again(ctx):
     rc, out = pool_check(d.pool)
     assert rc == 1 and "volumes/%s: data file missing" % local_id(used) in out, out
     assert local_id(lost) not in out and local_id(short) not in out, out
+
+
+def test_create_makes_two_fsyncs_and_delete_one(ctx):
+    """Counted with strace on a pool of ext4, XFS or btrfs (docs/pool.md, What each fsync is
+    for): a blank create fsyncs meta.json and volumes/, a delete volumes/."""
+    if not shutil.which("strace"):
+        raise Skip("no strace")
+    fstype = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", ctx.tmp],
+                            capture_output=True, text=True).stdout.strip()
+    if fstype not in ("ext4", "xfs", "btrfs"):
+        raise Skip("the pool's filesystem is %s, not ext4, XFS or btrfs" % fstype)
+    d = ctx.daemon(start=False)
+    trace = os.path.join(d.dir, "strace")
+    argv = d.argv
+    d.argv = lambda: ["strace", "-f", "-qq", "-o", trace,
+                      "-e", "trace=fsync,fdatasync,syncfs,sync_file_range"] + argv()
+    d.start()
+
+    def count():
+        with open(trace) as f:
+            return sum(1 for line in f if " = " in line)
+
+    n = 10
+    start = count()
+    ids = [create(d, "pvc-fsyncs-%d" % i, MIB).volume_id for i in range(n)]
+    created = count()
+    for vid in ids:
+        d.call("DeleteVolume", volume_id=vid)
+    deleted = count()
+    for child in open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split():
+        os.kill(int(child), signal.SIGTERM)
+    d.proc.wait(30)
+    assert created - start == 2 * n, "fsyncs of %d creates: %d" % (n, created - start)
+    assert deleted - created == n, "fsyncs of %d deletes: %d" % (n, deleted - created)
+    return "%d creates: %d fsyncs, %d deletes: %d" % (n, created - start, n, deleted - created)
 
 
 # Publish
@@ -1458,6 +1495,7 @@ if __name__ == "__main__":
          test_client_deadline_then_retry_finds_the_volume, test_list_volumes_pagination,
          test_kill9_during_create, test_kill9_during_snapshot, test_kill9_during_delete,
          test_kill9_at_each_sync_point, test_blank_volume_a_crash_left_unsynced_is_made_again,
+         test_create_makes_two_fsyncs_and_delete_one,
          test_publish_device_names_and_idempotency, test_publish_only_to_the_volumes_node,
          test_attach_limit, test_device_names_survive_a_restart, test_snapshot_restore_and_clone,
          test_snapshot_names_and_listing, test_group_snapshots, test_expand_and_modify_are_coalesced,
