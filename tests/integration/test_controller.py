@@ -8,6 +8,8 @@ what `volplugctl pool check` prints."""
 import concurrent.futures
 import json
 import os
+import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -569,6 +571,123 @@ def test_kill9_during_delete(ctx):
     again.call("DeleteVolume", volume_id=holder["vid"])
     assert create(again, "pvc-del", 16 * MIB).volume_id == holder["vid"], "the name is free again"
     assert_pool_clean(d.pool, volumes=1)
+
+
+# Every point of a create and a delete around its fsyncs (docs/pool.md, What each fsync is
+# for): killed there, the restarted pool holds the whole volume or nothing, and the CO's retry
+# finishes the call.
+CREATE_SYNC_POINTS = ["pool-create-before-commit", "pool-commit-after-sync",
+                      "pool-commit-after-rename", "pool-dir-sync", "pool-commit-after-dir-sync"]
+DELETE_SYNC_POINTS = ["pool-delete-after-check", "pool-dir-sync", "pool-delete-after-rename"]
+
+
+def assert_whole_or_absent(d, vid, size):
+    """The volume vid is absent, or there whole: its record, a data file of its size, healthy."""
+    if on_disk(d.pool, "volumes") == []:
+        d.expect_error(NOT_FOUND, "ControllerGetVolume", volume_id=vid)
+        return False
+    assert on_disk(d.pool, "volumes") == [vid]
+    assert meta(d.pool, vid)["size"] == size
+    assert os.stat(data_path(d.pool, vid)).st_size == size
+    got = d.call("ControllerGetVolume", volume_id=vid)
+    assert not got.status.volume_condition.abnormal, got.status.volume_condition.message
+    return True
+
+
+def test_kill9_at_each_sync_point(ctx):
+    size = 8 * MIB
+    for i, point in enumerate(CREATE_SYNC_POINTS):
+        name = "pvc-sync-%d" % i
+        d = ctx.daemon(env={"VOLPLUG_FAILPOINTS": point + "=crash"}, name="create-%d" % i)
+        expect_crash(d, "CreateVolume", **create_req(name, size))
+        assert d.proc.wait(10) == -9, point
+        again = ctx.daemon(pool=d.pool, name="create-%d-again" % i)
+        assert_pool_clean(d.pool)
+        vid = (on_disk(d.pool, "volumes") or [None])[0]
+        if vid:
+            assert assert_whole_or_absent(again, vid, size), point
+        retried = create(again, name, size).volume_id
+        assert vid in (None, retried), (point, vid, retried)
+        assert assert_whole_or_absent(again, retried, size), point
+        again.call("DeleteVolume", volume_id=retried)
+        assert_pool_clean(d.pool, volumes=0)
+        again.stop()
+    for i, point in enumerate(DELETE_SYNC_POINTS):
+        first = ctx.daemon(name="delete-%d-first" % i)
+        vid = create(first, "pvc-del-sync-%d" % i, size).volume_id
+        first.stop()
+        d = ctx.daemon(pool=first.pool, env={"VOLPLUG_FAILPOINTS": point + "=crash"},
+                       name="delete-%d" % i)
+        expect_crash(d, "DeleteVolume", volume_id=vid)
+        assert d.proc.wait(10) == -9, point
+        again = ctx.daemon(pool=d.pool, name="delete-%d-again" % i)
+        assert_pool_clean(d.pool)
+        assert_whole_or_absent(again, vid, size)
+        again.call("DeleteVolume", volume_id=vid)
+        assert on_disk(d.pool, "volumes") == [], point
+        assert_pool_clean(d.pool, volumes=0)
+        again.stop()
+
+
+def test_blank_volume_a_crash_left_unsynced_is_made_again(ctx):
+    """A create syncs no blank data file (its size is in meta.json): what a power cut can then
+    leave, a data file missing or short, is made again at the next start, for a volume never
+    used on a node; a volume that was is only reported."""
+    d = ctx.daemon()
+    lost, short, used = (create(d, "pvc-unsynced-%s" % x, 16 * MIB).volume_id
+                         for x in ("lost", "short", "used"))
+    d.stop()
+    os.unlink(data_path(d.pool, lost))
+    os.truncate(data_path(d.pool, short), 0)
+    os.unlink(data_path(d.pool, used))
+    with open(os.path.join(d.pool, "volumes", local_id(used), "node.json"), "w") as f:
+        f.write("{}")
+    again = ctx.daemon(pool=d.pool, name="restarted")
+    for vid in (lost, short):
+        assert os.stat(data_path(d.pool, vid)).st_size == 16 * MIB, vid
+        got = again.call("ControllerGetVolume", volume_id=vid)
+        assert not got.status.volume_condition.abnormal, got.status.volume_condition.message
+    assert not os.path.exists(data_path(d.pool, used)), "a used volume's data is not invented"
+    got = again.call("ControllerGetVolume", volume_id=used)
+    assert "data file of volume %s is missing" % used in got.status.volume_condition.message
+    rc, out = pool_check(d.pool)
+    assert rc == 1 and "volumes/%s: data file missing" % local_id(used) in out, out
+    assert local_id(lost) not in out and local_id(short) not in out, out
+
+
+def test_create_makes_two_fsyncs_and_delete_one(ctx):
+    """Counted with strace on a pool of ext4, XFS or btrfs (docs/pool.md, What each fsync is
+    for): a blank create fsyncs meta.json and volumes/, a delete volumes/."""
+    if not shutil.which("strace"):
+        raise Skip("no strace")
+    fstype = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", ctx.tmp],
+                            capture_output=True, text=True).stdout.strip()
+    if fstype not in ("ext4", "xfs", "btrfs"):
+        raise Skip("the pool's filesystem is %s, not ext4, XFS or btrfs" % fstype)
+    d = ctx.daemon(start=False)
+    trace = os.path.join(d.dir, "strace")
+    argv = d.argv
+    d.argv = lambda: ["strace", "-f", "-qq", "-o", trace,
+                      "-e", "trace=fsync,fdatasync,syncfs,sync_file_range"] + argv()
+    d.start()
+
+    def count():
+        with open(trace) as f:
+            return sum(1 for line in f if " = " in line)
+
+    n = 10
+    start = count()
+    ids = [create(d, "pvc-fsyncs-%d" % i, MIB).volume_id for i in range(n)]
+    created = count()
+    for vid in ids:
+        d.call("DeleteVolume", volume_id=vid)
+    deleted = count()
+    for child in open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split():
+        os.kill(int(child), signal.SIGTERM)
+    d.proc.wait(30)
+    assert created - start == 2 * n, "fsyncs of %d creates: %d" % (n, created - start)
+    assert deleted - created == n, "fsyncs of %d deletes: %d" % (n, deleted - created)
+    return "%d creates: %d fsyncs, %d deletes: %d" % (n, created - start, n, deleted - created)
 
 
 # Publish
@@ -1375,6 +1494,8 @@ if __name__ == "__main__":
          test_64_concurrent_creates_of_one_name, test_second_call_in_flight_is_aborted_at_once,
          test_client_deadline_then_retry_finds_the_volume, test_list_volumes_pagination,
          test_kill9_during_create, test_kill9_during_snapshot, test_kill9_during_delete,
+         test_kill9_at_each_sync_point, test_blank_volume_a_crash_left_unsynced_is_made_again,
+         test_create_makes_two_fsyncs_and_delete_one,
          test_publish_device_names_and_idempotency, test_publish_only_to_the_volumes_node,
          test_attach_limit, test_device_names_survive_a_restart, test_snapshot_restore_and_clone,
          test_snapshot_names_and_listing, test_group_snapshots, test_expand_and_modify_are_coalesced,

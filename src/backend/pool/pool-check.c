@@ -152,13 +152,51 @@ static void repair_size(Checker *c, PoolCheckItem *item, const char *id)
 	pool_unlock(lock);
 }
 
+/* Makes again the data file of a blank volume not in use (not published, not staged here),
+ * when a crash lost it or its size: a create does not sync a blank data file where the
+ * filesystem keeps its directory entry with meta.json's fsync (staging_sync()). Holes of the
+ * recorded size are what it held when made. Under the volume's lock, checked again. */
+static void repair_blank(Checker *c, PoolCheckItem *item, const char *id)
+{
+	_cleanup_(pool_volume_freep) PoolVolume *v = NULL;
+	struct stat st;
+	int lock = -EBADF;
+
+	if (pool_volume_lock(c->repair, id, &lock) < 0)
+		return;
+	_cleanup_close_ int dir = pool_volume_dir_open(c->repair, id);
+	if (dir < 0 || pool_volume_load(c->repair, id, &v) < 0 || *v->source_kind ||
+	    v->n_attachments > 0 || faccessat(dir, USE_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+	    errno != ENOENT) {
+		pool_unlock(lock);
+		return;
+	}
+	_cleanup_close_ int data =
+		openat(dir, DATA_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (data >= 0 && fstat(data, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (uint64_t)st.st_size < v->size && ftruncate(data, (off_t)v->size) == 0 &&
+	    fsync(data) == 0 && fsync_dir(dir) == 0) {
+		if (pool_lock_take(c->repair) == 0) {
+			(void)pool_ledger_write(c->repair, pool_ledger_recount(c->repair));
+			pool_lock_release(c->repair);
+		}
+		repaired(
+			c, item,
+			"made again: %llu bytes of holes, the blank volume a crash left unfinished",
+			(unsigned long long)v->size);
+	}
+	pool_unlock(lock);
+}
+
 /* Checks one object directory's data file against the size its metadata records. */
 static void check_data(Checker *c, int obj_fd, const char *where, const char *volume_id,
 		       uint64_t size)
 {
 	struct stat st;
 	if (fstatat(obj_fd, DATA_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		problem(c, where, "data file missing");
+		PoolCheckItem *item = problem(c, where, "data file missing");
+		if (c->repair && volume_id)
+			repair_blank(c, item, volume_id);
 		return;
 	}
 	if (!S_ISREG(st.st_mode)) {
@@ -175,6 +213,8 @@ static void check_data(Checker *c, int obj_fd, const char *where, const char *vo
 				      (long long)st.st_size, (unsigned long long)size);
 	if (c->repair && volume_id && (uint64_t)st.st_size > size)
 		repair_size(c, item, volume_id);
+	else if (c->repair && volume_id)
+		repair_blank(c, item, volume_id);
 }
 
 static void check_volume(Checker *c, int obj_fd, const char *id, const char *text, size_t len)

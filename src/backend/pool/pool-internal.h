@@ -55,6 +55,11 @@ struct Pool {
 	/* The object directories' fsyncs, by kind (volumes/, snapshots/, groups/). */
 	DirSync dir_syncs[3];
 
+	/* The pool's filesystem makes a new file's directory entry durable with the file's own
+	 * fsync (ext4, XFS, btrfs: pool_open()), so that a create needs no fsync of its staging
+	 * directory (docs/pool.md, What each fsync is for). */
+	bool entry_with_file;
+
 	char **recovered; /* a strv: what pool_open() removed from tmp/, for pool_check_repair() */
 };
 

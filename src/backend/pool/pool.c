@@ -17,6 +17,7 @@
 #include "hash-util.h"
 #include "log.h"
 #include "loopdev.h"
+#include "mount-util.h"
 #include "pool-internal.h"
 #include "quota.h"
 #include "pool-meta.h"
@@ -361,6 +362,26 @@ static void pool_recover(Pool *p)
 	}
 }
 
+/* Whether the filesystem holding dir_fd makes a new file's directory entry durable with the
+ * file's own fsync. ext4 (journal or not: without one it syncs the new entry's parents), XFS
+ * and btrfs do; POSIX does not say so, and ext2 (the same magic number as ext4, told apart
+ * here by the mount table's type) does not. */
+static bool fs_entry_with_file(int dir_fd)
+{
+	static const char *const types[] = {"ext4", "xfs", "btrfs"};
+	MountInfo m = {};
+	struct statx sx;
+	bool yes = false;
+
+	if (statx(dir_fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID) || mount_find_by_id(sx.stx_mnt_id, &m) < 0)
+		return false;
+	for (size_t i = 0; i < ELEMENTSOF(types); i++)
+		yes = yes || (m.fstype && strcmp(m.fstype, types[i]) == 0);
+	mount_info_done(&m);
+	return yes;
+}
+
 static int open_subdir(int dir_fd, const char *name)
 {
 	return open_beneath(dir_fd, name, O_RDONLY | O_DIRECTORY, 0, S_IFDIR);
@@ -488,6 +509,7 @@ int pool_open(const PoolConfig *config, Pool **ret)
 		pool_close(p);
 		return r;
 	}
+	p->entry_with_file = fs_entry_with_file(p->dir_fd);
 	p->capacity = config->capacity;
 	p->overprovision = config->overprovision > 0 ? config->overprovision : 1;
 	pool_reserve_restore(p);
@@ -614,31 +636,38 @@ static void staging_abort(Pool *p, Staging *s)
 
 /* Makes a staged object durable before it can appear: its files, then its directory. Done
  * once, after every write, so that one journal commit covers them all (syncing each file as
- * it was written cost a commit apiece). */
-static int staging_sync(Staging *s)
+ * it was written cost a commit apiece). Where the filesystem makes a new file's directory entry
+ * durable with the file's own fsync (entry_with_file), the directory is not synced, and neither
+ * is a blank data file (holes of the size meta.json records): should a crash lose it or its
+ * size, the next start makes it again (pool_check_repair()). docs/pool.md, What each fsync is
+ * for. */
+static int staging_sync(Pool *p, Staging *s, bool blank)
 {
 	static const char *const files[] = {META_FILE, DATA_FILE};
 
 	for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+		if (blank && p->entry_with_file && strcmp(files[i], DATA_FILE) == 0)
+			continue;
 		_cleanup_close_ int fd = openat(s->fd, files[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0 && errno == ENOENT)
 			continue; /* a group has no data file */
 		if (fd < 0 || fsync(fd) < 0)
 			return negative_errno();
 	}
-	return fsync_dir(s->fd);
+	return p->entry_with_file ? 0 : fsync_dir(s->fd);
 }
 
 /* Moves the finished object into place; -EEXIST when another one got there first. The rename
  * hands the reserved bytes on to the object's data file (of the same size): under the pool
- * lock, so that a recount never sees both or neither. */
-static int staging_commit(Pool *p, ObjectKind k, Staging *s, const char *id)
+ * lock, so that a recount never sees both or neither. blank: its data file is holes only. */
+static int staging_commit(Pool *p, ObjectKind k, Staging *s, const char *id, bool blank)
 {
-	int r = staging_sync(s);
+	int r = staging_sync(p, s, blank);
 	if (r < 0) {
 		staging_abort(p, s);
 		return r;
 	}
+	failpoint("pool-commit-after-sync");
 	r = pool_lock_take(p);
 	if (r < 0) {
 		staging_abort(p, s);
@@ -652,13 +681,17 @@ static int staging_commit(Pool *p, ObjectKind k, Staging *s, const char *id)
 		return r;
 	}
 	closep(&s->fd);
+	failpoint("pool-commit-after-rename");
 	/* tmp/ is not synced: should its side of the rename be lost, the open's clean-up finds
 	 * the old name to be the object itself and leaves it (tmp_clean_locked()). */
-	return kind_sync(p, k);
+	r = kind_sync(p, k);
+	if (r == 0)
+		failpoint("pool-commit-after-dir-sync");
+	return r;
 }
 
 /* Fills a staged object's data file: blank of size bytes, or a copy of source's data file
- * (opened by the caller) grown to size. staging_commit() syncs it. */
+ * (opened by the caller) grown to size. staging_commit() syncs it (staging_sync()). */
 static int staging_fill(Staging *s, int source_data_fd, uint64_t size, CopyMethod *ret_method)
 {
 	struct stat st;
@@ -1058,7 +1091,8 @@ static int object_create(Pool *p, const ObjectSpec *o, CopyMethod *ret_method)
 		return r;
 	}
 	failpoint(o->failpoint);
-	return staging_commit(p, o->kind, &s, o->id);
+	return staging_commit(p, o->kind, &s, o->id,
+			      o->with_data && !(o->source_kind && *o->source_kind));
 }
 
 int pool_volume_create(Pool *p, PoolVolume *spec, const char *source, CopyMethod *ret_method)

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# CreateVolume+DeleteVolume pairs/s at 1 and 16 clients, in one run: this build's volplugd,
+# another volplugd binary (BEFORE, optional: the one to compare with) and csi-driver-host-path
+# (HOSTPATHPLUGIN, optional), in rounds taking turns, the median round shown. POOL_FS says where
+# the pools and hostpath's state live: "root" (a directory of /tmp's filesystem, default),
+# "ext4" or "xfs" (a fresh loop filesystem, with its journal), "tmpfs" (no disk: what is left
+# without the flushes). FSYNCS=1 first counts, with strace, the fsync calls per pair of each
+# volplugd binary (and on ext4 the journal commits). docs/bench.md, Controller.
+#
+# Needs root for the loop filesystems and tmpfs. Environment: BUILD (default build), BEFORE,
+# HOSTPATHPLUGIN, POOL_FS, ROUNDS (5), DURATION per round (4s), FSYNCS (0; counted over 200
+# pairs at 1 client, 400 at 16).
+set -eu
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+BEFORE=${BEFORE:-}
+POOL_FS=${POOL_FS:-root}
+ROUNDS=${ROUNDS:-5}
+DURATION=${DURATION:-4s}
+FSYNCS=${FSYNCS:-0}
+
+WHERE=$BENCH_TMP/fs
+mkdir -p "$WHERE"
+case $POOL_FS in
+root) ;;
+tmpfs) mount -t tmpfs -o size=4G tmpfs "$WHERE" ;;
+ext4 | xfs)
+	truncate -s 4G "$BENCH_TMP/fs.img"
+	if [ "$POOL_FS" = xfs ]; then mkfs.xfs -q "$BENCH_TMP/fs.img"; else mkfs.ext4 -q -F "$BENCH_TMP/fs.img"; fi
+	mount -o loop "$BENCH_TMP/fs.img" "$WHERE"
+	;;
+*) echo "bench/create-delete.sh: POOL_FS: root, ext4, xfs or tmpfs" >&2; exit 2 ;;
+esac
+
+# start NAME BINARY [WRAPPER...]: a volplugd with its pool in $WHERE; prints its pid.
+start() {
+	local name=$1 bin=$2
+	shift 2
+	mkdir -p "$WHERE/$name-pool"
+	"$@" "$bin" all --endpoint "unix://$BENCH_TMP/$name.sock" --pool "$WHERE/$name-pool" \
+		--node-id bench-node --flexvolume-dir "$BENCH_TMP/$name-flexvolume" \
+		>"$BENCH_TMP/$name.log" 2>&1 &
+	echo $! >>"$BENCH_TMP/pids"
+	wait_socket "$BENCH_TMP/$name.sock" || { cat "$BENCH_TMP/$name.log" >&2; exit 1; }
+	echo $!
+}
+
+pair() { # pair NAME CLIENTS ARGS...: one bench row of create-delete
+	"$VOLPLUGCTL" --endpoint "unix://$BENCH_TMP/$1.sock" bench --sequence create-delete \
+		--param size=1Mi --clients "$2" --label "$1" "${@:3}"
+}
+
+drivers=(now)
+[ -z "$BEFORE" ] || drivers=(before now)
+[ -z "$HOSTPATHPLUGIN" ] || drivers+=(hostpath)
+binary() { if [ "$1" = before ]; then echo "$BEFORE"; else echo "$VOLPLUGD"; fi; }
+
+if [ "$FSYNCS" = 1 ]; then
+	command -v strace >/dev/null || { echo "bench/create-delete.sh: FSYNCS=1 needs strace" >&2; exit 2; }
+	dev=$(findmnt -n -o SOURCE --target "$WHERE" | sed 's|^/dev/||')
+	echo "fsync calls (and journal commits) per create+delete pair, counted with strace -f"
+	for d in "${drivers[@]}"; do
+		[ "$d" != hostpath ] || continue
+		for c in 1:200 16:400; do
+			set -- "${c%:*}" "${c#*:}"
+			out=$BENCH_TMP/strace-$d-$1
+			pid=$(start "count-$d-$1" "$(binary "$d")" strace -f -qq -o "$out" \
+				-e trace=fsync,fdatasync,syncfs,sync_file_range)
+			sleep 0.5
+			n0=$(grep -c ' = ' "$out" || true)
+			j0=$(awk 'NR == 1 {print $1}' "/proc/fs/jbd2/$dev-8/info" 2>/dev/null || echo 0)
+			pair "count-$d-$1" "$1" --count "$2" --warmup 0 >/dev/null
+			n1=$(grep -c ' = ' "$out" || true)
+			j1=$(awk 'NR == 1 {print $1}' "/proc/fs/jbd2/$dev-8/info" 2>/dev/null || echo 0)
+			awk -v d="$d" -v c="$1" -v p="$2" -v n=$((n1 - n0)) -v j=$((j1 - j0)) 'BEGIN {
+				printf "  %-8s %2d client(s), %d pairs: %.2f fsyncs a pair", d, c, p, n / p
+				if (j) printf ", %.2f journal commits", j / p
+				print "" }'
+			pkill -P "$pid" 2>/dev/null || true
+			stop_pid "$pid"
+		done
+	done
+fi
+
+for d in "${drivers[@]}"; do
+	if [ "$d" = hostpath ]; then
+		mkdir -p "$WHERE/hostpath-state"
+		"$HOSTPATHPLUGIN" --endpoint "unix://$BENCH_TMP/hostpath.sock" --nodeid bench-node \
+			--drivername hostpath.csi.k8s.io --statedir "$WHERE/hostpath-state" \
+			>"$BENCH_TMP/hostpath.log" 2>&1 &
+		echo $! >>"$BENCH_TMP/pids"
+		wait_socket "$BENCH_TMP/hostpath.sock" || { cat "$BENCH_TMP/hostpath.log" >&2; exit 1; }
+	else
+		start "$d" "$(binary "$d")" >/dev/null
+	fi
+done
+for r in $(seq "$ROUNDS"); do
+	for c in 1 16; do
+		for d in "${drivers[@]}"; do
+			pair "$d" "$c" --duration "$DURATION" --warmup 20 |
+				awk -v r="$r" 'NR > 1 && $2 == "CreateVolume" {print r, $1, $3, $6}' \
+					>>"$BENCH_TMP/rounds"
+		done
+	done
+done
+echo "create+delete pairs/s on $POOL_FS, $ROUNDS rounds of $DURATION: median (slowest-fastest)"
+for c in 1 16; do
+	line="  $c client(s):"
+	for d in "${drivers[@]}"; do
+		line+=$(awk -v d="$d" -v c="$c" '$2 == d && $3 == c {print $4}' "$BENCH_TMP/rounds" |
+			sort -n | awk -v d="$d" '{a[NR] = $1} END {
+				printf " %s %d (%d-%d)", d, a[int((NR + 1) / 2)], a[1], a[NR] }')
+	done
+	echo "$line"
+done
