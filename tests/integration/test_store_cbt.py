@@ -159,7 +159,8 @@ def test_delta_of_two_store_snapshots(ctx):
 
 def test_local_against_store(ctx):
     """A local snapshot and a store snapshot of one volume: the local file's chunks hashed
-    against the manifest, both ways round; checked against the local data file's bytes."""
+    against the manifest, both ways round; checked against the local data file's bytes. A
+    store snapshot still uploading answers from its copy."""
     peer = SimPeer(ctx)
     d = store_daemon(ctx, peer)
     vol, path, s1, s2, at1, at2, _ = two_store_snapshots(ctx, d, peer, random.Random(6))
@@ -180,6 +181,13 @@ def test_local_against_store(ctx):
     assert delta(d, s1, local) == chunk_ranges({4, 7, 10, 12}), delta(d, s1, local)
     alloc = ranges_of(stream(d, "GetMetadataAllocated", snapshot_id=local), SIZE)
     assert alloc, "a local snapshot's allocated ranges, beside store ones"
+    # A store snapshot still uploading: answered from its copy in the pool, the same bytes as
+    # the local snapshot.
+    peer.faults({"method": "PUT", "key": "chunks/", "delay": 1.0})
+    uploading = snap(d, "cbt-3", vol)
+    assert not uploading.ready_to_use, uploading
+    assert delta(d, s2, uploading.snapshot_id) == delta(d, s2, local)
+    assert delta(d, local, uploading.snapshot_id) == []
     return "local vs store: %d and %d ranges" % (len(delta(d, s1, local)),
                                                  len(delta(d, s2, local)))
 
