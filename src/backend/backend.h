@@ -264,6 +264,7 @@ typedef struct BackendGroupRequest {
 typedef struct BackendRangesRequest {
 	const char *snapshot_id;      /* allocated: the snapshot; delta: the target */
 	const char *base_snapshot_id; /* delta: the earlier snapshot; NULL for allocated */
+	const Strmap *secrets;	      /* the request's (a snapshot store's credentials); NULL */
 	uint64_t starting_offset;     /* no range ends before it; beyond the size: -ERANGE */
 	/* Called once, before any range, with the volume's size at the snapshot (the target's):
 	 * a negative return stops the operation, which returns it. */
@@ -285,6 +286,8 @@ typedef struct BackendRangesDone {
 	uint64_t shared;      /* delta: bytes equal without a read, the same extents in both */
 	uint64_t holes;	      /* delta: bytes equal without a read, a hole in both */
 	bool extents;	      /* delta: the filesystem told which extents the two share */
+	bool manifests;	      /* delta: a store snapshot's manifest compared by its chunks */
+	uint64_t chunks;      /* delta: chunks both manifests list, compared by their hash */
 } BackendRangesDone;
 
 /* ---- node requests ---- */

@@ -98,8 +98,8 @@ static int batch_check(void *userdata)
 
 /* What both methods share: checks, the walk, the last message. */
 static int metadata_stream(Driver *d, bool delta, const char *target, const char *base,
-			   int64_t starting_offset, int32_t max_results, const CsiStream *out,
-			   char **ret_error)
+			   int64_t starting_offset, int32_t max_results, const Strmap *secrets,
+			   const CsiStream *out, char **ret_error)
 {
 	const char *target_field = delta ? "target_snapshot_id" : "snapshot_id";
 	_cleanup_free_ Csi__V1__BlockMetadata *items = NULL;
@@ -125,6 +125,7 @@ static int metadata_stream(Driver *d, bool delta, const char *target, const char
 	BackendRangesRequest q = {
 		.snapshot_id = target,
 		.base_snapshot_id = delta ? base : NULL,
+		.secrets = secrets,
 		.starting_offset = (uint64_t)starting_offset,
 		.begin = batch_begin,
 		.range = batch_range,
@@ -158,7 +159,12 @@ static int metadata_stream(Driver *d, bool delta, const char *target, const char
 	if (e < 0)
 		return e;
 	unsigned long long ms = (now_usec(CLOCK_MONOTONIC) - start) / 1000;
-	if (delta)
+	if (delta && done.manifests)
+		log_info("delta of snapshot %s from %s: %" PRIu64 " ranges, %" PRIu64
+			 " bytes in %zu messages; by the store's manifests: %" PRIu64
+			 " chunks compared by hash, %" PRIu64 " bytes read and hashed; %llu ms",
+			 target, base, b.ranges, b.bytes, b.messages, done.chunks, done.read, ms);
+	else if (delta)
 		log_info("delta of snapshot %s from %s: %" PRIu64 " ranges, %" PRIu64
 			 " bytes in %zu messages; %" PRIu64 " bytes compared, %" PRIu64
 			 " shared and %" PRIu64 " in holes skipped%s; %llu ms",
@@ -175,18 +181,22 @@ int snapshot_metadata_allocated(Driver *d, const ProtobufCMessage *req, const Cs
 				char **ret_error)
 {
 	const Csi__V1__GetMetadataAllocatedRequest *r = (const void *)req;
+	_cleanup_(strmap_done) Strmap secrets = {};
 
+	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &secrets);
 	return metadata_stream(d, false, r->snapshot_id, NULL, r->starting_offset, r->max_results,
-			       out, ret_error);
+			       &secrets, out, ret_error);
 }
 
 int snapshot_metadata_delta(Driver *d, const ProtobufCMessage *req, const CsiStream *out,
 			    char **ret_error)
 {
 	const Csi__V1__GetMetadataDeltaRequest *r = (const void *)req;
+	_cleanup_(strmap_done) Strmap secrets = {};
 
+	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &secrets);
 	return metadata_stream(d, true, r->target_snapshot_id, r->base_snapshot_id,
-			       r->starting_offset, r->max_results, out, ret_error);
+			       r->starting_offset, r->max_results, &secrets, out, ret_error);
 }
 
 bool snapshot_metadata_served(Driver *d)

@@ -30,6 +30,14 @@ static bool all_zero(const char *p, size_t n)
 	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
 }
 
+bool store_chunk_hash(const void *data, size_t len, char ret_hash[65])
+{
+	if (all_zero(data, len))
+		return false;
+	store_sha256_hex(data, len, ret_hash);
+	return true;
+}
+
 /* Reads len bytes at off; past the end of the file reads zeros. */
 static int read_full(int fd, char *buf, size_t len, uint64_t off)
 {
@@ -207,10 +215,9 @@ static void *upload_worker(void *userdata)
 						   u->id, off, strerror(-r)));
 			break;
 		}
-		bool zero = all_zero(buf, len), sent = false;
+		bool zero = !store_chunk_hash(buf, len, ref.hash), sent = false;
 		size_t zlen = 0;
 		if (!zero) {
-			store_sha256_hex(buf, len, ref.hash);
 			key = store_chunk_key(s, ref.hash);
 			r = u->dedup ? s3_head(s->s3, key, u->deadline, NULL, &msg) : -ENOENT;
 			if (r == -ENOENT) {

@@ -73,6 +73,11 @@ char *store_manifest_format(const StoreManifest *m);
  * volume, lengths, hashes). Returns 0 or -EUCLEAN with *ret_error saying what is wrong. */
 int store_manifest_parse(const char *text, size_t len, StoreManifest *ret, char **ret_error);
 
+/* A chunk's name as an upload gives it: false for a chunk of zeros (a manifest leaves it out,
+ * as a hole), else true and the SHA-256 of its bytes in ret_hash (lower-case hex). What
+ * changed-block tracking compares a file's chunks with a manifest's by. */
+bool store_chunk_hash(const void *data, size_t len, char ret_hash[65]);
+
 typedef struct StoreUploadInfo {
 	const char *id;		  /* the snapshot's ID */
 	uint64_t volume_size;	  /* 0: the file's size */

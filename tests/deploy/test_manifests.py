@@ -34,6 +34,7 @@ LAYOUTS = {
     "multi-node": (os.path.join(DEPLOY, "multi-node"), "pool.volplug.io"),
     "ebs": (os.path.join(ROOT, "deploy", "ebs"), "ebs.volplug.io"),
     "store": (os.path.join(DEPLOY, "store"), "pool.volplug.io"),
+    "snapshot-metadata": (os.path.join(DEPLOY, "snapshot-metadata"), "pool.volplug.io"),
 }
 SOCKET = "/csi/csi.sock"
 # Each sidecar and the ClusterRole (rbac.yaml) its service account must be bound to.
@@ -218,11 +219,13 @@ def env_field(container, name):
 
 OPENAPI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kubernetes-1.34-openapi-subset.json")
 CRDS = os.path.join(DEPLOY, "snapshot-crds")
+SMS_CRD = os.path.join(DEPLOY, "snapshot-metadata-crd")
 
 
 class Schemas:
     """The Kubernetes 1.34 schemas of the kinds deploy/ uses (the kept OpenAPI subset: its
-    "info" says where from), and the snapshot CRDs' schemas (deploy/kubernetes/snapshot-crds)."""
+    "info" says where from), and the CRDs' schemas (deploy/kubernetes/snapshot-crds and
+    snapshot-metadata-crd)."""
 
     def __init__(self):
         with open(OPENAPI) as f:
@@ -232,7 +235,7 @@ class Schemas:
             for gvk in schema.get("x-kubernetes-group-version-kind", []):
                 api = "/".join(x for x in (gvk["group"], gvk["version"]) if x)
                 self.kinds[(api, gvk["kind"])] = {"$ref": "#/components/schemas/" + name}
-        for crd in build(CRDS):
+        for crd in build(CRDS) + build(SMS_CRD):
             spec = crd["spec"]
             for v in spec["versions"]:
                 api = "%s/%s" % (spec["group"], v["name"])
@@ -607,6 +610,46 @@ def check_store(objs):
                name in r.get("resourceNames", [name]) for r in rules), rules
 
 
+def check_snapshot_metadata(objs):
+    """The single-node layout with the external-snapshot-metadata sidecar in the controller
+    pod: on volplugd's socket, TLS from a Secret volume; a Service that selects that pod and
+    reaches the sidecar's port; the SnapshotMetadataService named after the driver publishing
+    that Service's address and the audience the sidecar checks; the sidecar's account bound to
+    the reviews and reads it makes."""
+    check_single_node(objs)
+    (ctrl, spec), = [(o, s) for o, s in pod_specs(objs) if o["kind"] == "Deployment"]
+    c = next(x for x in spec["containers"] if x["name"] == "csi-snapshot-metadata")
+    assert c["image"].startswith("registry.k8s.io/sig-storage/csi-snapshot-metadata:"), c["image"]
+    assert flag(c, "csi-address") == SOCKET, c["args"]
+    port = int(flag(c, "port") or 50051)
+    (named,) = [p for p in c["ports"] if p["containerPort"] == port]
+    for f in ("tls-cert", "tls-key"):
+        volume, _ = mounted(spec, c, flag(c, f))
+        assert volume and volume.get("secret", {}).get("secretName"), (f, volume)
+    labels = ctrl["spec"]["template"]["metadata"]["labels"]
+    (sms,) = find(objs, "SnapshotMetadataService")
+    assert sms["metadata"]["name"] == "pool.volplug.io", sms["metadata"]
+    host, _, sport = sms["spec"]["address"].rpartition(":")
+    name, _, ns = host.partition(".")
+    (svc,) = [s for s in find(objs, "Service", name) if s["metadata"]["namespace"] == ns]
+    assert selects(svc["spec"]["selector"], labels), (svc["spec"]["selector"], labels)
+    (sp,) = [p for p in svc["spec"]["ports"] if p["port"] == int(sport)]
+    assert sp["targetPort"] in (named["name"], port), (sp, named)
+    assert sms["spec"]["audience"] and flag(c, "audience") in (None, sms["spec"]["audience"])
+    assert "caCert" in sms["spec"], sms["spec"]
+    assert bound(objs, spec["serviceAccountName"], "volplug-snapshot-metadata")
+    rules = find(objs, "ClusterRole", "volplug-snapshot-metadata")[0]["rules"]
+    need = {("cbt.storage.k8s.io", "snapshotmetadataservices", "get"),
+            ("authentication.k8s.io", "tokenreviews", "create"),
+            ("authorization.k8s.io", "subjectaccessreviews", "create"),
+            ("snapshot.storage.k8s.io", "volumesnapshots", "get"),
+            ("snapshot.storage.k8s.io", "volumesnapshotcontents", "get")}
+    have = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}
+    assert need <= have, need - have
+    return "sidecar on %s, %s -> port %d" % (SOCKET, sms["spec"]["address"], port)
+
+
 def check_single_node(objs):
     d = find(objs, "CSIDriver", "pool.volplug.io")[0]["spec"]
     assert d["attachRequired"] is True, d
@@ -741,7 +784,7 @@ def check_example_vendor():
 def main():
     tests = []
     shapes = {"single-node": check_single_node, "multi-node": check_multi_node, "ebs": check_ebs,
-              "store": check_store}
+              "store": check_store, "snapshot-metadata": check_snapshot_metadata}
     for layout, (directory, driver) in LAYOUTS.items():
         tests.append(("%s: objects and references" % layout,
                       lambda d=directory, v=driver: "%d objects" % check_common(build(d), v)))

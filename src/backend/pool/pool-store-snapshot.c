@@ -17,7 +17,6 @@
 #include "pool-store.h"
 
 /* What a manifest's parameters say of the snapshot besides its tags. */
-#define MANIFEST_SOURCE "sourceVolumeId"
 #define MANIFEST_NAME "snapshotName"
 #define MANIFEST_CREATED "creationTimeNs"
 
@@ -85,7 +84,7 @@ static void manifest_params(const PoolSnapshot *s, Strmap *ret)
 
 	strmap_copy(ret, &s->params);
 	strmap_remove(ret, POOL_STORE_KEY);
-	strmap_set(ret, MANIFEST_SOURCE, s->source_volume_id);
+	strmap_set(ret, POOL_STORE_SOURCE_KEY, s->source_volume_id);
 	strmap_set(ret, MANIFEST_NAME, s->name ?: "");
 	snprintf(created, sizeof(created), "%" PRId64, s->created_ns);
 	strmap_set(ret, MANIFEST_CREATED, created);
@@ -230,7 +229,8 @@ static void from_manifest(const StoreManifest *m, BackendSnapshot *ret)
 	*ret = (BackendSnapshot){
 		.id = xasprintf(POOL_STORE_ID_PREFIX "%s", m->id),
 		.name = xstrdup(strmap_get(&m->parameters, MANIFEST_NAME) ?: ""),
-		.source_volume_id = xstrdup(strmap_get(&m->parameters, MANIFEST_SOURCE) ?: ""),
+		.source_volume_id =
+			xstrdup(strmap_get(&m->parameters, POOL_STORE_SOURCE_KEY) ?: ""),
 		.size = m->volume_size,
 		.created_ns = created ? strtoll(created, NULL, 10) : (int64_t)m->created * 1000,
 		.ready = true,
@@ -239,7 +239,7 @@ static void from_manifest(const StoreManifest *m, BackendSnapshot *ret)
 	strmap_copy(&ret->params, &m->parameters);
 	strmap_remove(&ret->params, MANIFEST_CREATED);
 	strmap_remove(&ret->params, MANIFEST_NAME);
-	strmap_remove(&ret->params, MANIFEST_SOURCE);
+	strmap_remove(&ret->params, POOL_STORE_SOURCE_KEY);
 }
 
 /* The store snapshot of store ID id: from its local copy while it uploads, else from its

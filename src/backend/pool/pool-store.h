@@ -18,6 +18,10 @@
 /* The snapshot record parameter of a local copy that goes to the store: its store ID. */
 #define POOL_STORE_KEY "storeSnapshotId"
 
+/* The manifest parameter that names the volume a store snapshot was taken of (its ID as
+ * CreateSnapshot named it). */
+#define POOL_STORE_SOURCE_KEY "sourceVolumeId"
+
 /* Uploads running at once; each runs StoreConfig.parallel chunks at once. */
 #define POOL_STORE_UPLOADS 2
 
