@@ -402,6 +402,8 @@ static int create_from_store(PoolBackend *pb, const BackendCreateVolume *r, cons
 		return e;
 	if (pool_volume_present(pb->pool, spec.id))
 		return create_existing(pb, r, spec.id, ret, ret_error);
+	if ((e = pool_restore_failed(pb->restores, spec.id, r->source_id, ret_error)) < 0)
+		return e;
 
 	usec_t deadline = call_deadline();
 	free(err);
