@@ -357,6 +357,36 @@ def test_capacity_and_filesystem_refused_before_any_chunk(ctx):
     return "; ".join(x.details()[:60] for x in (e, e2))
 
 
+def test_retry_answers_without_store(ctx):
+    """A volume restored earlier is answered by the same CreateVolume while the store is down
+    (idempotency from the pool alone); a new one from that snapshot fails, nothing made."""
+    s3 = S3(ctx)
+    d1, d2 = node(ctx, s3, "node-1"), node(ctx, s3, "node-2")
+    src = source_volume(ctx, s3, d1)
+    snap = store_snapshot(d1, src.volume_id, "down")
+    req = dict(name="r", capacity_range={"required_bytes": 64 * MIB}, volume_capabilities=[BLOCK],
+               volume_content_source={"snapshot": {"snapshot_id": snap}})
+    v = d2.call("CreateVolume", req).volume
+    s3.stop()
+    t0 = time.monotonic()
+    again = d2.call("CreateVolume", req, timeout=20).volume
+    took = time.monotonic() - t0
+    assert again.volume_id == v.volume_id and again.content_source.snapshot.snapshot_id == snap, again
+    assert took < 2, took  # from the pool: no retries against the store
+    # Another source for that name is still refused, without the store.
+    other = dict(req, volume_content_source={"snapshot": {"snapshot_id": "store:snap-0000000000000000"}})
+    e = d2.expect_error(grpc.StatusCode.ALREADY_EXISTS, "CreateVolume", other, timeout=20)
+    assert "volume_content_source" in e.details(), e.details()
+    before = os.listdir(os.path.join(d2.pool, "volumes"))
+    try:
+        d2.call("CreateVolume", dict(req, name="new"), timeout=5)
+        raise AssertionError("want an error without the store")
+    except grpc.RpcError as e:
+        assert e.code() != grpc.StatusCode.OK, e
+    assert os.listdir(os.path.join(d2.pool, "volumes")) == before
+    return "answered in %.2f s with the store down" % took
+
+
 def test_failure_after_the_call_ended_is_told_once(ctx):
     """A restore that fails after its call's deadline: the next CreateVolume answers its error
     (FAILED_PRECONDITION naming the chunk) without fetching a chunk, once; the one after starts
@@ -449,6 +479,7 @@ if __name__ == "__main__":
         test_slow_store_deadline_then_aborted_then_volume,
         test_kill9_mid_restore_leaves_nothing,
         test_capacity_and_filesystem_refused_before_any_chunk,
+        test_retry_answers_without_store,
         test_failure_after_the_call_ended_is_told_once,
         test_sigterm_cancels_restores,
         test_four_restores_at_once_the_fifth_queued,

@@ -519,6 +519,24 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	return e;
 }
 
+int pool_backend_find_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
+			     char **ret_error)
+{
+	PoolBackend *pb = pool_of(b);
+	char id[POOL_ID_MAX];
+
+	int e = pool_backend_usable(pb, ret_error);
+	if (e < 0)
+		return e;
+	pool_volume_id_for_name(r->name, id);
+	if ((e = pool_restore_busy(pb->restores, id, ret_error)) < 0)
+		return e;
+	if (!pool_volume_present(pb->pool, id))
+		return errorf(ret_error, -ENOENT, "name: no volume '%s'", r->name);
+	e = create_existing(pb, r, id, ret, ret_error);
+	return e == -EEXIST ? 0 : e;
+}
+
 /* DeleteVolume */
 
 static int delete_refused(const char *id, const PoolVolumeFound *found, char **ret_error)
