@@ -429,6 +429,13 @@ struct BackendOps {
 	 * source is larger than the size. */
 	int (*create_volume)(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			     char **ret_error);
+	/* The existing volume of r->name (only name and secrets set), from the backend's own
+	 * records (no call to a source's store): 0 with *ret, -ENOENT when there is none, -EBUSY
+	 * while it is being made. The CSI layer asks before it looks up a content source, so
+	 * that the retry for a volume made already does not depend on the source's store. NULL:
+	 * the source is looked up first. */
+	int (*find_volume)(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
+			   char **ret_error);
 	/* Succeeds for an id that names nothing; -ENOTEMPTY while it is in use. */
 	int (*delete_volume)(Backend *b, const BackendRef *r, BackendDeleted *ret,
 			     char **ret_error);

@@ -185,6 +185,9 @@ typedef struct CreateSpec {
 	const char *fs_type; /* of the first mount capability, "" when none */
 	VolumeParams params;
 	const char *source_kind, *source_id;
+	/* A volume of that name exists already (find_volume): the answer, compared. */
+	bool found;
+	BackendVolume existing;
 } CreateSpec;
 
 static int create_check_capabilities(Backend *b, const Csi__V1__CreateVolumeRequest *r,
@@ -211,9 +214,10 @@ static int create_check_capabilities(Backend *b, const Csi__V1__CreateVolumeRequ
 
 /* The size of the content source (0 without one, or when the default backend does not find it:
  * its create_volume then says why); any other failure as the backend said it. */
-static int create_check_source(Driver *d, const Csi__V1__VolumeContentSource *src, CreateSpec *spec,
+static int create_check_source(Driver *d, const Csi__V1__CreateVolumeRequest *r, CreateSpec *spec,
 			       uint64_t *ret_source_size, char **ret_error)
 {
+	const Csi__V1__VolumeContentSource *src = r->volume_content_source;
 	Backend *b = backend_default(d->backends);
 	_cleanup_free_ char *err = NULL;
 	int e;
@@ -221,6 +225,28 @@ static int create_check_source(Driver *d, const Csi__V1__VolumeContentSource *sr
 	*ret_source_size = 0;
 	if (!src || src->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE__NOT_SET)
 		return 0;
+	if (b->ops->find_volume) {
+		/* The retry for a volume made already (or being made) is answered from the
+		 * backend's records alone: the source may live in a store that is down. */
+		BackendCreateVolume c = {.name = r->name, .secrets = &spec->secrets};
+		e = BACKEND_CALL(b, find_volume, &c, &spec->existing, &err);
+		if (e == 0) {
+			spec->found = true;
+			spec->source_kind =
+				src->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT
+					? "snapshot"
+					: "volume";
+			spec->source_id =
+				src->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT
+					? src->snapshot->snapshot_id ?: ""
+					: src->volume->volume_id ?: "";
+			return 0;
+		}
+		if (e != -ENOENT)
+			return error_pass(e, &err, ret_error);
+		free(err);
+		err = NULL;
+	}
 	if (src->type_case == CSI__V1__VOLUME_CONTENT_SOURCE__TYPE_SNAPSHOT) {
 		BackendSnapshot s = {};
 		spec->source_kind = "snapshot";
@@ -258,8 +284,7 @@ static int create_parse(Driver *d, const Csi__V1__CreateVolumeRequest *r, Create
 	pbmap_to_strmap((void *const *)r->secrets, r->n_secrets, &spec->secrets);
 	if ((e = create_check_capabilities(backend_default(d->backends), r, spec, ret_error)) < 0)
 		return e;
-	if ((e = create_check_source(d, r->volume_content_source, spec, &source_size, ret_error)) <
-	    0)
+	if ((e = create_check_source(d, r, spec, &source_size, ret_error)) < 0)
 		return e;
 	Backend *b = backend_default(d->backends);
 	e = capacity_range_size(r->capacity_range, MAX(backend_default_size(b), source_size),
@@ -386,7 +411,12 @@ int controller_create_volume(Driver *d, const ProtobufCMessage *req, ProtobufCMe
 			   r->name);
 		goto out;
 	}
-	e = create_call(d, r, &spec, &v, ret_error);
+	if (spec.found) {
+		v = spec.existing;
+		spec.existing = (BackendVolume){};
+		e = -EEXIST;
+	} else
+		e = create_call(d, r, &spec, &v, ret_error);
 	if (e == -EEXIST)
 		e = create_compare(r, &spec, &v, ret_error);
 	else if (e == 0)
@@ -397,6 +427,7 @@ out:
 	backend_volume_done(&v);
 	volume_params_done(&spec.params);
 	strmap_done(&spec.secrets);
+	backend_volume_done(&spec.existing);
 	return e;
 }
 

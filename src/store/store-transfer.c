@@ -467,7 +467,8 @@ typedef struct Restore {
 	const StoreManifest *m;
 	int fd;
 	usec_t deadline;
-	pthread_mutex_t lock; /* guards the fields below */
+	StoreRestoreProgress *progress; /* NULL: none */
+	pthread_mutex_t lock;		/* guards the fields below */
 	size_t next;
 	int error;
 	char *message;
@@ -539,6 +540,12 @@ static void *restore_worker(void *userdata)
 			pthread_mutex_unlock(&x->lock);
 			break;
 		}
+		if (x->progress && atomic_load(&x->progress->cancel)) {
+			pthread_mutex_unlock(&x->lock);
+			restore_set_error(x, -ECANCELED,
+					  xasprintf("snapshot %s: restore cancelled", x->m->id));
+			break;
+		}
 		const StoreChunkRef *c = &x->m->chunks[x->next++];
 		pthread_mutex_unlock(&x->lock);
 
@@ -590,6 +597,12 @@ static void *restore_worker(void *userdata)
 		x->stats.bytes_received += zlen;
 		x->stats.bytes_written += written;
 		pthread_mutex_unlock(&x->lock);
+		if (x->progress) {
+			atomic_fetch_add_explicit(&x->progress->chunks_done, 1,
+						  memory_order_relaxed);
+			atomic_fetch_add_explicit(&x->progress->bytes_done, n,
+						  memory_order_relaxed);
+		}
 	}
 	free(buf);
 	return NULL;
@@ -597,6 +610,13 @@ static void *restore_worker(void *userdata)
 
 static int restore_run(Store *s, const char *id, int dir_fd, const char *name, usec_t deadline,
 		       StoreRestoreStats *ret_stats, char **ret_error)
+{
+	return store_restore_progress(s, id, dir_fd, name, deadline, NULL, ret_stats, ret_error);
+}
+
+int store_restore_progress(Store *s, const char *id, int dir_fd, const char *name, usec_t deadline,
+			   StoreRestoreProgress *progress, StoreRestoreStats *ret_stats,
+			   char **ret_error)
 {
 	StoreManifest m = {};
 	_cleanup_close_ int fd = -EBADF;
@@ -616,7 +636,14 @@ static int restore_run(Store *s, const char *id, int dir_fd, const char *name, u
 		r = errorf(ret_error, -errno, "restore of snapshot %s: %m", id);
 		goto out;
 	}
-	Restore x = {.s = s, .m = &m, .fd = fd, .deadline = deadline};
+	if (progress) {
+		uint64_t bytes = 0;
+		for (size_t i = 0; i < m.n_chunks; i++)
+			bytes += m.chunks[i].length;
+		atomic_store_explicit(&progress->bytes_total, bytes, memory_order_relaxed);
+		atomic_store_explicit(&progress->chunks_total, m.n_chunks, memory_order_relaxed);
+	}
+	Restore x = {.s = s, .m = &m, .fd = fd, .deadline = deadline, .progress = progress};
 	pthread_mutex_init(&x.lock, NULL);
 	unsigned n_threads = (unsigned)MIN((size_t)s->parallel, MAX(m.n_chunks, (size_t)1));
 	pthread_t *threads = xnew0(pthread_t, n_threads);

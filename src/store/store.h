@@ -131,12 +131,27 @@ typedef struct StoreRestoreStats {
 	uint64_t bytes_written;
 } StoreRestoreStats;
 
+/* What a restore has done so far, read by other threads while it runs (all relaxed atomics,
+ * zero to start with), and how another thread stops it. */
+typedef struct StoreRestoreProgress {
+	atomic_uint_fast64_t chunks_total; /* set once the manifest is read */
+	atomic_uint_fast64_t bytes_total;  /* the chunks' bytes, uncompressed */
+	atomic_uint_fast64_t chunks_done;
+	atomic_uint_fast64_t bytes_done;
+	/* set by another thread to stop the restore at its next chunk: -ECANCELED, nothing left */
+	atomic_bool cancel;
+} StoreRestoreProgress;
+
 /* Restores snapshot id into a new sparse file name beneath dir_fd (made with O_TMPFILE, linked
  * only when whole: on any failure nothing is left): holes stay holes, every chunk is checked
  * against its hash. Returns 0, -ENOENT (no such snapshot), -EEXIST (name exists), -EUCLEAN (a
  * chunk missing or damaged: the message names it and its offset) or the store's errno. */
 int store_restore(Store *s, const char *id, int dir_fd, const char *name, usec_t deadline,
 		  StoreRestoreStats *ret_stats, char **ret_error);
+/* store_restore(), progress (NULL: none) updated as it goes and its cancel obeyed. */
+int store_restore_progress(Store *s, const char *id, int dir_fd, const char *name, usec_t deadline,
+			   StoreRestoreProgress *progress, StoreRestoreStats *ret_stats,
+			   char **ret_error);
 
 /* Removes snapshot id's manifest (an absent one is no error); its chunks wait for store_gc(). */
 int store_delete(Store *s, const char *id, usec_t deadline, char **ret_error);

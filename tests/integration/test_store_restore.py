@@ -270,7 +270,9 @@ def test_slow_store_deadline_then_aborted_then_volume(ctx):
     d1, d2 = node(ctx, s3, "node-1"), node(ctx, s3, "node-2")
     src = source_volume(ctx, s3, d1)
     snap = store_snapshot(d1, src.volume_id, "slow")
-    s3.control("faults", [{"method": "GET", "key": "chunks/", "delay": 1.0}])
+    # The first chunk comes at once, the others late: the ABORTED message shows the progress.
+    s3.control("faults", [{"method": "GET", "key": "chunks/", "times": 1},
+                          {"method": "GET", "key": "chunks/", "delay": 2.0}])
     req = dict(name="slow", capacity_range={"required_bytes": 64 * MIB}, volume_capabilities=[BLOCK],
                volume_content_source={"snapshot": {"snapshot_id": snap}})
     try:
@@ -280,6 +282,7 @@ def test_slow_store_deadline_then_aborted_then_volume(ctx):
         assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
     e = d2.expect_error(grpc.StatusCode.ABORTED, "CreateVolume", req)
     assert "being restored from snapshot " + snap in e.details(), e.details()
+    assert "1 of 3 chunks, 4.0 of 12.0 MiB" in e.details(), e.details()
     # Its volume is not there yet, but DeleteVolume does not say it is gone (it would be back).
     vid = e.details().split()[1]
     assert vid.endswith(".node-2"), e.details()
@@ -354,6 +357,118 @@ def test_capacity_and_filesystem_refused_before_any_chunk(ctx):
     return "; ".join(x.details()[:60] for x in (e, e2))
 
 
+def test_retry_answers_without_store(ctx):
+    """A volume restored earlier is answered by the same CreateVolume while the store is down
+    (idempotency from the pool alone); a new one from that snapshot fails, nothing made."""
+    s3 = S3(ctx)
+    d1, d2 = node(ctx, s3, "node-1"), node(ctx, s3, "node-2")
+    src = source_volume(ctx, s3, d1)
+    snap = store_snapshot(d1, src.volume_id, "down")
+    req = dict(name="r", capacity_range={"required_bytes": 64 * MIB}, volume_capabilities=[BLOCK],
+               volume_content_source={"snapshot": {"snapshot_id": snap}})
+    v = d2.call("CreateVolume", req).volume
+    s3.stop()
+    t0 = time.monotonic()
+    again = d2.call("CreateVolume", req, timeout=20).volume
+    took = time.monotonic() - t0
+    assert again.volume_id == v.volume_id and again.content_source.snapshot.snapshot_id == snap, again
+    assert took < 2, took  # from the pool: no retries against the store
+    # Another source for that name is still refused, without the store.
+    other = dict(req, volume_content_source={"snapshot": {"snapshot_id": "store:snap-0000000000000000"}})
+    e = d2.expect_error(grpc.StatusCode.ALREADY_EXISTS, "CreateVolume", other, timeout=20)
+    assert "volume_content_source" in e.details(), e.details()
+    before = os.listdir(os.path.join(d2.pool, "volumes"))
+    try:
+        d2.call("CreateVolume", dict(req, name="new"), timeout=5)
+        raise AssertionError("want an error without the store")
+    except grpc.RpcError as e:
+        assert e.code() != grpc.StatusCode.OK, e
+    assert os.listdir(os.path.join(d2.pool, "volumes")) == before
+    return "answered in %.2f s with the store down" % took
+
+
+def test_failure_after_the_call_ended_is_told_once(ctx):
+    """A restore that fails after its call's deadline: the next CreateVolume answers its error
+    (FAILED_PRECONDITION naming the chunk) without fetching a chunk, once; the one after starts
+    again (and restores, the store repaired)."""
+    s3 = S3(ctx)
+    d1, d2 = node(ctx, s3, "node-1"), node(ctx, s3, "node-2")
+    src = source_volume(ctx, s3, d1)
+    snap = store_snapshot(d1, src.volume_id, "late")
+    chunk = s3.chunks()[1].rsplit("/", 1)[1]
+    s3.control("faults", [{"method": "GET", "key": chunk, "delay": 1.0, "status": 404, "code": "NoSuchKey"}])
+    req = dict(name="late", capacity_range={"required_bytes": 64 * MIB}, volume_capabilities=[BLOCK],
+               volume_content_source={"snapshot": {"snapshot_id": snap}})
+    d2.expect_error(grpc.StatusCode.DEADLINE_EXCEEDED, "CreateVolume", req, timeout=0.3)
+    wait_for(lambda: "is missing from" in d2.logs(), timeout=10, what="the restore's failure")
+    gets = s3.chunk_gets()
+    e = d2.expect_error(grpc.StatusCode.FAILED_PRECONDITION, "CreateVolume", req)
+    assert e.details().startswith("volume_content_source: snapshot %s: chunk %s (offset " % (snap, chunk)), e.details()
+    assert "after its call had ended" in e.details(), e.details()
+    assert s3.chunk_gets() == gets, (gets, s3.chunk_gets())
+    nothing_left(d2)
+    s3.control("clear")
+    v = d2.call("CreateVolume", req).volume
+    assert s3.chunk_gets() > gets
+    assert sha_file(data_of(d2, v.volume_id)) == sha_file(data_of(d1, src.volume_id))
+    return e.details()[-90:]
+
+
+def test_sigterm_cancels_restores(ctx):
+    """SIGTERM while restores run (and one waits for a slot): they are cancelled and waited
+    for, volplugd exits 0 within seconds, and the next start is clean; the retry restores."""
+    s3 = S3(ctx)
+    d1, d2 = node(ctx, s3, "node-1"), node(ctx, s3, "node-2")
+    # 8 chunks, 4 at once, 1.5 s each: a restore takes 3 s.
+    src = source_volume(ctx, s3, d1, size=32 * MIB, offsets=range(0, 32 * MIB, 4 * MIB))
+    snap = store_snapshot(d1, src.volume_id, "term")
+    s3.control("faults", [{"method": "GET", "key": "chunks/", "delay": 1.5}])
+    reqs = [dict(name="t%d" % i, capacity_range={"required_bytes": 32 * MIB}, volume_capabilities=[BLOCK],
+                 volume_content_source={"snapshot": {"snapshot_id": snap}}) for i in range(5)]
+    for req in reqs:
+        d2.expect_error(grpc.StatusCode.DEADLINE_EXCEEDED, "CreateVolume", req, timeout=0.2)
+    t0 = time.monotonic()
+    rc = d2.stop()
+    took = time.monotonic() - t0
+    assert rc == 0, (rc, d2.logs()[-2000:])
+    assert took < 10, took
+    assert "cancelling 5 restore(s)" in d2.logs(), d2.logs()[-2000:]
+    assert d2.logs().count("was cancelled (stopping)") == 5, d2.logs()[-2000:]
+    assert "restores interrupted" not in d2.logs()
+    s3.control("clear")
+    d2.start()
+    nothing_left(d2)
+    v = d2.call("CreateVolume", reqs[0]).volume
+    assert sha_file(data_of(d2, v.volume_id)) == sha_file(data_of(d1, src.volume_id))
+    return "stopped in %.1f s" % took
+
+
+def test_four_restores_at_once_the_fifth_queued(ctx):
+    """Five restores at once: four run, the fifth waits for a slot and its ABORTED message says
+    it is queued; then all five are restored, bytes equal."""
+    s3 = S3(ctx)
+    d1, d2 = node(ctx, s3, "node-1"), node(ctx, s3, "node-2")
+    src = source_volume(ctx, s3, d1, size=16 * MIB, offsets=(0, 5 * MIB, 10 * MIB))
+    snap = store_snapshot(d1, src.volume_id, "five")
+    s3.control("faults", [{"method": "GET", "key": "chunks/", "delay": 3.0}])
+    reqs = [dict(name="f%d" % i, capacity_range={"required_bytes": 16 * MIB}, volume_capabilities=[BLOCK],
+                 volume_content_source={"snapshot": {"snapshot_id": snap}}) for i in range(5)]
+    for req in reqs:
+        d2.expect_error(grpc.StatusCode.DEADLINE_EXCEEDED,
+                        "CreateVolume", req, timeout=0.2)
+    msgs = [d2.expect_error(grpc.StatusCode.ABORTED, "CreateVolume", req).details() for req in reqs]
+    running = [m for m in msgs if "of 3 chunks" in m]
+    queued = [m for m in msgs if "queued: 4 restores run at once, 0 other(s) queued before it" in m]
+    assert len(running) == 4 and len(queued) == 1, msgs
+    assert queued[0] == msgs[4], msgs
+    s3.control("clear")
+    want = sha_file(data_of(d1, src.volume_id))
+    for req in reqs:
+        v = wait_for(lambda: ok_or_none(d2, req), timeout=30, what="restore " + req["name"])
+        assert sha_file(data_of(d2, v.volume_id)) == want
+    return queued[0][:150]
+
+
 if __name__ == "__main__":
     run([
         test_restore_on_this_node_and_another,
@@ -364,4 +479,8 @@ if __name__ == "__main__":
         test_slow_store_deadline_then_aborted_then_volume,
         test_kill9_mid_restore_leaves_nothing,
         test_capacity_and_filesystem_refused_before_any_chunk,
+        test_retry_answers_without_store,
+        test_failure_after_the_call_ended_is_told_once,
+        test_sigterm_cancels_restores,
+        test_four_restores_at_once_the_fifth_queued,
     ])

@@ -181,6 +181,28 @@ static void test_upload_restore(void)
 	   (long long)pst.st_blocks);
 	is_int((long long)rs.bytes_written, 4096, "...4 KiB written");
 
+	/* Progress, read while it runs; a cancel before the first chunk leaves nothing. */
+	StoreRestoreProgress pr = {};
+	is_int(store_restore_progress(s, "snap-1", dir_fd, "progress", in(20 * USEC_PER_SEC), &pr,
+				      NULL, NULL),
+	       0, "restore with progress");
+	ok(atomic_load(&pr.chunks_total) == 4 && atomic_load(&pr.chunks_done) == 4 &&
+		   atomic_load(&pr.bytes_total) == 4 * (uint64_t)CHUNK &&
+		   atomic_load(&pr.bytes_done) == 4 * (uint64_t)CHUNK,
+	   "...4 of 4 chunks, %llu of %llu bytes", (unsigned long long)atomic_load(&pr.bytes_done),
+	   (unsigned long long)atomic_load(&pr.bytes_total));
+	StoreRestoreProgress cancelled = {};
+	atomic_store(&cancelled.cancel, true);
+	is_int(store_restore_progress(s, "snap-1", dir_fd, "cancelled", in(20 * USEC_PER_SEC),
+				      &cancelled, NULL, &err),
+	       -ECANCELED, "a cancelled restore: -ECANCELED");
+	ok(err && strstr(err, "snap-1") && strstr(err, "cancelled") &&
+		   faccessat(dir_fd, "cancelled", F_OK, AT_SYMLINK_NOFOLLOW) < 0 &&
+		   atomic_load(&cancelled.chunks_done) == 0,
+	   "...naming it, no chunk fetched, nothing left: %s", err);
+	free(err);
+	err = NULL;
+
 	is_int(store_restore(s, "snap-1", dir_fd, "restored", in(5 * USEC_PER_SEC), NULL, &err),
 	       -EEXIST, "restore onto an existing name: -EEXIST");
 	free(err);

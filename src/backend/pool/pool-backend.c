@@ -261,6 +261,7 @@ static const BackendOps pool_ops = {
 	.check_access = check_access_op,
 	.parse_params = volume_params_request,
 	.create_volume = pool_backend_create_volume,
+	.find_volume = pool_backend_find_volume,
 	.delete_volume = pool_backend_delete_volume,
 	.get_volume = pool_backend_get_volume,
 	.list_volumes = pool_backend_list_volumes,

@@ -133,6 +133,8 @@ const char *pool_store_id_of(const char *snapshot_id);
 /* The operations, with backend.h's contracts. */
 int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
 			       char **ret_error);
+int pool_backend_find_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
+			     char **ret_error);
 int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *ret,
 			       char **ret_error);
 int pool_backend_get_volume(Backend *b, const BackendRef *r, BackendVolume *ret, char **ret_error);

@@ -431,6 +431,8 @@ static int create_from_store(PoolBackend *pb, const BackendCreateVolume *r, cons
 		return e;
 	if (pool_volume_present(pb->pool, spec.id))
 		return create_existing(pb, r, spec.id, ret, ret_error);
+	if ((e = pool_restore_failed(pb->restores, spec.id, r->source_id, ret_error)) < 0)
+		return e;
 
 	usec_t deadline = call_deadline();
 	free(err);
@@ -561,6 +563,24 @@ int pool_backend_create_volume(Backend *b, const BackendCreateVolume *r, Backend
 	strmap_done(&spec.params);
 	strmap_done(&spec.context);
 	return e;
+}
+
+int pool_backend_find_volume(Backend *b, const BackendCreateVolume *r, BackendVolume *ret,
+			     char **ret_error)
+{
+	PoolBackend *pb = pool_of(b);
+	char id[POOL_ID_MAX];
+
+	int e = pool_backend_usable(pb, ret_error);
+	if (e < 0)
+		return e;
+	pool_volume_id_for_name(r->name, id);
+	if ((e = pool_restore_busy(pb->restores, id, ret_error)) < 0)
+		return e;
+	if (!pool_volume_present(pb->pool, id))
+		return errorf(ret_error, -ENOENT, "name: no volume '%s'", r->name);
+	e = create_existing(pb, r, id, ret, ret_error);
+	return e == -EEXIST ? 0 : e;
 }
 
 /* DeleteVolume */

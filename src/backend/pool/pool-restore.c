@@ -3,8 +3,11 @@
  * may take longer than the provisioner waits. Each runs in a thread of its own (at most
  * POOL_RESTORES_MAX at once, the others wait for a slot), keyed by the volume's local ID; the
  * call waits for it until its deadline, a call for the same volume meanwhile is told it runs
- * (ABORTED), and once it is done the volume is there (or nothing is, and the next call starts
- * again). The volume is made in the pool's tmp/ and renamed into place only when whole
+ * (ABORTED, with its progress or its place in the queue), and once it is done the volume is
+ * there (or nothing is). A restore that failed after its call gave up is remembered
+ * (POOL_RESTORE_FAILURE_KEEP): the next call for that volume and snapshot is told its error
+ * once, and the one after starts again. Stopping cancels the restores and waits for them. The
+ * volume is made in the pool's tmp/ and renamed into place only when whole
  * (pool_volume_create_filled()): a crash leaves nothing the next open does not remove. */
 #include <pthread.h>
 #include <string.h>
@@ -32,8 +35,20 @@ typedef struct RestoreJob {
 	bool done;
 	int error;
 	char *message;
+	bool running; /* has its slot */
 	StoreRestoreStats stats;
+	StoreRestoreProgress progress; /* atomics: read without the lock */
 } RestoreJob;
+
+/* A restore that failed with nobody waiting for it. */
+typedef struct RestoreFailure {
+	char local[POOL_ID_MAX];
+	char *snapshot;
+	int error;
+	char *message;
+	usec_t when; /* CLOCK_MONOTONIC */
+	struct RestoreFailure *next;
+} RestoreFailure;
 
 struct PoolRestores {
 	pthread_mutex_t lock; /* guards the fields below and the jobs' shared fields */
@@ -41,7 +56,16 @@ struct PoolRestores {
 	RestoreJob **jobs;    /* running or waiting for a slot */
 	size_t n_jobs;
 	unsigned running;
+	bool stopping;
+	RestoreFailure *failures;
 };
+
+static void failure_free(RestoreFailure *f)
+{
+	free(f->snapshot);
+	free(f->message);
+	free(f);
+}
 
 PoolRestores *pool_restores_new(void)
 {
@@ -61,10 +85,29 @@ bool pool_restores_free(PoolRestores *rs)
 	if (!rs)
 		return true;
 	pthread_mutex_lock(&rs->lock);
+	rs->stopping = true;
+	if (rs->n_jobs > 0)
+		log_info("cancelling %zu restore(s)", rs->n_jobs);
+	for (size_t i = 0; i < rs->n_jobs; i++)
+		atomic_store(&rs->jobs[i]->progress.cancel, true);
+	pthread_cond_broadcast(&rs->cond); /* the ones waiting for a slot */
+	/* A chunk in flight finishes (or fails) first. */
+	usec_t until = now_usec(CLOCK_MONOTONIC) + POOL_RESTORE_STOP_WAIT;
+	while (rs->n_jobs > 0) {
+		struct timespec ts = {.tv_sec = (time_t)(until / USEC_PER_SEC),
+				      .tv_nsec = (long)(until % USEC_PER_SEC) * 1000};
+		if (pthread_cond_timedwait(&rs->cond, &rs->lock, &ts) == ETIMEDOUT)
+			break;
+	}
 	size_t n = rs->n_jobs;
 	pthread_mutex_unlock(&rs->lock);
 	if (n > 0)
 		return false; /* their threads still use the pool: the process ends with them */
+	while (rs->failures) {
+		RestoreFailure *f = rs->failures;
+		rs->failures = f->next;
+		failure_free(f);
+	}
 	pthread_cond_destroy(&rs->cond);
 	pthread_mutex_destroy(&rs->lock);
 	free(rs->jobs);
@@ -102,14 +145,38 @@ static void job_remove_locked(PoolRestores *rs, RestoreJob *j)
 		}
 }
 
-static int busy_error(const RestoreJob *j, char **ret_error)
+static int busy_error(PoolRestores *rs, RestoreJob *j, char **ret_error)
 {
-	return errorf(
-		ret_error, -EBUSY,
-		"volume %s is being restored from snapshot %s (for %llu s): CreateVolume "
-		"answers with it once the restore is done",
-		j->shown, j->snapshot,
-		(unsigned long long)((now_usec(CLOCK_MONOTONIC) - j->started) / USEC_PER_SEC));
+	unsigned long long secs = (now_usec(CLOCK_MONOTONIC) - j->started) / USEC_PER_SEC;
+	_cleanup_free_ char *where = NULL;
+
+	if (!j->running) {
+		size_t ahead = 0;
+		for (size_t i = 0; i < rs->n_jobs && rs->jobs[i] != j; i++)
+			ahead += !rs->jobs[i]->running;
+		where = xasprintf("queued: %d restores run at once, %zu other(s) queued before it",
+				  POOL_RESTORES_MAX, ahead);
+	} else {
+		StoreRestoreProgress *p = &j->progress;
+		uint64_t total = atomic_load_explicit(&p->chunks_total, memory_order_relaxed);
+		if (total == 0)
+			where = xstrdup("reading the snapshot's manifest");
+		else
+			where = xasprintf(
+				"%llu of %llu chunks, %.1f of %.1f MiB",
+				(unsigned long long)atomic_load_explicit(&p->chunks_done,
+									 memory_order_relaxed),
+				(unsigned long long)total,
+				(double)atomic_load_explicit(&p->bytes_done, memory_order_relaxed) /
+					(1 << 20),
+				(double)atomic_load_explicit(&p->bytes_total,
+							     memory_order_relaxed) /
+					(1 << 20));
+	}
+	return errorf(ret_error, -EBUSY,
+		      "volume %s is being restored from snapshot %s (for %llu s, %s): CreateVolume "
+		      "answers with it once the restore is done",
+		      j->shown, j->snapshot, secs, where);
 }
 
 int pool_restore_busy(PoolRestores *rs, const char *local, char **ret_error)
@@ -119,7 +186,33 @@ int pool_restore_busy(PoolRestores *rs, const char *local, char **ret_error)
 	pthread_mutex_lock(&rs->lock);
 	RestoreJob *j = job_find_locked(rs, local);
 	if (j)
-		e = busy_error(j, ret_error);
+		e = busy_error(rs, j, ret_error);
+	pthread_mutex_unlock(&rs->lock);
+	return e;
+}
+
+int pool_restore_failed(PoolRestores *rs, const char *local, const char *snapshot, char **ret_error)
+{
+	usec_t now = now_usec(CLOCK_MONOTONIC);
+	int e = 0;
+
+	pthread_mutex_lock(&rs->lock);
+	for (RestoreFailure **p = &rs->failures; *p;) {
+		RestoreFailure *f = *p;
+		bool ours = strcmp(f->local, local) == 0;
+		if (ours && strcmp(f->snapshot, snapshot) == 0 &&
+		    now - f->when < POOL_RESTORE_FAILURE_KEEP)
+			e = errorf(ret_error, f->error,
+				   "%s (the restore failed %llu s ago, after its call had ended; "
+				   "CreateVolume again starts a new one)",
+				   f->message,
+				   (unsigned long long)((now - f->when) / USEC_PER_SEC));
+		if (ours || now - f->when >= POOL_RESTORE_FAILURE_KEEP) {
+			*p = f->next;
+			failure_free(f);
+		} else
+			p = &f->next;
+	}
 	pthread_mutex_unlock(&rs->lock);
 	return e;
 }
@@ -128,8 +221,8 @@ static int restore_fill(int dir_fd, const char *name, void *userdata, char **ret
 {
 	RestoreJob *j = userdata;
 
-	return store_restore(j->store, j->store_id, dir_fd, name, j->deadline, &j->stats,
-			     ret_error);
+	return store_restore_progress(j->store, j->store_id, dir_fd, name, j->deadline,
+				      &j->progress, &j->stats, ret_error);
 }
 
 /* The message of a failed restore, as CreateVolume says it. */
@@ -160,13 +253,19 @@ static void *job_run(void *userdata)
 	PoolRestores *rs = j->rs;
 	_cleanup_free_ char *err = NULL;
 
+	int e = -ECANCELED;
+
 	pthread_mutex_lock(&rs->lock);
-	while (rs->running >= POOL_RESTORES_MAX)
+	while (rs->running >= POOL_RESTORES_MAX && !rs->stopping)
 		pthread_cond_wait(&rs->cond, &rs->lock);
-	rs->running++;
+	if (!rs->stopping) {
+		rs->running++;
+		j->running = true;
+	}
 	pthread_mutex_unlock(&rs->lock);
 
-	int e = pool_volume_create_filled(j->pool, j->spec, restore_fill, j, &err);
+	if (j->running)
+		e = pool_volume_create_filled(j->pool, j->spec, restore_fill, j, &err);
 	usec_t took = now_usec(CLOCK_MONOTONIC) - j->started;
 	if (e == 0)
 		log_info("volume %s restored from snapshot %s: %llu chunks, %llu bytes received, "
@@ -174,16 +273,35 @@ static void *job_run(void *userdata)
 			 j->shown, j->snapshot, (unsigned long long)j->stats.chunks,
 			 (unsigned long long)j->stats.bytes_received,
 			 (unsigned long long)j->stats.bytes_written, (double)took / USEC_PER_SEC);
-	char *message = e < 0 && e != -EEXIST ? job_message(j, e, err) : NULL;
+	char *message = NULL;
+	if (e == -ECANCELED)
+		log_info("volume %s: the restore from snapshot %s was cancelled (stopping) after "
+			 "%llu chunks; nothing is left of it",
+			 j->shown, j->snapshot,
+			 (unsigned long long)atomic_load(&j->progress.chunks_done));
+	else if (e < 0 && e != -EEXIST)
+		message = job_message(j, e, err);
 	if (message)
 		log_warning("%s", message);
 
 	pthread_mutex_lock(&rs->lock);
-	rs->running--;
+	if (j->running)
+		rs->running--;
 	j->done = true;
 	j->error = e;
 	j->message = message;
 	job_remove_locked(rs, j);
+	if (message && j->refs == 1) {
+		/* Its call gave up: the next one for it is told, once. */
+		RestoreFailure *f = xnew0(RestoreFailure, 1);
+		memcpy(f->local, j->local, sizeof(f->local));
+		f->snapshot = xstrdup(j->snapshot);
+		f->error = e;
+		f->message = xstrdup(message);
+		f->when = now_usec(CLOCK_MONOTONIC);
+		f->next = rs->failures;
+		rs->failures = f;
+	}
 	pthread_cond_broadcast(&rs->cond);
 	job_unref_locked(j);
 	pthread_mutex_unlock(&rs->lock);
@@ -217,7 +335,7 @@ int pool_restore_run(PoolRestores *rs, Pool *pool, const char *node_id, Store *s
 	pthread_mutex_lock(&rs->lock);
 	RestoreJob *other = job_find_locked(rs, j->local);
 	if (other) {
-		e = busy_error(other, ret_error);
+		e = busy_error(rs, other, ret_error);
 		pthread_mutex_unlock(&rs->lock);
 		j->refs = 1;
 		job_unref_locked(j);
@@ -246,6 +364,11 @@ int pool_restore_run(PoolRestores *rs, Pool *pool, const char *node_id, Store *s
 			   "volume %s: the restore from snapshot %s goes on after the call's "
 			   "deadline; CreateVolume again answers ABORTED until it is done, then "
 			   "with the volume",
+			   j->shown, snapshot);
+	else if (j->error == -ECANCELED)
+		e = errorf(ret_error, -ECANCELED,
+			   "volume %s: the restore from snapshot %s was cancelled: volplugd is "
+			   "stopping; CreateVolume again after its restart starts it again",
 			   j->shown, snapshot);
 	else if (j->error < 0 && j->message)
 		e = errorf(ret_error, j->error, "%s", j->message);

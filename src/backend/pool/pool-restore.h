@@ -14,18 +14,29 @@ typedef struct Store Store;
 #define POOL_RESTORES_MAX 4
 /* How long a restore may run, whatever the call's deadline. */
 #define POOL_RESTORE_TIMEOUT (12 * 3600 * USEC_PER_SEC)
+/* How long a restore that failed after its call gave up is remembered for the next call. */
+#define POOL_RESTORE_FAILURE_KEEP (10 * 60 * USEC_PER_SEC)
+/* How long stopping waits for the cancelled restores (a chunk in flight) to end. */
+#define POOL_RESTORE_STOP_WAIT (30 * USEC_PER_SEC)
 
 typedef struct PoolRestores PoolRestores;
 
 PoolRestores *pool_restores_new(void);
-/* Frees the table when no restore runs and returns true; false (nothing freed) while one does:
- * its thread still uses the pool, which must then stay open (a restart removes the half-made
- * volume). */
+/* Cancels the restores (the queued never start, the running stop at their next chunk, leaving
+ * nothing), waits for them up to POOL_RESTORE_STOP_WAIT, then frees the table and returns
+ * true; false (nothing freed) when one still runs: its thread still uses the pool, which must
+ * then stay open (a restart removes the half-made volume). Blocks. */
 bool pool_restores_free(PoolRestores *rs);
 
 /* -EBUSY with *ret_error naming the volume and its snapshot while a restore into the volume of
  * local ID local runs; else 0. */
 int pool_restore_busy(PoolRestores *rs, const char *local, char **ret_error);
+
+/* The failure of the last restore of snapshot into local if it failed within
+ * POOL_RESTORE_FAILURE_KEEP after its call had ended: its errno with *ret_error (once: it is
+ * forgotten then, and so is one of another snapshot); else 0. */
+int pool_restore_failed(PoolRestores *rs, const char *local, const char *snapshot,
+			char **ret_error);
 
 /* Restores snapshot store_id of store (snapshot: as the request named it) into a new volume
  * spec of pool (taken; spec->size at least the snapshot's volume size; node_id: the pool's node,
