@@ -452,6 +452,31 @@ static void restore_set_error(Restore *x, int r, char *message)
 	free(message);
 }
 
+/* Writes the n bytes at buf to offset off of a file that holds only holes there, leaving each
+ * all-zero 4 KiB block a hole: a chunk that covered a hole and some data restores as both. */
+static int write_sparse(int fd, const char *buf, size_t n, uint64_t off)
+{
+	const size_t block = 4096;
+	size_t at = 0;
+
+	while (at < n) {
+		while (at < n && all_zero(buf + at, MIN(block, n - at)))
+			at += MIN(block, n - at);
+		size_t end = at;
+		while (end < n && !all_zero(buf + end, MIN(block, n - end)))
+			end += MIN(block, n - end);
+		while (at < end) {
+			ssize_t w = pwrite(fd, buf + at, end - at, (off_t)(off + at));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return -errno;
+			at += (size_t)w;
+		}
+	}
+	return 0;
+}
+
 static void *restore_worker(void *userdata)
 {
 	Restore *x = userdata;
@@ -502,20 +527,12 @@ static void *restore_worker(void *userdata)
 							    : "its bytes do not match its hash"));
 			break;
 		}
-		size_t done = 0;
-		while (done < n) {
-			ssize_t w = pwrite(x->fd, buf + done, n - done, (off_t)(c->offset + done));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				r = -errno;
-				restore_set_error(x, r,
-						  xasprintf("snapshot %s: writing offset %" PRIu64
-							    ": %s",
-							    x->m->id, c->offset, strerror(-r)));
-				goto end;
-			}
-			done += (size_t)w;
+		r = write_sparse(x->fd, buf, n, c->offset);
+		if (r < 0) {
+			restore_set_error(x, r,
+					  xasprintf("snapshot %s: writing offset %" PRIu64 ": %s",
+						    x->m->id, c->offset, strerror(-r)));
+			break;
 		}
 		pthread_mutex_lock(&x->lock);
 		x->stats.chunks++;
@@ -523,7 +540,6 @@ static void *restore_worker(void *userdata)
 		x->stats.bytes_written += n;
 		pthread_mutex_unlock(&x->lock);
 	}
-end:
 	free(buf);
 	return NULL;
 }

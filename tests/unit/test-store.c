@@ -86,6 +86,42 @@ static bool is_hole(int fd, uint64_t off)
 	return d < 0 || (uint64_t)d >= off + CHUNK;
 }
 
+/* A chunk that covers some data and a hole restores as both: the hole is not written. */
+static void test_restore_hole_in_chunk(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 0);
+	_cleanup_close_ int fd = volume_file("vol-partial");
+	_cleanup_free_ char *err = NULL;
+	char block[4096];
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	memset(block, 'p', sizeof(block));
+	/* 4 KiB of data at the start of chunk 20 and 4 KiB in the middle of it. */
+	if (pwrite(fd, block, sizeof(block), (off_t)(20 * CHUNK)) != (ssize_t)sizeof(block) ||
+	    pwrite(fd, block, sizeof(block), (off_t)(20 * CHUNK + CHUNK / 2)) !=
+		    (ssize_t)sizeof(block)) {
+		printf("Bail out! pwrite\n");
+		exit(1);
+	}
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "partial"}, in(20 * USEC_PER_SEC), NULL,
+			    &err),
+	       0, "upload of a chunk half hole: %s", err ? err : "ok");
+	is_int(store_restore(s, "partial", dir_fd, "partial", in(20 * USEC_PER_SEC), NULL, &err), 0,
+	       "...restore: %s", err ? err : "ok");
+	_cleanup_close_ int rfd = openat(dir_fd, "partial", O_RDONLY | O_CLOEXEC);
+	ok(rfd >= 0 && same_file(fd, rfd), "...the same bytes");
+	off_t d1 = lseek(rfd, (off_t)(20 * CHUNK + 4096), SEEK_DATA);
+	off_t h1 = lseek(rfd, (off_t)(20 * CHUNK + CHUNK / 2), SEEK_HOLE);
+	struct stat a = {}, b = {};
+	bool stat_ok = fstat(fd, &a) == 0 && fstat(rfd, &b) == 0;
+	ok(d1 == (off_t)(20 * CHUNK + CHUNK / 2) && h1 == (off_t)(20 * CHUNK + CHUNK / 2 + 4096),
+	   "...the chunk's holes left holes: data again at %jd (want %zu), a hole at %jd",
+	   (intmax_t)d1, 20 * CHUNK + CHUNK / 2, (intmax_t)h1);
+	ok(stat_ok && b.st_blocks <= a.st_blocks,
+	   "...no more blocks allocated than the volume (%jd, the volume %jd)",
+	   (intmax_t)b.st_blocks, (intmax_t)a.st_blocks);
+}
+
 static int count(const char *id, void *userdata)
 {
 	(void)id;
@@ -487,6 +523,7 @@ int main(void)
 	}
 	test_manifest_parse();
 	test_upload_restore();
+	test_restore_hole_in_chunk();
 	test_damage();
 	test_faults_and_resume();
 	test_resume();
