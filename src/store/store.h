@@ -77,16 +77,25 @@ typedef struct StoreUploadInfo {
 	uint64_t volume_size;	  /* 0: the file's size */
 	const char *filesystem;	  /* NULL: "" */
 	const Strmap *parameters; /* NULL: none */
+	/* A snapshot of the same volume already in the store, and base_fd a reflink of the file
+	 * it was uploaded from (neither written since): a chunk whose extents the two files still
+	 * share (FIEMAP: the same physical blocks) is the base's chunk, taken from its manifest
+	 * without reading or hashing it. NULL: every allocated chunk is read and hashed. A base
+	 * that is missing or of another volume size or chunk size is not used. */
+	const char *base_id;
+	int base_fd;
 } StoreUploadInfo;
 
 typedef struct StoreUploadStats {
-	uint64_t chunks;	 /* chunks in the manifest */
-	uint64_t chunks_sent;	 /* chunks put (the store lacked them) */
-	uint64_t chunks_skipped; /* chunks the store held already */
-	uint64_t zero_chunks;	 /* allocated but all zero: left out, as holes */
-	uint64_t bytes_read;	 /* allocated bytes read from the file */
-	uint64_t bytes_sent;	 /* compressed bytes put */
-	bool existed;		 /* the manifest was there already: nothing done */
+	uint64_t chunks;	   /* chunks in the manifest */
+	uint64_t chunks_sent;	   /* chunks put (the store lacked them) */
+	uint64_t chunks_skipped;   /* chunks the store held already */
+	uint64_t zero_chunks;	   /* allocated but all zero: left out, as holes */
+	uint64_t bytes_read;	   /* allocated bytes read from the file */
+	uint64_t bytes_sent;	   /* compressed bytes put */
+	bool existed;		   /* the manifest was there already: nothing done */
+	uint64_t chunks_unchanged; /* of chunks_skipped and zero_chunks: found unchanged since
+				    * info->base_id by their extents, not read */
 } StoreUploadStats;
 
 /* Uploads the allocated ranges of fd (SEEK_DATA/SEEK_HOLE) as snapshot info->id: an intent
