@@ -13,8 +13,10 @@
  *
  * OPTIONS: --endpoint URL (required) --bucket B (volplug-snaps) --region R (us-east-1)
  * --prefix P ("") --chunk-size N (0: the store's) --parallel N (0: the store's)
- * --zstd-level N (0: the store's) --unsigned-payload. Credentials come from the environment (AWS_ACCESS_KEY_ID, ...), as
- * for the aws command the script compares with. Exit 1 on a failure, its message on stderr. */
+ * --zstd-level N (0: the store's) --unsigned-payload; for upload, --base ID:FILE (the
+ * snapshot before and a reflink of the file it was taken from: changed ranges by FIEMAP).
+ * Credentials come from the environment (AWS_ACCESS_KEY_ID, ...), as for the aws command the script
+ * compares with. Exit 1 on a failure, its message on stderr. */
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -40,6 +42,7 @@ static struct {
 	uint64_t chunk_size;
 	unsigned parallel;
 	int zstd_level;
+	const char *base_id, *base_file;
 	bool unsigned_payload;
 } arg = {.bucket = "volplug-snaps", .region = "us-east-1", .prefix = ""};
 
@@ -110,23 +113,33 @@ static int cmd_upload(const char *id, const char *path)
 	_cleanup_(store_freep) Store *store = NULL;
 	_cleanup_free_ char *err = NULL;
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int base_fd = -EBADF;
 	StoreUploadStats st = {};
 
 	if (fd < 0) {
 		fprintf(stderr, "store-bench: %s: %m\n", path);
 		return 1;
 	}
+	if (arg.base_file && (base_fd = open(arg.base_file, O_RDONLY | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "store-bench: %s: %m\n", arg.base_file);
+		return 1;
+	}
 	if (open_store(&creds, &s3, &store) < 0)
 		return 1;
-	if (store_upload(store, fd, &(StoreUploadInfo){.id = id, .filesystem = "ext4"},
+	if (store_upload(store, fd,
+			 &(StoreUploadInfo){.id = id,
+					    .filesystem = "ext4",
+					    .base_id = arg.base_file ? arg.base_id : NULL,
+					    .base_fd = base_fd},
 			 now_usec(CLOCK_MONOTONIC) + 3600 * USEC_PER_SEC, &st, &err) < 0) {
 		fprintf(stderr, "store-bench: %s\n", err);
 		return 1;
 	}
 	printf("chunks=%" PRIu64 " chunks_sent=%" PRIu64 " chunks_skipped=%" PRIu64
-	       " zero_chunks=%" PRIu64 " bytes_read=%" PRIu64 " bytes_sent=%" PRIu64,
-	       st.chunks, st.chunks_sent, st.chunks_skipped, st.zero_chunks, st.bytes_read,
-	       st.bytes_sent);
+	       " chunks_unchanged=%" PRIu64 " zero_chunks=%" PRIu64 " bytes_read=%" PRIu64
+	       " bytes_sent=%" PRIu64,
+	       st.chunks, st.chunks_sent, st.chunks_skipped, st.chunks_unchanged, st.zero_chunks,
+	       st.bytes_read, st.bytes_sent);
 	print_http(s3);
 	print_usage();
 	return 0;
@@ -310,6 +323,7 @@ int main(int argc, char **argv)
 		{"chunk-size", required_argument, NULL, 'c'},
 		{"parallel", required_argument, NULL, 'j'},
 		{"zstd-level", required_argument, NULL, 'z'},
+		{"base", required_argument, NULL, 'B'},
 		{"unsigned-payload", no_argument, NULL, 'u'},
 		{},
 	};
@@ -345,6 +359,16 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			arg.parallel = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'B':
+			/* ID:FILE, the snapshot before and a reflink of its file */
+			arg.base_id = optarg;
+			arg.base_file = strchr(optarg, ':');
+			if (!arg.base_file) {
+				fprintf(stderr, "store-bench: --base ID:FILE\n");
+				return 2;
+			}
+			*(char *)arg.base_file++ = 0;
 			break;
 		case 'z':
 			arg.zstd_level = atoi(optarg);

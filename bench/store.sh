@@ -3,20 +3,24 @@
 # the same run: a full upload, a second snapshot after 1% of the volume's blocks changed, and
 # a restore on another "node" (another directory, nothing shared with the first but the store).
 #
-# The volume: a sparse SIZE file (4G) holding DATA (2G) of data: an ext4 filesystem made on it
-# through a loop device (as volplugd formats: lazy inode tables and journal), filled half with
-# copies of files from /usr (compressible: binaries, libraries, text) and half with files of
-# /dev/urandom (incompressible), COMPRESSIBLE (50) percent the first. Then two copies of it
-# with CHANGE (1) percent of the volume's 4 KiB blocks rewritten with random bytes, at random
-# places among the allocated blocks: one-block runs ("random 4 KiB blocks": a database's
-# pages, the worst case for chunks) and RUN (256: 1 MiB) block runs ("1 MiB runs": files
-# rewritten). The three files are read from the page cache by both sides.
+# The volume: a sparse SIZE file (4G) holding DATA (2G) of data, in a pool that is xfs with
+# reflinks (over a loop device, as the pool keeps a volume's snapshots beside it): an ext4
+# filesystem made on it through a loop device (as volplugd formats: lazy inode tables and
+# journal), filled half with copies of files from /usr (compressible: binaries, libraries,
+# text) and half with files of /dev/urandom (incompressible), COMPRESSIBLE (50) percent the
+# first. Then reflinks of it (the second snapshots) with CHANGE (1) percent of the volume's
+# 4 KiB blocks rewritten with random bytes, at random places among the allocated blocks: one-
+# block runs ("random 4K blocks": a database's pages, the worst case for chunks) and RUN (256:
+# 1 MiB) block runs ("1 MiB runs": files rewritten). Two of each: one goes up found by
+# hashing every chunk, the other ("FIEMAP", other blocks and bytes) with the first snapshot
+# as its base, its changed chunks found by the extents it no longer shares with the first.
+# The files are read from the page cache by both sides.
 #
 # Each round, on each peer, in alternating order:
-#   ours   for each chunk size in CHUNKS (4M 1M 256K): an empty store; the full upload
-#          (store_upload of the volume, PARALLEL threads), then the second snapshot of each
-#          changed copy (found by hashing: the store holds the first's chunks), then a
-#          restore of the first into another directory (store_restore; fsync'ed)
+#   ours   for each chunk size in CHUNKS (4M 1M): an empty store; the full upload
+#          (store_upload of the volume, PARALLEL threads), then the second snapshots (by
+#          hashing, then by FIEMAP: the store holds the first's chunks), then a restore of the
+#          first into another directory (store_restore; fsync'ed)
 #   aws    an empty store; `aws s3 cp` of the volume file (all SIZE of it, holes as zeros),
 #          `aws s3 cp` of a dense file of just its allocated bytes, and both down again into
 #          another directory (then `sync FILE`, as ours fsyncs)
@@ -30,7 +34,7 @@
 # speed bounds both sides alike) and moto's S3 (MOTO_PATH, /opt/moto; skipped with the reason
 # when absent). Both check SigV4 signatures; our client and aws sign the payload's SHA-256.
 #
-# Needs root, losetup, mkfs.ext4, python3, /usr/bin/aws, /usr/bin/time, a build (BUILD=build).
+# Needs root, losetup, mkfs.ext4, mkfs.xfs, python3, /usr/bin/aws, /usr/bin/time, a build (BUILD=build).
 set -Eeu -o pipefail
 trap 'echo "bench/store.sh: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 ROUNDS=${ROUNDS:-3}
@@ -39,7 +43,7 @@ DATA=${DATA:-2G}
 COMPRESSIBLE=${COMPRESSIBLE:-50}
 CHANGE=${CHANGE:-1}
 RUN=${RUN:-256}
-CHUNKS=${CHUNKS:-4M 1M 256K}
+CHUNKS=${CHUNKS:-4M 1M}
 PARALLEL=${PARALLEL:-4}
 ZSTD=${ZSTD:-0}
 PEERS=${PEERS:-s3sim moto}
@@ -50,13 +54,14 @@ BENCH=$BUILD/bench/store-bench
 
 [ "$(id -u)" = 0 ] || { echo "bench/store.sh: needs root" >&2; exit 2; }
 [ -x "$BENCH" ] || { echo "bench/store.sh: build first ($BENCH)" >&2; exit 2; }
-for tool in losetup mkfs.ext4 python3 "$AWS" /usr/bin/time cmp; do
+for tool in losetup mkfs.ext4 mkfs.xfs python3 "$AWS" /usr/bin/time cmp; do
 	command -v "$tool" >/dev/null || { echo "bench/store.sh: needs $tool" >&2; exit 2; }
 done
 
 T=$(mktemp -d /tmp/volplug-store.XXXXXX)
 PEER_FD=
 LOOP=
+POOL_LOOP=
 cleanup() {
 	set +e
 	trap - ERR
@@ -64,6 +69,8 @@ cleanup() {
 	wait
 	mountpoint -q "$T/mnt" && umount "$T/mnt"
 	[ -n "$LOOP" ] && losetup -d "$LOOP"
+	mountpoint -q "$T/pool" && umount "$T/pool"
+	[ -n "$POOL_LOOP" ] && losetup -d "$POOL_LOOP"
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -75,10 +82,18 @@ size_b=$(bytes "$SIZE")
 data_b=$(bytes "$DATA")
 comp_b=$((data_b * COMPRESSIBLE / 100))
 
+# ---- the pool: xfs with reflinks, as snapshots beside a volume are taken ----
+truncate -s 32G "$T/pool.img"
+POOL_LOOP=$(losetup --find --show "$T/pool.img")
+mkfs.xfs -q -m reflink=1 "$POOL_LOOP"
+mkdir "$T/pool"
+mount "$POOL_LOOP" "$T/pool"
+P=$T/pool
+
 # ---- the volume ----
 echo "making the volume: $SIZE sparse, $DATA of data ($COMPRESSIBLE% copies of /usr, the rest /dev/urandom)" >&2
-truncate -s "$SIZE" "$T/vol.img"
-LOOP=$(losetup --find --show "$T/vol.img")
+truncate -s "$SIZE" "$P/vol.img"
+LOOP=$(losetup --find --show "$P/vol.img")
 mkfs.ext4 -q -E lazy_itable_init=1,lazy_journal_init=1 "$LOOP"
 mkdir "$T/mnt"
 mount "$LOOP" "$T/mnt"
@@ -105,14 +120,20 @@ done
 umount "$T/mnt"
 losetup -d "$LOOP"
 LOOP=
-alloc_b=$(($(stat -c %b "$T/vol.img") * 512))
+alloc_b=$(($(stat -c %b "$P/vol.img") * 512))
 # The other files: the changed copies, and a dense one of just the allocated bytes.
-for kind in random runs; do
-	cp --sparse=always "$T/vol.img" "$T/vol-$kind.img"
+# Reflinks of the volume, as the pool's snapshots are: the changed copies share every block
+# they did not rewrite with it. The -f ones (other blocks, other bytes: none of their chunks
+# is in the store before) go up with the first snapshot as their base (changed ranges by
+# FIEMAP), the others by hashing every chunk.
+for kind in random runs random-f runs-f; do
+	cp --reflink=always "$P/vol.img" "$P/vol-$kind.img"
 done
-"$BENCH" scribble "$T/vol-random.img" "$CHANGE" 1 1 >/dev/null
-"$BENCH" scribble "$T/vol-runs.img" "$CHANGE" "$RUN" 2 >/dev/null
-python3 - "$T/vol.img" "$T/data.img" <<'EOF'
+"$BENCH" scribble "$P/vol-random.img" "$CHANGE" 1 1 >/dev/null
+"$BENCH" scribble "$P/vol-runs.img" "$CHANGE" "$RUN" 2 >/dev/null
+"$BENCH" scribble "$P/vol-random-f.img" "$CHANGE" 1 3 >/dev/null
+"$BENCH" scribble "$P/vol-runs-f.img" "$CHANGE" "$RUN" 4 >/dev/null
+python3 - "$P/vol.img" "$P/data.img" <<'EOF'
 import os, sys
 src, dst = os.open(sys.argv[1], os.O_RDONLY), os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o600)
 off, end = 0, os.fstat(src).st_size
@@ -127,9 +148,9 @@ while off < end:
         d += min(8 << 20, h - d)
     off = h
 EOF
-dense_b=$(stat -c %s "$T/data.img")
+dense_b=$(stat -c %s "$P/data.img")
 echo "volume: $(numfmt --to=iec "$size_b") file, $(numfmt --to=iec "$alloc_b") allocated (ext4 + $(numfmt --to=iec "$data_b") of files)" >&2
-"$BENCH" cost --chunk-size 4M --zstd-level "${ZSTD/#0/1}" "$T/vol.img" >"$T/cost"
+"$BENCH" cost --chunk-size 4M --zstd-level "${ZSTD/#0/1}" "$P/vol.img" >"$T/cost"
 cat "$T/cost" >&2
 
 export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1
@@ -182,7 +203,9 @@ stop_peer() {
 # The peer's CPU seconds so far: its process and their children (moto's server).
 peer_cpu() {
 	local p pids=$PEER_PID
-	for p in $(pgrep -P "$PEER_PID"); do pids="$pids $p $(pgrep -P "$p" | tr '\n' ' ')"; done
+	for p in $(cat /proc/"$PEER_PID"/task/*/children); do
+		pids="$pids $p $(cat /proc/"$p"/task/*/children)"
+	done
 	for p in $pids; do cat "/proc/$p/stat" 2>/dev/null; done |
 		awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); t += $12 + $13} END {printf "%.2f\n", t / hz}'
 }
@@ -204,33 +227,35 @@ ours() {
 	for c in $CHUNKS; do
 		"store_empty_$peer"
 		local o=(--endpoint "$ENDPOINT" --bucket "$BUCKET" --chunk-size "$c" --parallel "$PARALLEL" --zstd-level "$ZSTD")
-		timed "full-$c" "$BENCH" upload "${o[@]}" snap-1 "$T/vol.img"
-		timed "random-$c" "$BENCH" upload "${o[@]}" snap-random "$T/vol-random.img"
-		timed "runs-$c" "$BENCH" upload "${o[@]}" snap-runs "$T/vol-runs.img"
-		rm -rf "$T/node2"
-		mkdir "$T/node2"
-		timed "restore-$c" "$BENCH" restore "${o[@]}" snap-1 "$T/node2" vol.img
+		timed "full-$c" "$BENCH" upload "${o[@]}" snap-1 "$P/vol.img"
+		timed "random-$c" "$BENCH" upload "${o[@]}" snap-random "$P/vol-random.img"
+		timed "runs-$c" "$BENCH" upload "${o[@]}" snap-runs "$P/vol-runs.img"
+		timed "random-f-$c" "$BENCH" upload "${o[@]}" --base "snap-1:$P/vol.img" snap-random-f "$P/vol-random-f.img"
+		timed "runs-f-$c" "$BENCH" upload "${o[@]}" --base "snap-1:$P/vol.img" snap-runs-f "$P/vol-runs-f.img"
+		rm -rf "$P/node2"
+		mkdir "$P/node2"
+		timed "restore-$c" "$BENCH" restore "${o[@]}" snap-1 "$P/node2" vol.img
 		if [ "$round" = 1 ]; then
-			cmp "$T/vol.img" "$T/node2/vol.img" || { echo "restore ($c) differs" >&2; exit 1; }
-			echo "  restore ($c chunks) checked: the same bytes, $(numfmt --to=iec $(($(stat -c %b "$T/node2/vol.img") * 512))) allocated" >&2
+			cmp "$P/vol.img" "$P/node2/vol.img" || { echo "restore ($c) differs" >&2; exit 1; }
+			echo "  restore ($c chunks) checked: the same bytes, $(numfmt --to=iec $(($(stat -c %b "$P/node2/vol.img") * 512))) allocated" >&2
 		fi
-		rm -rf "$T/node2"
+		rm -rf "$P/node2"
 	done
 }
 aws_side() {
 	"store_empty_$peer"
 	local a=("$AWS" --endpoint-url "$ENDPOINT" s3 cp --quiet --only-show-errors)
-	timed aws-full "${a[@]}" "$T/vol.img" "s3://$BUCKET/vol.img"
-	timed aws-data "${a[@]}" "$T/data.img" "s3://$BUCKET/data.img"
-	rm -rf "$T/node2"
-	mkdir "$T/node2"
-	timed aws-full-down sh -c '"$@" && sync "$0"' "$T/node2/vol.img" "${a[@]}" "s3://$BUCKET/vol.img" "$T/node2/vol.img"
-	rm -f "$T/node2/vol.img"
-	timed aws-data-down sh -c '"$@" && sync "$0"' "$T/node2/data.img" "${a[@]}" "s3://$BUCKET/data.img" "$T/node2/data.img"
+	timed aws-full "${a[@]}" "$P/vol.img" "s3://$BUCKET/vol.img"
+	timed aws-data "${a[@]}" "$P/data.img" "s3://$BUCKET/data.img"
+	rm -rf "$P/node2"
+	mkdir "$P/node2"
+	timed aws-full-down sh -c '"$@" && sync "$0"' "$P/node2/vol.img" "${a[@]}" "s3://$BUCKET/vol.img" "$P/node2/vol.img"
+	rm -f "$P/node2/vol.img"
+	timed aws-data-down sh -c '"$@" && sync "$0"' "$P/node2/data.img" "${a[@]}" "s3://$BUCKET/data.img" "$P/node2/data.img"
 	if [ "$round" = 1 ]; then
-		cmp "$T/data.img" "$T/node2/data.img" || { echo "aws's copy differs" >&2; exit 1; }
+		cmp "$P/data.img" "$P/node2/data.img" || { echo "aws's copy differs" >&2; exit 1; }
 	fi
-	rm -rf "$T/node2"
+	rm -rf "$P/node2"
 }
 
 : >"$T/results"
@@ -286,6 +311,8 @@ for peer in "${RAN[@]}"; do
 		row "$peer" "ours full upload, $c chunks" "full-$c" "$(med "$peer" "full-$c" bytes_sent)"
 		row "$peer" "ours 2nd snapshot, random 4K blocks, $c" "random-$c" "$(med "$peer" "random-$c" bytes_sent)"
 		row "$peer" "ours 2nd snapshot, $((RUN * 4))K runs, $c" "runs-$c" "$(med "$peer" "runs-$c" bytes_sent)"
+		row "$peer" "ours 2nd, random 4K blocks, $c, FIEMAP" "random-f-$c" "$(med "$peer" "random-f-$c" bytes_sent)"
+		row "$peer" "ours 2nd, $((RUN * 4))K runs, $c, FIEMAP" "runs-f-$c" "$(med "$peer" "runs-f-$c" bytes_sent)"
 		row "$peer" "ours restore, $c chunks" "restore-$c" "$(med "$peer" "restore-$c" bytes_received)"
 	done
 	row "$peer" "aws s3 cp up, the $(numfmt --to=iec "$size_b") file" aws-full "$size_b"
