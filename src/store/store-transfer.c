@@ -8,6 +8,7 @@
 #include <linux/fs.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -165,8 +166,9 @@ static int put_chunk(Upload *u, const char *key, const char *data, size_t len, c
 
 typedef struct Extents {
 	struct fiemap map;
-	struct fiemap_extent e[EXTENTS_MAX];
+	struct fiemap_extent e[EXTENTS_MAX]; /* where the kernel writes map.fm_extents */
 } Extents;
+_Static_assert(offsetof(Extents, e) == sizeof(struct fiemap), "fm_extents is e");
 
 /* fd's extents over [off, off + len): 0, or < 0 when they cannot be compared (too many, an
  * error, or a kind whose physical address does not name its bytes alone). */
