@@ -28,7 +28,9 @@
 # table shows medians of ROUNDS (3), bytes sent (ours: the compressed chunks it put; aws: the
 # object), CPU seconds per GiB of the volume's data, peak RSS, and the CPU seconds the peer
 # spent on the step (its processes' utime + stime). Restores are checked against the volume
-# (cmp) in the first round. ZSTD sets the store's zstd level (0: its default).
+# (cmp) in the first round. ZSTD sets the store's zstd level (0: its default). A step that
+# runs past STEP_TIMEOUT (600 s) is stopped and shown as such (aws's ranged GETs of a 4 GiB
+# object from moto, which reads the whole object for each).
 #
 # Peers (PEERS, "s3sim moto"): tests/s3sim/s3sim.py (in memory, one Python process; its
 # speed bounds both sides alike) and moto's S3 (MOTO_PATH, /opt/moto; skipped with the reason
@@ -46,6 +48,7 @@ RUN=${RUN:-256}
 CHUNKS=${CHUNKS:-4M 1M}
 PARALLEL=${PARALLEL:-4}
 ZSTD=${ZSTD:-0}
+STEP_TIMEOUT=${STEP_TIMEOUT:-600}
 PEERS=${PEERS:-s3sim moto}
 BUILD=${BUILD:-build}
 AWS=${AWS:-/usr/bin/aws}
@@ -203,8 +206,8 @@ stop_peer() {
 # The peer's CPU seconds so far: its process and their children (moto's server).
 peer_cpu() {
 	local p pids=$PEER_PID
-	for p in $(cat /proc/"$PEER_PID"/task/*/children); do
-		pids="$pids $p $(cat /proc/"$p"/task/*/children)"
+	for p in $(cat /proc/"$PEER_PID"/task/*/children 2>/dev/null || true); do
+		pids="$pids $p $(cat /proc/"$p"/task/*/children 2>/dev/null || true)"
 	done
 	for p in $pids; do cat "/proc/$p/stat" 2>/dev/null; done |
 		awk -v hz="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); t += $12 + $13} END {printf "%.2f\n", t / hz}'
@@ -213,8 +216,16 @@ timed() {
 	local name=$1 c0 c1
 	shift
 	c0=$(peer_cpu)
-	/usr/bin/time -f '%e %U %S %M' -o "$T/time" "$@" >"$T/out"
+	local rc=0
+	/usr/bin/time -f '%e %U %S %M' -o "$T/time" timeout "$STEP_TIMEOUT" "$@" >"$T/out" || rc=$?
 	c1=$(peer_cpu)
+	STEP_OK=1
+	if [ "$rc" = 124 ]; then
+		echo "  $peer round $round $name: over STEP_TIMEOUT ($STEP_TIMEOUT s), left out" >&2
+		STEP_OK=0
+		return 0
+	fi
+	[ "$rc" = 0 ] || { echo "bench/store.sh: $name failed" >&2; exit 1; }
 	read -r wall user sys rss <"$T/time"
 	echo "$peer $round $name $wall $(awk -v u="$user" -v s="$sys" 'BEGIN {print u + s}') $rss peer_cpu=$(awk -v a="$c0" -v b="$c1" 'BEGIN {print b - a}') $(tr '\n' ' ' <"$T/out")" >>"$T/results"
 	printf '  %s round %s %-22s %6.2f s  cpu %6.2f s  peer cpu %6.2f s  rss %5d MiB  %s\n' "$peer" "$round" "$name" \
@@ -235,7 +246,7 @@ ours() {
 		rm -rf "$P/node2"
 		mkdir "$P/node2"
 		timed "restore-$c" "$BENCH" restore "${o[@]}" snap-1 "$P/node2" vol.img
-		if [ "$round" = 1 ]; then
+		if [ "$round" = 1 ] && [ "$STEP_OK" = 1 ]; then
 			cmp "$P/vol.img" "$P/node2/vol.img" || { echo "restore ($c) differs" >&2; exit 1; }
 			echo "  restore ($c chunks) checked: the same bytes, $(numfmt --to=iec $(($(stat -c %b "$P/node2/vol.img") * 512))) allocated" >&2
 		fi
@@ -246,13 +257,16 @@ aws_side() {
 	"store_empty_$peer"
 	local a=("$AWS" --endpoint-url "$ENDPOINT" s3 cp --quiet --only-show-errors)
 	timed aws-full "${a[@]}" "$P/vol.img" "s3://$BUCKET/vol.img"
+	local full_up=$STEP_OK
 	timed aws-data "${a[@]}" "$P/data.img" "s3://$BUCKET/data.img"
+	local data_up=$STEP_OK
 	rm -rf "$P/node2"
 	mkdir "$P/node2"
-	timed aws-full-down sh -c '"$@" && sync "$0"' "$P/node2/vol.img" "${a[@]}" "s3://$BUCKET/vol.img" "$P/node2/vol.img"
+	[ "$full_up" = 1 ] && timed aws-full-down sh -c '"$@" && sync "$0"' "$P/node2/vol.img" "${a[@]}" "s3://$BUCKET/vol.img" "$P/node2/vol.img"
 	rm -f "$P/node2/vol.img"
-	timed aws-data-down sh -c '"$@" && sync "$0"' "$P/node2/data.img" "${a[@]}" "s3://$BUCKET/data.img" "$P/node2/data.img"
-	if [ "$round" = 1 ]; then
+	STEP_OK=0
+	[ "$data_up" = 1 ] && timed aws-data-down sh -c '"$@" && sync "$0"' "$P/node2/data.img" "${a[@]}" "s3://$BUCKET/data.img" "$P/node2/data.img"
+	if [ "$round" = 1 ] && [ "$STEP_OK" = 1 ]; then
 		cmp "$P/data.img" "$P/node2/data.img" || { echo "aws's copy differs" >&2; exit 1; }
 	fi
 	rm -rf "$P/node2"
@@ -299,6 +313,10 @@ printf '| %-6s | %-44s | %8s | %10s | %7s | %9s | %9s | %10s |\n' peer step "wal
 printf '|%s|%s|%s|%s|%s|%s|%s|%s|\n' -------- "$(printf -- '-%.0s' $(seq 46))" ---------- ------------ --------- ----------- ----------- ------------
 row() { # peer label name sent_bytes
 	local wall cpu rss pc
+	if ! awk -v p="$1" -v n="$3" '$1 == p && $3 == n {f = 1} END {exit !f}' "$T/results"; then
+		printf '| %-6s | %-44s | %8s | %10s | %7s | %9s | %9s | %10s |\n' "$1" "$2" "over $STEP_TIMEOUT" - - - - -
+		return
+	fi
 	wall=$(med "$1" "$3" 4)
 	cpu=$(med "$1" "$3" 5)
 	rss=$(med "$1" "$3" 6)
