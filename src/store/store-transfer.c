@@ -4,10 +4,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -114,6 +118,8 @@ typedef struct Upload {
 	bool dedup; /* trust HEAD: no collection was running when the intent went up */
 	const atomic_bool *cancel;
 	const char *intent;   /* the intent's body */
+	int base_fd; /* -EBADF: no base */
+	const StoreManifest *base;
 	pthread_mutex_t lock; /* guards the fields below */
 	size_t next;
 	StoreChunkRef *refs; /* one per idx; hash "" for a zero chunk */
@@ -163,6 +169,106 @@ static int put_chunk(Upload *u, const char *key, const char *data, size_t len, c
 	return r;
 }
 
+/* ---- changed ranges ---- */
+
+#define EXTENTS_MAX 32
+
+typedef struct Extents {
+	struct fiemap map;
+	struct fiemap_extent e[EXTENTS_MAX]; /* where the kernel writes map.fm_extents */
+} Extents;
+_Static_assert(offsetof(Extents, e) == sizeof(struct fiemap), "fm_extents is e");
+
+/* fd's extents over [off, off + len): 0, or < 0 when they cannot be compared (too many, an
+ * error, or a kind whose physical address does not name its bytes alone). */
+static int extents_get(int fd, uint64_t off, uint64_t len, Extents *x)
+{
+	const uint32_t unfit = FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC |
+			       FIEMAP_EXTENT_ENCODED | FIEMAP_EXTENT_DATA_ENCRYPTED |
+			       FIEMAP_EXTENT_NOT_ALIGNED | FIEMAP_EXTENT_DATA_INLINE |
+			       FIEMAP_EXTENT_DATA_TAIL;
+
+	memset(x, 0, sizeof(*x));
+	x->map.fm_start = off;
+	x->map.fm_length = len;
+	x->map.fm_extent_count = EXTENTS_MAX;
+	if (ioctl(fd, FS_IOC_FIEMAP, &x->map) < 0)
+		return -errno;
+	if (x->map.fm_mapped_extents == 0 || x->map.fm_mapped_extents >= EXTENTS_MAX)
+		return -E2BIG;
+	for (uint32_t i = 0; i < x->map.fm_mapped_extents; i++)
+		if (x->e[i].fe_flags & unfit)
+			return -EOPNOTSUPP;
+	return 0;
+}
+
+typedef struct Piece {
+	uint64_t logical, physical, length;
+	uint32_t flags;
+} Piece;
+
+/* The extents clipped to [off, off + len), those contiguous on disk and in the file merged:
+ * two files that share those blocks give the same pieces however their extents are cut. */
+static uint32_t pieces_of(const Extents *x, uint64_t off, uint64_t len, Piece *p)
+{
+	const uint32_t compared = ~(FIEMAP_EXTENT_LAST | FIEMAP_EXTENT_SHARED);
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < x->map.fm_mapped_extents; i++) {
+		const struct fiemap_extent *e = &x->e[i];
+		uint64_t a = MAX(e->fe_logical, off),
+			 b = MIN(e->fe_logical + e->fe_length, off + len);
+		if (a >= b)
+			continue;
+		Piece q = {a, e->fe_physical + (a - e->fe_logical), b - a, e->fe_flags & compared};
+		if (n > 0 && p[n - 1].logical + p[n - 1].length == q.logical &&
+		    p[n - 1].physical + p[n - 1].length == q.physical && p[n - 1].flags == q.flags)
+			p[n - 1].length += q.length;
+		else
+			p[n++] = q;
+	}
+	return n;
+}
+
+/* True when the chunk at [off, off + len) is the same blocks in the file and in the base's:
+ * then *ret is the base's chunk (hash "" for a zero chunk or hole, not in its manifest). */
+static bool chunk_unchanged(const Upload *u, uint64_t off, size_t len, StoreChunkRef *ret)
+{
+	Extents *a = xnew0(Extents, 2), *b = a + 1;
+	Piece *pa = xnew0(Piece, 2 * EXTENTS_MAX), *pb = pa + EXTENTS_MAX;
+	bool same = false;
+
+	if (extents_get(u->fd, off, len, a) == 0 && extents_get(u->base_fd, off, len, b) == 0) {
+		uint32_t na = pieces_of(a, off, len, pa), nb = pieces_of(b, off, len, pb);
+		same = na > 0 && na == nb;
+		for (uint32_t i = 0; same && i < na; i++)
+			same = pa[i].logical == pb[i].logical && pa[i].physical == pb[i].physical &&
+			       pa[i].length == pb[i].length && pa[i].flags == pb[i].flags;
+		for (uint32_t i = 0; same && i < a->map.fm_mapped_extents; i++)
+			same = a->e[i].fe_flags & FIEMAP_EXTENT_SHARED;
+	}
+	free(pa);
+	free(a);
+	if (!same)
+		return false;
+	/* The base's manifest by offset (in order: a binary search). */
+	size_t lo = 0, hi = u->base->n_chunks;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (u->base->chunks[mid].offset < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*ret = (StoreChunkRef){.offset = off, .length = (uint32_t)len};
+	if (lo < u->base->n_chunks && u->base->chunks[lo].offset == off) {
+		if (u->base->chunks[lo].length != len)
+			return false;
+		memcpy(ret->hash, u->base->chunks[lo].hash, sizeof(ret->hash));
+	}
+	return true;
+}
+
 static void *upload_worker(void *userdata)
 {
 	Upload *u = userdata;
@@ -207,6 +313,17 @@ static void *upload_worker(void *userdata)
 							   u->id, msg));
 				break;
 			}
+		}
+		if (u->base && chunk_unchanged(u, off, len, &ref)) {
+			pthread_mutex_lock(&u->lock);
+			u->refs[i] = ref;
+			u->stats.chunks_unchanged++;
+			if (ref.hash[0])
+				u->stats.chunks_skipped++;
+			else
+				u->stats.zero_chunks++;
+			pthread_mutex_unlock(&u->lock);
+			continue;
 		}
 		r = read_full(u->fd, buf, len, off);
 		if (r < 0) {
@@ -385,8 +502,23 @@ static int upload_run(Store *s, int fd, const StoreUploadInfo *info, usec_t dead
 	if (r < 0)
 		return errorf(ret_error, r, "snapshot %s: %s", info->id, msg);
 
+	/* The base, read after the intent and the look for a collection: while its manifest is
+	 * there its chunks are, and a collection that runs from now on deletes none. */
+	StoreManifest base = {};
+	bool have_base = false;
+	if (info->base_id && !gc.running) {
+		r = store_manifest_get(s, info->base_id, deadline, &base, &msg);
+		if (r < 0 && r != -ENOENT && r != -EUCLEAN)
+			return errorf(ret_error, r, "snapshot %s: its base: %s", info->id, msg);
+		have_base = r == 0 && base.volume_size == size && base.chunk_size == s->chunk_size;
+		free(msg);
+		msg = NULL;
+	}
+
 	Upload u = {
 		.s = s,
+		.base_fd = have_base ? info->base_fd : -EBADF,
+		.base = have_base ? &base : NULL,
 		.fd = fd,
 		.id = info->id,
 		.size = size,
@@ -446,6 +578,7 @@ static int upload_run(Store *s, int fd, const StoreUploadInfo *info, usec_t dead
 out:
 	free(u.refs);
 	free(u.message);
+	store_manifest_done(&base);
 	return r;
 }
 

@@ -44,7 +44,7 @@ int store_new(const StoreConfig *config, Store **ret, char **ret_error)
 	s->node = xstrdup(config->node ? config->node : "unknown");
 	s->chunk_size = chunk;
 	s->parallel = config->parallel ? config->parallel : 4;
-	s->zstd_level = config->zstd_level ? config->zstd_level : 3;
+	s->zstd_level = config->zstd_level ? config->zstd_level : 1;
 	s->lease = config->lease ? config->lease : 10 * 60 * USEC_PER_SEC;
 	s->grace = config->grace ? config->grace : 60 * 60 * USEC_PER_SEC;
 	s->multipart_threshold =

@@ -25,6 +25,7 @@ uploads (create, part, complete, abort). Controlled over HTTP:
                           seconds older (what a collection's grace sees)
 """
 
+import email.utils
 import hashlib
 import hmac
 import http.server
@@ -288,9 +289,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.reply(404)
             return self.reply(404, error_xml("NoSuchKey", "The specified key does not exist.",
                                              key))
-        data = objects[key][0]
+        data, mtime = objects[key]
+        # What `aws s3 cp` reads before a download: the object's date and an ETag (not its
+        # MD5: hashing a large object for each ranged GET would be the simulator's own cost).
+        meta = {"Last-Modified": email.utils.formatdate(mtime, usegmt=True),
+                "ETag": '"%x-%x"' % (int(mtime * 1e6), len(data))}
         if cmd == "HEAD":
-            return self.reply(200, b"", {"_len": len(data)})
+            return self.reply(200, b"", dict(meta, _len=len(data)))
         rng = self.headers.get("Range")
         if rng:
             m = re.match(r"bytes=(\d+)-(\d*)$", rng)
@@ -301,7 +306,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             data = data[start:end + 1]
         if f and f.get("corrupt") and data:
             data = bytes([data[0] ^ 0xff]) + data[1:]
-        return self.reply(206 if rng else 200, data)
+        return self.reply(206 if rng else 200, data, meta)
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_any
 

@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <linux/fs.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,6 +87,122 @@ static bool is_hole(int fd, uint64_t off)
 {
 	off_t d = lseek(fd, (off_t)off, SEEK_DATA);
 	return d < 0 || (uint64_t)d >= off + CHUNK;
+}
+
+/* A chunk that covers some data and a hole restores as both: the hole is not written. */
+static void test_restore_hole_in_chunk(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 0);
+	_cleanup_close_ int fd = volume_file("vol-partial");
+	_cleanup_free_ char *err = NULL;
+	char block[4096];
+
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	memset(block, 'p', sizeof(block));
+	/* 4 KiB of data at the start of chunk 20 and 4 KiB in the middle of it. */
+	if (pwrite(fd, block, sizeof(block), (off_t)(20 * CHUNK)) != (ssize_t)sizeof(block) ||
+	    pwrite(fd, block, sizeof(block), (off_t)(20 * CHUNK + CHUNK / 2)) !=
+		    (ssize_t)sizeof(block)) {
+		printf("Bail out! pwrite\n");
+		exit(1);
+	}
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "partial"}, in(20 * USEC_PER_SEC), NULL,
+			    &err),
+	       0, "upload of a chunk half hole: %s", err ? err : "ok");
+	is_int(store_restore(s, "partial", dir_fd, "partial", in(20 * USEC_PER_SEC), NULL, &err), 0,
+	       "...restore: %s", err ? err : "ok");
+	_cleanup_close_ int rfd = openat(dir_fd, "partial", O_RDONLY | O_CLOEXEC);
+	ok(rfd >= 0 && same_file(fd, rfd), "...the same bytes");
+	off_t d1 = lseek(rfd, (off_t)(20 * CHUNK + 4096), SEEK_DATA);
+	off_t h1 = lseek(rfd, (off_t)(20 * CHUNK + CHUNK / 2), SEEK_HOLE);
+	struct stat a = {}, b = {};
+	bool stat_ok = fstat(fd, &a) == 0 && fstat(rfd, &b) == 0;
+	ok(d1 == (off_t)(20 * CHUNK + CHUNK / 2) && h1 == (off_t)(20 * CHUNK + CHUNK / 2 + 4096),
+	   "...the chunk's holes left holes: data again at %jd (want %zu), a hole at %jd",
+	   (intmax_t)d1, 20 * CHUNK + CHUNK / 2, (intmax_t)h1);
+	ok(stat_ok && b.st_blocks <= a.st_blocks,
+	   "...no more blocks allocated than the volume (%jd, the volume %jd)",
+	   (intmax_t)b.st_blocks, (intmax_t)a.st_blocks);
+}
+
+/* A reflink of fd named name beneath dir_fd (FICLONE). */
+static int clone_of(int at, int fd, const char *name)
+{
+	int c = openat(at, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (c < 0 || ioctl(c, FICLONE, fd) < 0) {
+		printf("Bail out! FICLONE %s: %m\n", name);
+		exit(1);
+	}
+	return c;
+}
+
+/* A second snapshot taken as a reflink, with the first's reflink as its base: only the chunks
+ * whose blocks the two no longer share are read (FIEMAP), the others are the base's. */
+static void test_changed_ranges(void)
+{
+	_cleanup_(store_freep) Store *s = store_with(0, 0);
+	_cleanup_free_ char *err = NULL;
+	StoreUploadStats st = {};
+	char xfs[64], cmd[512];
+
+	if (geteuid() != 0 || system("command -v mkfs.xfs >/dev/null") != 0) {
+		ok(1, "changed ranges # SKIP needs root and mkfs.xfs (a filesystem with reflinks)");
+		return;
+	}
+	snprintf(xfs, sizeof(xfs), "%s/xfs", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "truncate -s 320M %s.img && mkfs.xfs -q -m reflink=1 %s.img && mkdir %s && "
+		 "mount -o loop %s.img %s",
+		 xfs, xfs, xfs, xfs, xfs);
+	if (system(cmd) != 0) {
+		ok(1, "changed ranges # SKIP could not mount an xfs over a loop device");
+		return;
+	}
+	_cleanup_close_ int xfd = open(xfs, O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int vol = openat(xfd, "vol", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (xfd < 0 || vol < 0 || ftruncate(vol, (off_t)VOLUME) < 0) {
+		printf("Bail out! %s: %m\n", xfs);
+		exit(1);
+	}
+	s3sim_reset("{\"buckets\": [\"snaps\"], \"keys\": {\"AKID\": \"secret\"}}");
+	for (unsigned i = 0; i < 10; i++)
+		fill(vol, i, 'a' + (int)i);
+	_cleanup_close_ int s1 = clone_of(xfd, vol, "s1");
+	is_int(store_upload(s, s1, &(StoreUploadInfo){.id = "fm-1"}, in(20 * USEC_PER_SEC), &st,
+			    &err),
+	       0, "first snapshot from a reflink: %s", err ? err : "ok");
+	is_int((long long)st.chunks_sent, 10, "...10 chunks sent");
+
+	fill(vol, 3, 'X');  /* rewritten: new blocks in vol, s1 keeps the old */
+	fill(vol, 12, 'Y'); /* written in a hole */
+	_cleanup_close_ int s2 = clone_of(xfd, vol, "s2");
+	is_int(store_upload(s, s2,
+			    &(StoreUploadInfo){.id = "fm-2", .base_id = "fm-1", .base_fd = s1},
+			    in(20 * USEC_PER_SEC), &st, &err),
+	       0, "second snapshot, the first its base: %s", err ? err : "ok");
+	is_int((long long)st.chunks_unchanged, 9, "...9 chunks found unchanged by their extents");
+	is_int((long long)st.bytes_read, 2 * (long long)CHUNK, "...only the 2 changed chunks read");
+	is_int((long long)st.chunks_sent, 2, "...and sent");
+	is_int((long long)st.chunks, 11, "...11 chunks in its manifest");
+	is_int(store_restore(s, "fm-2", dir_fd, "fm-2", in(20 * USEC_PER_SEC), NULL, &err), 0,
+	       "...restore: %s", err ? err : "ok");
+	_cleanup_close_ int r2 = openat(dir_fd, "fm-2", O_RDONLY | O_CLOEXEC);
+	ok(r2 >= 0 && same_file(s2, r2), "...the same bytes as the second reflink");
+
+	is_int(store_upload(s, s2,
+			    &(StoreUploadInfo){.id = "fm-3", .base_id = "nope", .base_fd = s1},
+			    in(20 * USEC_PER_SEC), &st, &err),
+	       0, "a base the store does not hold: %s", err ? err : "ok");
+	ok(st.chunks_unchanged == 0 && st.bytes_read == 11 * CHUNK && st.chunks_skipped == 11,
+	   "...is not used: every chunk read and found by its hash");
+
+	close(TAKE_FD(s1));
+	close(TAKE_FD(s2));
+	close(TAKE_FD(vol));
+	close(TAKE_FD(xfd));
+	snprintf(cmd, sizeof(cmd), "umount %s", xfs);
+	if (system(cmd) != 0)
+		printf("# could not unmount %s\n", xfs);
 }
 
 static int count(const char *id, void *userdata)
@@ -678,6 +796,8 @@ int main(void)
 	}
 	test_manifest_parse();
 	test_upload_restore();
+	test_restore_hole_in_chunk();
+	test_changed_ranges();
 	test_damage();
 	test_faults_and_resume();
 	test_resume();
