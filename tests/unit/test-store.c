@@ -106,12 +106,12 @@ static void test_restore_hole_in_chunk(void)
 		printf("Bail out! pwrite\n");
 		exit(1);
 	}
-	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "partial"}, in(20 * USEC_PER_SEC), NULL,
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "half-hole"}, in(20 * USEC_PER_SEC), NULL,
 			    &err),
 	       0, "upload of a chunk half hole: %s", err ? err : "ok");
-	is_int(store_restore(s, "partial", dir_fd, "partial", in(20 * USEC_PER_SEC), NULL, &err), 0,
+	is_int(store_restore(s, "half-hole", dir_fd, "half-hole", in(20 * USEC_PER_SEC), NULL, &err), 0,
 	       "...restore: %s", err ? err : "ok");
-	_cleanup_close_ int rfd = openat(dir_fd, "partial", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int rfd = openat(dir_fd, "half-hole", O_RDONLY | O_CLOEXEC);
 	ok(rfd >= 0 && same_file(fd, rfd), "...the same bytes");
 	off_t d1 = lseek(rfd, (off_t)(20 * CHUNK + 4096), SEEK_DATA);
 	off_t h1 = lseek(rfd, (off_t)(20 * CHUNK + CHUNK / 2), SEEK_HOLE);
