@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "failpoint.h"
 #include "hashmap.h"
 #include "random-util.h"
 #include "store-internal.h"
@@ -138,6 +139,7 @@ static int gc_run(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret
 	r = s3_put(s->s3, marker, s->node, strlen(s->node), false, deadline, &msg);
 	if (r < 0)
 		return errorf(ret_error, r, "collection: marker: %s", msg);
+	failpoint("store-gc-after-marker");
 	Seen seen = {.want = marker};
 	r = s3_list(s->s3, gc_prefix, find_key, &seen, deadline, &msg);
 	if (r < 0)
@@ -189,9 +191,11 @@ static int gc_run(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret
 		r = busy(s, in.live, deadline, ret_error);
 		goto out;
 	}
+	failpoint("store-gc-before-delete");
 	r = s3_delete_many(s->s3, (const char *const *)w.doomed, w.n_doomed, deadline, &msg);
 	if (r < 0)
 		goto fail;
+	failpoint("store-gc-after-delete");
 	stats.chunks_deleted = w.n_doomed;
 	if (ret_stats)
 		*ret_stats = stats;
