@@ -343,9 +343,13 @@ static int upload_run(Store *s, int fd, const StoreUploadInfo *info, usec_t dead
 	if (size == 0)
 		return errorf(ret_error, -EINVAL, "snapshot %s: an empty volume", info->id);
 
-	/* Already whole: the same answer as the first time. */
+	/* Already whole: the same answer as the first time. A run stopped (killed) after its
+	 * manifest left its intent: it goes now, not a lease later (a live intent defers every
+	 * collection in the store). */
 	r = store_manifest_get(s, info->id, deadline, &existing, &msg);
 	if (r == 0) {
+		ikey = store_intent_key(s, info->id);
+		(void)s3_delete(s->s3, ikey, deadline, NULL);
 		if (ret_stats)
 			*ret_stats =
 				(StoreUploadStats){.chunks = existing.n_chunks, .existed = true};
