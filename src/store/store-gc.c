@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "failpoint.h"
 #include "hashmap.h"
 #include "random-util.h"
 #include "store-internal.h"
@@ -12,14 +13,48 @@
 typedef struct Seen {
 	const char *want; /* a key to find; its time in found */
 	usec_t found;
+	char **others; /* the other markers, and their times */
+	usec_t *times;
+	size_t n_others;
 } Seen;
 
 static int find_key(const S3Object *o, void *userdata)
 {
 	Seen *s = userdata;
-	if (strcmp(o->key, s->want) == 0)
+	if (strcmp(o->key, s->want) == 0) {
 		s->found = o->last_modified;
+		return 0;
+	}
+	s->others = xrealloc(s->others, (s->n_others + 1) * sizeof(char *));
+	s->times = xrealloc(s->times, (s->n_others + 1) * sizeof(usec_t));
+	s->others[s->n_others] = xstrdup(o->key);
+	s->times[s->n_others++] = o->last_modified;
 	return 0;
+}
+
+static void seen_done(Seen *s)
+{
+	for (size_t i = 0; i < s->n_others; i++)
+		free(s->others[i]);
+	free(s->others);
+	free(s->times);
+}
+
+/* Removes the markers older than the lease (a collection killed before it removed its own):
+ * an upload takes none of them for a running collection any more, and none would go else. */
+static int drop_stale_markers(Store *s, Seen *seen, usec_t now, usec_t deadline, char **ret_error)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < seen->n_others; i++)
+		if (seen->times[i] + s->lease <= now)
+			seen->others[n++] = seen->others[i];
+		else
+			free(seen->others[i]);
+	seen->n_others = n;
+	if (n == 0)
+		return 0;
+	return s3_delete_many(s->s3, (const char *const *)seen->others, n, deadline, ret_error);
 }
 
 typedef struct Intents {
@@ -138,8 +173,13 @@ static int gc_run(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret
 	r = s3_put(s->s3, marker, s->node, strlen(s->node), false, deadline, &msg);
 	if (r < 0)
 		return errorf(ret_error, r, "collection: marker: %s", msg);
+	failpoint("store-gc-after-marker");
 	Seen seen = {.want = marker};
 	r = s3_list(s->s3, gc_prefix, find_key, &seen, deadline, &msg);
+	if (r >= 0)
+		r = drop_stale_markers(s, &seen, seen.found, deadline, &msg);
+	stats.stale_markers = seen.n_others;
+	seen_done(&seen);
 	if (r < 0)
 		goto fail;
 	in.now = w.now = seen.found;
@@ -189,9 +229,11 @@ static int gc_run(Store *s, usec_t deadline, StoreGcStats *ret_stats, char **ret
 		r = busy(s, in.live, deadline, ret_error);
 		goto out;
 	}
+	failpoint("store-gc-before-delete");
 	r = s3_delete_many(s->s3, (const char *const *)w.doomed, w.n_doomed, deadline, &msg);
 	if (r < 0)
 		goto fail;
+	failpoint("store-gc-after-delete");
 	stats.chunks_deleted = w.n_doomed;
 	if (ret_stats)
 		*ret_stats = stats;

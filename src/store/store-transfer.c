@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "alloc.h"
+#include "failpoint.h"
 #include "store-internal.h"
 
 void store_sha256_hex(const void *data, size_t len, char out[65])
@@ -466,9 +467,13 @@ static int upload_run(Store *s, int fd, const StoreUploadInfo *info, usec_t dead
 	if (size == 0)
 		return errorf(ret_error, -EINVAL, "snapshot %s: an empty volume", info->id);
 
-	/* Already whole: the same answer as the first time. */
+	/* Already whole: the same answer as the first time. A run stopped (killed) after its
+	 * manifest left its intent: it goes now, not a lease later (a live intent defers every
+	 * collection in the store). */
 	r = store_manifest_get(s, info->id, deadline, &existing, &msg);
 	if (r == 0) {
+		ikey = store_intent_key(s, info->id);
+		(void)s3_delete(s->s3, ikey, deadline, NULL);
 		if (ret_stats)
 			*ret_stats =
 				(StoreUploadStats){.chunks = existing.n_chunks, .existed = true};
@@ -491,6 +496,7 @@ static int upload_run(Store *s, int fd, const StoreUploadInfo *info, usec_t dead
 	r = s3_put(s->s3, ikey, intent, strlen(intent), false, deadline, &msg);
 	if (r < 0)
 		return errorf(ret_error, r, "snapshot %s: intent: %s", info->id, msg);
+	failpoint("store-upload-after-intent");
 
 	/* ...and one that started before it is seen here: then HEAD is not trusted (the chunk
 	 * found may be about to go), every chunk is put again, which makes it young. */
@@ -555,6 +561,7 @@ static int upload_run(Store *s, int fd, const StoreUploadInfo *info, usec_t dead
 		errorf(ret_error, r, "%s", u.message);
 		goto out;
 	}
+	failpoint("store-upload-after-chunks");
 	/* Lost its intent (collected as stale while this node stood still): the chunks it
 	 * found may be gone. */
 	r = s3_head(s->s3, ikey, deadline, NULL, &msg);
@@ -572,6 +579,7 @@ static int upload_run(Store *s, int fd, const StoreUploadInfo *info, usec_t dead
 	r = write_manifest(s, &u, info, ret_error);
 	if (r < 0)
 		goto out;
+	failpoint("store-upload-after-manifest");
 	(void)s3_delete(s->s3, ikey, deadline, NULL); /* a leftover goes stale, then away */
 	if (ret_stats)
 		*ret_stats = u.stats;
@@ -796,6 +804,7 @@ int store_restore_progress(Store *s, const char *id, int dir_fd, const char *nam
 		r = errorf(ret_error, -errno, "restore of snapshot %s: fsync: %m", id);
 		goto out;
 	}
+	failpoint("store-restore-after-fill");
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	if (linkat(AT_FDCWD, path, dir_fd, name, AT_SYMLINK_FOLLOW) < 0) {
 		r = errorf(ret_error, -errno, "restore of snapshot %s: naming it %s: %m", id, name);

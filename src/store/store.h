@@ -171,6 +171,7 @@ typedef struct StoreGcStats {
 	uint64_t chunks_deleted; /* named by no manifest, older than the grace */
 	uint64_t chunks_young;	 /* named by none, but younger than the grace: kept */
 	uint64_t stale_intents;	 /* intents past their lease (their node died): removed */
+	uint64_t stale_markers;	 /* markers of collections killed midway, past the lease */
 } StoreGcStats;
 
 /* Collects the chunks no manifest names, never one an upload in progress may reference: while

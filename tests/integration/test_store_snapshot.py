@@ -107,13 +107,14 @@ class MotoPeer:
 
 
 def store_daemon(ctx, peer, name="d", node_id="node-1", prefix="c1", extra=(), key=None,
-                 bucket=BUCKET, gc="0", start=True):
+                 bucket=BUCKET, gc="0", start=True, pool=None, env=None):
     args = ["--store-endpoint", peer.url, "--store-bucket", bucket, "--store-prefix", prefix,
             "--store-path-style", "--store-region", "us-east-1", "--store-gc-interval", gc]
     env = {"AWS_ACCESS_KEY_ID": peer.key, "AWS_SECRET_ACCESS_KEY": key or peer.secret,
            "AWS_SESSION_TOKEN": None, "AWS_EC2_METADATA_DISABLED": "true",
-           "AWS_WEB_IDENTITY_TOKEN_FILE": None, "AWS_PROFILE": None}
-    return ctx.daemon(args=args + list(extra), env=env, name=name, node_id=node_id, start=start)
+           "AWS_WEB_IDENTITY_TOKEN_FILE": None, "AWS_PROFILE": None, **(env or {})}
+    return ctx.daemon(args=args + list(extra), env=env, name=name, node_id=node_id, start=start,
+                      pool=pool)
 
 
 def volume(d, name, size=16 * MIB, ranges=((0, MIB), (9 * MIB, MIB))):

@@ -511,6 +511,25 @@ static void test_gc(void)
 	       0, "an upload while a collection runs");
 	is_int((long long)st.chunks_sent, 2,
 	       "...puts its chunks again, though the store holds them (they become young)");
+
+	/* That collection was killed: its marker stays until it is older than the lease. */
+	is_int(store_gc(s, in(10 * USEC_PER_SEC), &gs, NULL), 0, "collection with a young marker");
+	is_int((long long)gs.stale_markers, 0, "...leaves it (the collection may run)");
+	usleep(1600 * 1000);
+	is_int(store_gc(s, in(10 * USEC_PER_SEC), &gs, NULL), 0, "collection after the lease");
+	is_int((long long)gs.stale_markers, 1, "...removes the dead collection's marker");
+	is_int(s3_head(s3, "cluster-1/snaps/gc/0123456789abcdef", in(5 * USEC_PER_SEC), NULL, NULL),
+	       -ENOENT, "...gone from the store");
+
+	/* A run killed after its manifest left its intent: a run again removes it. */
+	s3_put(s3, "cluster-1/snaps/intents/g4", intent, strlen(intent), false,
+	       in(5 * USEC_PER_SEC), NULL);
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "g4"}, in(10 * USEC_PER_SEC), &st,
+			    NULL),
+	       0, "an upload of a snapshot whose manifest is there, its intent left");
+	ok(st.existed, "...does nothing...");
+	is_int(s3_head(s3, "cluster-1/snaps/intents/g4", in(5 * USEC_PER_SEC), NULL, NULL), -ENOENT,
+	       "...but remove the intent");
 }
 
 typedef struct Race {

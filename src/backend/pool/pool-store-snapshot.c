@@ -12,6 +12,7 @@
 #include "alloc.h"
 #include "blocknode.h"
 #include "error-util.h"
+#include "failpoint.h"
 #include "log.h"
 #include "params.h"
 #include "pool-store.h"
@@ -378,8 +379,10 @@ int pool_store_delete_snapshot(PoolBackend *pb, const BackendRef *r, BackendDele
 		return errorf(ret_error, e == -EPERM ? -ENOTEMPTY : e,
 			      "deleting snapshot %s failed: its copy in pool %s: %s", r->id,
 			      pool_path(pb->pool), why ?: strerror(-e));
+	failpoint("store-delete-after-copy");
 	if ((e = store_delete(store, id, pool_store_deadline(), ret_error)) < 0)
 		return e;
+	failpoint("store-delete-after-manifest");
 	*ret = (BackendDeleted){.found = true, .leftover = pool_leftover(pb->pool, why)};
 	return 0;
 }

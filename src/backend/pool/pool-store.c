@@ -214,10 +214,11 @@ static void collect_once(PoolStore *st, Store *store)
 		log_warning("snapshot store s3://%s: collection failed: %s", st->bucket, err);
 	else
 		log_info("snapshot store s3://%s: collected %llu chunks of %llu (%llu too young), "
-			 "%llu stale intents, %llu manifests",
+			 "%llu stale intents, %llu stale markers, %llu manifests",
 			 st->bucket, (unsigned long long)stats.chunks_deleted,
 			 (unsigned long long)stats.chunks, (unsigned long long)stats.chunks_young,
 			 (unsigned long long)stats.stale_intents,
+			 (unsigned long long)stats.stale_markers,
 			 (unsigned long long)stats.manifests);
 }
 
