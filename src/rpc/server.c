@@ -117,8 +117,12 @@ struct RpcServer {
 	grpc_completion_queue *cq;
 	Tag shutdown_tag;
 	atomic_bool stopping;
-	atomic_bool shut_down;	     /* the shutdown tag came: pollers return */
-	atomic_uint calls;	     /* calls in our hands, all connections (refused ones not) */
+	atomic_bool shut_down; /* the shutdown tag came */
+	atomic_uint calls;     /* calls in our hands, all connections (refused ones not) */
+	/* Every RpcCall allocated, request slots included: one may still start a batch, so the
+	 * pollers return and the queue is shut down only once the shutdown tag came and this is
+	 * 0 (gRPC sends the tag without waiting for the calls we still hold). */
+	atomic_uint live_calls;
 	atomic_size_t payload_bytes; /* their request messages */
 	pthread_t extra_pollers[EXTRA_POLLERS];
 	unsigned n_extra_pollers;
@@ -248,6 +252,8 @@ void *rpc_call_userdata(RpcCall *call)
 
 static void call_free(RpcCall *c)
 {
+	RpcServer *s = c->server;
+
 	if (c->payload_bytes)
 		atomic_fetch_sub(&c->server->payload_bytes, c->payload_bytes);
 	if (c->call)
@@ -263,6 +269,7 @@ static void call_free(RpcCall *c)
 	pthread_mutex_destroy(&c->send_lock);
 	pthread_cond_destroy(&c->send_cond);
 	free(c);
+	atomic_fetch_sub(&s->live_calls, 1);
 }
 
 static void conn_unref_locked(RpcServer *s, Conn *conn)
@@ -308,6 +315,7 @@ static int request_new_call(RpcServer *s)
 {
 	RpcCall *c = xnew0(RpcCall, 1);
 
+	atomic_fetch_add(&s->live_calls, 1);
 	c->server = s;
 	c->status_details = grpc_empty_slice();
 	c->tag_new = (Tag){TAG_NEW, c};
@@ -799,7 +807,8 @@ static void on_event(RpcServer *s, Tag *tag, bool ok)
 	}
 }
 
-/* Takes one completion (or waits 200 ms); false once the shutdown tag came, to any poller. */
+/* Takes one completion (or waits 200 ms); false, to any poller, once the shutdown tag came and
+ * every call has ended: no handler left to start a batch, no batch left to complete. */
 static bool poll_once(RpcServer *s)
 {
 	gpr_timespec deadline =
@@ -814,7 +823,7 @@ static bool poll_once(RpcServer *s)
 			on_event(s, tag, ev.success);
 	} else if (ev.type == GRPC_QUEUE_SHUTDOWN)
 		atomic_store(&s->shut_down, true);
-	return !atomic_load(&s->shut_down);
+	return !atomic_load(&s->shut_down) || atomic_load(&s->live_calls) > 0;
 }
 
 static void *poller_main(void *userdata)
@@ -840,8 +849,10 @@ int rpc_server_run(RpcServer *s)
 		}
 		if (s->stop_requested && !s->cancelled_all &&
 		    now_usec(CLOCK_MONOTONIC) - s->stop_requested > s->config.shutdown_grace) {
-			log_warning(
-				"calls still running after the shutdown grace period: cancelling");
+			/* Their handlers see rpc_call_cancelled(); we wait for them to return. */
+			log_warning("%u call(s) still running after the shutdown grace period: "
+				    "cancelling",
+				    atomic_load(&s->calls));
 			grpc_server_cancel_all_calls(s->server);
 			s->cancelled_all = true;
 		}
@@ -1130,9 +1141,11 @@ void rpc_server_free(RpcServer *s)
 		pthread_join(s->acceptor, NULL);
 	}
 	if (s->server) {
-		if (!s->stop_requested) {
+		if (!s->stop_requested) { /* never run: no handler has a call */
 			grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
 			grpc_server_cancel_all_calls(s->server);
+			while (poll_once(s))
+				;
 		}
 		grpc_server_destroy(s->server);
 	}

@@ -22,8 +22,10 @@ typedef struct RpcServerConfig {
  * method table must outlive the server. */
 int rpc_server_new(const RpcServerConfig *config, RpcServer **ret);
 
-/* Serves until rpc_server_stop() and every in-flight call has finished (or the grace
- * period ran out). Blocks; call it from one thread only. */
+/* Serves until rpc_server_stop() and every in-flight call has finished: no new call is taken
+ * once stopping; the calls still running after the grace period are cancelled, and their
+ * handlers are waited for all the same (one that ignores rpc_call_cancelled() holds the
+ * exit up). Blocks; call it from one thread only. */
 int rpc_server_run(RpcServer *s);
 
 /* Asks a running server to stop: thread-safe, returns at once. */

@@ -3,6 +3,7 @@
 
 import concurrent.futures
 import os
+import re
 import shutil
 import signal
 import socket
@@ -13,7 +14,7 @@ import time
 
 import grpc
 
-from harness import VOLPLUGD, Skip, run, to_dict
+from harness import VOLPLUGD, Skip, in_background, run, to_dict
 
 HOST_PLUGIN_DIR = "/usr/libexec/kubernetes/kubelet-plugins/volume/exec"
 
@@ -124,6 +125,38 @@ def test_sigterm_lets_a_slow_call_finish(ctx):
     assert result["reply"].name == "test.volplug.io"
     assert rc == 0, rc
     assert not os.path.exists(d.socket), "socket file removed on shutdown"
+
+
+def test_sigterm_waits_for_the_handler_of_a_client_gone(ctx):
+    """A client leaves while its call's handler runs, then SIGTERM: the call of a client that
+    waits gets its answer; once that client is gone too, gRPC's shutdown completes (the other
+    call is cancelled), but that handler still answers 2 s later. The daemon waits for it
+    instead of shutting the completion queue under it (SIGABRT, "assertion failed:
+    grpc_cq_begin_op")."""
+    d = ctx.daemon(args=["--workers", "2"],
+                   env={"VOLPLUG_FAILPOINTS": "rpc:Probe=sleep(3000ms);rpc:GetPluginInfo=sleep(1000ms)"})
+    gone = grpc.insecure_channel("unix:" + d.socket)
+    probe = gone.unary_unary("/csi.v1.Identity/Probe")
+    left, left_result = in_background(probe, b"", timeout=20)
+    stays, stays_result = in_background(d.call, "GetPluginInfo", timeout=20)
+    time.sleep(0.4)  # both handlers run now
+    gone.close()
+    left.join(5)
+    assert left_result["error"].code() == grpc.StatusCode.CANCELLED, left_result
+    t0 = time.monotonic()
+    d.proc.send_signal(signal.SIGTERM)
+    stays.join(20)
+    d.channel.close()  # no client left: gRPC's shutdown completes while Probe still runs
+    rc = d.proc.wait(20)
+    took = time.monotonic() - t0
+    logs = d.logs()
+    assert rc == 0, (rc, logs[-1500:])  # was -6: "assertion failed: grpc_cq_begin_op"
+    assert stays_result["value"].name == "test.volplug.io", stays_result
+    assert re.search(r"\[Probe\] done in \d+ us", logs), "the Probe handler ran to its end"
+    assert logs.rstrip().splitlines()[-1].split()[2] == "stopped", logs[-500:]
+    assert 2 < took < 10, took
+    assert not os.path.exists(d.socket), "socket file removed on shutdown"
+    return "stopped in %.1f s, after the handler of the client gone" % took
 
 
 def test_socket_is_private_by_default(ctx):
@@ -239,7 +272,8 @@ if __name__ == "__main__":
          test_unknown_method_is_unimplemented, test_node_mode_does_not_serve_the_controller,
          test_malformed_request_bytes, test_200_concurrent_calls,
          test_plugin_info_answered_while_every_worker_waits, test_pool_daemon_maps_no_libcurl,
-         test_sigterm_lets_a_slow_call_finish, test_socket_is_private_by_default,
+         test_sigterm_lets_a_slow_call_finish,
+         test_sigterm_waits_for_the_handler_of_a_client_gone, test_socket_is_private_by_default,
          test_stale_socket_is_replaced, test_live_socket_is_not_stolen,
          test_socket_path_that_is_a_regular_file, test_bad_flags_exit_2_with_one_line,
          test_unusable_pool_exits_2, test_daemons_watch_their_own_plugin_dir,

@@ -11,6 +11,7 @@ volplugctl snapshot diff / allocated. Needs root."""
 import os
 import random
 import re
+import signal
 import subprocess
 import time
 
@@ -409,7 +410,42 @@ def test_deadline_and_cancel_mid_stream(ctx):
     return "%d replies before the deadline; the stop logged: %s" % (got, said.group(0))
 
 
+def test_sigterm_mid_stream(ctx):
+    """SIGTERM while two streams run: the short one ends within the shutdown grace and the
+    client has every range; the long one is cancelled after the grace, its handler stops at
+    its next message, and the daemon exits 0 once that handler has returned."""
+    d = ctx.daemon(args=["--shutdown-grace", "1s"],
+                   env={"VOLPLUG_FAILPOINTS": "rpc-send:GetMetadataAllocated=sleep(200ms)"})
+    snap = many_ranges(ctx, d)
+    long = stream_call(d, "GetMetadataAllocated", snapshot_id=snap, max_results=1)
+    got = [next(long) for _ in range(3)]
+    short = stream_call(d, "GetMetadataAllocated", snapshot_id=snap, max_results=20)
+    short_replies = [next(short)]  # its second message waits 200 ms in the daemon
+    t0 = time.monotonic()
+    d.proc.send_signal(signal.SIGTERM)
+    short_replies += list(short)
+    assert len(ranges_of(short_replies, 64 * MiB)) == 40, short_replies
+    try:
+        for r in long:
+            got.append(r)
+        raise AssertionError("the long stream outlived the shutdown grace: %d replies" % len(got))
+    except grpc.RpcError as e:
+        assert e.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE), e
+    assert 3 <= len(got) < 40, len(got)
+    rc = d.proc.wait(20)
+    took = time.monotonic() - t0
+    logs = d.logs()
+    assert rc == 0, (rc, logs[-1500:])
+    # The long stream's handler returned before the daemon stopped, not killed with it.
+    assert re.search(r"stopped after \d+ messages: the client cancelled", logs), logs[-1500:]
+    assert "after the shutdown grace period: cancelling" in logs, logs[-1500:]
+    assert logs.rstrip().splitlines()[-1].split()[2] == "stopped", logs[-500:]
+    assert took < 5, took
+    assert not os.path.exists(d.socket), "socket file removed on shutdown"
+    return "long stream cancelled after %d replies; stopped in %.1f s" % (len(got), took)
+
+
 if __name__ == "__main__":
     run([test_delta_on_a_reflinking_pool, test_delta_on_a_copying_pool,
          test_paging_resume_and_volplugctl, test_errors_name_the_field,
-         test_deadline_and_cancel_mid_stream])
+         test_deadline_and_cancel_mid_stream, test_sigterm_mid_stream])
