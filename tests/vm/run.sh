@@ -72,19 +72,24 @@ while read -r path; do
 	basename "${name%.ko*}.ko" >>"$root/modules.order"
 done <"$work/order"
 
+# quote STRING: STRING in single quotes for sh.
+quote() {
+	printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"
+}
+
 # The job: the environment asked for, then the command, in the directory it was started in.
 {
 	echo "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	echo "export VOLPLUG_IN_VM=1 HOME=/tmp LANG=C.UTF-8"
 	while [ $# -gt 0 ]; do
 		case $1 in
-		*=*) printf "export %s='%s'\n" "${1%%=*}" "${1#*=}" ;;
+		*=*) printf "export %s=%s\n" "${1%%=*}" "$(quote "${1#*=}")" ;;
 		*) break ;;
 		esac
 		shift
 	done
-	printf "cd '%s' || exit 1\nexec" "$(pwd)"
-	for a in "$@"; do printf " '%s'" "$a"; done
+	printf "cd %s || exit 1\nexec" "$(quote "$(pwd)")"
+	for a in "$@"; do printf " %s" "$(quote "$a")"; done
 	echo
 } >"$root/job"
 
