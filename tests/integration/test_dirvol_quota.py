@@ -11,6 +11,7 @@ read-only), and skips when there is no VM to run (no /dev/kvm, qemu or linux-ima
 Needs root."""
 
 import errno
+import json
 import os
 import re
 import subprocess
@@ -20,7 +21,7 @@ import grpc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import SOURCE_ROOT, is_root, local_id, run, Skip  # noqa: E402
+from harness import SOURCE_ROOT, is_root, local_id, run  # noqa: E402
 from test_dirvol import (DIRECTORY, FS_CAP, MiB, create, fs_pool, mounts_under,  # noqa: E402
                          pool_check, tree_of)
 
@@ -75,7 +76,6 @@ def project_report(mnt):
 
 
 def project_of(pool, vid):
-    import json
     with open(os.path.join(pool, "volumes", local_id(vid), "meta.json")) as f:
         return json.load(f)["project"]
 
@@ -225,9 +225,11 @@ def snapshot_restore_clone(ctx, fstype):
 
     snap = d.call("CreateSnapshot", name="s1", source_volume_id=v.volume_id).snapshot
     assert snap.ready_to_use, snap
-    restored = d.call("CreateVolume", name="restored", capacity_range={"required_bytes": 32 * MiB},
-               volume_capabilities=[FS_CAP], parameters=DIRECTORY,
-                      volume_content_source={"snapshot": {"snapshot_id": snap.snapshot_id}}).volume
+    restored = d.call("CreateVolume", name="restored",
+                      capacity_range={"required_bytes": 32 * MiB},
+                      volume_capabilities=[FS_CAP], parameters=DIRECTORY,
+                      volume_content_source={"snapshot": {"snapshot_id": snap.snapshot_id}}
+                      ).volume
     clone = d.call("CreateVolume", name="clone", capacity_range={"required_bytes": 48 * MiB},
                    volume_capabilities=[FS_CAP], parameters=DIRECTORY,
                    volume_content_source={"volume": {"volume_id": v.volume_id}}).volume
@@ -309,8 +311,6 @@ def test_without_quota_refused(ctx):
 
 if __name__ == "__main__":
     in_vm()
-    if not is_root():
-        raise Skip("needs root")
     run([
         test_xfs_quota_lifecycle,
         test_ext4_quota_lifecycle,

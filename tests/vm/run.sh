@@ -9,7 +9,10 @@
 # VAR=VALUE: set for the command in the VM (with PATH and VOLPLUG_IN_VM=1). Exit 77 with the
 # reason on stderr when there is no /dev/kvm, no qemu-system-x86_64, or no kernel with its xfs
 # module in /lib/modules. VOLPLUG_VM_KERNEL: the kernel's version (default: the newest there).
-# VOLPLUG_VM_TIMEOUT: seconds the VM may run (default 900).
+# VOLPLUG_VM_TIMEOUT: seconds the VM may run (default 900). VOLPLUG_VM_ACCEL: kvm (default) or
+# tcg; KVM that has not booted the kernel in VOLPLUG_VM_BOOT_TIMEOUT seconds (30: nested under
+# some hypervisors it hangs printing nothing) is given up for tcg, emulated (~2x slower here).
+# VOLPLUG_VM_DEBUG=7: the kernel's messages on the console.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -58,7 +61,8 @@ add_module() {
 	done
 	echo "$path" >>"$work/order"
 }
-for m in crc32c_generic crc32c_intel virtio_pci 9pnet_virtio 9p loop xfs ext4 quota_v2 quota_tree; do
+for m in crc32c_generic crc32c_intel virtio_pci 9pnet_virtio 9p loop xfs ext4 quota_v2 \
+	quota_tree; do
 	add_module "$m"
 done
 while read -r path; do
@@ -101,7 +105,8 @@ boot() {
 	timeout "${VOLPLUG_VM_TIMEOUT:-900}" "$qemu" -accel "$1" $cpu -m 1G -smp 2 -nographic \
 		-serial "file:$work/console" -monitor none -no-reboot \
 		-kernel "/boot/vmlinuz-$ver" -initrd "$work/initramfs.gz" \
-		-append "console=ttyS0 ${VOLPLUG_VM_DEBUG:+ignore_}quiet loglevel=${VOLPLUG_VM_DEBUG:-3} panic=-1 rdinit=/init" \
+		-append "console=ttyS0 ${VOLPLUG_VM_DEBUG:+ignore_}quiet \
+loglevel=${VOLPLUG_VM_DEBUG:-3} panic=-1 rdinit=/init" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-nic none </dev/null >"$work/qemu.log" 2>&1 &
 	vm=$!
@@ -112,7 +117,7 @@ boot() {
 booted() {
 	i=0
 	while [ "$i" -lt "$1" ]; do
-		grep -q "^volplug-vm: booted" "$work/console" 2>/dev/null && return 0
+		grep -q "volplug-vm: booted" "$work/console" 2>/dev/null && return 0
 		kill -0 "$vm" 2>/dev/null || return 1
 		sleep 1
 		i=$((i + 1))
@@ -125,10 +130,10 @@ cpu=""
 [ "$accel" = kvm ] && cpu="-cpu host"
 started=$(date +%s)
 boot "$accel"
-if ! booted "${VOLPLUG_VM_BOOT_TIMEOUT:-60}" && [ "$accel" = kvm ] && [ ! -s "$work/status" ]; then
+if ! booted "${VOLPLUG_VM_BOOT_TIMEOUT:-30}" && [ "$accel" = kvm ] && [ ! -s "$work/status" ]; then
 	kill "$vm" 2>/dev/null || true
 	wait "$vm" 2>/dev/null || true
-	echo "# vm: KVM did not boot the kernel within ${VOLPLUG_VM_BOOT_TIMEOUT:-60}s: emulating (TCG)"
+	echo "# vm: KVM did not boot the kernel within ${VOLPLUG_VM_BOOT_TIMEOUT:-30}s: emulating (TCG)"
 	accel=tcg
 	cpu="-cpu max"
 	started=$(date +%s)
@@ -136,7 +141,7 @@ if ! booted "${VOLPLUG_VM_BOOT_TIMEOUT:-60}" && [ "$accel" = kvm ] && [ ! -s "$w
 fi
 wait "$vm" || true
 tr -d '\r' <"$work/console" 2>/dev/null | awk -v status="$work/status" '
-	/^volplug-vm: / { print "# vm: " substr($0, 12) }
+	/^volplug-vm: / { print "# vm: " substr($0, 13) }
 	/^VOLPLUG-VM-BEGIN$/ { on = 1; next }
 	/^VOLPLUG-VM-END / { on = 0; print $2 > status; next }
 	on { out[n++] = $0 }
