@@ -118,8 +118,8 @@ typedef struct Upload {
 	size_t n_idx;
 	bool dedup; /* trust HEAD: no collection was running when the intent went up */
 	const atomic_bool *cancel;
-	const char *intent;   /* the intent's body */
-	int base_fd; /* -EBADF: no base */
+	const char *intent; /* the intent's body */
+	int base_fd;	    /* -EBADF: no base */
 	const StoreManifest *base;
 	pthread_mutex_t lock; /* guards the fields below */
 	size_t next;

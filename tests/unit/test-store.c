@@ -106,11 +106,12 @@ static void test_restore_hole_in_chunk(void)
 		printf("Bail out! pwrite\n");
 		exit(1);
 	}
-	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "half-hole"}, in(20 * USEC_PER_SEC), NULL,
-			    &err),
+	is_int(store_upload(s, fd, &(StoreUploadInfo){.id = "half-hole"}, in(20 * USEC_PER_SEC),
+			    NULL, &err),
 	       0, "upload of a chunk half hole: %s", err ? err : "ok");
-	is_int(store_restore(s, "half-hole", dir_fd, "half-hole", in(20 * USEC_PER_SEC), NULL, &err), 0,
-	       "...restore: %s", err ? err : "ok");
+	is_int(store_restore(s, "half-hole", dir_fd, "half-hole", in(20 * USEC_PER_SEC), NULL,
+			     &err),
+	       0, "...restore: %s", err ? err : "ok");
 	_cleanup_close_ int rfd = openat(dir_fd, "half-hole", O_RDONLY | O_CLOEXEC);
 	ok(rfd >= 0 && same_file(fd, rfd), "...the same bytes");
 	off_t d1 = lseek(rfd, (off_t)(20 * CHUNK + 4096), SEEK_DATA);
