@@ -587,6 +587,35 @@ def test_incremental_base(ctx):
     return "second upload: %d bytes read, 63 of 64 chunks unchanged, %.2f s" % (read, took)
 
 
+
+def test_no_base_without_reflinks(ctx):
+    """On a pool whose filesystem does not reflink (the copy a sparse copy sharing nothing) the
+    copy goes once its manifest is there, as before: keeping it would cost the volume's whole
+    data for nothing."""
+    fs = subprocess.run(["stat", "-f", "-c", "%T", ctx.tmp], capture_output=True,
+                        text=True).stdout.strip()
+    if fs not in ("ext2/ext3", "ext4", "tmpfs"):
+        raise Skip("the test directory's filesystem (%s) may reflink" % fs)
+    peer = SimPeer(ctx)
+    d = store_daemon(ctx, peer)
+    vol, path = volume(d, "pvc-a")
+    s = until_ready(d, "snap-1", vol)
+    restore_check(peer, "c1", s.snapshot_id, path)
+    assert kept(d.pool, s.snapshot_id) is None, "a sparse copy was kept"
+    assert "by sparse copy" in d.logs(), "the copy was not a sparse copy"
+    return fs
+
+
+def test_chunk_size_option(ctx):
+    """--store-chunk-size takes a power of two from 64K to 64M; anything else stops volplugd
+    at once, naming the option and the value."""
+    volplugd = os.environ.get("VOLPLUGD", "build/src/cmd/volplugd")
+    for value, why in (("3M", "invalid"), ("32K", "out of range"), ("128M", "out of range")):
+        p = subprocess.run([volplugd, "--store-chunk-size", value], capture_output=True,
+                           text=True, timeout=10)
+        assert p.returncode == 2 and "--store-chunk-size '%s'" % value in p.stderr and \
+            why in p.stderr, (value, p.returncode, p.stderr)
+
 if __name__ == "__main__":
     if os.geteuid() != 0:
         print("1..0 # SKIP needs root (the pool's reflinked copies)")
@@ -594,4 +623,4 @@ if __name__ == "__main__":
     run([test_create_ready_later, test_list_from_other_node, test_delete, test_refusals,
          test_faults_retried, test_kill9_resume, test_gc, test_two_nodes_with_gc,
          test_metrics_and_status, test_location_differs, test_list_store_unreachable,
-         test_incremental_base])
+         test_incremental_base, test_no_base_without_reflinks, test_chunk_size_option])

@@ -113,7 +113,9 @@ static int store_option_set(PoolSettings *s, const char *option, const char *val
 		int r = parse_size(value, &v);
 		if (r < 0)
 			return r;
-		if (v < ((uint64_t)64 << 10) || v > ((uint64_t)64 << 20) || (v & (v - 1)))
+		if (v & (v - 1))
+			return -EINVAL; /* not a power of two */
+		if (v < ((uint64_t)64 << 10) || v > ((uint64_t)64 << 20))
 			return -ERANGE;
 		s->store_chunk_size = (size_t)v;
 		return 0;
