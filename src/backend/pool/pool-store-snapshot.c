@@ -38,8 +38,10 @@ static bool same_volume(const PoolSnapshot *s, const char *volume)
 	return strlen(volume) == n && strncmp(s->source_volume_id, volume, n) == 0;
 }
 
-/* The newest kept base of volume (local ID), other than except: 0 and its ID, or -ENOENT. */
-static int base_find(Pool *pool, const char *volume, const char *except, char ret_id[POOL_ID_MAX])
+/* The newest kept base of volume (local ID), other than except: 0, its ID and when it was
+ * taken (ret_created may be NULL), or -ENOENT. */
+static int base_find(Pool *pool, const char *volume, const char *except, char ret_id[POOL_ID_MAX],
+		     int64_t *ret_created)
 {
 	_cleanup_strv_free_ char **ids = NULL;
 	int64_t newest = INT64_MIN;
@@ -58,6 +60,8 @@ static int base_find(Pool *pool, const char *volume, const char *except, char re
 		snprintf(ret_id, POOL_ID_MAX, "%s", ids[i]);
 		r = 0;
 	}
+	if (r == 0 && ret_created)
+		*ret_created = newest;
 	return r;
 }
 
@@ -142,10 +146,14 @@ static void upload_done(PoolStore *st, const char *id)
 	if (pool_snapshot_load(st->pool, id, &s) == 0) {
 		_cleanup_close_ int fd =
 			pool_snapshot_data_open(st->pool, id, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0 && copy_shares(fd)) {
-			char volume[POOL_ID_MAX];
-			snprintf(volume, sizeof(volume), "%.*s",
-				 (int)strcspn(s->source_volume_id, "."), s->source_volume_id);
+		char volume[POOL_ID_MAX], newer[POOL_ID_MAX];
+		int64_t created;
+		snprintf(volume, sizeof(volume), "%.*s", (int)strcspn(s->source_volume_id, "."),
+			 s->source_volume_id);
+		/* Two uploads of a volume may end out of order: the later point in time stays. */
+		bool superseded = base_find(st->pool, volume, id, newer, &created) == 0 &&
+				  created > s->created_ns;
+		if (fd >= 0 && !superseded && copy_shares(fd)) {
 			strmap_set(&s->params, POOL_STORE_BASE_KEY, POOL_STORE_BASE_UPLOADED);
 			/* Marked first: a crash between leaves two bases, the older dropped at
 			 * the next upload's end, never an upload run again. */
@@ -282,7 +290,7 @@ static int upload_one(PoolStore *st, UploadJob *job, char **ret_error)
 	_cleanup_close_ int base_fd = -EBADF;
 	snprintf(volume, sizeof(volume), "%.*s", (int)strcspn(s->source_volume_id, "."),
 		 s->source_volume_id);
-	if (base_find(st->pool, volume, job->id, base) == 0)
+	if (base_find(st->pool, volume, job->id, base, NULL) == 0)
 		base_fd = pool_snapshot_data_open(st->pool, base, O_RDONLY | O_CLOEXEC);
 	StoreUploadInfo info = {
 		.id = job->id,
