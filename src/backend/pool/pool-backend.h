@@ -41,6 +41,7 @@ typedef struct PoolSettings {
 	char *store_endpoint, *store_bucket, *store_prefix, *store_region;
 	bool store_path_style;
 	usec_t store_gc_interval; /* 0: never */
+	size_t store_chunk_size;  /* of new uploads: a power of two, 64 KiB - 64 MiB */
 } PoolSettings;
 
 /* The defaults, for a BackendConfig without settings. */

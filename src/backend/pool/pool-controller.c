@@ -14,6 +14,7 @@
 #include "pool-backend.h"
 #include "pool-internal.h"
 #include "pool-restore.h"
+#include "pool-store.h"
 #include "store.h"
 #include "time-util.h"
 
@@ -645,13 +646,17 @@ int pool_backend_delete_volume(Backend *b, const BackendRef *r, BackendDeleted *
 			   r->id, pool_path(pool_of(b)->pool), found.why);
 	else if (e < 0)
 		e = errorf(ret_error, e, "deleting volume %s failed: %s", r->id, strerror(-e));
-	else
+	else {
+		/* Its store snapshots' kept copy goes with it: no later upload takes it as a
+		 * base, and it would hold the volume's whole data alone. */
+		pool_store_volume_gone(pool_of(b)->store, local);
 		*ret = (BackendDeleted){
 			.found = true,
 			.damaged = !found.name,
 			.name = TAKE_PTR(found.name),
 			.leftover = pool_leftover(pool_of(b)->pool, found.why),
 		};
+	}
 	pool_volume_found_done(&found);
 	return e;
 }

@@ -12,6 +12,7 @@ const PoolSettings pool_settings_default = {
 	.overprovision = 1,
 	.trim_interval = 10 * 60 * USEC_PER_SEC,
 	.store_gc_interval = 60 * 60 * USEC_PER_SEC,
+	.store_chunk_size = STORE_CHUNK_SIZE_DEFAULT,
 };
 
 static const BackendOption options[] = {
@@ -40,6 +41,10 @@ static const BackendOption options[] = {
 	{"store-path-style", NULL,
 	 "address the bucket as URL/bucket/key (MinIO, Ceph)\n"
 	 "rather than bucket.host/key"},
+	{"store-chunk-size", "SIZE",
+	 "the store's chunk size for new uploads, a power of two\n"
+	 "from 64K to 64M: smaller sends less of a volume that\n"
+	 "changed here and there, with more requests (default 4M)"},
 	{"store-gc-interval", "TIME",
 	 "how often chunks no snapshot names are collected from\n"
 	 "the store (default 1h; 0: never)"},
@@ -103,6 +108,18 @@ static int store_option_set(PoolSettings *s, const char *option, const char *val
 	}
 	if (strcmp(option, "store-gc-interval") == 0)
 		return parse_duration(value, &s->store_gc_interval);
+	if (strcmp(option, "store-chunk-size") == 0) {
+		uint64_t v;
+		int r = parse_size(value, &v);
+		if (r < 0)
+			return r;
+		if (v & (v - 1))
+			return -EINVAL; /* not a power of two */
+		if (v < ((uint64_t)64 << 10) || v > ((uint64_t)64 << 20))
+			return -ERANGE;
+		s->store_chunk_size = (size_t)v;
+		return 0;
+	}
 	char **fields[] = {&s->store_bucket, &s->store_endpoint, &s->store_prefix,
 			   &s->store_region};
 	const char *names[] = {"store-bucket", "store-endpoint", "store-prefix", "store-region"};

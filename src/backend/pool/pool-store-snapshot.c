@@ -1,12 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Snapshots in the store (location: store): the point in time is a reflinked copy in the pool,
  * as for a local snapshot, marked with POOL_STORE_KEY; a few uploader threads send it to the
- * store, and once its manifest is there the copy goes. The copy is the record of an unfinished
- * upload: a restarted volplugd resumes every one it finds (pool-store.c). */
+ * store, and once its manifest is there the copy goes, or on a pool that reflinks stays as the
+ * base of the volume's next upload (POOL_STORE_BASE_KEY). A copy without that mark is the
+ * record of an unfinished upload: a restarted volplugd resumes every one it finds
+ * (pool-store.c). */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -16,6 +21,154 @@
 #include "log.h"
 #include "params.h"
 #include "pool-store.h"
+
+bool pool_store_record(const PoolSnapshot *s)
+{
+	return strmap_get(&s->params, POOL_STORE_KEY) != NULL;
+}
+
+bool pool_store_record_kept(const PoolSnapshot *s)
+{
+	return pool_store_record(s) && strmap_get(&s->params, POOL_STORE_BASE_KEY) != NULL;
+}
+
+/* Whether two records' volumes are one: their source's local ID (the part before '.'). */
+static bool same_volume(const PoolSnapshot *s, const char *volume)
+{
+	size_t n = strcspn(s->source_volume_id, ".");
+	return strlen(volume) == n && strncmp(s->source_volume_id, volume, n) == 0;
+}
+
+/* The newest kept base of volume (local ID), other than except: 0, its ID and when it was
+ * taken (ret_created may be NULL), or -ENOENT. */
+static int base_find(Pool *pool, const char *volume, const char *except, char ret_id[POOL_ID_MAX],
+		     int64_t *ret_created)
+{
+	_cleanup_strv_free_ char **ids = NULL;
+	int64_t newest = INT64_MIN;
+	size_t n = 0;
+	int r = -ENOENT;
+
+	if (pool_snapshot_list(pool, &ids, &n) < 0)
+		return -ENOENT;
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+		if ((except && strcmp(ids[i], except) == 0) ||
+		    pool_snapshot_load(pool, ids[i], &s) < 0 || !pool_store_record_kept(s) ||
+		    !same_volume(s, volume) || s->created_ns < newest)
+			continue;
+		newest = s->created_ns;
+		snprintf(ret_id, POOL_ID_MAX, "%s", ids[i]);
+		r = 0;
+	}
+	if (r == 0 && ret_created)
+		*ret_created = newest;
+	return r;
+}
+
+/* Drops the kept bases of volume (local ID) but keep (NULL: all). Hold the lock. */
+static void bases_drop(PoolStore *st, const char *volume, const char *keep)
+{
+	_cleanup_strv_free_ char **ids = NULL;
+	size_t n = 0;
+
+	if (pool_snapshot_list(st->pool, &ids, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+		_cleanup_free_ char *why = NULL;
+		if ((keep && strcmp(ids[i], keep) == 0) ||
+		    pool_snapshot_load(st->pool, ids[i], &s) < 0 || !pool_store_record_kept(s) ||
+		    !same_volume(s, volume))
+			continue;
+		if (pool_snapshot_delete(st->pool, ids[i], &why) < 0)
+			log_warning("snapshot %s%s: its copy kept as a base in pool %s stays: %s",
+				    POOL_STORE_ID_PREFIX, ids[i], pool_path(st->pool),
+				    why ?: "cannot remove it");
+		else
+			log_debug("snapshot %s%s: its kept copy dropped", POOL_STORE_ID_PREFIX,
+				  ids[i]);
+	}
+}
+
+void pool_store_volume_gone(PoolStore *st, const char *volume)
+{
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->lock);
+	bases_drop(st, volume, NULL);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* Whether a copy is worth keeping as a base: a reflink that still shares an extent with its
+ * volume (FIEMAP_EXTENT_SHARED), or holds no data at all. A sparse copy (a pool without
+ * reflinks) shares nothing: FIEMAP would never find a chunk unchanged against it, and it
+ * would cost the whole volume's data. */
+static bool copy_shares(int fd)
+{
+	enum {
+		N = 64
+	};
+	union {
+		struct fiemap fm;
+		char buf[sizeof(struct fiemap) + N * sizeof(struct fiemap_extent)];
+	} u;
+	uint64_t start = 0;
+	bool any = false;
+
+	for (;;) {
+		memset(&u, 0, sizeof(u));
+		u.fm.fm_start = start;
+		u.fm.fm_length = FIEMAP_MAX_OFFSET - start;
+		u.fm.fm_extent_count = N;
+		if (ioctl(fd, FS_IOC_FIEMAP, &u.fm) < 0)
+			return false;
+		if (u.fm.fm_mapped_extents == 0)
+			return !any;
+		for (unsigned i = 0; i < u.fm.fm_mapped_extents; i++) {
+			const struct fiemap_extent *e = &u.fm.fm_extents[i];
+			if (e->fe_flags & FIEMAP_EXTENT_SHARED)
+				return true;
+			any = true;
+			if (e->fe_flags & FIEMAP_EXTENT_LAST)
+				return false;
+			start = e->fe_logical + e->fe_length;
+		}
+	}
+}
+
+/* A finished upload's copy: kept as its volume's base, its predecessor dropped, where the
+ * pool reflinks; else removed. Hold the lock. */
+static void upload_done(PoolStore *st, const char *id)
+{
+	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
+	_cleanup_free_ char *why = NULL;
+
+	if (pool_snapshot_load(st->pool, id, &s) == 0) {
+		_cleanup_close_ int fd =
+			pool_snapshot_data_open(st->pool, id, O_RDONLY | O_CLOEXEC);
+		char volume[POOL_ID_MAX], newer[POOL_ID_MAX];
+		int64_t created;
+		snprintf(volume, sizeof(volume), "%.*s", (int)strcspn(s->source_volume_id, "."),
+			 s->source_volume_id);
+		/* Two uploads of a volume may end out of order: the later point in time stays. */
+		bool superseded = base_find(st->pool, volume, id, newer, &created) == 0 &&
+				  created > s->created_ns;
+		if (fd >= 0 && !superseded && copy_shares(fd)) {
+			strmap_set(&s->params, POOL_STORE_BASE_KEY, POOL_STORE_BASE_UPLOADED);
+			/* Marked first: a crash between leaves two bases, the older dropped at
+			 * the next upload's end, never an upload run again. */
+			if (pool_snapshot_save(st->pool, s) == 0) {
+				bases_drop(st, volume, id);
+				return;
+			}
+		}
+	}
+	if (pool_snapshot_delete(st->pool, id, &why) < 0)
+		log_warning("snapshot %s%s is in the store; its copy in pool %s stays: %s",
+			    POOL_STORE_ID_PREFIX, id, pool_path(st->pool),
+			    why ?: "cannot remove it");
+}
 
 /* What a manifest's parameters say of the snapshot besides its tags. */
 #define MANIFEST_NAME "snapshotName"
@@ -85,6 +238,7 @@ static void manifest_params(const PoolSnapshot *s, Strmap *ret)
 
 	strmap_copy(ret, &s->params);
 	strmap_remove(ret, POOL_STORE_KEY);
+	strmap_remove(ret, POOL_STORE_BASE_KEY);
 	strmap_set(ret, POOL_STORE_SOURCE_KEY, s->source_volume_id);
 	strmap_set(ret, MANIFEST_NAME, s->name ?: "");
 	snprintf(created, sizeof(created), "%" PRId64, s->created_ns);
@@ -122,7 +276,7 @@ static int upload_one(PoolStore *st, UploadJob *job, char **ret_error)
 	StoreUploadStats stats = {};
 	usec_t start = now_usec(CLOCK_MONOTONIC);
 
-	if (pool_snapshot_load(st->pool, job->id, &s) < 0)
+	if (pool_snapshot_load(st->pool, job->id, &s) < 0 || pool_store_record_kept(s))
 		return 1;
 	_cleanup_close_ int fd = pool_snapshot_data_open(st->pool, job->id, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -131,21 +285,31 @@ static int upload_one(PoolStore *st, UploadJob *job, char **ret_error)
 	manifest_params(s, &params);
 	_cleanup_free_ char *filesystem = NULL;
 	manifest_volume(st, s, &params, &filesystem);
+	/* The last uploaded snapshot of the volume, kept: its chunks the volume has not
+	 * rewritten since are neither read nor hashed. */
+	char volume[POOL_ID_MAX], base[POOL_ID_MAX];
+	_cleanup_close_ int base_fd = -EBADF;
+	snprintf(volume, sizeof(volume), "%.*s", (int)strcspn(s->source_volume_id, "."),
+		 s->source_volume_id);
+	if (base_find(st->pool, volume, job->id, base, NULL) == 0)
+		base_fd = pool_snapshot_data_open(st->pool, base, O_RDONLY | O_CLOEXEC);
 	StoreUploadInfo info = {
 		.id = job->id,
 		.volume_size = s->size,
 		.filesystem = filesystem,
 		.parameters = &params,
 		.cancel = &job->cancel,
+		.base_id = base_fd >= 0 ? base : NULL,
+		.base_fd = base_fd,
 	};
 	int r = store_upload(job->store, fd, &info, start + UPLOAD_DEADLINE, &stats, ret_error);
 	if (r == 0)
 		log_info("snapshot %s%s: in s3://%s: %" PRIu64 " chunks, %" PRIu64 " sent (%" PRIu64
-			 " bytes), %" PRIu64 " there already, %" PRIu64 " zero; %" PRIu64
-			 " bytes read in %llu ms",
+			 " bytes), %" PRIu64 " there already, %" PRIu64 " zero, %" PRIu64
+			 " unchanged since %s; %" PRIu64 " bytes read in %llu ms",
 			 POOL_STORE_ID_PREFIX, job->id, st->bucket, stats.chunks, stats.chunks_sent,
 			 stats.bytes_sent, stats.chunks_skipped, stats.zero_chunks,
-			 stats.bytes_read,
+			 stats.chunks_unchanged, info.base_id ?: "no base", stats.bytes_read,
 			 (unsigned long long)((now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_MSEC));
 	return r;
 }
@@ -167,11 +331,8 @@ static void job_finish(PoolStore *st, UploadJob *job, int r, char *message)
 		return;
 	}
 	if (r >= 0) {
-		_cleanup_free_ char *why = NULL;
-		if (r == 0 && pool_snapshot_delete(st->pool, job->id, &why) < 0)
-			log_warning("snapshot %s%s is in the store; its copy in pool %s stays: %s",
-				    POOL_STORE_ID_PREFIX, job->id, pool_path(st->pool),
-				    why ?: "cannot remove it");
+		if (r == 0)
+			upload_done(st, job->id);
 		job_remove(st, job);
 		free(message);
 		return;
@@ -221,6 +382,7 @@ static void from_copy(const PoolSnapshot *s, BackendSnapshot *ret)
 	ret->id = xasprintf(POOL_STORE_ID_PREFIX "%s", s->id);
 	ret->ready = false;
 	strmap_remove(&ret->params, POOL_STORE_KEY);
+	strmap_remove(&ret->params, POOL_STORE_BASE_KEY);
 }
 
 static void from_manifest(const StoreManifest *m, BackendSnapshot *ret)
@@ -251,7 +413,8 @@ static int snapshot_find(PoolBackend *pb, Store *store, const char *id, BackendS
 	_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
 	StoreManifest m = {};
 
-	if (pool_snapshot_load(pb->pool, id, &s) == 0 && strmap_get(&s->params, POOL_STORE_KEY)) {
+	if (pool_snapshot_load(pb->pool, id, &s) == 0 && pool_store_record(s) &&
+	    !pool_store_record_kept(s)) {
 		from_copy(s, ret);
 		return 0;
 	}
@@ -291,8 +454,8 @@ int pool_store_create_snapshot(PoolBackend *pb, const BackendCreateSnapshot *r,
 	if (e < 0)
 		return e;
 	pool_snapshot_id_for_name(r->name, id);
-	if (pool_snapshot_load(pb->pool, id, &local) == 0) {
-		if (!strmap_get(&local->params, POOL_STORE_KEY)) {
+	if (pool_snapshot_load(pb->pool, id, &local) == 0 && !pool_store_record_kept(local)) {
+		if (!pool_store_record(local)) {
 			/* A local snapshot of that name: not the one asked for. */
 			_cleanup_free_ char *local_id = pool_backend_id(local->id, local->node);
 			return errorf(ret_error, -EEXIST,

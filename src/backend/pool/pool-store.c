@@ -103,7 +103,10 @@ static int creds_make(PoolStore *st, char **env, StoreCreds *ret, char **ret_err
 		return errorf(ret_error, r, "--store-bucket/--store-endpoint/--store-region: %s",
 			      err);
 	}
-	StoreConfig config = {.s3 = c.s3, .prefix = st->prefix, .node = st->node_id};
+	StoreConfig config = {.s3 = c.s3,
+			      .prefix = st->prefix,
+			      .node = st->node_id,
+			      .chunk_size = st->chunk_size};
 	if ((r = store_new(&config, &c.store, &err)) < 0) {
 		creds_done(&c);
 		return errorf(ret_error, r, "--store-prefix: %s", err);
@@ -178,6 +181,7 @@ int pool_store_new(const PoolSettings *ps, Pool *pool, const char *node_id, Pool
 				     ?: getenv("AWS_DEFAULT_REGION") ?: "us-east-1");
 	st->path_style = ps->store_path_style;
 	st->gc_interval = ps->store_gc_interval;
+	st->chunk_size = ps->store_chunk_size;
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -253,8 +257,8 @@ static void resume(PoolStore *st)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		_cleanup_(pool_snapshot_freep) PoolSnapshot *s = NULL;
-		if (pool_snapshot_load(st->pool, ids[i], &s) < 0 ||
-		    !strmap_get(&s->params, POOL_STORE_KEY))
+		if (pool_snapshot_load(st->pool, ids[i], &s) < 0 || !pool_store_record(s) ||
+		    pool_store_record_kept(s)) /* uploaded: kept as a base */
 			continue;
 		log_info("snapshot %s%s: resuming its upload to s3://%s", POOL_STORE_ID_PREFIX,
 			 ids[i], st->bucket);

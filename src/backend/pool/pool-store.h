@@ -18,6 +18,15 @@
 /* The snapshot record parameter of a local copy that goes to the store: its store ID. */
 #define POOL_STORE_KEY "storeSnapshotId"
 
+/* The snapshot record parameter of a store snapshot's copy kept once its upload is done, as the
+ * base of the next upload of its volume (StoreUploadInfo.base_id): "uploaded". A copy without
+ * it is an upload in progress (resumed at a start); one with it is uploaded already, kept
+ * only on a pool that reflinks (its cost: the blocks the volume has rewritten since), one per
+ * volume: the last uploaded. Its deletion, a newer upload's end or its volume's deletion
+ * drops it (docs/snapshots.md, "The kept base"). */
+#define POOL_STORE_BASE_KEY "storeBase"
+#define POOL_STORE_BASE_UPLOADED "uploaded"
+
 /* The manifest parameter that names the volume a store snapshot was taken of (its ID as
  * CreateSnapshot named it). */
 #define POOL_STORE_SOURCE_KEY "sourceVolumeId"
@@ -46,6 +55,7 @@ struct PoolStore {
 	char *endpoint, *bucket, *prefix, *region;
 	bool path_style;
 	usec_t gc_interval; /* 0: never */
+	size_t chunk_size;  /* 0: the store's default */
 
 	pthread_mutex_t lock; /* guards every field below */
 	pthread_cond_t cond;  /* a job changed, or stopping (CLOCK_MONOTONIC) */
@@ -86,6 +96,14 @@ int pool_store_list_failed(PoolBackend *pb, int e, char **err, char **ret_error)
  * out of reach is pool_store_list_failed()'s answer. */
 int pool_store_list_ids(PoolBackend *pb, const Strmap *secrets, char ***ids, size_t *n, size_t *cap,
 			char **ret_error);
+
+/* Whether the record s is a store snapshot's copy: uploading (pool_store_record_kept() false)
+ * or kept as a base once uploaded. */
+bool pool_store_record(const PoolSnapshot *s);
+bool pool_store_record_kept(const PoolSnapshot *s);
+
+/* Drops the kept bases of the volume of local ID volume (its deletion). Takes the lock. */
+void pool_store_volume_gone(PoolStore *st, const char *volume);
 
 /* Waits until `until` (CLOCK_MONOTONIC), a signal, or stopping. Hold the lock. */
 void pool_store_wait(PoolStore *st, usec_t until);

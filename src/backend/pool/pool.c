@@ -1421,6 +1421,18 @@ int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 	return object_create(p, &o, ret_method);
 }
 
+int pool_snapshot_save(Pool *p, const PoolSnapshot *s)
+{
+	size_t len;
+	_cleanup_close_ int fd = object_open(p, KIND_SNAPSHOT, s->id);
+	if (fd < 0)
+		return fd;
+	_cleanup_free_ char *meta = pool_snapshot_to_json(s, &len);
+	if (!meta)
+		return -EINVAL;
+	return write_meta(p, fd, meta, len);
+}
+
 int pool_snapshot_data_open(Pool *p, const char *id, int flags)
 {
 	return data_open(p, KIND_SNAPSHOT, id, flags);

@@ -245,6 +245,8 @@ int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
 int pool_snapshot_create(Pool *p, const PoolSnapshot *spec, const char *source,
 			 CopyMethod *ret_method);
 int pool_snapshot_load(Pool *p, const char *id, PoolSnapshot **ret);
+/* Rewrites an existing snapshot's record (atomically, as pool_volume_save()). */
+int pool_snapshot_save(Pool *p, const PoolSnapshot *s);
 /* Opens a snapshot's data file as pool_volume_data_open() does a volume's. An open file stays
  * readable after the snapshot is deleted. */
 int pool_snapshot_data_open(Pool *p, const char *id, int flags);
