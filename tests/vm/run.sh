@@ -97,6 +97,19 @@ quote() {
 	echo
 } >"$root/job"
 
+# The project's tree and the directory the command starts in, shared again at their own paths:
+# the VM's /tmp, /var/tmp and /run are tmpfs, which would hide a clone made there.
+shares=""
+: >"$root/shares"
+for d in "${VOLPLUG_SOURCE_ROOT:-}" "$(pwd)"; do
+	[ -n "$d" ] && [ -d "$d" ] || continue
+	d=$(cd "$d" && pwd -P)
+	case " $(cut -d' ' -f2- "$root/shares" | tr '\n' ' ') " in *" $d "*) continue ;; esac
+	tag=share$(wc -l <"$root/shares")
+	echo "$tag $d" >>"$root/shares"
+	shares="$shares -virtfs local,path=$d,mount_tag=$tag,security_model=none,readonly=on,multidevs=remap"
+done
+
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initramfs.gz"
 
 # boot ACCEL: starts the VM in the background ($vm), its serial console into $work/console.
@@ -108,6 +121,7 @@ boot() {
 		-append "console=ttyS0 ${VOLPLUG_VM_DEBUG:+ignore_}quiet \
 loglevel=${VOLPLUG_VM_DEBUG:-3} panic=-1 rdinit=/init" \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		$shares \
 		-nic none </dev/null >"$work/qemu.log" 2>&1 &
 	vm=$!
 }
