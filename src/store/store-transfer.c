@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "alloc.h"
+#include "fileio.h"
 #include "failpoint.h"
 #include "store-internal.h"
 
@@ -41,26 +42,6 @@ bool store_chunk_hash(const void *data, size_t len, char ret_hash[65])
 		return false;
 	store_sha256_hex(data, len, ret_hash);
 	return true;
-}
-
-/* Reads len bytes at off; past the end of the file reads zeros. */
-static int read_full(int fd, char *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, buf + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0) {
-			memset(buf + done, 0, len - done);
-			break;
-		}
-		done += (size_t)n;
-	}
-	return 0;
 }
 
 /* The indices of the chunks that hold allocated bytes, in order. */
@@ -326,7 +307,7 @@ static void *upload_worker(void *userdata)
 			pthread_mutex_unlock(&u->lock);
 			continue;
 		}
-		r = read_full(u->fd, buf, len, off);
+		r = pread_zero_filled(u->fd, buf, len, off);
 		if (r < 0) {
 			upload_set_error(u, r,
 					 xasprintf("snapshot %s: reading offset %" PRIu64 ": %s",

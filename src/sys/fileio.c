@@ -33,6 +33,25 @@ int fsync_dir(int dir_fd)
 	return fsync(dir_fd) < 0 ? negative_errno() : 0;
 }
 
+int pread_zero_filled(int fd, void *buf, size_t len, uint64_t off)
+{
+	char *p = buf;
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, p + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return negative_errno();
+		if (n == 0)
+			break;
+		done += (size_t)n;
+	}
+	memset(p + done, 0, len - done);
+	return 0;
+}
+
 #define TMP_SUFFIX ".tmp-"
 #define TMP_HEX 16
 

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef enum WriteFileFlags {
@@ -38,3 +39,7 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
 
 /* fsync()s a directory by fd. */
 int fsync_dir(int dir_fd);
+
+/* Reads len bytes at off of fd, through short reads and EINTR; what lies beyond the file's end
+ * reads as zeros. Returns 0 or -errno. */
+int pread_zero_filled(int fd, void *buf, size_t len, uint64_t off);

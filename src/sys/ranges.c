@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "fileio.h"
 #include "ranges.h"
 
 /* Extents asked of FIEMAP at once: 256 x 56 bytes. */
@@ -191,25 +192,6 @@ static int segment_at(Cursor *c, uint64_t pos, uint64_t end, Segment *ret)
 	return c->fiemap ? segment_fiemap(c, pos, end, ret) : segment_seek(c, pos, end, ret);
 }
 
-/* Reads up to n bytes at off; what lies beyond the file's end reads as zeros. */
-static int read_full(int fd, uint8_t *buf, size_t n, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t k = pread(fd, buf + got, n - got, (off_t)(off + got));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return negative_errno();
-		if (k == 0)
-			break;
-		got += (size_t)k;
-	}
-	memset(buf + got, 0, n - got);
-	return 0;
-}
-
 typedef struct Delta {
 	int base_fd, target_fd;
 	uint64_t start; /* ranges are clipped to start here */
@@ -226,8 +208,8 @@ static int delta_compare(Delta *d, uint64_t from, uint64_t to)
 		size_t n = (size_t)MIN((uint64_t)COMPARE_CHUNK, to - pos);
 		int r;
 		if ((r = sink_check(d->sink)) < 0 ||
-		    (r = read_full(d->base_fd, d->a, n, pos)) < 0 ||
-		    (r = read_full(d->target_fd, d->b, n, pos)) < 0)
+		    (r = pread_zero_filled(d->base_fd, d->a, n, pos)) < 0 ||
+		    (r = pread_zero_filled(d->target_fd, d->b, n, pos)) < 0)
 			return r;
 		d->stats.compared += n;
 		for (size_t i = 0; i < n; i += FILE_DELTA_BLOCK) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "fileio.h"
 #include "error-util.h"
 #include "pool-store.h"
 #include "ranges.h"
@@ -212,25 +213,6 @@ static int manifest_delta(const StoreManifest *a, const StoreManifest *b,
 	return 0;
 }
 
-/* Reads len bytes at off; beyond the file's end, zeros. */
-static int read_at(int fd, char *buf, size_t len, uint64_t off)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = pread(fd, buf + done, len - done, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		done += (size_t)n;
-	}
-	memset(buf + done, 0, len - done);
-	return 0;
-}
-
 /* Whether fd holds data in [off, end): SEEK_DATA, its answer kept in *data_at for the next
  * chunks (UINT64_MAX: none after it; a filesystem that cannot say: data everywhere). */
 static bool has_data(int fd, uint64_t off, uint64_t end, uint64_t *data_at, bool *known)
@@ -270,7 +252,7 @@ static int file_manifest_delta(int fd, uint64_t file_size, const StoreManifest *
 			    has_data(fd, off, MIN(off + len, file_size), &data_at, &known);
 		if (data) {
 			size_t n = (size_t)MIN(len, file_size - off);
-			if ((e = read_at(fd, buf, n, off)) < 0)
+			if ((e = pread_zero_filled(fd, buf, n, off)) < 0)
 				return e;
 			memset(buf + n, 0, len - n);
 			read += n;
