@@ -23,6 +23,7 @@ import urllib.request
 import grpc
 
 from harness import SOURCE_ROOT, VOLPLUGCTL, Skip, in_background, local_id, run, wait_for
+from test_snapmeta import xfs_pool
 
 MIB = 1 << 20
 CHUNK = 4 * MIB
@@ -503,22 +504,6 @@ def test_list_store_unreachable(ctx):
     one = d.call("ListSnapshots", snapshot_id=local.snapshot_id, timeout=10).entries
     assert [x.snapshot.snapshot_id for x in one] == [local.snapshot_id], one
     return "%.1f s: %s" % (took, e.details()[:150])
-
-
-def xfs_pool(ctx):
-    """A pool on its own XFS (reflink=1) over a loop device: copies are reflinks."""
-    img = os.path.join(ctx.tmp, "xfs.img")
-    with open(img, "wb") as f:
-        f.truncate(1 << 30)
-    subprocess.run(["mkfs.xfs", "-q", "-m", "reflink=1", img], check=True)
-    dev = subprocess.run(["losetup", "-f", "--show", img], check=True, capture_output=True,
-                         text=True).stdout.strip()
-    mnt = os.path.join(ctx.tmp, "xfs")
-    os.mkdir(mnt)
-    ctx.cleanups.append(lambda: subprocess.run(["umount", mnt], capture_output=True))
-    ctx.cleanups.append(lambda: subprocess.run(["losetup", "-d", dev], capture_output=True))
-    subprocess.run(["mount", dev, mnt], check=True)
-    return os.path.join(mnt, "pool")
 
 
 def kept(pool, snapshot_id):
