@@ -78,21 +78,33 @@ int ctl_connect(Ctl *ctl)
 	return 0;
 }
 
-int ctl_call(Ctl *ctl, const char *method, json_t *request, json_t **ret_reply)
+/* Connects, finds method and builds its request from JSON: 0, or the exit code with the
+ * error printed. */
+static int ctl_request(Ctl *ctl, const char *method, json_t *request, RpcMethodInfo *ret_info,
+		       ProtobufCMessage **ret_req)
 {
 	_cleanup_free_ char *error = NULL;
-	ProtobufCMessage *req = NULL, *reply = NULL;
-	RpcMethodInfo info;
-	RpcStatus st = {};
 
 	int r = ctl_connect(ctl);
 	if (r != 0)
 		return r;
-	if (rpc_catalog_lookup(method, &info) < 0)
+	if (rpc_catalog_lookup(method, ret_info) < 0)
 		return ctl_error(CTL_EXIT_USAGE, "unknown method '%s' (see 'volplugctl methods')",
 				 method);
-	if (pbjson_to_message(request, info.request, &req, &error) < 0)
-		return ctl_error(CTL_EXIT_USAGE, "%s request: %s", info.method->name, error);
+	if (pbjson_to_message(request, ret_info->request, ret_req, &error) < 0)
+		return ctl_error(CTL_EXIT_USAGE, "%s request: %s", ret_info->method->name, error);
+	return 0;
+}
+
+int ctl_call(Ctl *ctl, const char *method, json_t *request, json_t **ret_reply)
+{
+	ProtobufCMessage *req = NULL, *reply = NULL;
+	RpcMethodInfo info;
+	RpcStatus st = {};
+
+	int r = ctl_request(ctl, method, request, &info, &req);
+	if (r != 0)
+		return r;
 	r = rpc_client_call(ctl->client, info.path, req, info.reply, ctl->timeout, &reply, &st);
 	protobuf_c_message_free_unpacked(req, NULL);
 	if (r < 0)
@@ -124,20 +136,14 @@ static int stream_take(const ProtobufCMessage *reply, void *userdata)
 
 int ctl_stream(Ctl *ctl, const char *method, json_t *request, CtlStreamFunc fn, void *userdata)
 {
-	_cleanup_free_ char *error = NULL;
 	ProtobufCMessage *req = NULL;
 	RpcMethodInfo info;
 	RpcStatus st = {};
 	StreamCall sc = {fn, userdata, 0};
 
-	int r = ctl_connect(ctl);
+	int r = ctl_request(ctl, method, request, &info, &req);
 	if (r != 0)
 		return r;
-	if (rpc_catalog_lookup(method, &info) < 0)
-		return ctl_error(CTL_EXIT_USAGE, "unknown method '%s' (see 'volplugctl methods')",
-				 method);
-	if (pbjson_to_message(request, info.request, &req, &error) < 0)
-		return ctl_error(CTL_EXIT_USAGE, "%s request: %s", info.method->name, error);
 	r = rpc_client_stream(ctl->client, info.path, req, info.reply, ctl->timeout, stream_take,
 			      &sc, &st);
 	protobuf_c_message_free_unpacked(req, NULL);
