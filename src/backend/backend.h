@@ -249,6 +249,7 @@ typedef struct BackendCreateGroup {
 	char *const *volume_ids;
 	size_t n_volume_ids;
 	const Strmap *params; /* checked tags, for each member */
+	const char *location; /* the class's location: NULL or "local", or "store" */
 } BackendCreateGroup;
 
 /* get_group and delete_group: the group, and the member ids the request names (n 0: not

@@ -22,8 +22,8 @@ Csi__V1__Snapshot *snapshot_to_csi(const BackendSnapshot *s)
 	return snap;
 }
 
-/* The class's parameter location: "local" or "store" (into *ret_location when not NULL; a
- * group snapshot takes "local" only). The value stays the request's. */
+/* The class's parameter location: "local" or "store", into *ret_location; which of them a
+ * backend takes is its own to say. The value stays the request's. */
 static int location_parse(const char *v, const char **ret_location, char **ret_error)
 {
 	if (strcmp(v, "local") != 0 && strcmp(v, "store") != 0)
@@ -31,11 +31,7 @@ static int location_parse(const char *v, const char **ret_location, char **ret_e
 			      "parameters: location: want local (beside the volume) or store (the "
 			      "snapshot store), got '%s'",
 			      v);
-	if (!ret_location && strcmp(v, "store") == 0)
-		return errorf(ret_error, -EINVAL,
-			      "parameters: location: a group snapshot is taken locally only");
-	if (ret_location)
-		*ret_location = v;
+	*ret_location = v;
 	return 0;
 }
 

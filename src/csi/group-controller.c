@@ -77,14 +77,15 @@ int group_controller_create_snapshot(Driver *d, const ProtobufCMessage *req, Pro
 	_cleanup_(inflight_releasep) InflightHold *hold = NULL;
 	BackendGroup g = {};
 	Strmap params = {};
+	const char *location = NULL;
 	int e;
 
 	if ((e = create_name_check(r->name, ret_error)) < 0)
 		return e;
 	if (r->n_source_volume_ids == 0)
 		return errorf(ret_error, -EINVAL, "source_volume_ids: at least one is required");
-	if ((e = snapshot_params_parse((void *const *)r->parameters, r->n_parameters, &params, NULL,
-				       ret_error)) < 0)
+	if ((e = snapshot_params_parse((void *const *)r->parameters, r->n_parameters, &params,
+				       &location, ret_error)) < 0)
 		goto out;
 	if (inflight_holdf(d->inflight, &hold, "group:%s", r->name) < 0) {
 		e = errorf(ret_error, -EBUSY, "a CreateVolumeGroupSnapshot for '%s' is in progress",
@@ -96,6 +97,7 @@ int group_controller_create_snapshot(Driver *d, const ProtobufCMessage *req, Pro
 		.volume_ids = r->source_volume_ids,
 		.n_volume_ids = r->n_source_volume_ids,
 		.params = &params,
+		.location = location,
 	};
 	Backend *b = backend_default(d->backends);
 	e = BACKEND_CALL(b, create_group, &c, &g, ret_error);

@@ -1142,6 +1142,10 @@ def test_group_snapshots(ctx):
                    match="'group-a'")
     d.expect_error(NOT_FOUND, "CreateVolumeGroupSnapshot", name="group-b",
                    source_volume_ids=["vol-0000000000000000"], match="vol-0000000000000000")
+    d.expect_error(INVALID, "CreateVolumeGroupSnapshot", name="group-c", source_volume_ids=[v1],
+                   parameters={"location": "store"},
+                   match="location: store: the pool takes a group snapshot beside its volumes")
+    assert on_disk(d.pool, "groups") == [g.group_snapshot_id]
     got = d.call("GetVolumeGroupSnapshot", group_snapshot_id=g.group_snapshot_id).group_snapshot
     assert sorted(s.snapshot_id for s in got.snapshots) == sorted(members.values())
     listed = {e.snapshot.snapshot_id: e.snapshot.group_snapshot_id for e in d.call("ListSnapshots").entries}

@@ -306,8 +306,13 @@ def clone(ctx, cloud):
 def group_snapshots(ctx, cloud):
     d = ebs_daemon(ctx, cloud)
     v1, v2, v3 = (create(d, "grp-%d" % i).volume_id for i in range(3))
+    expect(d, C.INVALID_ARGUMENT, "CreateVolumeGroupSnapshot",
+           {"name": "grp-0", "source_volume_ids": [v1], "parameters": {"location": "local"}},
+           ["parameters: location", "want store", "'local'"])
+    assert cloud.snapshots() == [], cloud.snapshots()
+    # An EBS snapshot is in S3: location: store is what it is, and is taken.
     req = {"name": "grp-1", "source_volume_ids": [v1, v2],
-           "parameters": {"tagSpecification_1": "app=db"}}
+           "parameters": {"tagSpecification_1": "app=db", "location": "store"}}
     g = d.call("CreateVolumeGroupSnapshot", req).group_snapshot
     assert g.group_snapshot_id.startswith("vgs-"), g
     members = [(x.source_volume_id, x.group_snapshot_id) for x in g.snapshots]

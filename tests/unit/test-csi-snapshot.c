@@ -339,8 +339,8 @@ static void test_group_create(void)
 	_cleanup_(call_done) Call no_sources = create_group(env, "g", "", "");
 	_cleanup_(call_done) Call bad_param =
 		create_group(env, "g", "'fake-vol-1'", ",'parameters':{'iops':'100'}");
-	_cleanup_(call_done) Call store =
-		create_group(env, "g", "'fake-vol-1'", ",'parameters':{'location':'store'}");
+	_cleanup_(call_done) Call elsewhere =
+		create_group(env, "g", "'fake-vol-1'", ",'parameters':{'location':'elsewhere'}");
 	is_status(no_name, "INVALID_ARGUMENT", "name: missing",
 		  "CreateVolumeGroupSnapshot without a name");
 	is_status(no_sources, "INVALID_ARGUMENT", "source_volume_ids: at least one is required",
@@ -349,13 +349,15 @@ static void test_group_create(void)
 		  "parameters: 'iops' is not a snapshot parameter (want tagSpecification_N or "
 		  "location)",
 		  "a parameter that is not a tag");
-	is_status(store, "INVALID_ARGUMENT",
-		  "parameters: location: a group snapshot is taken locally only",
-		  "a group snapshot in the store");
+	is_status(elsewhere, "INVALID_ARGUMENT",
+		  "parameters: location: want local (beside the volume) or store (the snapshot "
+		  "store), got 'elsewhere'",
+		  "a location that is neither local nor store");
 	is_int(fake_calls(env->fake, FAKE_CREATE_GROUP), 0, "the backend saw none of them");
 
 	_cleanup_(call_done) Call c = create_group(env, "g1", "'fake-vol-1','fake-vol-2'",
-						   ",'parameters':{'tagSpecification_1':'a=b'}");
+						   ",'parameters':{'tagSpecification_1':'a=b',"
+						   "'location':'store'}");
 	is_reply(c,
 		 "{'group_snapshot':{'group_snapshot_id':'fake-group-1',"
 		 "'creation_time':{'seconds':1700000003,'nanos':123456789},'ready_to_use':true,"
@@ -373,6 +375,8 @@ static void test_group_create(void)
 	       "the backend gets the source volumes in order");
 	is_str(fake_last(env->fake, FAKE_CREATE_GROUP, "params.tagSpecification_1"), "a=b",
 	       "and the tags");
+	is_str(fake_last(env->fake, FAKE_CREATE_GROUP, "location"), "store",
+	       "and the location, which the backend takes or refuses");
 
 	_cleanup_(call_done) Call again = create_group(env, "g1", "'fake-vol-1','fake-vol-2'", "");
 	_cleanup_(call_done) Call order = create_group(env, "g1", "'fake-vol-2','fake-vol-1'", "");

@@ -175,6 +175,8 @@ int ebs_get_snapshot(EbsController *c, const BackendRef *r, BackendSnapshot *ret
 int ebs_list_snapshots(EbsController *c, const BackendListRequest *r, BackendSnapshotList *ret,
 		       char **ret_error);
 
+/* INVALID_ARGUMENT naming the parameter unless location is NULL or "store". */
+int ebs_snapshot_location_check(const char *location, char **ret_error);
 int ebs_create_group(EbsController *c, const BackendCreateGroup *r, BackendGroup *ret,
 		     char **ret_error);
 int ebs_delete_group(EbsController *c, const BackendGroupRequest *r, BackendDeleted *ret,

@@ -106,7 +106,10 @@ int ebs_create_group(EbsController *c, const BackendCreateGroup *r, BackendGroup
 	EbsSnapshot *m = NULL;
 	size_t n = 0;
 
-	int e = members_find(c, id, deadline, &m, &n, ret_error);
+	int e = ebs_snapshot_location_check(r->location, ret_error);
+	if (e < 0)
+		return e;
+	e = members_find(c, id, deadline, &m, &n, ret_error);
 	if (e < 0)
 		return e;
 	for (size_t i = 0; i < n; i++)

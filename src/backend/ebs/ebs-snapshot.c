@@ -321,6 +321,17 @@ static int snapshot_existing(EbsController *c, const char *name, usec_t deadline
 	return 0;
 }
 
+/* An EBS snapshot is always in S3, off the node: what location: store asks for. */
+int ebs_snapshot_location_check(const char *location, char **ret_error)
+{
+	if (location && strcmp(location, "store") != 0)
+		return errorf(ret_error, -EINVAL,
+			      "parameters: location: an EBS snapshot is kept in S3, off the node: "
+			      "want store (or leave it out), got '%s'",
+			      location);
+	return 0;
+}
+
 int ebs_create_snapshot(EbsController *c, const BackendCreateSnapshot *r, BackendSnapshot *ret,
 			char **ret_error)
 {
@@ -330,13 +341,10 @@ int ebs_create_snapshot(EbsController *c, const BackendCreateSnapshot *r, Backen
 	EbsSnapshot s = {};
 	Strmap tags = {};
 
-	/* An EBS snapshot is always in S3, off the node: what location: store asks for. */
-	if (r->location && strcmp(r->location, "store") != 0)
-		return errorf(ret_error, -EINVAL,
-			      "parameters: location: an EBS snapshot is kept in S3, off the node: "
-			      "want store (or leave it out), got '%s'",
-			      r->location);
-	int e = snapshot_existing(c, r->name, deadline, &s, ret_error);
+	int e = ebs_snapshot_location_check(r->location, ret_error);
+	if (e < 0)
+		return e;
+	e = snapshot_existing(c, r->name, deadline, &s, ret_error);
 	if (e == 0) {
 		ebs_snapshot_to_backend(&s, &c->extra_tags, ret);
 		ebs_snapshot_done(&s);

@@ -357,6 +357,10 @@ int pool_backend_create_group(Backend *b, const BackendCreateGroup *r, BackendGr
 	_cleanup_free_ char *group_id = NULL;
 	int e = 0;
 
+	if (r->location && strcmp(r->location, "store") == 0)
+		return errorf(ret_error, -EINVAL,
+			      "parameters: location: store: the pool takes a group snapshot beside "
+			      "its volumes only: want local (or leave it out)");
 	pool_group_id_for_name(r->name, g.id);
 	if (pool_group_load(pool, g.id, &existing) == 0) {
 		group_to_backend(pool, existing, ret);

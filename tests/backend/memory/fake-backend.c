@@ -912,6 +912,7 @@ static void create_group_record(const BackendCreateGroup *r, Strmap *rec)
 	rec_str(rec, "name", r->name);
 	rec_list(rec, "volume_ids", r->volume_ids, r->n_volume_ids);
 	rec_map(rec, "params", r->params);
+	rec_str(rec, "location", r->location);
 }
 
 static int create_group_locked(FakeBackend *f, const BackendCreateGroup *r, BackendGroup *ret,
