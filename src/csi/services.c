@@ -31,7 +31,8 @@ typedef struct CsiMethod {
 	}
 
 static const CsiMethod identity_methods[] = {
-	/* What the driver was made with: answered where they arrive. Probe asks the backend. */
+	/* What the driver was made with (here and the services' GetCapabilities): answered where
+	 * they arrive. Probe asks the backend, as NodeGetInfo does. */
 	CHEAP_METHOD("Identity", "GetPluginInfo", get_plugin_info_request,
 		     identity_get_plugin_info),
 	CHEAP_METHOD("Identity", "GetPluginCapabilities", get_plugin_capabilities_request,
@@ -50,8 +51,8 @@ static const CsiMethod controller_methods[] = {
 	       controller_validate_volume_capabilities),
 	METHOD("Controller", "ListVolumes", list_volumes_request, controller_list_volumes),
 	METHOD("Controller", "GetCapacity", get_capacity_request, controller_get_capacity),
-	METHOD("Controller", "ControllerGetCapabilities", controller_get_capabilities_request,
-	       controller_get_capabilities),
+	CHEAP_METHOD("Controller", "ControllerGetCapabilities", controller_get_capabilities_request,
+		     controller_get_capabilities),
 	METHOD("Controller", "CreateSnapshot", create_snapshot_request, controller_create_snapshot),
 	METHOD("Controller", "DeleteSnapshot", delete_snapshot_request, controller_delete_snapshot),
 	METHOD("Controller", "ListSnapshots", list_snapshots_request, controller_list_snapshots),
@@ -64,8 +65,8 @@ static const CsiMethod controller_methods[] = {
 };
 
 static const CsiMethod group_controller_methods[] = {
-	METHOD("GroupController", "GroupControllerGetCapabilities",
-	       group_controller_get_capabilities_request, group_controller_get_capabilities),
+	CHEAP_METHOD("GroupController", "GroupControllerGetCapabilities",
+		     group_controller_get_capabilities_request, group_controller_get_capabilities),
 	METHOD("GroupController", "CreateVolumeGroupSnapshot", create_volume_group_snapshot_request,
 	       group_controller_create_snapshot),
 	METHOD("GroupController", "DeleteVolumeGroupSnapshot", delete_volume_group_snapshot_request,
@@ -81,7 +82,8 @@ static const CsiMethod node_methods[] = {
 	METHOD("Node", "NodeUnpublishVolume", node_unpublish_volume_request, node_unpublish_volume),
 	METHOD("Node", "NodeGetVolumeStats", node_get_volume_stats_request, node_get_volume_stats),
 	METHOD("Node", "NodeExpandVolume", node_expand_volume_request, node_expand_volume),
-	METHOD("Node", "NodeGetCapabilities", node_get_capabilities_request, node_get_capabilities),
+	CHEAP_METHOD("Node", "NodeGetCapabilities", node_get_capabilities_request,
+		     node_get_capabilities),
 	METHOD("Node", "NodeGetInfo", node_get_info_request, node_get_info),
 };
 

@@ -85,7 +85,7 @@ def test_200_concurrent_calls(ctx):
     assert names == ["test.volplug.io"] * 200
 
 
-def test_plugin_info_answered_while_every_worker_waits(ctx):
+def test_capabilities_answered_while_every_worker_waits(ctx):
     d = ctx.daemon(args=["--workers", "1"], env={"VOLPLUG_FAILPOINTS": "rpc:Probe=sleep(3000ms)"})
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         slow = pool.submit(d.call, "Probe", timeout=20)
@@ -93,6 +93,9 @@ def test_plugin_info_answered_while_every_worker_waits(ctx):
         t0 = time.monotonic()
         assert d.call("GetPluginInfo", timeout=1).name == "test.volplug.io"
         assert d.call("GetPluginCapabilities", timeout=1).capabilities
+        for rpc in ("ControllerGetCapabilities", "NodeGetCapabilities",
+                    "GroupControllerGetCapabilities"):
+            assert d.call(rpc, timeout=1).capabilities, rpc
         assert time.monotonic() - t0 < 1
         assert slow.result(timeout=20).ready.value
 
@@ -271,7 +274,7 @@ if __name__ == "__main__":
     run([test_plugin_info, test_capabilities_follow_the_mode, test_probe_reflects_the_pool,
          test_unknown_method_is_unimplemented, test_node_mode_does_not_serve_the_controller,
          test_malformed_request_bytes, test_200_concurrent_calls,
-         test_plugin_info_answered_while_every_worker_waits, test_pool_daemon_maps_no_libcurl,
+         test_capabilities_answered_while_every_worker_waits, test_pool_daemon_maps_no_libcurl,
          test_sigterm_lets_a_slow_call_finish,
          test_sigterm_waits_for_the_handler_of_a_client_gone, test_socket_is_private_by_default,
          test_stale_socket_is_replaced, test_live_socket_is_not_stolen,
