@@ -767,7 +767,8 @@ static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found
 		return 0;
 	if (data < 0)
 		return data;
-	r = loop_find_fd(data, &dev);
+	/* Among the devices with a capacity: one bound with none exposes no byte of the file. */
+	r = loop_find_fd_sized(data, &dev);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
