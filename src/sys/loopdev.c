@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -28,6 +29,8 @@
 #define LOOP_CONTROL_MINOR 237
 #define DELETED_SUFFIX " (deleted)"
 #define SECTOR_SIZE 512
+/* More of /proc/partitions than this: scan sysfs instead. */
+#define PARTITIONS_MAX (4 * 1024 * 1024)
 /* What filesystems made on a device use at most: a larger logical block size would refuse
  * them (ext4 and xfs blocks are at most the page size). */
 #define BLOCK_SIZE_MAX 4096
@@ -443,6 +446,69 @@ static int foreach_loop(int (*f)(unsigned n, void *userdata), void *userdata)
 	return errno > 0 ? -errno : 0;
 }
 
+/* Reads /proc/partitions whole into *ret (NUL-terminated). -EOPNOTSUPP when the file there is
+ * not procfs's (a container's stand-in would not be the kernel's word) or is too large. */
+static int read_partitions(char **ret)
+{
+	_cleanup_close_ int fd = open("/proc/partitions", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, cap = 0;
+	struct statfs sfs;
+
+	if (fd < 0)
+		return negative_errno();
+	if (fstatfs(fd, &sfs) < 0)
+		return negative_errno();
+	if (sfs.f_type != PROC_SUPER_MAGIC)
+		return -EOPNOTSUPP;
+	for (;;) {
+		if (len + 4096 + 1 > PARTITIONS_MAX)
+			return -EOPNOTSUPP;
+		buf = xgrow(buf, &cap, len + 4096 + 1, 1);
+		ssize_t n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return negative_errno();
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	*ret = TAKE_PTR(buf);
+	return 0;
+}
+
+/* Calls f(n, userdata) for each loop device with a capacity, as foreach_loop() does for all: the
+ * kernel lists in /proc/partitions only the block devices of at least one sector (its
+ * show_partition() has skipped empty disks since Linux 2.6), and an unbound loop device has
+ * none, so one read replaces an open per loop device. A device bound with capacity 0 (a file
+ * under a sector, an offset at its end) is not visited: it exposes no byte of its file. A bind
+ * made while we read is missed as the sysfs scan misses one made behind it. -EOPNOTSUPP when
+ * the file cannot be trusted (read_partitions()). */
+static int foreach_sized_loop(int (*f)(unsigned n, void *userdata), void *userdata)
+{
+	_cleanup_free_ char *text = NULL;
+
+	int r = read_partitions(&text);
+	if (r < 0)
+		return r;
+	/* "major minor  #blocks  name" a line, after a heading and a blank line. */
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *name = strrchr(line, ' ');
+		unsigned n;
+		if (!name || parse_loop_name(name + 1, &n) < 0)
+			continue;
+		r = f(n, userdata);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
 typedef struct FindState {
 	struct stat want;
 	bool found;
@@ -460,11 +526,16 @@ static int find_one(unsigned n, void *userdata)
 	return 0;
 }
 
-static int find_stat(FindState *s, char **ret_devpath)
+static int find_stat(FindState *s, bool sized, char **ret_devpath)
 {
+	int r = -EOPNOTSUPP;
+
 	if (!S_ISREG(s->want.st_mode))
 		return -ENOENT;
-	int r = foreach_loop(find_one, s);
+	if (sized)
+		r = foreach_sized_loop(find_one, s);
+	if (r < 0) /* not asked, or no /proc/partitions to trust: visit every loop device */
+		r = foreach_loop(find_one, s);
 	if (r < 0)
 		return r;
 	if (!s->found)
@@ -481,10 +552,10 @@ int loop_find(const char *backing_file, char **ret_devpath)
 		return -EINVAL;
 	if (stat(backing_file, &s.want) < 0)
 		return negative_errno();
-	return find_stat(&s, ret_devpath);
+	return find_stat(&s, false, ret_devpath);
 }
 
-int loop_find_fd(int file_fd, char **ret_devpath)
+static int find_fd(int file_fd, bool sized, char **ret_devpath)
 {
 	FindState s = {};
 
@@ -492,7 +563,17 @@ int loop_find_fd(int file_fd, char **ret_devpath)
 		return -EINVAL;
 	if (fstat(file_fd, &s.want) < 0)
 		return negative_errno();
-	return find_stat(&s, ret_devpath);
+	return find_stat(&s, sized, ret_devpath);
+}
+
+int loop_find_fd(int file_fd, char **ret_devpath)
+{
+	return find_fd(file_fd, false, ret_devpath);
+}
+
+int loop_find_fd_sized(int file_fd, char **ret_devpath)
+{
+	return find_fd(file_fd, true, ret_devpath);
 }
 
 /* Waits until loopN no longer shows the binding it had (old_backing). */

@@ -71,6 +71,11 @@ int loop_block_size_for_fd(int file_fd, uint32_t *ret);
 int loop_find(const char *backing_file, char **ret_devpath);
 /* loop_find() of the file open as file_fd (O_PATH will do). */
 int loop_find_fd(int file_fd, char **ret_devpath);
+/* loop_find_fd() among the loop devices with a capacity (/proc/partitions): one read, however
+ * many loop devices are unbound. A device bound with capacity 0 (a file under 512 bytes, an
+ * offset at its end) exposes no byte of the file and is not found; where it must be, use
+ * loop_find_fd(). Falls back to loop_find_fd()'s scan when /proc/partitions is not procfs's. */
+int loop_find_fd_sized(int file_fd, char **ret_devpath);
 
 /* Finds a loop device bound to a file that was unlinked while it was attached: the kernel
  * prints its backing file as path (absolute, as it was when attached) and " (deleted)", and its

@@ -254,7 +254,9 @@ int open_beneath(int dir_fd, const char *path, int flags, mode_t mode, mode_t ty
 		return -ELOOP;
 	if (type && (st.st_mode & S_IFMT) != type)
 		return type == S_IFDIR ? -ENOTDIR : S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
-	if (nonblock && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
+	/* A directory ignores O_NONBLOCK. F_SETFL changes only O_APPEND, O_DIRECT, O_NOATIME and
+	 * O_NONBLOCK (O_ASYNC is never set by open): the flags asked for, without a F_GETFL. */
+	if (nonblock && !S_ISDIR(st.st_mode) && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
 		return negative_errno();
 	return TAKE_FD(fd);
 }

@@ -1012,6 +1012,71 @@ def test_damaged_volume_with_a_loop_device_is_not_deleted(ctx):
     assert_pool_clean(d.pool, volumes=0)
 
 
+def losetup(*args):
+    return subprocess.run(["losetup"] + list(args), capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_loop_device_made_by_hand_keeps_the_volume(ctx):
+    """A loop device bound to a volume's data file by anyone (losetup here, not volplugd) is the
+    kernel's word that it is in use: DeleteVolume is FAILED_PRECONDITION naming the device,
+    whether the device shows all of the file or a sector of it. One bound with no capacity (an
+    offset at the file's end) exposes no byte of it and does not keep it."""
+    if not is_root():
+        raise Skip("needs root (a loop device)")
+    d = ctx.daemon()
+    vid = create(d, "pvc-by-hand", 4 * MIB).volume_id
+    data = data_path(d.pool, vid)
+    for how in ([], ["--offset", str(4 * MIB - 512)]):
+        dev = losetup("--find", "--show", *how, data)
+        try:
+            want = ("volume %s is staged on this machine (loop device %s is attached over its "
+                    "data file): unstage it on its node first" % (vid, dev))
+            e = d.expect_error(PRECONDITION, "DeleteVolume", volume_id=vid)
+            assert e.details() == want, (how, e.details())
+            assert os.path.getsize(data) == 4 * MIB
+        finally:
+            losetup("-d", dev)
+    dev = losetup("--find", "--show", "--offset", str(4 * MIB), data)
+    try:
+        d.call("DeleteVolume", volume_id=vid)
+        assert on_disk(d.pool, "volumes") == []
+    finally:
+        losetup("-d", dev)
+    assert_pool_clean(d.pool, volumes=0)
+
+
+def test_delete_reads_only_bound_loop_devices(ctx):
+    """DeleteVolume asks the kernel which loop devices have a capacity (/proc/partitions), not
+    every loop device in turn: counted with strace, it opens the sysfs files of none that is
+    unbound, however many there are."""
+    if not is_root() or not shutil.which("strace"):
+        raise Skip("needs root and strace")
+    spare = losetup("--find")  # makes a free loop device when there is none
+    unbound = [n for n in os.listdir("/sys/block")
+               if n.startswith("loop") and not os.path.exists("/sys/block/%s/loop" % n)]
+    if not unbound:
+        raise Skip("no unbound loop device (%s was taken meanwhile)" % spare)
+    d = ctx.daemon(start=False)
+    trace = os.path.join(d.dir, "strace")
+    argv = d.argv
+    d.argv = lambda: ["strace", "-f", "-qq", "-o", trace, "-e", "trace=open,openat,openat2"] + argv()
+    d.start()
+    ids = [create(d, "pvc-scan-%d" % i, MIB).volume_id for i in range(4)]
+    with open(trace) as f:
+        start = len(f.readlines())
+    for vid in ids:
+        d.call("DeleteVolume", volume_id=vid)
+    with open(trace) as f:
+        opened = [line for line in f.readlines()[start:] if '"/sys/block/' in line]
+    for child in open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split():
+        os.kill(int(child), signal.SIGTERM)
+    d.proc.wait(30)
+    mine = [line for line in opened if any('/sys/block/%s/' % n in line for n in unbound)]
+    assert mine == [], "%d opens of unbound loop devices, the first: %s" % (len(mine), mine[0])
+    return "%d unbound loop devices; 4 deletes opened %d sysfs files" % (len(unbound), len(opened))
+
+
 # Snapshots
 
 
@@ -1509,6 +1574,7 @@ if __name__ == "__main__":
          test_kill9_during_expand_at_the_meta_rename,
          test_damaged_volume_is_listed_counted_and_deletable,
          test_damaged_volume_with_a_loop_device_is_not_deleted,
+         test_loop_device_made_by_hand_keeps_the_volume, test_delete_reads_only_bound_loop_devices,
          test_delete_that_cannot_finish_says_so,
          test_leftovers_that_cannot_be_removed_are_counted_honestly,
          test_delete_that_stops_half_way_says_what_is_left,

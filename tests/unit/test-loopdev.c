@@ -448,6 +448,37 @@ static void test_bad_input(void)
 	is_int(loop_detach("/dev/loop999999"), 0, "a device that does not exist is detached");
 }
 
+/* loop_find_fd_sized() asks only the devices /proc/partitions lists: one over a file of some
+ * sectors is found as by the full scan; one over a file under a sector has no capacity, exposes
+ * no byte of it, and only the full scan finds it. */
+static void test_find_sized(void)
+{
+	_cleanup_free_ char *file = scratch_file("sized.img", MiB);
+	_cleanup_free_ char *tiny = scratch_file("tiny.img", 100);
+	_cleanup_free_ char *dev = NULL, *tiny_dev = NULL;
+	char *found = NULL;
+
+	_cleanup_close_ int fd = open(file, O_PATH | O_CLOEXEC);
+	_cleanup_close_ int tiny_fd = open(tiny, O_PATH | O_CLOEXEC);
+	is_int(loop_find_fd_sized(fd, &found), -ENOENT, "nothing attached: -ENOENT");
+	is_int(loop_attach(file, NULL, &dev), 0, "attached");
+	is_int(loop_find_fd_sized(fd, &found), 0, "found among the devices with a size");
+	is_str(found, dev, "the device attached");
+	free(found);
+	found = NULL;
+
+	is_int(loop_attach(tiny, NULL, &tiny_dev), 0, "a file of 100 bytes attached");
+	is_int(loop_find_fd(tiny_fd, &found), 0, "the full scan finds it");
+	is_str(found, tiny_dev, "the device attached");
+	free(found);
+	found = NULL;
+	is_int(loop_find_fd_sized(tiny_fd, &found), -ENOENT, "no sector of it exposed: not found");
+	is_int(loop_detach(tiny_dev), 0, "detached");
+	is_int(loop_detach(dev), 0, "detached");
+	is_int(loop_find_fd_sized(fd, &found), -ENOENT, "gone once detached");
+	is_int(loop_find_fd_sized(-EBADF, &found), -EINVAL, "a bad fd: -EINVAL");
+}
+
 /* The kernel's I/O counters: parsed field by field, and moved by writes through the device. */
 static void test_stat(void)
 {
@@ -516,6 +547,7 @@ int main(void)
 	test_direct_io();
 	test_direct_io_refused();
 	test_bad_input();
+	test_find_sized();
 	test_stat();
 
 	is_int(loop_list_for_dir(scratch, &l, &n), 0, "final list");

@@ -735,15 +735,16 @@ static int staging_write_meta(Staging *s, const char *text, size_t len)
 
 /* Whether the volume is staged on this machine: a loop device over its data file is the
  * kernel's word for it (whatever the records say); its use record names the node and the
- * staging path when it has them. Hold the volume's node lock. */
-static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found)
+ * staging path when it has them. Hold the volume's lock (dir_fd, its directory) and its node
+ * lock. */
+static int volume_check_unstaged(Pool *p, int dir_fd, const char *id, PoolVolumeFound *found)
 {
 	NodeUse u = {};
 	char *dev;
 
 	/* A directory volume: a mount whose root is its tree/ (kernel truth), or its use record
 	 * saying it is staged (a bind not found by its path: both err on keeping the data). */
-	_cleanup_close_ int tree = pool_dirvol_open(p, id, O_PATH);
+	_cleanup_close_ int tree = open_beneath(dir_fd, TREE_DIR, O_PATH | O_DIRECTORY, 0, S_IFDIR);
 	int r = tree >= 0 ? pool_dirvol_mounted(p, id, &found->device) : 0;
 	if (r < 0)
 		return r;
@@ -762,12 +763,14 @@ static int volume_check_unstaged(Pool *p, const char *id, PoolVolumeFound *found
 	}
 
 	/* Through the data file the pool holds: a symlink's target is not the volume's. */
-	_cleanup_close_ int data = pool_volume_data_open(p, id, O_PATH);
-	if (data == -ENOENT || data == -EUCLEAN)
+	_cleanup_close_ int data = open_beneath(dir_fd, DATA_FILE, O_PATH, 0, S_IFREG);
+	if (data == -ENOENT || data == -ELOOP || data == -ENOTDIR || data == -EISDIR ||
+	    data == -EBADFD)
 		return 0;
 	if (data < 0)
 		return data;
-	r = loop_find_fd(data, &dev);
+	/* Among the devices with a capacity: one bound with none exposes no byte of the file. */
+	r = loop_find_fd_sized(data, &dev);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)
@@ -803,7 +806,7 @@ static int pool_volume_check_unused(Pool *p, int dir_fd, const char *id, PoolVol
 		if (found->node)
 			return -ENOTEMPTY;
 	}
-	return volume_check_unstaged(p, id, found);
+	return volume_check_unstaged(p, dir_fd, id, found);
 }
 
 static const char *const kind_dir[] = {
