@@ -6,7 +6,6 @@
 #include <jansson.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -17,18 +16,14 @@
 #include <zstd.h>
 
 #include "alloc.h"
+#include "digest.h"
 #include "fileio.h"
 #include "failpoint.h"
 #include "store-internal.h"
 
 void store_sha256_hex(const void *data, size_t len, char out[65])
 {
-	unsigned char md[32];
-	unsigned int n = 0;
-
-	EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	digest_sha256_hex(data, len, out);
 }
 
 static bool all_zero(const char *p, size_t n)

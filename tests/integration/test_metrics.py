@@ -359,13 +359,18 @@ def mapped(d):
         return {os.path.basename(line.split()[5]) for line in f if len(line.split()) >= 6}
 
 
-def test_httpd_loaded_only_when_asked(ctx):
-    """libmicrohttpd (and gnutls, which it needs) is loaded for --metrics-address only: an idle
-    daemon without the endpoint maps neither; with it, the endpoint serves; a libmicrohttpd
-    that cannot be loaded is named in the error, and the daemon does not start."""
+# Loaded when what needs them is asked for: the endpoint (libmicrohttpd, and gnutls which it
+# needs), the AWS clients (libcurl, libcrypto).
+LAZY = ("libmicrohttpd.", "libgnutls.", "libcurl.", "libcrypto.")
+
+
+def test_libraries_loaded_only_when_asked(ctx):
+    """An idle pool daemon without --metrics-address maps none of LAZY; with it, the endpoint
+    serves; a libmicrohttpd that cannot be loaded is named in the error, and the daemon does
+    not start."""
     plain = mapped(ctx.daemon())
-    httpd = {n for n in plain if n.startswith(("libmicrohttpd.", "libgnutls."))}
-    assert httpd == set(), "mapped without --metrics-address: %s" % sorted(httpd)
+    lazy = {n for n in plain if n.startswith(LAZY)}
+    assert lazy == set(), "mapped by an idle pool daemon: %s" % sorted(lazy)
     d = ctx.daemon(args=ADDR, name="served")
     assert get(d, "/healthz") == (200, "ok\n")
     assert any(n.startswith("libmicrohttpd.so.12") for n in mapped(d)), sorted(mapped(d))
@@ -653,7 +658,7 @@ def test_bench_script_runs(ctx):
 if __name__ == "__main__":
     run([test_lifecycle_moves_counters_exactly, test_storm_of_scrapes_and_garbage,
          test_healthz_and_probe_follow_the_pool, test_off_by_default_and_bad_address,
-         test_httpd_loaded_only_when_asked,
+         test_libraries_loaded_only_when_asked,
          test_json_logs_and_verbosity, test_flex_drivers_and_their_calls, test_volplugctl_status,
          test_thin_pool_gauges_and_status, test_volume_io,
          test_docs_name_every_series, test_bench_script_runs])
