@@ -360,8 +360,8 @@ def mapped(d):
 
 
 # Loaded when what needs them is asked for: the endpoint (libmicrohttpd, and gnutls which it
-# needs), the AWS clients (libcurl, libcrypto).
-LAZY = ("libmicrohttpd.", "libgnutls.", "libcurl.", "libcrypto.")
+# needs), the AWS clients (libcurl, libcrypto, libexpat), the snapshot store (libzstd).
+LAZY = ("libmicrohttpd.", "libgnutls.", "libcurl.", "libcrypto.", "libexpat.", "libzstd.")
 
 
 def test_libraries_loaded_only_when_asked(ctx):
