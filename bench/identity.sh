@@ -2,7 +2,9 @@
 # Idle RSS and GetPluginInfo calls/s over the socket with 1 and 16 clients, each client over a
 # connection of its own (as separate sidecars are). Set HOSTPATHPLUGIN=/path/to/hostpathplugin
 # to measure the reference driver in the same run: rounds alternate which driver goes first,
-# and the table shows medians. Environment: ROUNDS (5), COUNT (20000 calls per row).
+# and the table shows medians. Set BASELINE=/path/to/volplugd to measure another build of
+# volplugd (the one before a change) in the same run, as "baseline". Environment: ROUNDS (5),
+# COUNT (20000 calls per row).
 set -eu
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -12,6 +14,12 @@ ROUNDS=${ROUNDS:-5}
 vp=$(start_volplugd volplug)
 targets=(volplugd)
 declare -A pids=([volplugd]=$vp) socks=([volplugd]=volplug)
+if [ -n "${BASELINE:-}" ]; then
+	bp=$(VOLPLUGD=$BASELINE start_volplugd baseline)
+	targets+=(baseline)
+	pids[baseline]=$bp
+	socks[baseline]=baseline
+fi
 if [ -n "$HOSTPATHPLUGIN" ]; then
 	hp=$(start_hostpath hostpath)
 	targets+=(hostpath)
