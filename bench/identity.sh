@@ -4,7 +4,8 @@
 # are). Set HOSTPATHPLUGIN=/path/to/hostpathplugin to measure the reference driver in the same
 # run: rounds alternate which driver goes first, and the table shows medians. Environment:
 # ROUNDS (5), COUNT (20000 calls per row), RPCS (GetPluginInfo; e.g. "GetPluginInfo
-# NodeGetCapabilities ControllerGetCapabilities").
+# NodeGetCapabilities ControllerGetCapabilities"). Set BASELINE=/path/to/volplugd to measure
+# another build of volplugd (the one before a change) in the same run, as "baseline".
 set -eu
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -15,6 +16,12 @@ RPCS=${RPCS:-GetPluginInfo}
 vp=$(start_volplugd volplug)
 targets=(volplugd)
 declare -A pids=([volplugd]=$vp) socks=([volplugd]=volplug)
+if [ -n "${BASELINE:-}" ]; then
+	bp=$(VOLPLUGD=$BASELINE start_volplugd baseline)
+	targets+=(baseline)
+	pids[baseline]=$bp
+	socks[baseline]=baseline
+fi
 if [ -n "$HOSTPATHPLUGIN" ]; then
 	hp=$(start_hostpath hostpath)
 	targets+=(hostpath)

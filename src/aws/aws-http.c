@@ -5,12 +5,12 @@
 #define CURL_DISABLE_TYPECHECK /* its macros name the functions, which are pointers here */
 #include <ctype.h>
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "aws-http.h"
+#include "dlopen-util.h"
 #include "log.h"
 #include "strbuf.h"
 #include "version.h"
@@ -27,17 +27,27 @@ struct HttpPool {
 #define LIBCURL "libcurl.so.4"
 
 static struct {
-	CURLcode (*global_init)(long flags);
-	CURL *(*easy_init)(void);
-	CURLcode (*easy_setopt)(CURL *h, CURLoption option, ...);
-	CURLcode (*easy_perform)(CURL *h);
-	CURLcode (*easy_getinfo)(CURL *h, CURLINFO info, ...);
-	void (*easy_reset)(CURL *h);
-	void (*easy_cleanup)(CURL *h);
-	const char *(*easy_strerror)(CURLcode code);
-	struct curl_slist *(*slist_append)(struct curl_slist *list, const char *s);
-	void (*slist_free_all)(struct curl_slist *list);
+	__typeof__(curl_global_init) *global_init;
+	__typeof__(curl_easy_init) *easy_init;
+	__typeof__(curl_easy_setopt) *easy_setopt;
+	__typeof__(curl_easy_perform) *easy_perform;
+	__typeof__(curl_easy_getinfo) *easy_getinfo;
+	__typeof__(curl_easy_reset) *easy_reset;
+	__typeof__(curl_easy_cleanup) *easy_cleanup;
+	__typeof__(curl_easy_strerror) *easy_strerror;
+	__typeof__(curl_slist_append) *slist_append;
+	__typeof__(curl_slist_free_all) *slist_free_all;
 } curl;
+
+static const DlSym curl_syms[] = {
+	DL_SYM(curl, global_init, "curl_"),  DL_SYM(curl, easy_init, "curl_"),
+	DL_SYM(curl, easy_setopt, "curl_"),  DL_SYM(curl, easy_perform, "curl_"),
+	DL_SYM(curl, easy_getinfo, "curl_"), DL_SYM(curl, easy_reset, "curl_"),
+	DL_SYM(curl, easy_cleanup, "curl_"), DL_SYM(curl, easy_strerror, "curl_"),
+	DL_SYM(curl, slist_append, "curl_"), DL_SYM(curl, slist_free_all, "curl_"),
+};
+
+static DlLibrary curl_library = DL_LIBRARY(LIBCURL, curl_syms);
 
 #define curl_global_init curl.global_init
 #define curl_easy_init curl.easy_init
@@ -57,31 +67,12 @@ static CURLcode curl_init_result;
 
 static bool curl_load(void)
 {
-	void *lib = dlopen(LIBCURL, RTLD_NOW | RTLD_LOCAL);
-	if (!lib) {
-		log_error("loading %s failed: %s", LIBCURL, dlerror());
+	_cleanup_free_ char *error = NULL;
+
+	if (dl_library_load(&curl_library, &error) < 0) {
+		log_error("%s", error);
 		return false;
 	}
-	const struct {
-		const char *name;
-		void **fn;
-	} syms[] = {
-		{"curl_global_init", (void **)&curl.global_init},
-		{"curl_easy_init", (void **)&curl.easy_init},
-		{"curl_easy_setopt", (void **)&curl.easy_setopt},
-		{"curl_easy_perform", (void **)&curl.easy_perform},
-		{"curl_easy_getinfo", (void **)&curl.easy_getinfo},
-		{"curl_easy_reset", (void **)&curl.easy_reset},
-		{"curl_easy_cleanup", (void **)&curl.easy_cleanup},
-		{"curl_easy_strerror", (void **)&curl.easy_strerror},
-		{"curl_slist_append", (void **)&curl.slist_append},
-		{"curl_slist_free_all", (void **)&curl.slist_free_all},
-	};
-	for (size_t i = 0; i < ELEMENTSOF(syms); i++)
-		if (!(*syms[i].fn = dlsym(lib, syms[i].name))) {
-			log_error("%s has no %s", LIBCURL, syms[i].name);
-			return false; /* the library stays loaded: nothing else uses it */
-		}
 	return true;
 }
 

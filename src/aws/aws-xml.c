@@ -5,7 +5,44 @@
 
 #include "alloc.h"
 #include "aws-xml.h"
+#include "dlopen-util.h"
 #include "strbuf.h"
+
+/* Loaded at the first reply parsed, not linked: 92 KiB of the resident set of a daemon that
+ * never speaks to AWS. */
+#define LIBEXPAT "libexpat.so.1"
+
+static struct {
+	__typeof__(XML_ParserCreateNS) *ParserCreateNS;
+	__typeof__(XML_SetUserData) *SetUserData;
+	__typeof__(XML_SetElementHandler) *SetElementHandler;
+	__typeof__(XML_SetCharacterDataHandler) *SetCharacterDataHandler;
+	__typeof__(XML_SetStartDoctypeDeclHandler) *SetStartDoctypeDeclHandler;
+	__typeof__(XML_Parse) *Parse;
+	__typeof__(XML_ErrorString) *ErrorString;
+	__typeof__(XML_GetErrorCode) *GetErrorCode;
+	__typeof__(XML_GetCurrentLineNumber) *GetCurrentLineNumber;
+	__typeof__(XML_GetCurrentColumnNumber) *GetCurrentColumnNumber;
+	__typeof__(XML_ParserFree) *ParserFree;
+	__typeof__(XML_StopParser) *StopParser;
+} expat;
+
+static const DlSym expat_syms[] = {
+	DL_SYM(expat, ParserCreateNS, "XML_"),
+	DL_SYM(expat, SetUserData, "XML_"),
+	DL_SYM(expat, SetElementHandler, "XML_"),
+	DL_SYM(expat, SetCharacterDataHandler, "XML_"),
+	DL_SYM(expat, SetStartDoctypeDeclHandler, "XML_"),
+	DL_SYM(expat, Parse, "XML_"),
+	DL_SYM(expat, ErrorString, "XML_"),
+	DL_SYM(expat, GetErrorCode, "XML_"),
+	DL_SYM(expat, GetCurrentLineNumber, "XML_"),
+	DL_SYM(expat, GetCurrentColumnNumber, "XML_"),
+	DL_SYM(expat, ParserFree, "XML_"),
+	DL_SYM(expat, StopParser, "XML_"),
+};
+
+static DlLibrary expat_library = DL_LIBRARY(LIBEXPAT, expat_syms);
 
 /* Namespace URI and local name come joined by this byte (a URI never holds it). */
 #define NS_SEP '\x01'
@@ -26,7 +63,7 @@ static void on_start(void *userdata, const XML_Char *name, const XML_Char **attr
 	(void)attrs;
 	if (++b->depth > XML_DEPTH_MAX) {
 		b->refused = "nested too deep";
-		XML_StopParser(b->parser, XML_FALSE);
+		expat.StopParser(b->parser, XML_FALSE);
 		return;
 	}
 	XmlNode *n = xnew0(XmlNode, 1);
@@ -73,7 +110,7 @@ static void on_doctype(void *userdata, const XML_Char *name, const XML_Char *sys
 
 	(void)name, (void)sysid, (void)pubid, (void)has_internal_subset;
 	b->refused = "a document type declaration";
-	XML_StopParser(b->parser, XML_FALSE);
+	expat.StopParser(b->parser, XML_FALSE);
 }
 
 int xml_parse(const char *data, size_t len, XmlNode **ret, char **ret_error)
@@ -86,23 +123,27 @@ int xml_parse(const char *data, size_t len, XmlNode **ret, char **ret_error)
 			*ret_error = xstrdup("XML: too large");
 		return -EBADMSG;
 	}
-	b.parser = XML_ParserCreateNS(NULL, NS_SEP);
+	r = dl_library_load(&expat_library, ret_error);
+	if (r < 0)
+		return r;
+	b.parser = expat.ParserCreateNS(NULL, NS_SEP);
 	if (!b.parser)
 		abort();
-	XML_SetUserData(b.parser, &b);
-	XML_SetElementHandler(b.parser, on_start, on_end);
-	XML_SetCharacterDataHandler(b.parser, on_text);
-	XML_SetStartDoctypeDeclHandler(b.parser, on_doctype);
-	if (XML_Parse(b.parser, data, (int)len, XML_TRUE) != XML_STATUS_OK) {
+	expat.SetUserData(b.parser, &b);
+	expat.SetElementHandler(b.parser, on_start, on_end);
+	expat.SetCharacterDataHandler(b.parser, on_text);
+	expat.SetStartDoctypeDeclHandler(b.parser, on_doctype);
+	if (expat.Parse(b.parser, data, (int)len, XML_TRUE) != XML_STATUS_OK) {
 		if (ret_error)
 			*ret_error = xasprintf(
 				"XML: %s at line %lu, column %lu",
-				b.refused ? b.refused : XML_ErrorString(XML_GetErrorCode(b.parser)),
-				(unsigned long)XML_GetCurrentLineNumber(b.parser),
-				(unsigned long)XML_GetCurrentColumnNumber(b.parser) + 1);
+				b.refused ? b.refused
+					  : expat.ErrorString(expat.GetErrorCode(b.parser)),
+				(unsigned long)expat.GetCurrentLineNumber(b.parser),
+				(unsigned long)expat.GetCurrentColumnNumber(b.parser) + 1);
 		r = -EBADMSG;
 	}
-	XML_ParserFree(b.parser);
+	expat.ParserFree(b.parser);
 	strbuf_done(&b.text);
 	if (r < 0) {
 		xml_free(b.root);

@@ -31,7 +31,8 @@ struct XmlNode {
 };
 
 /* Parses the len bytes at data into a tree; *ret is its root element. Returns 0, or -EBADMSG
- * (malformed, a DTD, too deep) with *ret_error (may be NULL) saying where. */
+ * (malformed, a DTD, too deep) with *ret_error (may be NULL) saying where, or -ENOENT when
+ * libexpat, which the first call loads, cannot be loaded. */
 int xml_parse(const char *data, size_t len, XmlNode **ret, char **ret_error);
 /* Frees n and everything below it; NULL is a no-op. */
 void xml_free(XmlNode *n);

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <inttypes.h>
 #include <stdarg.h>
-#include <openssl/evp.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "aws-xml.h"
 #include "base64.h"
+#include "digest.h"
 #include "error-util.h"
 #include "s3.h"
 #include "strbuf.h"
@@ -165,23 +165,12 @@ static int code_to_errno(const char *code, int status)
 	}
 }
 
-static void sha256_hex(const void *data, size_t len, char out[65])
-{
-	unsigned char md[32];
-	unsigned int n = 0;
-
-	EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-	for (unsigned i = 0; i < 32; i++)
-		sprintf(out + 2 * i, "%02x", md[i]);
-}
-
 static char *md5_base64(const void *data, size_t len)
 {
-	unsigned char md[16];
-	unsigned int n = 0;
+	unsigned char md[DIGEST_MD5_LEN];
 
-	EVP_Digest(data, len, md, &n, EVP_md5(), NULL);
-	return base64_encode(md, n);
+	digest_md5(data, len, md);
+	return base64_encode(md, sizeof(md));
 }
 
 typedef struct S3Request {
@@ -222,7 +211,7 @@ static int s3_call(S3Client *c, const S3Request *r, usec_t deadline, HttpReply *
 		if (c->unsigned_payload && r->body)
 			sha = xstrdup("x-amz-content-sha256: UNSIGNED-PAYLOAD");
 		else {
-			sha256_hex(r->body ? r->body : "", r->len, hex);
+			digest_sha256_hex(r->body ? r->body : "", r->len, hex);
 			sha = xasprintf("x-amz-content-sha256: %s", hex);
 		}
 		headers[n++] = sha;

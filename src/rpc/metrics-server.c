@@ -12,11 +12,46 @@
 #include <microhttpd.h>
 
 #include "alloc.h"
+#include "dlopen-util.h"
 #include "log.h"
 #include "metrics-server.h"
 #include "metrics.h"
 #include "strbuf.h"
 #include "time-util.h"
+
+/* libmicrohttpd and gnutls with what it needs are 2.5 MiB of an idle daemon's resident set:
+ * loaded when the endpoint is asked for (--metrics-address), not linked. */
+#define LIBMICROHTTPD "libmicrohttpd.so.12"
+
+static struct {
+	__typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
+	__typeof__(MHD_add_response_header) *add_response_header;
+	__typeof__(MHD_queue_response) *queue_response;
+	__typeof__(MHD_destroy_response) *destroy_response;
+	__typeof__(MHD_get_connection_info) *get_connection_info;
+	__typeof__(MHD_add_connection) *add_connection;
+	__typeof__(MHD_get_daemon_info) *get_daemon_info;
+	__typeof__(MHD_get_timeout) *get_timeout;
+	__typeof__(MHD_run) *run;
+	__typeof__(MHD_start_daemon) *start_daemon;
+	__typeof__(MHD_stop_daemon) *stop_daemon;
+} mhd;
+
+static const DlSym mhd_syms[] = {
+	DL_SYM(mhd, create_response_from_buffer, "MHD_"),
+	DL_SYM(mhd, add_response_header, "MHD_"),
+	DL_SYM(mhd, queue_response, "MHD_"),
+	DL_SYM(mhd, destroy_response, "MHD_"),
+	DL_SYM(mhd, get_connection_info, "MHD_"),
+	DL_SYM(mhd, add_connection, "MHD_"),
+	DL_SYM(mhd, get_daemon_info, "MHD_"),
+	DL_SYM(mhd, get_timeout, "MHD_"),
+	DL_SYM(mhd, run, "MHD_"),
+	DL_SYM(mhd, start_daemon, "MHD_"),
+	DL_SYM(mhd, stop_daemon, "MHD_"),
+};
+
+static DlLibrary mhd_library = DL_LIBRARY(LIBMICROHTTPD, mhd_syms);
 
 METRIC_DEFINE(dropped, METRIC_COUNTER, "volplug_metrics_connections_dropped_total",
 	      "Connections to the metrics endpoint it closed: a request not in or an answer not "
@@ -118,16 +153,16 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const
 			     char *body)
 {
 	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+		mhd.create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(body);
 		return MHD_NO;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-	enum MHD_Result r = MHD_queue_response(conn, status, resp);
-	MHD_destroy_response(resp);
+		mhd.add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	enum MHD_Result r = mhd.queue_response(conn, status, resp);
+	mhd.destroy_response(resp);
 	return r;
 }
 
@@ -153,7 +188,7 @@ static enum MHD_Result serve_health(MetricsServer *s, struct MHD_Connection *con
 static Conn *conn_of(struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *info =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		mhd.get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	return info ? info->socket_context : NULL;
 }
 
@@ -247,7 +282,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		const union MHD_ConnectionInfo *info =
-			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+			mhd.get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		c = xnew0(Conn, 1);
 		c->fd = info ? info->connect_fd : -EBADF;
 		c->since = now_usec(CLOCK_MONOTONIC);
@@ -341,7 +376,7 @@ static void accept_some(MetricsServer *s)
 					  : "its request is unfinished, and a client came");
 		}
 		/* It closes the socket when it cannot take it. */
-		if (MHD_add_connection(s->mhd, fd, (struct sockaddr *)&sa, len) != MHD_YES)
+		if (mhd.add_connection(s->mhd, fd, (struct sockaddr *)&sa, len) != MHD_YES)
 			log_debug_errno(-errno, "metrics endpoint: cannot serve a connection: %m");
 	}
 }
@@ -377,7 +412,7 @@ static usec_t drop_late(MetricsServer *s, usec_t now)
 static void *serve(void *userdata)
 {
 	MetricsServer *s = userdata;
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	const union MHD_DaemonInfo *info = mhd.get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
 
 	for (;;) {
 		usec_t now = now_usec(CLOCK_MONOTONIC);
@@ -386,7 +421,7 @@ static void *serve(void *userdata)
 		bool accepting = now >= s->accept_paused_until &&
 				 (s->n_live < METRICS_SERVER_CONNECTIONS || conn_to_evict(s, now));
 
-		if (MHD_get_timeout(s->mhd, &ms) == MHD_YES)
+		if (mhd.get_timeout(s->mhd, &ms) == MHD_YES)
 			until = MIN(until, now + (usec_t)ms * USEC_PER_MSEC);
 		if (now < s->accept_paused_until)
 			until = MIN(until, s->accept_paused_until);
@@ -401,7 +436,7 @@ static void *serve(void *userdata)
 		}
 		if (p[0].revents)
 			break;
-		MHD_run(s->mhd);
+		mhd.run(s->mhd);
 		if (p[2].revents)
 			accept_some(s);
 	}
@@ -416,6 +451,13 @@ int metrics_server_new(const MetricsServerConfig *config, MetricsServer **ret, c
 	s->config = *config;
 	s->fd = -EBADF;
 	s->stop_fd = -EBADF;
+	_cleanup_free_ char *error = NULL;
+	r = dl_library_load(&mhd_library, &error);
+	if (r < 0) {
+		*ret_error = xasprintf("--metrics-address %s: %s", config->address, error);
+		metrics_server_free(s);
+		return r;
+	}
 	r = listen_on(config->address, &s->fd, &s->address, ret_error);
 	if (r < 0) {
 		metrics_server_free(s);
@@ -425,7 +467,7 @@ int metrics_server_new(const MetricsServerConfig *config, MetricsServer **ret, c
 	 * for a whole request (its timeout is per idle moment, which a trickle resets) and no call
 	 * to end a connection, and never evicts one to let a new client in. Its limit is above
 	 * ours: dropped connections count there until its next turn. */
-	s->mhd = MHD_start_daemon(
+	s->mhd = mhd.start_daemon(
 		MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 		on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_NOTIFY_COMPLETED,
@@ -467,7 +509,7 @@ void metrics_server_free(MetricsServer *s)
 		pthread_join(s->thread, NULL);
 	}
 	if (s->mhd)
-		MHD_stop_daemon(s->mhd); /* closes every connection: on_connection() frees each */
+		mhd.stop_daemon(s->mhd); /* closes every connection: on_connection() frees each */
 	while (s->head) { /* none is left; this is for a libmicrohttpd that forgot one */
 		Conn *c = s->head;
 		s->head = c->next;

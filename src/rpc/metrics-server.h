@@ -36,7 +36,8 @@ typedef struct MetricsServerConfig {
 } MetricsServerConfig;
 
 /* Binds the address and starts serving on a thread of its own. Returns 0, or a negative errno
- * with *ret_error naming the address and the reason (-EINVAL: not HOST:PORT, -EADDRINUSE, ...).
+ * with *ret_error naming the address and the reason (-EINVAL: not HOST:PORT, -EADDRINUSE,
+ * -ENOENT: libmicrohttpd cannot be loaded, ...). The first call loads libmicrohttpd.
  * Block the process's signals first: the thread inherits the mask. */
 int metrics_server_new(const MetricsServerConfig *config, MetricsServer **ret, char **ret_error);
 

@@ -27,6 +27,9 @@ char *store_intent_key(const Store *s, const char *id);
 /* The SHA-256 of len bytes at data, lower-case hex. */
 void store_sha256_hex(const void *data, size_t len, char out[65]);
 
+/* Loads libzstd, once for the process: 0, or -ENOENT/-ENOSYS with *ret_error naming it. */
+int store_zstd_load(char **ret_error);
+
 /* Metrics (store-metrics.c). store_metrics_init() makes every series (at 0) once; store_new()
  * calls it. */
 void store_metrics_init(void);

@@ -37,6 +37,9 @@ int store_new(const StoreConfig *config, Store **ret, char **ret_error)
 			      "snapshot store chunk size %zu: not a power of two from 64 KiB "
 			      "to 64 MiB",
 			      chunk);
+	int r = store_zstd_load(ret_error);
+	if (r < 0)
+		return r;
 	store_metrics_init();
 	Store *s = xnew0(Store, 1);
 	s->s3 = config->s3;

@@ -40,7 +40,8 @@ typedef struct StoreConfig {
 	size_t multipart_threshold; /* a compressed chunk above goes up in parts; 0: 16 MiB */
 } StoreConfig;
 
-/* A store over config->s3. Returns 0 or -EINVAL (bad prefix, chunk size) with *ret_error. */
+/* A store over config->s3. Returns 0 or -EINVAL (bad prefix, chunk size), -ENOENT (libzstd
+ * cannot be loaded) with *ret_error. The first store loads libzstd. */
 int store_new(const StoreConfig *config, Store **ret, char **ret_error);
 void store_free(Store *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Store *, store_free);

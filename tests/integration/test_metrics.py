@@ -353,6 +353,38 @@ def test_off_by_default_and_bad_address(ctx):
     assert taken.proc.wait(10) == 2 and "Address already in use" in taken.logs(), taken.logs()
 
 
+def mapped(d):
+    """The file names the daemon maps (/proc/PID/maps)."""
+    with open("/proc/%d/maps" % d.proc.pid) as f:
+        return {os.path.basename(line.split()[5]) for line in f if len(line.split()) >= 6}
+
+
+# Loaded when what needs them is asked for: the endpoint (libmicrohttpd, and gnutls which it
+# needs), the AWS clients (libcurl, libcrypto, libexpat), the snapshot store (libzstd).
+LAZY = ("libmicrohttpd.", "libgnutls.", "libcurl.", "libcrypto.", "libexpat.", "libzstd.")
+
+
+def test_libraries_loaded_only_when_asked(ctx):
+    """An idle pool daemon without --metrics-address maps none of LAZY; with it, the endpoint
+    serves; a libmicrohttpd that cannot be loaded is named in the error, and the daemon does
+    not start."""
+    plain = mapped(ctx.daemon())
+    lazy = {n for n in plain if n.startswith(LAZY)}
+    assert lazy == set(), "mapped by an idle pool daemon: %s" % sorted(lazy)
+    d = ctx.daemon(args=ADDR, name="served")
+    assert get(d, "/healthz") == (200, "ok\n")
+    assert any(n.startswith("libmicrohttpd.so.12") for n in mapped(d)), sorted(mapped(d))
+    libdir = os.path.join(ctx.tmp, "broken-lib")
+    os.mkdir(libdir)
+    open(os.path.join(libdir, "libmicrohttpd.so.12"), "w").close()
+    broken = ctx.daemon(args=ADDR, env={"LD_LIBRARY_PATH": libdir}, start=False, name="broken")
+    broken.start(wait=False)
+    assert broken.proc.wait(10) == 2, broken.logs()
+    assert re.search(r"--metrics-address 127\.0\.0\.1:0: cannot load libmicrohttpd\.so\.12: "
+                     r".*libmicrohttpd\.so\.12", broken.logs()), broken.logs()
+    assert not os.path.exists(broken.socket), "no socket served"
+
+
 def test_json_logs_and_verbosity(ctx):
     """--log-format json: every line one object with time, level, method and the object; -v 0
     keeps only warnings and errors."""
@@ -626,6 +658,7 @@ def test_bench_script_runs(ctx):
 if __name__ == "__main__":
     run([test_lifecycle_moves_counters_exactly, test_storm_of_scrapes_and_garbage,
          test_healthz_and_probe_follow_the_pool, test_off_by_default_and_bad_address,
+         test_libraries_loaded_only_when_asked,
          test_json_logs_and_verbosity, test_flex_drivers_and_their_calls, test_volplugctl_status,
          test_thin_pool_gauges_and_status, test_volume_io,
          test_docs_name_every_series, test_bench_script_runs])

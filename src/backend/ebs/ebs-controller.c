@@ -2,11 +2,11 @@
 /* The EBS controller's start, what its files share, and volumes: create, delete, get, list,
  * capacity. */
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "digest.h"
 #include "ebs-controller.h"
 #include "error-util.h"
 #include "failpoint.h"
@@ -702,13 +702,9 @@ static int pick_zone(EbsController *c, const BackendCreateVolume *r, usec_t dead
 /* The ClientToken of a name's generation: hex SHA-256, 64 characters, EC2's most. */
 static void client_token(const char *name, unsigned gen, char ret[static 65])
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
 	_cleanup_free_ char *input = gen ? xasprintf("%s\n%u", name, gen) : xstrdup(name);
 
-	EVP_Digest(input, strlen(input), md, &len, EVP_sha256(), NULL);
-	for (unsigned i = 0; i < len && i < 32; i++)
-		snprintf(ret + 2 * i, 3, "%02x", md[i]);
+	digest_sha256_hex(input, strlen(input), ret);
 }
 
 /* The tags of a new volume, in a fixed order (they are part of what the ClientToken stands

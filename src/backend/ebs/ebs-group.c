@@ -5,11 +5,11 @@
  * name and its place in the group. The group's id is derived from its name, so a retry after
  * a deadline or a restart finds the members made so far and makes the rest. */
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "digest.h"
 #include "ebs-controller.h"
 #include "error-util.h"
 #include "log.h"
@@ -20,13 +20,9 @@
 static char *group_id_for(EbsController *c, const char *name)
 {
 	_cleanup_free_ char *input = xasprintf("%s\n%s", c->driver_name, name);
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-	char hex[65] = "";
+	char hex[2 * DIGEST_SHA256_LEN + 1];
 
-	EVP_Digest(input, strlen(input), md, &len, EVP_sha256(), NULL);
-	for (unsigned i = 0; i < 9; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	digest_sha256_hex(input, strlen(input), hex);
 	hex[17] = 0;
 	return xasprintf(GROUP_PREFIX "%s", hex);
 }
