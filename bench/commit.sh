@@ -25,7 +25,8 @@
 #
 # Needs root, fio, losetup, mkfs.ext4. Environment: ROUNDS (5), RUNTIME (5 s per timed job),
 # SIZE (1G), COUNT (2000), POOL (loop), VOLSIZE (8G), MNT (defaults), DIRVOL (1), DIRFS (ext4),
-# JOBS (overwrite append seq qd16: which of the timed jobs run).
+# JOBS (overwrite append seq qd16: which of the timed jobs run). On a kernel without project
+# quotas, tests/vm/run.sh runs it in a VM (docs/bench.md).
 set -Eeu -o pipefail
 trap 'echo "bench/commit.sh: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 ROUNDS=${ROUNDS:-5}
@@ -63,12 +64,31 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-attach() { losetup --find --show --direct-io=on --sector-size 4096 "$1"; }
-# jbd2's transaction count of a block device's ext4 journal, or "" when not visible.
+# A loop device over a file as volplugd attaches it: direct I/O, or buffered where the file's
+# filesystem refuses it (tmpfs before Linux 6.6: a pool under a VM's /tmp).
+attach() {
+	losetup --find --show --direct-io=on --sector-size 4096 "$1" 2>/dev/null ||
+		losetup --find --show --sector-size 4096 "$1"
+}
+# "direct I/O" or "buffered": how the loop device passes its I/O to its file.
+dio() {
+	[ "$(cat "/sys/block/$(basename "$1")/loop/dio" 2>/dev/null)" = 1 ] && echo "direct I/O" ||
+		echo buffered
+}
+# Journal commits of the filesystem on a block device: jbd2's transaction count of ext4's
+# journal, or xfs's log writes (each a commit of its in-core log to the disk: the "log" line of
+# /sys/fs/xfs/DEV/stats/stats); "" when neither is visible.
 commits() {
-	local f
+	local f x
 	f=/proc/fs/jbd2/$(basename "$1")-8/info
-	[ -r "$f" ] && awk 'NR == 1 {print $1}' "$f" || echo ""
+	x=/sys/fs/xfs/$(basename "$(readlink -f "$1")")/stats/stats
+	if [ -r "$f" ]; then
+		awk 'NR == 1 {print $1}' "$f"
+	elif [ -r "$x" ]; then
+		awk '$1 == "log" {print $2}' "$x"
+	else
+		echo ""
+	fi
 }
 # Flush requests the block device completed (Documentation/block/stat.rst, field 16).
 flushes() { awk '{print $16}' "/sys/block/$(basename "$(readlink -f "$1")")/stat"; }
@@ -87,13 +107,19 @@ if [ "$POOL" = loop ]; then
 		mount "$pooldev" "$T/pool"
 	fi
 	pool=$T/pool
-	pooldesc="$DIRFS on a loop device over a file in $(findmnt -n -o SOURCE,FSTYPE -T /tmp | tr -s ' ' ' ')"
+	pooldesc="$DIRFS on a loop device ($(dio "$pooldev")) over a file in $(findmnt -n -o SOURCE,FSTYPE -T /tmp | tr -s ' ' ' ')"
 else
 	pool=$(mktemp -d "$POOL/volplug-commit.XXXXXX")
 	trap 'cleanup; rm -rf "$pool"' EXIT
 	pooldev=$(findmnt -n -o SOURCE -T "$pool")
 	pooldesc="$(findmnt -n -o SOURCE,FSTYPE -T "$pool" | tr -s ' ' ' ')"
 fi
+
+# KiB project 4242 uses on the pool's filesystem, its hard limit; fails when it has no quota.
+project_used() {
+	xfs_quota -x -c "report -p -n -N -b" "$pool" 2>/dev/null |
+		awk '$1 == "#4242" {print $2, $4; found = 1} END {exit !found}'
+}
 
 mkdir "$pool/raw" "$T/vol"
 truncate -s "$VOLSIZE" "$pool/volume.img"
@@ -108,9 +134,10 @@ if [ "$DIRVOL" = 1 ]; then
 	# A project quota where the filesystem enforces them (as volplugd sets it: the project ID
 	# with inheritance on the directory, a hard limit of bytes).
 	quota="no project quota: $(findmnt -n -o FSTYPE,OPTIONS -T "$pool" | tr -s ' ' ' ') enforces none"
+	# (xfs_quota's "quota" prints nothing for a project that uses nothing yet: "report" does)
 	if chattr +P -p 4242 "$pool/dirvol" 2>/dev/null &&
 		xfs_quota -x -c "limit -p bhard=$VOLSIZE 4242" "$pool" 2>/dev/null &&
-		xfs_quota -x -c "quota -p -N 4242" "$pool" 2>/dev/null | grep -q .; then
+		project_used >/dev/null; then
 		quota="project quota of $VOLSIZE"
 	fi
 	mount --bind -o nodev,nosuid "$pool/dirvol" "$T/dirvol"
@@ -152,7 +179,7 @@ job_qd16() {
 		--time_based
 }
 
-echo "pool: $pooldesc; volume: ext4 ($MNT) on a loop device (direct I/O, 4096-byte blocks) over a sparse $VOLSIZE file$dirdesc"
+echo "pool: $pooldesc; volume: ext4 ($MNT) on a loop device ($(dio "$voldev"), 4096-byte blocks) over a sparse $VOLSIZE file$dirdesc"
 echo "$ROUNDS rounds, ${targets[*]} in turn (each round starts one later), RUNTIME=${RUNTIME}s, SIZE=$SIZE"
 read -r -a jobs <<<"$JOBS"
 for r in $(seq "$ROUNDS"); do
@@ -169,6 +196,11 @@ for r in $(seq "$ROUNDS"); do
 		echo "  round $r, $t:$line" >&2
 	done
 done
+
+if [ "$DIRVOL" = 1 ] && [ "${quota#project}" != "$quota" ]; then
+	read -r used limit <<<"$(project_used)"
+	echo "the directory volume's project quota counts $used KiB (hard limit $limit KiB)"
+fi
 
 median() { sort -g | awk '{v[NR] = $1} END {printf "%.10g\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 med() { awk -v t="$1" -v j="$2" '$1 == t && $2 == j {print $3}' "$T/results" | median; }

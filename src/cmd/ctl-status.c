@@ -127,6 +127,28 @@ static void print_volumes(json_t *s)
 	}
 }
 
+/* Each directory volume of the pool: no device and no I/O counters, what its quota counts. */
+static void print_directory_volumes(json_t *s)
+{
+	json_t *list = json_object_get(s, "directory_volumes"), *v;
+	size_t i;
+
+	if (json_array_size(list) == 0)
+		return;
+	printf("directory volumes (project quota; the kernel counts no I/O per directory):\n");
+	json_array_foreach (list, i, v) {
+		char a[32], b[32];
+		int64_t used = num(v, "used_bytes"), limit = num(v, "limit_bytes");
+		printf("  %s  used %s of %s (%lld%%), %lld inodes", str(v, "volume_id"),
+		       bytes(used, a), bytes(limit, b),
+		       limit > 0 ? (long long)(used * 100 / limit) : 0LL,
+		       (long long)num(v, "used_inodes"));
+		if (num(v, "limit_inodes") > 0)
+			printf(" of %lld", (long long)num(v, "limit_inodes"));
+		putchar('\n');
+	}
+}
+
 /* The snapshot store, when volplugd has one: where it is, what goes up, its last error. */
 static void print_store(json_t *st)
 {
@@ -208,6 +230,7 @@ int ctl_status(Ctl *ctl, int argc, char **argv)
 	print_space(json_object_get(reply, "pool"));
 	print_backends(reply);
 	print_volumes(reply);
+	print_directory_volumes(reply);
 	print_store(json_object_get(reply, "store"));
 	printf("calls: %lld answered, %lld in flight\n", (long long)num(reply, "calls"),
 	       (long long)num(reply, "calls_in_flight"));

@@ -199,6 +199,43 @@ static void staged_volumes(Volplug__Admin__V1__GetStatusResponse *r)
 	qsort(r->staged_volumes, r->n_staged_volumes, sizeof(*r->staged_volumes), volume_io_cmp);
 }
 
+static int dir_volume_cmp(const void *a, const void *b)
+{
+	const Volplug__Admin__V1__DirectoryVolume
+		*x = *(Volplug__Admin__V1__DirectoryVolume *const *)a,
+		*y = *(Volplug__Admin__V1__DirectoryVolume *const *)b;
+	return strcmp(x->volume_id, y->volume_id);
+}
+
+/* The pool's directory volumes and what their quotas count, from the pool backend's collector:
+ * one volplug_volume_quota_limit_bytes series each. */
+static void directory_volumes(Volplug__Admin__V1__GetStatusResponse *r)
+{
+	MetricSample *list = NULL;
+	size_t n = 0;
+
+	if (metrics_samples("volplug_volume_quota_limit_bytes", &list, &n) < 0 || n == 0)
+		return;
+	r->directory_volumes = xnew0(Volplug__Admin__V1__DirectoryVolume *, n);
+	for (size_t i = 0; i < n; i++) {
+		const char *id = list[i].values[0];
+		if (!id)
+			continue;
+		Volplug__Admin__V1__DirectoryVolume *v =
+			xnew0(Volplug__Admin__V1__DirectoryVolume, 1);
+		volplug__admin__v1__directory_volume__init(v);
+		v->volume_id = xstrdup(id);
+		v->limit_bytes = volume_figure("volplug_volume_quota_limit_bytes", id, 1);
+		v->used_bytes = volume_figure("volplug_volume_quota_used_bytes", id, 1);
+		v->used_inodes = volume_figure("volplug_volume_quota_used_inodes", id, 1);
+		v->limit_inodes = volume_figure("volplug_volume_quota_limit_inodes", id, 1);
+		r->directory_volumes[r->n_directory_volumes++] = v;
+	}
+	metric_samples_free(list, n);
+	qsort(r->directory_volumes, r->n_directory_volumes, sizeof(*r->directory_volumes),
+	      dir_volume_cmp);
+}
+
 /* The value of the series of family name whose first label is v0 (NULL: the family's sum). */
 static int64_t labelled_figure(const char *name, const char *v0)
 {
@@ -307,6 +344,7 @@ int admin_get_status(Driver *d, const ProtobufCMessage *req, ProtobufCMessage **
 	flex_drivers(d, r);
 	recent_problems(r);
 	staged_volumes(r);
+	directory_volumes(r);
 	store_status(r);
 	*ret = &r->base;
 	return 0;

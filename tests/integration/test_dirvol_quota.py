@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import SOURCE_ROOT, is_root, local_id, run  # noqa: E402
 from test_dirvol import (DIRECTORY, FS_CAP, MiB, create, fs_pool, mounts_under,  # noqa: E402
                          pool_check, tree_of)
+from test_metrics import ADDR, scrape  # noqa: E402
 
 
 def in_vm():
@@ -135,9 +136,61 @@ def bytes_stats(d, vid, target):
     return [u for u in stats.usage if u.unit == 1][0]  # BYTES
 
 
+QUOTA_SERIES = ("volplug_volume_quota_used_bytes", "volplug_volume_quota_limit_bytes",
+                "volplug_volume_quota_used_inodes")
+
+
+def quota_series(d):
+    """{volume_id: {series: value}} of the quota series, after their second of reuse."""
+    found = {}
+    for (name, labels), v in scrape(d, fresh=True).items():
+        if name.startswith("volplug_volume_quota_"):
+            found.setdefault(dict(labels)["volume_id"], {})[name] = v
+    return found
+
+
+def check_figures(d, vid, other, target, size):
+    """A directory volume's quota series (and the unstaged one's: every directory volume of the
+    pool has them) rise by at least what was written, fsync'ed, and the files made; status
+    lists them. Returns the figures after."""
+    before = quota_series(d)
+    assert set(before) == {vid, other}, before
+    for v in (vid, other):
+        assert set(before[v]) == set(QUOTA_SERIES), before[v]  # no inode limit is set
+        assert before[v]["volplug_volume_quota_limit_bytes"] == size, before[v]
+    # the tree/ itself is charged to its project
+    assert before[vid]["volplug_volume_quota_used_inodes"] >= 1, before
+    os.mkdir(os.path.join(target, "sub"))
+    with open(os.path.join(target, "sub", "eight"), "wb") as f:
+        f.write(b"w" * (8 * MiB))
+        f.flush()
+        os.fsync(f.fileno())
+    open(os.path.join(target, "empty"), "w").close()
+    after = quota_series(d)
+    b, a = before[vid], after[vid]
+    used = a["volplug_volume_quota_used_bytes"] - b["volplug_volume_quota_used_bytes"]
+    assert 8 * MiB <= used <= 12 * MiB, (b, a)
+    assert a["volplug_volume_quota_used_inodes"] - b["volplug_volume_quota_used_inodes"] == 3, \
+        (b, a)
+    assert after[other] == before[other], (before[other], after[other])
+    st = d.ctl_json("status")
+    dv = {v["volume_id"]: v for v in st["directory_volumes"]}
+    assert set(dv) == {vid, other}, st["directory_volumes"]
+    assert dv[vid]["limit_bytes"] == size and dv[vid]["used_bytes"] >= 8 * MiB, dv[vid]
+    assert dv[vid]["used_inodes"] >= 3 and "limit_inodes" not in dv[vid], dv[vid]
+    assert all(v["volume_id"] != vid for v in st.get("staged_volumes", [])), st
+    text = d.ctl("status").stdout
+    assert "directory volumes (project quota; the kernel counts no I/O per directory):" in text, \
+        text
+    line = [ln for ln in text.splitlines() if ln.startswith("  " + vid + "  ")]
+    assert len(line) == 1 and re.search(r"  used \d+\.\d MiB of 32\.0 MiB \(\d+%\), \d+ inodes$",
+                                         line[0]), text
+    return a
+
+
 def quota_lifecycle(ctx, fstype):
     pool, mnt = quota_pool(ctx, fstype)
-    d = ctx.daemon(pool=pool)
+    d = ctx.daemon(pool=pool, args=ADDR)
     size = 32 * MiB
     v = create(d, "dv", DIRECTORY, size=size).volume
     other = create(d, "dv2", DIRECTORY, size=size).volume
@@ -156,13 +209,16 @@ def quota_lifecycle(ctx, fstype):
     staging, target = stage_publish(ctx, d, vid, context, "a")
     [m] = mounts_under(target)
     assert m["root"].endswith("/tree") and m["fstype"] == fstype, m
+    figures = check_figures(d, vid, other.volume_id, target, size)
+    # the 8 MiB stay (a file deleted may be uncharged later: xfs frees inodes in the background)
     written, err = fill(os.path.join(target, "big"))
     assert err in (errno.EDQUOT, errno.ENOSPC), (written, err)
-    assert size - 4 * MiB <= written <= size, written
+    assert size - 8 * MiB - 4 * MiB <= written <= size - 8 * MiB, written
     st = bytes_stats(d, vid, target)
     assert st.total == size, st
     assert st.used >= written and st.available <= 1 * MiB, st
     assert report_used(mnt, proj) >= written // 1024
+    assert quota_series(d)[vid]["volplug_volume_quota_used_bytes"] >= written
 
     # grown: the limit rises, and more can be written
     grown = 64 * MiB
@@ -186,9 +242,12 @@ def quota_lifecycle(ctx, fstype):
         assert not os.path.exists(os.path.join(pool, "volumes", local_id(v_id)))
         used, limit = project_report(mnt).get(p, (0, 0))
         assert (used, limit) == (0, 0), (p, used, limit)
+    assert quota_series(d) == {}, "a deleted volume's series are gone"
     d.stop()
     assert pool_check(pool) == "0 volumes, 0 snapshots, 0 Flexvolume records, 0 problems"
-    return "project %d, %d MiB then %d MiB written" % (proj, written // MiB, more // MiB)
+    return "project %d, %d MiB then %d MiB written; 8 MiB and 3 inodes: %d bytes, %d inodes" % (
+        proj, written // MiB, more // MiB, figures["volplug_volume_quota_used_bytes"],
+        figures["volplug_volume_quota_used_inodes"])
 
 
 def report_used(mnt, proj):

@@ -12,7 +12,10 @@
 # VOLPLUG_VM_TIMEOUT: seconds the VM may run (default 900). VOLPLUG_VM_ACCEL: kvm (default) or
 # tcg; KVM that has not booted the kernel in VOLPLUG_VM_BOOT_TIMEOUT seconds (30: nested under
 # some hypervisors it hangs printing nothing) is given up for tcg, emulated (~2x slower here).
-# VOLPLUG_VM_DEBUG=7: the kernel's messages on the console.
+# VOLPLUG_VM_DEBUG=7: the kernel's messages on the console. VOLPLUG_VM_MEMORY: the VM's memory
+# (default 1G; its /tmp, a tmpfs, may hold half of it). A benchmark runs the same way:
+#
+#   VOLPLUG_VM_MEMORY=4G tests/vm/run.sh DIRFS=xfs ROUNDS=5 RUNTIME=3 bench/commit.sh
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -115,7 +118,8 @@ done
 # boot ACCEL: starts the VM in the background ($vm), its serial console into $work/console.
 boot() {
 	rm -f "$work/console"
-	timeout "${VOLPLUG_VM_TIMEOUT:-900}" "$qemu" -accel "$1" $cpu -m 1G -smp 2 -nographic \
+	timeout "${VOLPLUG_VM_TIMEOUT:-900}" "$qemu" -accel "$1" $cpu -m "${VOLPLUG_VM_MEMORY:-1G}" \
+		-smp 2 -nographic \
 		-serial "file:$work/console" -monitor none -no-reboot \
 		-kernel "/boot/vmlinuz-$ver" -initrd "$work/initramfs.gz" \
 		-append "console=ttyS0 ${VOLPLUG_VM_DEBUG:+ignore_}quiet \

@@ -419,6 +419,7 @@ BACKEND_NEW(pool)
 	pb->restores = pool_restores_new();
 	pb->node_id = xstrdup(config->node_id ?: "");
 	pb->node_part = pool_backend_node_part(pb->node_id);
+	pb->serves_node = config->roles & BACKEND_ROLE_NODE;
 	pb->max_volumes = config->max_volumes_per_node;
 	pb->zone = xstrdup(config->zone ?: "local");
 	segment_make(pb, config);

@@ -22,6 +22,7 @@ typedef struct PoolBackend {
 	DevNames *devnames; /* device names per node, reloaded from the pool at each publish */
 	char *node_id;	    /* the node whose pool this is */
 	char *node_part;    /* what IDs of this pool's objects end with (pool-ids.c) */
+	bool serves_node;   /* this process runs the node service (BACKEND_ROLE_NODE) */
 	uint32_t max_volumes;
 	char *zone;
 	BackendTopology segment;       /* where this pool's volumes are reachable: this node */

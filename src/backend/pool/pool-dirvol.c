@@ -147,6 +147,24 @@ int pool_dirvol_open(Pool *p, const char *id, int flags)
 	return r == -ELOOP || r == -ENOTDIR || r == -EBADFD ? -EUCLEAN : r;
 }
 
+int pool_dirvol_usage(Pool *p, const char *id, QuotaUsage *ret)
+{
+	uint32_t project = 0;
+
+	_cleanup_close_ int fd = pool_dirvol_open(p, id, O_RDONLY);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	int r = dir_project_get(fd, &project);
+	if (r < 0)
+		return r;
+	if (!project)
+		return 0;
+	r = quota_project_get(p->dir_fd, project, ret);
+	return r < 0 ? r : 1;
+}
+
 int pool_dirvol_mounted(Pool *p, const char *id, char **ret_target)
 {
 	_cleanup_strv_free_ char **targets = NULL;

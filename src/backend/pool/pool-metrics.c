@@ -10,7 +10,11 @@
  * volume's: each series counts from a baseline, the counters read when this process attached
  * the device, or when it first saw it attached (a device staged before a restart). Like every
  * counter of the process they start again with it, and with a new stage; their series go with
- * the stage. Prometheus' rate() takes each new start as a counter reset. */
+ * the stage. Prometheus' rate() takes each new start as a counter reset.
+ *
+ * The kernel counts I/O per block device, and a directory volume has none of its own: for each
+ * directory volume of the pool the node process reports what its project quota counts instead
+ * (bytes and inodes used, and the limits), staged or not, as the filesystem holds them. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +89,18 @@ METRIC_DEFINE_FULL(vol_in_flight, METRIC_GAUGE, "volplug_volume_io_in_flight",
 METRIC_DEFINE_FULL(vol_device, METRIC_GAUGE, "volplug_volume_device_info",
 		   "1 for each volume staged on this node, labelled with its loop device", true,
 		   NULL, 0, "volume_id", "device");
+
+#define VOLUME_GAUGE(var, name, help) \
+	METRIC_DEFINE_FULL(var, METRIC_GAUGE, name, help, true, NULL, 0, "volume_id")
+
+VOLUME_GAUGE(quota_used, "volplug_volume_quota_used_bytes",
+	     "Bytes the project quota of a directory volume of the pool counts against it");
+VOLUME_GAUGE(quota_limit, "volplug_volume_quota_limit_bytes",
+	     "The hard limit of bytes of a directory volume's project quota: its size");
+VOLUME_GAUGE(quota_inodes, "volplug_volume_quota_used_inodes",
+	     "Inodes (files, directories, links) the project quota of a directory volume counts");
+VOLUME_GAUGE(quota_inode_limit, "volplug_volume_quota_limit_inodes",
+	     "The hard limit of inodes of a directory volume's project quota, when it has one");
 
 #define SECTOR 512.0
 
@@ -271,6 +287,29 @@ static int64_t count_loops(Pool *p, const Hashmap *staged_ids)
 	return (int64_t)n;
 }
 
+/* Each directory volume's quota figures, labelled by the ID the CSI layer sees. Read without
+ * locks: a volume being deleted may still show, once. */
+static void count_dirvols(PoolBackend *pb)
+{
+	char **ids = NULL;
+	size_t n = 0;
+
+	if (pool_volume_list(pb->pool, &ids, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		QuotaUsage u;
+		if (pool_dirvol_usage(pb->pool, ids[i], &u) <= 0)
+			continue;
+		_cleanup_free_ char *id = pool_backend_id(ids[i], pb->node_part);
+		metric_add(&quota_used, (double)u.bytes_used, id);
+		metric_add(&quota_limit, (double)u.bytes_limit, id);
+		metric_add(&quota_inodes, (double)u.inodes_used, id);
+		if (u.inodes_limit)
+			metric_add(&quota_inode_limit, (double)u.inodes_limit, id);
+	}
+	strv_free(ids);
+}
+
 /* One look at the pool: its space (for all its byte figures at once, so they agree with each
  * other and with GetCapacity: none when the ledger cannot be read), objects, this node's uses
  * (the volumes staged here into staged_ids when not NULL) and loop devices (with the I/O of
@@ -333,6 +372,8 @@ static void pool_collect(void *userdata)
 	add_count(&staged, s.staged);
 	add_count(&published, s.published);
 	add_count(&loops, s.devices);
+	if (pb->serves_node)
+		count_dirvols(pb);
 	/* Set once at start, never changed: read without the store's lock. */
 	if (pb->store)
 		metric_set(&store_info, 1, pb->store->endpoint ?: "", pb->store->bucket,

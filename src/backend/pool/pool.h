@@ -26,6 +26,7 @@
 #include "copy.h"
 #include "node-use.h"
 #include "pool-meta.h"
+#include "quota.h"
 #include "strmap.h"
 #include "strv.h"
 
@@ -235,6 +236,12 @@ char *pool_volume_data_path(const Pool *p, const char *id);
  * symlink: -ENOENT when there is no such file, -EUCLEAN when something else than a regular file
  * is there or a symlink is on the way (pool_volume_inspect() says what). */
 int pool_volume_data_open(Pool *p, const char *id, int flags);
+
+/* What the project quota of directory volume id counts (its tree/'s project, what the kernel
+ * charges, whatever its record says) and its limits: 1 with *ret, 0 when id has no tree/ with a
+ * project (a loop volume, or one being made), -EUCLEAN when its tree/ is a symlink or no
+ * directory, another negative errno when the quota cannot be read. Takes no lock. */
+int pool_dirvol_usage(Pool *p, const char *id, QuotaUsage *ret);
 
 /* All volume IDs, sorted: a strv (free it with strv_free()) and its length. */
 int pool_volume_list(Pool *p, char ***ret_ids, size_t *ret_n);
