@@ -11,6 +11,10 @@
 #define RETRY_CAP_DEFAULT (20 * USEC_PER_SEC)
 #define ATTEMPT_TIMEOUT_DEFAULT (60 * USEC_PER_SEC)
 #define MAX_RETRIES_NO_DEADLINE 10
+/* A retry must leave the answer time to reach the caller before its deadline (the client's,
+ * whose clock started before ours): none is made that would wake closer to it than a 20th of
+ * the time the request was given, at most this. */
+#define ANSWER_MARGIN_MAX (250 * USEC_PER_MSEC)
 #define ERROR_EXCERPT_MAX 200
 
 void aws_error_done(AwsError *e)
@@ -241,6 +245,10 @@ int aws_request(HttpPool *pool, const AwsSigning *signing, const AwsRetry *retry
 		policy.attempt_timeout = ATTEMPT_TIMEOUT_DEFAULT;
 	if (limit == 0 && deadline == USEC_INFINITY)
 		limit = MAX_RETRIES_NO_DEADLINE;
+	usec_t start = now_usec(CLOCK_MONOTONIC);
+	usec_t margin = deadline == USEC_INFINITY || deadline <= start
+				? 0
+				: MIN(ANSWER_MARGIN_MAX, (deadline - start) / 20);
 	for (;;) {
 		attempt_once(pool, signing, policy.attempt_timeout, req, deadline, ret, stats, &a);
 		if (a.r == 0) {
@@ -279,7 +287,7 @@ int aws_request(HttpPool *pool, const AwsSigning *signing, const AwsRetry *retry
 					    ret_error);
 		}
 		usec_t delay = aws_backoff(policy.base, policy.cap, retries);
-		if (deadline != USEC_INFINITY && delay >= deadline - now) {
+		if (deadline != USEC_INFINITY && delay + margin >= deadline - now) {
 			aws_error_done(&last);
 			snprintf(why, sizeof(why), " (deadline reached after %u retries)", retries);
 			return request_fail(&a, -ETIMEDOUT, why, retries, ret_error);
