@@ -24,9 +24,6 @@ char *store_chunk_key(const Store *s, const char *hash);
 char *store_manifest_key(const Store *s, const char *id);
 char *store_intent_key(const Store *s, const char *id);
 
-/* The SHA-256 of len bytes at data, lower-case hex. */
-void store_sha256_hex(const void *data, size_t len, char out[65]);
-
 /* Loads libzstd, once for the process: 0, or -ENOENT/-ENOSYS with *ret_error naming it. */
 int store_zstd_load(char **ret_error);
 

@@ -51,11 +51,6 @@ int store_zstd_load(char **ret_error)
 	return dl_library_load(&zstd_library, ret_error);
 }
 
-void store_sha256_hex(const void *data, size_t len, char out[65])
-{
-	digest_sha256_hex(data, len, out);
-}
-
 static bool all_zero(const char *p, size_t n)
 {
 	return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
@@ -65,7 +60,7 @@ bool store_chunk_hash(const void *data, size_t len, char ret_hash[65])
 {
 	if (all_zero(data, len))
 		return false;
-	store_sha256_hex(data, len, ret_hash);
+	digest_sha256_hex(data, len, ret_hash);
 	return true;
 }
 
@@ -719,7 +714,7 @@ static void *restore_worker(void *userdata)
 		unsigned long long want = zstd.getFrameContentSize(z, zlen);
 		size_t n = want == c->length ? zstd.decompress(buf, cap, z, zlen) : 0;
 		if (want != c->length || zstd.isError(n) || n != c->length ||
-		    (store_sha256_hex(buf, n, hash), strcmp(hash, c->hash) != 0)) {
+		    (digest_sha256_hex(buf, n, hash), strcmp(hash, c->hash) != 0)) {
 			restore_set_error(x, -EUCLEAN,
 					  xasprintf("snapshot %s: chunk %s (offset %" PRIu64
 						    ") in %s is damaged: %s",
