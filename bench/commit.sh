@@ -16,6 +16,11 @@
 # -O project,quota -o prjquota; POOL=loop: DIRFS=xfs makes the pool xfs with prjquota); the
 # header says whether it had one. DIRVOL=0 leaves it out.
 #
+# The fast-commit volume (FASTCOMMIT=1, the default; the ext4FastCommit parameter,
+# docs/pool.md) is a second loop volume formatted with mkfs.ext4 -O fast_commit: an fsync that
+# ext4 can describe in a fast commit writes that one record instead of a jbd2 commit. Left out,
+# with a line saying why, where mkfs.ext4 or the kernel (before Linux 5.10) has no fast commits.
+#
 # Jobs: 4k random overwrite + fdatasync each on a file laid out first (a database's pages);
 # 4k appends + fdatasync each to a fresh file (a log); 1 MiB sequential direct write of SIZE
 # + fsync; 4k direct random write at queue depth 16. Rounds alternate raw and volume; the
@@ -25,7 +30,7 @@
 #
 # Needs root, fio, losetup, mkfs.ext4. Environment: ROUNDS (5), RUNTIME (5 s per timed job),
 # SIZE (1G), COUNT (2000), POOL (loop), VOLSIZE (8G), MNT (defaults), DIRVOL (1), DIRFS (ext4),
-# JOBS (overwrite append seq qd16: which of the timed jobs run). On a kernel without project
+# FASTCOMMIT (1), JOBS (overwrite append seq qd16: which of the timed jobs run). On a kernel without project
 # quotas, tests/vm/run.sh runs it in a VM (docs/bench.md).
 set -Eeu -o pipefail
 trap 'echo "bench/commit.sh: line $LINENO failed: $BASH_COMMAND" >&2' ERR
@@ -38,6 +43,7 @@ VOLSIZE=${VOLSIZE:-8G}
 MNT=${MNT:-defaults}
 DIRVOL=${DIRVOL:-1}
 DIRFS=${DIRFS:-ext4}
+FASTCOMMIT=${FASTCOMMIT:-1}
 JOBS=${JOBS:-overwrite append seq qd16}
 
 [ "$(id -u)" = 0 ] || { echo "bench/commit.sh: needs root" >&2; exit 2; }
@@ -52,6 +58,7 @@ cleanup() {
 	trap - ERR
 	# The volumes first (the file and the directory are in the pool), then the pool.
 	mountpoint -q "$T/vol" && umount "$T/vol"
+	mountpoint -q "$T/fcvol" && umount "$T/fcvol"
 	mountpoint -q "$T/dirvol" && umount "$T/dirvol"
 	for ((i = ${#LOOPS[@]} - 1; i >= 0; i--)); do
 		losetup -d "${LOOPS[i]}"
@@ -121,13 +128,32 @@ project_used() {
 		awk '$1 == "#4242" {print $2, $4; found = 1} END {exit !found}'
 }
 
-mkdir "$pool/raw" "$T/vol"
-truncate -s "$VOLSIZE" "$pool/volume.img"
-voldev=$(attach "$pool/volume.img")
-LOOPS+=("$voldev")
-mkfs.ext4 -q -E lazy_itable_init=1,lazy_journal_init=1 "$voldev"
-mount -o "$MNT" "$voldev" "$T/vol"
+# loop_volume NAME MOUNTPOINT [MKFS OPTIONS...]: a sparse file of the pool behind a loop device,
+# formatted as volplugd formats it (plus the options) and mounted; the device in $LOOP_DEV.
+loop_volume() {
+	truncate -s "$VOLSIZE" "$pool/$1.img"
+	LOOP_DEV=$(attach "$pool/$1.img")
+	LOOPS+=("$LOOP_DEV")
+	mkdir "$2"
+	mkfs.ext4 -q "${@:3}" -E lazy_itable_init=1,lazy_journal_init=1 "$LOOP_DEV" &&
+		mount -o "$MNT" "$LOOP_DEV" "$2"
+}
+mkdir "$pool/raw"
+loop_volume volume "$T/vol"
+voldev=$LOOP_DEV
 targets=(raw volume)
+fcdev=
+fcdesc=
+if [ "$FASTCOMMIT" = 1 ]; then
+	if loop_volume fcvolume "$T/fcvol" -O fast_commit 2>/dev/null &&
+		[ -r "/proc/fs/ext4/$(basename "$LOOP_DEV")/fc_info" ]; then
+		fcdev=$LOOP_DEV
+		targets+=(fcvolume)
+		fcdesc="; fcvolume: the same with -O fast_commit"
+	else
+		fcdesc="; no fast-commit volume: mkfs.ext4 or the kernel has no fast commits"
+	fi
+fi
 dirdesc=
 if [ "$DIRVOL" = 1 ]; then
 	mkdir "$pool/dirvol" "$T/dirvol"
@@ -148,6 +174,7 @@ dir_of() {
 	case $1 in
 	raw) echo "$pool/raw" ;;
 	dirvol) echo "$T/dirvol" ;;
+	fcvolume) echo "$T/fcvol" ;;
 	*) echo "$T/vol" ;;
 	esac
 }
@@ -179,7 +206,7 @@ job_qd16() {
 		--time_based
 }
 
-echo "pool: $pooldesc; volume: ext4 ($MNT) on a loop device ($(dio "$voldev"), 4096-byte blocks) over a sparse $VOLSIZE file$dirdesc"
+echo "pool: $pooldesc; volume: ext4 ($MNT) on a loop device ($(dio "$voldev"), 4096-byte blocks) over a sparse $VOLSIZE file$fcdesc$dirdesc"
 echo "$ROUNDS rounds, ${targets[*]} in turn (each round starts one later), RUNTIME=${RUNTIME}s, SIZE=$SIZE"
 read -r -a jobs <<<"$JOBS"
 for r in $(seq "$ROUNDS"); do
@@ -205,25 +232,24 @@ fi
 median() { sort -g | awk '{v[NR] = $1} END {printf "%.10g\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 med() { awk -v t="$1" -v j="$2" '$1 == t && $2 == j {print $3}' "$T/results" | median; }
 echo
-if [ "$DIRVOL" = 1 ]; then
-	printf '| %-52s | %9s | %9s | %7s | %10s | %7s |\n' "job (median of $ROUNDS)" raw volume ratio "dir volume" ratio
-	printf '|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 54))" ----------- ----------- --------- ------------ ---------
-else
-	printf '| %-52s | %9s | %9s | %7s |\n' "job (median of $ROUNDS)" raw volume ratio
-	printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 54))" ----------- ----------- ---------
-fi
+# The table: raw, then each other target with its ratio to raw.
+head="| $(printf '%-52s' "job (median of $ROUNDS)") | $(printf '%9s' raw) |"
+rule="|$(printf -- '-%.0s' $(seq 54))|-----------|"
+for t in "${targets[@]:1}"; do
+	head+=" $(printf '%10s' "$t") |   ratio |"
+	rule+="------------|---------|"
+done
+echo "$head"
+echo "$rule"
 row() {
-	local raw vol dir
+	local raw line t v
 	raw=$(med raw "$2")
-	vol=$(med volume "$2")
-	if [ "$DIRVOL" = 1 ]; then
-		dir=$(med dirvol "$2")
-		awk -v l="$1" -v a="$raw" -v b="$vol" -v c="$dir" \
-			'BEGIN {printf "| %-52s | %9s | %9s | %6.2fx | %10s | %6.2fx |\n", l, a, b, (a > 0) ? b / a : 0, c, (a > 0) ? c / a : 0}'
-		return
-	fi
-	awk -v l="$1" -v a="$raw" -v b="$vol" \
-		'BEGIN {printf "| %-52s | %9s | %9s | %6.2fx |\n", l, a, b, (a > 0) ? b / a : 0}'
+	line="| $(printf '%-52s' "$1") | $(printf '%9s' "$raw") |"
+	for t in "${targets[@]:1}"; do
+		v=$(med "$t" "$2")
+		line+=$(awk -v a="$raw" -v b="$v" 'BEGIN {printf " %10s | %6.2fx |", b, (a > 0) ? b / a : 0}')
+	done
+	echo "$line"
 }
 for j in "${jobs[@]}"; do
 	case $j in
@@ -236,18 +262,31 @@ done
 
 # ---- per fdatasync: journal commits and flushes on each layer ----
 
+# The loop device of a volume target; "" for the others.
+dev_of() {
+	case $1 in
+	volume) echo "$voldev" ;;
+	fcvolume) echo "$fcdev" ;;
+	esac
+}
+# Fast commits of the ext4 filesystem on a block device ("" without fast commits).
+fast_commits() {
+	awk '$2 == "commits" {print $1; exit}' "/proc/fs/ext4/$(basename "$1")/fc_info" 2>/dev/null
+}
+
 # count TARGET JOB: COUNT fdatasyncs; prints pool commits, pool flushes, volume commits,
-# volume flushes per fdatasync ("-" where not visible).
+# volume fast commits, volume flushes per fdatasync ("-" where not visible).
 count() {
-	local d pc0 pf0 vc0 vf0
+	local d dev pc0 pf0 vc0 vf0 vfc0
 	d=$(dir_of "$1")
 	rm -f "$d/c"
 	if [ "$2" = overwrite ]; then
 		fio --name=lay --directory="$d" --filename=c --rw=write --bs=1M --size=64M >/dev/null
 		sync -f "$d"
 	fi
+	dev=$(dev_of "$1")
 	pc0=$(commits "$pooldev") pf0=$(flushes "$pooldev")
-	vc0=$(commits "$voldev") vf0=$(flushes "$voldev")
+	[ -z "$dev" ] || { vc0=$(commits "$dev") vf0=$(flushes "$dev") vfc0=$(fast_commits "$dev"); }
 	if [ "$2" = overwrite ]; then
 		fio --name=c --directory="$d" --filename=c --rw=randwrite --bs=4k --size=64M \
 			--fdatasync=1 --ioengine=sync --number_ios="$COUNT" >/dev/null
@@ -257,16 +296,16 @@ count() {
 	fi
 	per() { [ -n "$1" ] && awk -v a="$1" -v b="$2" -v n="$COUNT" 'BEGIN {printf "%.2f", (b - a) / n}' || echo -; }
 	echo "$(per "$pc0" "$(commits "$pooldev")") $(per "$pf0" "$(flushes "$pooldev")")" \
-		"$([ "$1" = volume ] && echo "$(per "$vc0" "$(commits "$voldev")") $(per "$vf0" "$(flushes "$voldev")")" || echo "- -")"
+		"$([ -n "$dev" ] && echo "$(per "$vc0" "$(commits "$dev")") $(per "$vfc0" "$(fast_commits "$dev")") $(per "$vf0" "$(flushes "$dev")")" || echo "- - -")"
 	rm -f "$d/c"
 }
 echo
 echo "Per fdatasync, over $COUNT of them:"
-printf '| %-40s | %12s | %12s | %14s | %14s |\n' job "pool commits" "pool flushes" "volume commits" "volume flushes"
-printf '|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 42))" -------------- -------------- ---------------- ----------------
+printf '| %-40s | %12s | %12s | %14s | %12s | %14s |\n' job "pool commits" "pool flushes" "volume commits" "fast commits" "volume flushes"
+printf '|%s|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' $(seq 42))" -------------- -------------- ---------------- -------------- ----------------
 for j in overwrite append; do
 	for t in "${targets[@]}"; do
-		read -r a b c d <<<"$(count "$t" "$j")"
-		printf '| %-40s | %12s | %12s | %14s | %14s |\n' "$j, $t" "$a" "$b" "$c" "$d"
+		read -r a b c f d <<<"$(count "$t" "$j")"
+		printf '| %-40s | %12s | %12s | %14s | %12s | %14s |\n' "$j, $t" "$a" "$b" "$c" "$f" "$d"
 	done
 done
