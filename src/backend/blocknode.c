@@ -495,6 +495,7 @@ int blocknode_stage_defaults(const BackendStage *r, const char **ret_fstype,
 		.ext4_bigalloc = p.ext4_bigalloc,
 		.ext4_cluster_size = p.ext4_cluster_size,
 		.ext4_encryption = p.ext4_encryption,
+		.ext4_fast_commit = p.ext4_fast_commit,
 	};
 	volume_params_done(&p);
 	*ret_fstype = fstype && *fstype ? fstype : BLOCKNODE_DEFAULT_FSTYPE;

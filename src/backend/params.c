@@ -82,6 +82,7 @@ typedef enum Key {
 	K_EXT4_CLUSTER_SIZE,
 	K_FS_GROUP_POLICY,
 	K_EXT4_ENCRYPTION,
+	K_EXT4_FAST_COMMIT,
 	K_INIT_RATE,
 	K_BLOCK_EXPRESS,
 	K_AUTO_IOPS_ON_MODIFY,
@@ -110,6 +111,7 @@ static const char *const key_names[_K_NAMED] = {
 	[K_EXT4_CLUSTER_SIZE] = "ext4ClusterSize",
 	[K_FS_GROUP_POLICY] = "fsGroupChangePolicy",
 	[K_EXT4_ENCRYPTION] = "ext4EncryptionSupport",
+	[K_EXT4_FAST_COMMIT] = "ext4FastCommit",
 	[K_INIT_RATE] = "volumeInitializationRate",
 	[K_BLOCK_EXPRESS] = "blockExpress",
 	[K_AUTO_IOPS_ON_MODIFY] = "allowAutoIOPSIncreaseOnModify",
@@ -121,7 +123,8 @@ static const char *const key_names[_K_NAMED] = {
 	"type, iops, iopsPerGB, allowAutoIOPSPerGBIncrease, throughput, encrypted, kmsKeyId, " \
 	"tagSpecification_N, "                                                                 \
 	"csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "     \
-	"ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport, fsGroupChangePolicy, "          \
+	"ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport, ext4FastCommit, "               \
+	"fsGroupChangePolicy, "                                                                \
 	"volumeInitializationRate, blockExpress, allowAutoIOPSIncreaseOnModify, "              \
 	"blockAttachUntilInitialized, volumeKind"
 
@@ -424,6 +427,8 @@ static int parse_one(Key k, const char *key, const char *value, Parsed *x, char 
 		return parse_bool(key, value, &x->fs.ext4_bigalloc, ret_error);
 	case K_EXT4_ENCRYPTION:
 		return parse_bool(key, value, &x->fs.ext4_encryption, ret_error);
+	case K_EXT4_FAST_COMMIT:
+		return parse_bool(key, value, &x->fs.ext4_fast_commit, ret_error);
 	case K_INIT_RATE: {
 		int r = parse_positive(key, value, &x->init_rate, ret_error);
 		if (r >= 0 && (x->init_rate < INIT_RATE_MIN || x->init_rate > INIT_RATE_MAX))
@@ -606,6 +611,9 @@ static int check_fs_options(const VolumeParams *p, const char *fstype, const Par
 	if (p->ext4_encryption && !ext4)
 		return invalidf(ret_error, "%s: not accepted with fstype %s",
 				key_name(x, K_EXT4_ENCRYPTION), fstype);
+	if (p->ext4_fast_commit && !ext4)
+		return invalidf(ret_error, "%s: not accepted with fstype %s",
+				key_name(x, K_EXT4_FAST_COMMIT), fstype);
 	if (p->bytes_per_inode && !ext)
 		return invalidf(ret_error, "%s: not accepted with fstype %s",
 				key_name(x, K_BYTES_PER_INODE), fstype);
@@ -652,6 +660,7 @@ static void take_fs(VolumeParams *ret, const Parsed *x)
 	ret->ext4_bigalloc = x->fs.ext4_bigalloc;
 	ret->ext4_cluster_size = x->fs.ext4_cluster_size;
 	ret->ext4_encryption = x->fs.ext4_encryption;
+	ret->ext4_fast_commit = x->fs.ext4_fast_commit;
 	ret->fs_group_change_policy = x->fs.fs_group_change_policy;
 	ret->directory = x->fs.directory;
 }
@@ -945,11 +954,13 @@ int volume_params_check_capability(const VolumeParams *p, bool block, const char
 			if (*(const uint32_t *)((const char *)p + opts[i].offset))
 				return invalidf(ret_error, "%s: not accepted for a %s",
 						key_names[opts[i].key], what);
-		if (p->ext4_bigalloc || p->ext4_encryption)
-			return invalidf(
-				ret_error, "%s: not accepted for a %s",
-				key_names[p->ext4_bigalloc ? K_EXT4_BIGALLOC : K_EXT4_ENCRYPTION],
-				what);
+		Key flag = p->ext4_bigalloc	 ? K_EXT4_BIGALLOC
+			   : p->ext4_encryption	 ? K_EXT4_ENCRYPTION
+			   : p->ext4_fast_commit ? K_EXT4_FAST_COMMIT
+						 : _K_NAMED;
+		if (flag != _K_NAMED)
+			return invalidf(ret_error, "%s: not accepted for a %s", key_names[flag],
+					what);
 		if (p->directory && p->fstype[0])
 			return invalidf(ret_error,
 					"%s: not accepted for a %s (its filesystem is the pool's)",
@@ -1004,6 +1015,8 @@ int volume_params_to_kv(const VolumeParams *p, VolumeParamsScope scope, ParamKV 
 	kv_add_u32(&kv, &n, K_EXT4_CLUSTER_SIZE, p->ext4_cluster_size);
 	if (p->ext4_encryption)
 		kv_add(&kv, &n, key_names[K_EXT4_ENCRYPTION], xstrdup("true"));
+	if (p->ext4_fast_commit)
+		kv_add(&kv, &n, key_names[K_EXT4_FAST_COMMIT], xstrdup("true"));
 	if (p->fs_group_change_policy != FS_GROUP_CHANGE_POLICY_UNSET)
 		kv_add(&kv, &n, key_names[K_FS_GROUP_POLICY],
 		       xstrdup(fs_group_change_policy_to_string(p->fs_group_change_policy)));
@@ -1058,6 +1071,7 @@ bool volume_params_equal(const VolumeParams *a, const VolumeParams *b)
 	    a->number_of_inodes != b->number_of_inodes || a->ext4_bigalloc != b->ext4_bigalloc ||
 	    a->ext4_cluster_size != b->ext4_cluster_size ||
 	    a->ext4_encryption != b->ext4_encryption ||
+	    a->ext4_fast_commit != b->ext4_fast_commit ||
 	    a->fs_group_change_policy != b->fs_group_change_policy ||
 	    a->directory != b->directory || a->n_tags != b->n_tags)
 		return false;

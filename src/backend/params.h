@@ -16,6 +16,7 @@
  * "false"), kmsKeyId (with encrypted "true"), tagSpecification_N
  * ("key=value"), csi.storage.k8s.io/fstype (ext2, ext3, ext4, xfs), blockSize, inodeSize,
  * bytesPerInode, numberOfInodes, ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport,
+ * ext4FastCommit (volplug's own, not the EBS driver's: mkfs.ext4 -O fast_commit),
  * fsGroupChangePolicy (Always, OnRootMismatch), volumeInitializationRate (100-300 MiB/s);
  * allowAutoIOPSIncreaseOnModify and blockAttachUntilInitialized at "false" only (the message
  * of "true" says why). Ignored, as the EBS driver does: every other csi.storage.k8s.io/ key (the
@@ -37,11 +38,12 @@
  * size, while a StorageClass that asks for st1 gets the answer EBS would give. Sizes count in whole
  * GiB, rounded up, as EBS allocates them.
  *
- * The filesystem options are checked against the fstype (ext2/ext3: no ext4BigAlloc or
- * ext4ClusterSize; xfs: no bytesPerInode, numberOfInodes, ext4BigAlloc, ext4ClusterSize) and
- * travel to the node in the volume context; mkfs gets them there. The fstype usually comes in
- * the volume capability (external-provisioner moves csi.storage.k8s.io/fstype there), so
- * CreateVolume calls volume_params_check_capability() after volume_params_parse().
+ * The filesystem options are checked against the fstype (ext2/ext3: no ext4BigAlloc,
+ * ext4ClusterSize, ext4EncryptionSupport or ext4FastCommit; xfs: none of those, nor
+ * bytesPerInode or numberOfInodes) and travel to the node in the volume context; mkfs gets
+ * them there. The fstype usually comes in the volume capability (external-provisioner moves
+ * csi.storage.k8s.io/fstype there), so CreateVolume calls volume_params_check_capability()
+ * after volume_params_parse().
  *
  * Functions taking `char **ret_error` set it on failure only, to a message for the client
  * (caller frees); it may be NULL. */
@@ -90,6 +92,7 @@ typedef struct VolumeParams {
 	bool ext4_bigalloc;
 	uint32_t ext4_cluster_size; /* bytes; needs ext4_bigalloc */
 	bool ext4_encryption;	    /* ext4 made with the encrypt feature (fscrypt) */
+	bool ext4_fast_commit;	    /* ext4 made with the fast_commit journal feature */
 	FsGroupChangePolicy fs_group_change_policy;
 	/* volumeKind: directory: a directory of the pool's filesystem with a project quota at
 	 * the volume's size, not a device (the pool only; filesystem volumes only) */

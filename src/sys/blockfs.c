@@ -308,6 +308,7 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 				  : opt.ext4_bigalloc	  ? "ext4_bigalloc"
 				  : opt.ext4_cluster_size ? "ext4_cluster_size"
 				  : opt.ext4_encryption	  ? "ext4_encryption"
+				  : opt.ext4_fast_commit  ? "ext4_fast_commit"
 							  : NULL;
 		if (bad) {
 			SET_ERROR(ret_error, "%s is not supported for xfs", bad);
@@ -324,11 +325,14 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 		}
 	} else {
 		bool ext4 = streq(fstype, "ext4");
-		if ((opt.ext4_bigalloc || opt.ext4_cluster_size || opt.ext4_encryption) && !ext4) {
+		if ((opt.ext4_bigalloc || opt.ext4_cluster_size || opt.ext4_encryption ||
+		     opt.ext4_fast_commit) &&
+		    !ext4) {
 			SET_ERROR(ret_error, "%s requires ext4",
 				  opt.ext4_bigalloc	  ? "ext4_bigalloc"
 				  : opt.ext4_cluster_size ? "ext4_cluster_size"
-							  : "ext4_encryption");
+				  : opt.ext4_encryption	  ? "ext4_encryption"
+							  : "ext4_fast_commit");
 			return -EINVAL;
 		}
 		if (opt.ext4_cluster_size && !opt.ext4_bigalloc) {
@@ -360,6 +364,10 @@ int blockfs_mkfs(const char *dev, const char *fstype, const BlockfsMkfsOptions *
 		if (opt.ext4_encryption) {
 			args[n++] = "-O";
 			args[n++] = "encrypt";
+		}
+		if (opt.ext4_fast_commit) {
+			args[n++] = "-O";
+			args[n++] = "fast_commit";
 		}
 	}
 	args[n++] = dev;

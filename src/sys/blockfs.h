@@ -59,6 +59,7 @@ typedef struct BlockfsMkfsOptions {
 	uint32_t ext4_cluster_size; /* ext4 -C, requires bigalloc */
 	const char *uuid;	    /* ext -U, xfs -m uuid= (NULL: a random one) */
 	bool ext4_encryption;	    /* ext4 -O encrypt (fscrypt) */
+	bool ext4_fast_commit;	    /* ext4 -O fast_commit (Linux 5.10+ mounts it) */
 } BlockfsMkfsOptions;
 
 /* Makes a filesystem of fstype ("ext2", "ext3", "ext4", "xfs") on dev. Never forces: the

@@ -909,6 +909,30 @@ def test_upstream_storageclass_parameters(ctx):
                        row(C.INVALID_ARGUMENT, wait[:100])])
 
 
+def test_ext4_fast_commit(ctx):
+    """volplug's own ext4FastCommit: to the node in the volume context and, for a repeated
+    CreateVolume, in the volume's tags (the same volume, not ALREADY_EXISTS); ext4 only."""
+    cloud = SimCloud(ctx)
+    d = ebs_daemon(ctx, cloud)
+    params = {"csi.storage.k8s.io/fstype": "ext4", "ext4FastCommit": "true"}
+    v = create(d, "fc", params=params)
+    assert dict(v.volume_context) == params, v.volume_context
+    tags = cloud.volume(v.volume_id)["tags"]
+    assert tags["volplug.io/parameters"] == \
+        "csi.storage.k8s.io/fstype=ext4 ext4FastCommit=true", tags
+    again = create(d, "fc", params=params)
+    assert again.volume_id == v.volume_id, again
+    expect(d, C.ALREADY_EXISTS, "CreateVolume",
+           create_request("fc", params={"csi.storage.k8s.io/fstype": "ext4"}),
+           "volume 'fc' exists with other parameters")
+    msg = expect(d, C.INVALID_ARGUMENT, "CreateVolume",
+                 create_request("fc-xfs", params=dict(params, **{
+                     "csi.storage.k8s.io/fstype": "xfs"}), cap=XFS),
+                 "ext4FastCommit: not accepted with fstype xfs")
+    assert [x["id"] for x in cloud.live_volumes()] == [v.volume_id], cloud.volumes()
+    return row(C.INVALID_ARGUMENT, msg[:100])
+
+
 def test_fault_zone_the_region_lacks(ctx):
     cloud = SimCloud(ctx)
     d = ebs_daemon(ctx, cloud)
@@ -1032,6 +1056,7 @@ TESTS = [on_sim(fn) for fn in COMMON] + [
     test_fault_500_after_attach,
     test_fault_kill_between_attach_and_wait,
     test_upstream_storageclass_parameters,
+    test_ext4_fast_commit,
     test_expand_within_a_short_deadline,
     test_multi_attach,
     test_probe_asks_ec2,

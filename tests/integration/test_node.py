@@ -367,6 +367,59 @@ def test_mkfs_options_from_storage_class(ctx):
                    match="bytesPerInode")
 
 
+def fs_features(dev):
+    """The words of dumpe2fs -h's "Filesystem features:" line."""
+    sb = tool("dumpe2fs", "-h", dev)
+    m = re.search(r"^Filesystem features:\s+(.*)$", sb, re.M)
+    assert m, sb
+    return m.group(1).split()
+
+
+@node_test
+def test_ext4_fast_commit_from_storage_class(ctx):
+    d = ctx.daemon()
+    fast = Vol(ctx, d, "fast", 64 * MiB, mount_cap("ext4"),
+               params={"csi.storage.k8s.io/fstype": "ext4", "ext4FastCommit": "true"})
+    assert fast.context.get("ext4FastCommit") == "true", fast.context
+    plain = Vol(ctx, d, "plain", 64 * MiB, mount_cap("ext4"),
+                params={"csi.storage.k8s.io/fstype": "ext4"})
+    assert "ext4FastCommit" not in plain.context, plain.context
+    try:
+        fast.stage()
+        plain.stage()
+        features = fs_features(fast.device())
+        assert "fast_commit" in features and "has_journal" in features, features
+        assert "fast_commit" not in fs_features(plain.device()), fs_features(plain.device())
+        # The kernel mounted it read-write and takes an append + fdatasync.
+        assert "rw" in mount_at(fast.staging)["vfs"], mount_at(fast.staging)
+        target = fast.publish()
+        path = os.path.join(target, "log")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            for _ in range(16):
+                os.write(fd, b"x" * 4096)
+                os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        assert os.path.getsize(path) == 16 * 4096
+        # The kernel's own count: the fdatasyncs were fast commits, not full jbd2 commits.
+        with open("/proc/fs/ext4/%s/fc_info" % os.path.basename(fast.device())) as f:
+            fc_info = f.read()
+        commits = int(re.search(r"^(\d+) commits$", fc_info, re.M).group(1))
+        assert commits > 0, fc_info
+    finally:
+        safely(fast.teardown, plain.teardown)
+    tool("e2fsck", "-fn", fast.data)
+
+    # Only ext4 has fast commits: with xfs it never reaches mkfs.
+    d.expect_error(grpc.StatusCode.INVALID_ARGUMENT, "CreateVolume", name="fast-xfs",
+                   capacity_range={"required_bytes": XFS_MIN},
+                   volume_capabilities=[mount_cap("xfs")],
+                   parameters={"csi.storage.k8s.io/fstype": "xfs", "ext4FastCommit": "true"},
+                   match="ext4FastCommit: not accepted with fstype xfs")
+    return "%d fast commits for 16 appends" % commits
+
+
 @node_test
 def test_existing_filesystem_is_never_reformatted(ctx):
     d = ctx.daemon()
@@ -1542,6 +1595,7 @@ def test_unstage_with_a_symlinked_node_lock_says_damaged(ctx):
 
 if __name__ == "__main__":
     run([test_lifecycle_ext4, test_lifecycle_xfs, test_mkfs_options_from_storage_class,
+         test_ext4_fast_commit_from_storage_class,
          test_existing_filesystem_is_never_reformatted, test_mount_flags_and_read_only_publish,
          test_raw_block_volume, test_access_modes_on_the_pools_node,
          test_idempotency_and_conflicts, test_bad_paths_are_refused,

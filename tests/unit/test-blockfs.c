@@ -49,6 +49,23 @@ static bool dumpe2fs_has(const char *dev, const char *text)
 	return sh(cmd, &out) == 0 && out && strstr(out, text);
 }
 
+/* Whether name is one of the words of dumpe2fs -h's "Filesystem features:" line. */
+static bool dumpe2fs_feature(const char *dev, const char *name)
+{
+	_cleanup_free_ char *cmd = xasprintf("dumpe2fs -h %s 2>/dev/null", dev), *out = NULL;
+	if (sh(cmd, &out) != 0 || !out)
+		return false;
+	const char *line = strstr(out, "\nFilesystem features:");
+	if (!line)
+		return false;
+	line += strlen("\nFilesystem features:");
+	size_t len = strcspn(line, "\n"), nlen = strlen(name);
+	for (const char *p = line; (p = strstr(p, name)) && p < line + len; p += nlen)
+		if (p[-1] == ' ' && (p[nlen] == ' ' || p[nlen] == '\n'))
+			return true;
+	return false;
+}
+
 /* Whether CAP_SYS_RESOURCE is effective: ext4's online resize needs it. */
 static bool has_cap_sys_resource(void)
 {
@@ -107,6 +124,8 @@ static void test_probe_and_mkfs_ext4(void)
 	is_int(size, 64 * MiB, "filesystem fills the 64 MiB device");
 	is_int(unit, 1024, "unit is the block size");
 	is_int(blockfs_needs_resize(dev, NULL, "ext4", &err), 0, "no resize needed");
+	ok(dumpe2fs_feature(dev, "has_journal") && !dumpe2fs_feature(dev, "fast_commit"),
+	   "journal without fast commit by default");
 
 	/* xfs refuses to write over it on its own; we never pass -f. */
 	is_int(blockfs_mkfs(dev, "xfs", NULL, &err), -EIO, "mkfs.xfs over ext4 fails");
@@ -132,6 +151,22 @@ static void test_probe_and_mkfs_ext4(void)
 	is_int(dumpe2fs_value(dev, "Cluster size"), 65536, "cluster size 65536");
 	is_int(blockfs_get_size(dev, NULL, "ext4", &size, &unit, &err), 0, "get_size");
 	is_int(unit, 65536, "unit is the cluster");
+	ok(!dumpe2fs_feature(dev, "fast_commit"), "no fast commit unless asked");
+
+	o = (BlockfsMkfsOptions){.ext4_fast_commit = true};
+	is_int(blockfs_mkfs(dev, "ext4", &o, &err), 0, "mkfs.ext4 -O fast_commit (%s)", err ?: "");
+	ok(dumpe2fs_feature(dev, "fast_commit"), "fast_commit feature");
+	ok(dumpe2fs_feature(dev, "has_journal"), "beside the journal");
+	/* one -O per feature: mke2fs takes them all */
+	o = (BlockfsMkfsOptions){.ext4_bigalloc = true,
+				 .ext4_cluster_size = 65536,
+				 .ext4_encryption = true,
+				 .ext4_fast_commit = true};
+	is_int(blockfs_mkfs(dev, "ext4", &o, &err), 0,
+	       "mkfs.ext4 -O bigalloc -C 65536 -O encrypt -O fast_commit (%s)", err ?: "");
+	ok(dumpe2fs_feature(dev, "bigalloc") && dumpe2fs_feature(dev, "encrypt") &&
+		   dumpe2fs_feature(dev, "fast_commit"),
+	   "bigalloc, encrypt and fast_commit together");
 
 	/* Invalid combinations: -EINVAL with a message naming the option. */
 	struct {
@@ -143,6 +178,9 @@ static void test_probe_and_mkfs_ext4(void)
 		{"xfs", {.number_of_inodes = 100}, "number_of_inodes"},
 		{"xfs", {.ext4_bigalloc = true}, "ext4_bigalloc"},
 		{"ext3", {.ext4_bigalloc = true}, "ext4_bigalloc"},
+		{"xfs", {.ext4_fast_commit = true}, "ext4_fast_commit"},
+		{"ext3", {.ext4_fast_commit = true}, "ext4_fast_commit"},
+		{"ext2", {.ext4_fast_commit = true}, "ext4_fast_commit"},
 		{"ext4", {.ext4_cluster_size = 65536}, "ext4_cluster_size"},
 		{"ext4", {.block_size = 1000}, "block_size"},
 		{"xfs", {.inode_size = 300}, "inode_size"},

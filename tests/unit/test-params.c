@@ -70,9 +70,9 @@ static void test_create(void)
 	       "parameter 'foo' is not supported (known: type, iops, iopsPerGB, "
 	       "allowAutoIOPSPerGBIncrease, throughput, encrypted, kmsKeyId, tagSpecification_N, "
 	       "csi.storage.k8s.io/fstype, blockSize, inodeSize, bytesPerInode, numberOfInodes, "
-	       "ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport, fsGroupChangePolicy, "
-	       "volumeInitializationRate, blockExpress, allowAutoIOPSIncreaseOnModify, "
-	       "blockAttachUntilInitialized, volumeKind)",
+	       "ext4BigAlloc, ext4ClusterSize, ext4EncryptionSupport, ext4FastCommit, "
+	       "fsGroupChangePolicy, volumeInitializationRate, blockExpress, "
+	       "allowAutoIOPSIncreaseOnModify, blockAttachUntilInitialized, volumeKind)",
 	       "unknown key: the message names it and lists the known ones");
 
 	ParamKV enc[] = {P("encrypted", "true"), P("kmsKeyId", "alias/volumes")};
@@ -627,6 +627,80 @@ static void test_modify(void)
 	volume_params_done(&cur);
 }
 
+/* ext4FastCommit: volplug's own, mkfs.ext4 -O fast_commit, ext4 only, carried as the other
+ * mkfs options are. */
+static void test_ext4_fast_commit(void)
+{
+	ParamKV on[] = {P("csi.storage.k8s.io/fstype", "ext4"), P("ext4FastCommit", "true")};
+	is_int(parse(on, N(on), GiB), 0, "ext4FastCommit \"true\": accepted");
+	ok(vp.ext4_fast_commit, "ext4FastCommit: recorded for mkfs");
+	is_int(volume_params_check_capability(&vp, false, "ext4", &err), 0,
+	       "ext4FastCommit with an ext4 mount: success");
+
+	ParamKV *kv = NULL;
+	size_t n = 0;
+	volume_params_to_kv(&vp, VOLUME_PARAMS_NODE, &kv, &n);
+	is_str(kv_get(kv, n, "ext4FastCommit"), "true", "it travels to the node");
+	VolumeParams back = {};
+	_cleanup_free_ char *e = NULL;
+	is_int(volume_params_load(kv, n, &back, &e), 0, "the volume context loads back");
+	ok(back.ext4_fast_commit, "with fast commit");
+	volume_params_done(&back);
+	param_kv_free_many(kv, n);
+
+	volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &kv, &n);
+	is_str(kv_get(kv, n, "ext4FastCommit"), "true", "kept with the volume's parameters");
+	is_int(volume_params_load(kv, n, &back, &e), 0, "the stored form loads back");
+	ok(volume_params_equal(&vp, &back), "the round trip gives equal parameters");
+	back.ext4_fast_commit = false;
+	ok(!volume_params_equal(&vp, &back), "with and without fast commit are not equal");
+	volume_params_done(&back);
+	param_kv_free_many(kv, n);
+
+	ParamKV off[] = {P("csi.storage.k8s.io/fstype", "ext4"), P("EXT4FASTCOMMIT", "false")};
+	is_int(parse(off, N(off), GiB), 0, "ext4FastCommit \"false\": accepted");
+	ok(!vp.ext4_fast_commit, "ext4FastCommit \"false\": off");
+	volume_params_to_kv(&vp, VOLUME_PARAMS_ALL, &kv, &n);
+	ok(!kv_get(kv, n, "ext4FastCommit"), "off, the default, is left out");
+	param_kv_free_many(kv, n);
+
+	is_str(parse_error1("ext4FastCommit", "yes", GiB),
+	       "ext4FastCommit: wanted \"true\" or \"false\", got 'yes'",
+	       "bad ext4FastCommit: message names the key");
+
+	ParamKV xfs[] = {P("csi.storage.k8s.io/fstype", "xfs"), P("ext4FastCommit", "true")};
+	is_int(parse(xfs, N(xfs), GiB), -EINVAL, "ext4FastCommit with fstype xfs: -EINVAL");
+	is_str(err, "ext4FastCommit: not accepted with fstype xfs", "with xfs: message");
+	ParamKV ext3[] = {P("csi.storage.k8s.io/fstype", "ext3"), P("ext4FastCommit", "true")};
+	is_int(parse(ext3, N(ext3), GiB), -EINVAL, "ext4FastCommit with fstype ext3: -EINVAL");
+	is_str(err, "ext4FastCommit: not accepted with fstype ext3", "with ext3: message");
+
+	/* the fstype from the volume capability */
+	ParamKV bare[] = {P("ext4FastCommit", "true")};
+	is_int(parse(bare, N(bare), GiB), 0, "ext4FastCommit without an fstype: accepted");
+	is_int(volume_params_check_capability(&vp, false, "xfs", &err), -EINVAL,
+	       "with an xfs capability: -EINVAL");
+	is_str(err, "ext4FastCommit: not accepted with fstype xfs", "xfs capability: message");
+	free(err);
+	err = NULL;
+	is_int(volume_params_check_capability(&vp, false, "ext2", &err), -EINVAL,
+	       "with an ext2 capability: -EINVAL");
+	is_str(err, "ext4FastCommit: not accepted with fstype ext2", "ext2 capability: message");
+	free(err);
+	err = NULL;
+	is_int(volume_params_check_capability(&vp, true, "", &err), -EINVAL,
+	       "with a block capability: -EINVAL");
+	is_str(err, "ext4FastCommit: not accepted for a block volume", "block: message");
+	free(err);
+	err = NULL;
+	ParamKV dir[] = {P("volumeKind", "directory"), P("ext4FastCommit", "true")};
+	is_int(parse(dir, N(dir), GiB), 0, "with volumeKind directory: parsed");
+	is_int(volume_params_check_capability(&vp, false, "", &err), -EINVAL,
+	       "for a directory volume: -EINVAL");
+	is_str(err, "ext4FastCommit: not accepted for a directory volume (no filesystem is made)",
+	       "directory: message");
+}
+
 /* The keys of the AWS EBS CSI driver's StorageClasses: each accepted with its meaning there, or
  * refused saying why and what to write instead. */
 static void test_upstream_keys(void)
@@ -815,6 +889,7 @@ int main(void)
 	test_modify();
 	test_sizes();
 	test_upstream_keys();
+	test_ext4_fast_commit();
 	test_limits_match_simulator();
 	volume_params_done(&vp);
 	free(err);

@@ -306,6 +306,7 @@ static void node_params_decode(const char *s, VolumeParams *p)
 	p->ext4_bigalloc = node.ext4_bigalloc;
 	p->ext4_cluster_size = node.ext4_cluster_size;
 	p->ext4_encryption = node.ext4_encryption;
+	p->ext4_fast_commit = node.ext4_fast_commit;
 	p->fs_group_change_policy = node.fs_group_change_policy;
 	volume_params_done(&node);
 }
