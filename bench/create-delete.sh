@@ -5,7 +5,9 @@
 # the pools and hostpath's state live: "root" (a directory of /tmp's filesystem, default),
 # "ext4" or "xfs" (a fresh loop filesystem, with its journal), "tmpfs" (no disk: what is left
 # without the flushes). FSYNCS=1 first counts, with strace, the fsync calls per pair of each
-# volplugd binary (and on ext4 the journal commits). docs/bench.md, Controller.
+# volplugd binary (and on ext4 the journal commits). Beside the rates, the CPU time each
+# server spent per pair (user + system, from /proc/PID/stat over the round): what a pair costs
+# whatever the neighbours' load, which moves the rates. docs/bench.md, Controller.
 #
 # Needs root for the loop filesystems and tmpfs. Environment: BUILD (default build), BEFORE,
 # HOSTPATHPLUGIN, POOL_FS, ROUNDS (5), DURATION per round (4s), FSYNCS (0; counted over 200
@@ -82,34 +84,50 @@ if [ "$FSYNCS" = 1 ]; then
 	done
 fi
 
+declare -A server_pid
 for d in "${drivers[@]}"; do
 	if [ "$d" = hostpath ]; then
 		mkdir -p "$WHERE/hostpath-state"
 		"$HOSTPATHPLUGIN" --endpoint "unix://$BENCH_TMP/hostpath.sock" --nodeid bench-node \
 			--drivername hostpath.csi.k8s.io --statedir "$WHERE/hostpath-state" \
 			>"$BENCH_TMP/hostpath.log" 2>&1 &
+		server_pid[$d]=$!
 		echo $! >>"$BENCH_TMP/pids"
 		wait_socket "$BENCH_TMP/hostpath.sock" || { cat "$BENCH_TMP/hostpath.log" >&2; exit 1; }
 	else
-		start "$d" "$(binary "$d")" >/dev/null
+		server_pid[$d]=$(start "$d" "$(binary "$d")")
 	fi
 done
+# CPU ticks (user + system) a process has used.
+cpu_ticks() { awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
 for r in $(seq "$ROUNDS"); do
 	for c in 1 16; do
 		for d in "${drivers[@]}"; do
-			pair "$d" "$c" --duration "$DURATION" --warmup 20 |
-				awk -v r="$r" 'NR > 1 && $2 == "CreateVolume" {print r, $1, $3, $6}' \
-					>>"$BENCH_TMP/rounds"
+			t0=$(cpu_ticks "${server_pid[$d]}")
+			pair "$d" "$c" --duration "$DURATION" --warmup 20 >"$BENCH_TMP/row"
+			t1=$(cpu_ticks "${server_pid[$d]}")
+			# the CPU of the 20 untimed pairs too
+			awk -v r="$r" -v t=$((t1 - t0)) -v hz="$hz" 'NR > 1 && $2 == "CreateVolume" {
+				print r, $1, $3, $6, t * 1e6 / hz / ($4 + 20) }' \
+				"$BENCH_TMP/row" >>"$BENCH_TMP/rounds"
 		done
 	done
 done
-echo "create+delete pairs/s on $POOL_FS, $ROUNDS rounds of $DURATION: median (slowest-fastest)"
-for c in 1 16; do
-	line="  $c client(s):"
-	for d in "${drivers[@]}"; do
-		line+=$(awk -v d="$d" -v c="$c" '$2 == d && $3 == c {print $4}' "$BENCH_TMP/rounds" |
-			sort -n | awk -v d="$d" '{a[NR] = $1} END {
-				printf " %s %d (%d-%d)", d, a[int((NR + 1) / 2)], a[1], a[NR] }')
+# summary FIELD: per client count and driver, the median of that field over the rounds.
+summary() {
+	local c d line
+	for c in 1 16; do
+		line="  $c client(s):"
+		for d in "${drivers[@]}"; do
+			line+=$(awk -v d="$d" -v c="$c" -v f="$1" '$2 == d && $3 == c {print $f}' \
+				"$BENCH_TMP/rounds" | sort -n | awk -v d="$d" '{a[NR] = $1} END {
+					printf " %s %d (%d-%d)", d, a[int((NR + 1) / 2)], a[1], a[NR] }')
+		done
+		echo "$line"
 	done
-	echo "$line"
-done
+}
+echo "create+delete pairs/s on $POOL_FS, $ROUNDS rounds of $DURATION: median (slowest-fastest)"
+summary 4
+echo "server CPU per pair (us, user + system): median (least-most)"
+summary 5
