@@ -1046,6 +1046,27 @@ def test_loop_device_made_by_hand_keeps_the_volume(ctx):
     assert_pool_clean(d.pool, volumes=0)
 
 
+def traced_deletes(ctx, name, n, syscalls):
+    """Makes n volumes on a daemon run under strace (the syscalls named) and deletes them:
+    the trace lines of the deletes alone, and the daemon."""
+    d = ctx.daemon(start=False)
+    trace = os.path.join(d.dir, "strace")
+    argv = d.argv
+    d.argv = lambda: ["strace", "-f", "-qq", "-o", trace, "-e", "trace=" + syscalls] + argv()
+    d.start()
+    ids = [create(d, "pvc-%s-%d" % (name, i), MIB).volume_id for i in range(n)]
+    with open(trace) as f:
+        start = len(f.readlines())
+    for vid in ids:
+        d.call("DeleteVolume", volume_id=vid)
+    with open(trace) as f:
+        lines = f.readlines()[start:]
+    for child in open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split():
+        os.kill(int(child), signal.SIGTERM)
+    d.proc.wait(30)
+    return lines, d
+
+
 def test_delete_reads_only_bound_loop_devices(ctx):
     """DeleteVolume asks the kernel which loop devices have a capacity (/proc/partitions), not
     every loop device in turn: counted with strace, it opens the sysfs files of none that is
@@ -1057,24 +1078,27 @@ def test_delete_reads_only_bound_loop_devices(ctx):
                if n.startswith("loop") and not os.path.exists("/sys/block/%s/loop" % n)]
     if not unbound:
         raise Skip("no unbound loop device (%s was taken meanwhile)" % spare)
-    d = ctx.daemon(start=False)
-    trace = os.path.join(d.dir, "strace")
-    argv = d.argv
-    d.argv = lambda: ["strace", "-f", "-qq", "-o", trace, "-e", "trace=open,openat,openat2"] + argv()
-    d.start()
-    ids = [create(d, "pvc-scan-%d" % i, MIB).volume_id for i in range(4)]
-    with open(trace) as f:
-        start = len(f.readlines())
-    for vid in ids:
-        d.call("DeleteVolume", volume_id=vid)
-    with open(trace) as f:
-        opened = [line for line in f.readlines()[start:] if '"/sys/block/' in line]
-    for child in open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split():
-        os.kill(int(child), signal.SIGTERM)
-    d.proc.wait(30)
+    lines, _ = traced_deletes(ctx, "scan", 4, "open,openat,openat2")
+    opened = [line for line in lines if '"/sys/block/' in line]
     mine = [line for line in opened if any('/sys/block/%s/' % n in line for n in unbound)]
     assert mine == [], "%d opens of unbound loop devices, the first: %s" % (len(mine), mine[0])
     return "%d unbound loop devices; 4 deletes opened %d sysfs files" % (len(unbound), len(opened))
+
+
+def test_delete_opens_no_whole_reserve_nor_absent_records(ctx):
+    """After a delete the pool's reserve is checked with one stat, not opened, when it is whole
+    (nearly always); the Flexvolume records, which a daemon that never served a Flexvolume
+    does not have, are looked for once a delete, not three times. Counted with strace."""
+    if not is_root() or not shutil.which("strace"):
+        raise Skip("needs root and strace")
+    lines, d = traced_deletes(ctx, "reserve", 4, "open,openat,openat2,newfstatat,faccessat2")
+    reserve = os.path.join(d.pool, "reserve")
+    assert os.path.getsize(reserve) > 0, "the reserve is whole"
+    opens = [line for line in lines if line.split()[1].startswith("open")]
+    assert not [line for line in opens if '"reserve"' in line or reserve in line], opens
+    flex = [line for line in lines if '/flex"' in line]
+    assert len(flex) <= 4, "%d looks for the Flexvolume records in 4 deletes: %s" % (len(flex), flex)
+    return "4 deletes: %d opens, %d looks for the Flexvolume records" % (len(opens), len(flex))
 
 
 # Snapshots
@@ -1575,6 +1599,7 @@ if __name__ == "__main__":
          test_damaged_volume_is_listed_counted_and_deletable,
          test_damaged_volume_with_a_loop_device_is_not_deleted,
          test_loop_device_made_by_hand_keeps_the_volume, test_delete_reads_only_bound_loop_devices,
+         test_delete_opens_no_whole_reserve_nor_absent_records,
          test_delete_that_cannot_finish_says_so,
          test_leftovers_that_cannot_be_removed_are_counted_honestly,
          test_delete_that_stops_half_way_says_what_is_left,

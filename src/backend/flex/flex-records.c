@@ -384,6 +384,9 @@ bool flex_records_know(const FlexRecords *s, const char *volume_id)
 {
 	static const FlexRecordKind by_id[] = {FLEX_RECORD_VOLUME, FLEX_RECORD_STAGED};
 
+	/* No records at all (a daemon that never served a Flexvolume): one look, not three. */
+	if (faccessat(AT_FDCWD, s->dir, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+		return false;
 	for (size_t i = 0; i < ELEMENTSOF(by_id); i++) {
 		FlexRecord *rec = NULL;
 		int r = flex_record_load(s, by_id[i], volume_id, NULL, &rec);
