@@ -1101,6 +1101,20 @@ def test_delete_opens_no_whole_reserve_nor_absent_records(ctx):
     return "4 deletes: %d opens, %d looks for the Flexvolume records" % (len(opens), len(flex))
 
 
+def test_delete_reads_a_volume_directory_once(ctx):
+    """The look that checks a volume's directory can all be removed, before the rename, notes
+    the files it holds; after the rename they are unlinked by name, not read again (two
+    getdents64 a delete: the check's, till the end of the directory). Counted with strace."""
+    if not is_root() or not shutil.which("strace"):
+        raise Skip("needs root and strace")
+    lines, d = traced_deletes(ctx, "once", 4, "getdents64,unlinkat")
+    reads = [line for line in lines if line.split()[1].startswith("getdents64")]
+    unlinks = [line for line in lines if line.split()[1].startswith("unlinkat")]
+    assert len(reads) <= 8, "%d directory reads in 4 deletes" % len(reads)
+    assert on_disk(d.pool, "volumes") == [] and listdir(d.pool, "tmp") == []
+    return "4 deletes: %d directory reads, %d unlinks" % (len(reads), len(unlinks))
+
+
 # Snapshots
 
 
@@ -1600,6 +1614,7 @@ if __name__ == "__main__":
          test_damaged_volume_with_a_loop_device_is_not_deleted,
          test_loop_device_made_by_hand_keeps_the_volume, test_delete_reads_only_bound_loop_devices,
          test_delete_opens_no_whole_reserve_nor_absent_records,
+         test_delete_reads_a_volume_directory_once,
          test_delete_that_cannot_finish_says_so,
          test_leftovers_that_cannot_be_removed_are_counted_honestly,
          test_delete_that_stops_half_way_says_what_is_left,

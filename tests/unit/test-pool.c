@@ -17,6 +17,7 @@
 #include "fileio.h"
 #include "loopdev.h"
 #include "pool.h"
+#include "pool-internal.h"
 #include "scratch.h"
 #include "tap.h"
 
@@ -434,6 +435,59 @@ static void test_delete(void)
 	is_int(pool_volume_inspect(p, id_of("del-damaged"), &v, &damage), -ENOENT, "gone");
 	pool_volume_found_done(&found);
 	pool_close(p);
+}
+
+/* An object directory of the three files a volume holds, below tmp-like dir "where"; an open
+ * fd of it. */
+static int files_dir(int where_fd, const char *name)
+{
+	static const char *const files[] = {"meta.json", "data", "node.lock"};
+
+	if (mkdirat(where_fd, name, 0700) < 0)
+		return -1;
+	int fd = openat(where_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (size_t i = 0; fd >= 0 && i < ELEMENTSOF(files); i++)
+		close(openat(fd, files[i], O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+	return fd;
+}
+
+/* What the delete's check notes is removed without a second look; whatever changed since is
+ * left to the whole walk, which removes the pool's leftovers and names what is in the way. */
+static void test_tree_remove_files(void)
+{
+	_cleanup_free_ char *where = scratch_mkdir("tree-files");
+	_cleanup_close_ int wfd = open(where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_free_ char *why = NULL;
+	PoolTreeFiles files;
+
+	_cleanup_close_ int a = files_dir(wfd, "a");
+	is_int(pool_tree_check_files(wfd, "a", "tmp", &files, &why), 0, "the check passes");
+	ok(files.flat && files.n == 3, "and notes 3 files (%zu)", files.n);
+	is_int(pool_tree_remove_files(wfd, "a", a, &files, "tmp", &why), 0, "removed by name");
+	ok(faccessat(wfd, "a", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT, "gone");
+
+	_cleanup_close_ int b = files_dir(wfd, "b");
+	is_int(pool_tree_check_files(wfd, "b", "tmp", &files, &why), 0, "checked");
+	/* A directory in place of data since the check: the pool's leftover, removed whole. */
+	ok(unlinkat(b, "data", 0) == 0 && mkdirat(b, "data", 0700) == 0 &&
+		   close(openat(b, "data/x", O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) == 0,
+	   "data is now a directory holding a file");
+	is_int(pool_tree_remove_files(wfd, "b", b, &files, "tmp", &why), 0, "removed by the walk");
+	ok(faccessat(wfd, "b", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT, "gone");
+
+	_cleanup_close_ int c = files_dir(wfd, "c");
+	is_int(pool_tree_check_files(wfd, "c", "tmp", &files, &why), 0, "checked");
+	close(openat(c, "stray", O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+	is_int(pool_tree_remove_files(wfd, "c", c, &files, "tmp", &why), -ENOTEMPTY,
+	       "a file added since stays");
+	ok(why && strstr(why, "tmp/c/stray is no file of the pool"), "named: %s", why);
+	ok(faccessat(c, "stray", F_OK, 0) == 0, "with its directory");
+
+	_cleanup_close_ int d = files_dir(wfd, "d");
+	ok(mkdirat(d, "tree", 0700) == 0, "a directory volume's tree/");
+	is_int(pool_tree_check_files(wfd, "d", "tmp", &files, &why), 0, "checked");
+	ok(!files.flat, "not removed by name");
+	is_int(pool_tree_remove_files(wfd, "d", d, &files, "tmp", &why), 0, "removed by the walk");
 }
 
 /* The device-name index: claims confirmed by the volumes' records. */
@@ -977,6 +1031,7 @@ int main(void)
 	test_recount_at_open();
 	test_create_filled();
 	test_delete();
+	test_tree_remove_files();
 	test_node_devices();
 	test_temporaries();
 	test_use_records();

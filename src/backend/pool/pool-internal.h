@@ -129,6 +129,25 @@ int pool_tree_check(int dir_fd, const char *name, const char *where, char **ret_
  * there. */
 int pool_tree_remove(int dir_fd, const char *name, const char *where, char **ret_why);
 
+/* What pool_tree_check_files() saw in the directory: its entries' names when each is a file
+ * (a volume's meta.json, data, node.lock: no directory, as a directory volume's tree/ is), so
+ * that they can be removed without a second look. */
+#define POOL_TREE_FILES_MAX 8
+typedef struct PoolTreeFiles {
+	bool flat; /* false: a directory among them, too many or too long names */
+	size_t n;
+	char names[POOL_TREE_FILES_MAX][64];
+} PoolTreeFiles;
+/* pool_tree_check(), noting in *ret_files the names it found. */
+int pool_tree_check_files(int dir_fd, const char *name, const char *where, PoolTreeFiles *ret_files,
+			  char **ret_why);
+/* Removes dir_fd/name, whose directory object_fd is, as pool_tree_remove() does: the files the
+ * check found unlinked by name through object_fd, then the directory; where anything else is
+ * found (something added or changed since, a file that resists), the whole walk of
+ * pool_tree_remove() does the rest and says what is in the way. */
+int pool_tree_remove_files(int dir_fd, const char *name, int object_fd, const PoolTreeFiles *files,
+			   const char *where, char **ret_why);
+
 /* A directory stream of its own on dir_fd's directory: a dup of dir_fd would share its offset
  * with every other reader (threads listing at once would each miss entries). NULL on error. */
 DIR *pool_opendir(int dir_fd);

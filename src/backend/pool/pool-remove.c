@@ -34,9 +34,22 @@ static bool pool_name(const char *name)
 
 typedef struct Walk {
 	bool remove;
-	dev_t dev; /* the pool's filesystem */
+	dev_t dev;	      /* the pool's filesystem */
+	PoolTreeFiles *files; /* the names found in the top directory, or NULL */
 	char **ret_why;
 } Walk;
+
+/* Notes an entry of the top directory (a directory among them makes it no flat one). */
+static void note_entry(PoolTreeFiles *f, const char *name, bool dir)
+{
+	if (!f->flat)
+		return;
+	if (dir || f->n == POOL_TREE_FILES_MAX || strlen(name) >= sizeof(f->names[0])) {
+		f->flat = false;
+		return;
+	}
+	strcpy(f->names[f->n++], name);
+}
 
 /* dir_fd/name (at where in the pool): top is an object's directory or an entry of tmp/, whose
  * entries must be the pool's names; below, in a directory in place of one of them (or in a
@@ -59,6 +72,8 @@ static int walk(const Walk *w, int dir_fd, const char *name, const char *where, 
 			w->ret_why, -EPERM,
 			"%s is append-only (chattr +a): chattr -a it or move it out of the pool",
 			where);
+	if (depth == 1 && w->files)
+		note_entry(w->files, name, S_ISDIR(sx.stx_mode));
 	if (!S_ISDIR(sx.stx_mode)) {
 		if (w->remove && unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
 			return errorf(w->ret_why, negative_errno(), "removing %s failed: %m",
@@ -99,23 +114,49 @@ static int walk(const Walk *w, int dir_fd, const char *name, const char *where, 
 	return 0;
 }
 
-static int tree(int dir_fd, const char *name, const char *where, bool remove, char **ret_why)
+static int tree(int dir_fd, const char *name, const char *where, bool remove, PoolTreeFiles *files,
+		char **ret_why)
 {
 	_cleanup_free_ char *path = xasprintf("%s/%s", where, name);
 	struct stat st;
 
 	if (fstat(dir_fd, &st) < 0)
 		return errorf(ret_why, negative_errno(), "%s: %m", where);
-	Walk w = {.remove = remove, .dev = st.st_dev, .ret_why = ret_why};
+	Walk w = {.remove = remove, .dev = st.st_dev, .files = files, .ret_why = ret_why};
+	if (files)
+		*files = (PoolTreeFiles){.flat = true};
 	return walk(&w, dir_fd, name, path, true, 0, DEPTH_MAX);
 }
 
 int pool_tree_check(int dir_fd, const char *name, const char *where, char **ret_why)
 {
-	return tree(dir_fd, name, where, false, ret_why);
+	return tree(dir_fd, name, where, false, NULL, ret_why);
+}
+
+int pool_tree_check_files(int dir_fd, const char *name, const char *where, PoolTreeFiles *ret_files,
+			  char **ret_why)
+{
+	return tree(dir_fd, name, where, false, ret_files, ret_why);
 }
 
 int pool_tree_remove(int dir_fd, const char *name, const char *where, char **ret_why)
 {
-	return tree(dir_fd, name, where, true, ret_why);
+	return tree(dir_fd, name, where, true, NULL, ret_why);
+}
+
+int pool_tree_remove_files(int dir_fd, const char *name, int object_fd, const PoolTreeFiles *files,
+			   const char *where, char **ret_why)
+{
+	size_t i = 0;
+
+	if (files->flat) {
+		/* unlinkat() never follows a symlink; a directory put in a file's place fails
+		 * (EISDIR) and leaves it to the walk. */
+		while (i < files->n &&
+		       (unlinkat(object_fd, files->names[i], 0) == 0 || errno == ENOENT))
+			i++;
+		if (i == files->n && unlinkat(dir_fd, name, AT_REMOVEDIR) == 0)
+			return 0;
+	}
+	return pool_tree_remove(dir_fd, name, where, ret_why);
 }

@@ -862,6 +862,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 {
 	char trash[POOL_ID_MAX + 24];
 	struct stat st;
+	PoolTreeFiles files;
 	_cleanup_close_ int fd = -EBADF, node_lock = -EBADF;
 
 	int r = object_lock(p, k, id, &fd);
@@ -873,7 +874,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 		return r;
 	if (found && (r = pool_volume_check_unused(p, fd, id, found)) < 0)
 		return r;
-	if (pool_tree_check(kind_fd(p, k), id, kind_dir[k], ret_why) < 0)
+	if (pool_tree_check_files(kind_fd(p, k), id, kind_dir[k], &files, ret_why) < 0)
 		return -EPERM;
 	failpoint("pool-delete-after-check");
 	snprintf(trash, sizeof(trash), "del-%s.%08" PRIx32, id, (uint32_t)random_u64());
@@ -894,7 +895,7 @@ static int object_remove(Pool *p, ObjectKind k, const char *id, PoolVolumeFound 
 		return r;
 	failpoint("pool-delete-after-rename");
 	uint32_t project = pool_dirvol_project(fd); /* fd: the object's directory, now in tmp/ */
-	(void)pool_tree_remove(p->tmp_fd, trash, "tmp", ret_why);
+	(void)pool_tree_remove_files(p->tmp_fd, trash, fd, &files, "tmp", ret_why);
 	pool_dirvol_release(p, fd, project);
 	pool_reserve_restore(p); /* with the space it held, where the reserve was given up */
 	return 0;
