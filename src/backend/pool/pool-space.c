@@ -151,18 +151,21 @@ char *pool_space_full_condition(Pool *p)
 	return pool_space_full_message(&s);
 }
 
+static bool reserve_whole(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && (uint64_t)st->st_blocks * 512 >= RESERVE_BYTES;
+}
+
 void pool_reserve_restore(Pool *p)
 {
 	struct stat st;
 
 	/* Whole (after nearly every delete): one stat, nothing opened. */
-	if (fstatat(p->dir_fd, RESERVE_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    S_ISREG(st.st_mode) && (uint64_t)st.st_blocks * 512 >= RESERVE_BYTES)
+	if (fstatat(p->dir_fd, RESERVE_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && reserve_whole(&st))
 		return;
 	_cleanup_close_ int fd =
 		open_beneath(p->dir_fd, RESERVE_FILE, O_RDWR | O_CREAT, 0600, S_IFREG);
-	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_blocks * 512 >= RESERVE_BYTES ||
-	    pool_fs_full(p))
+	if (fd < 0 || fstat(fd, &st) < 0 || reserve_whole(&st) || pool_fs_full(p))
 		return;
 	(void)fallocate(fd, 0, 0, (off_t)RESERVE_BYTES);
 }
