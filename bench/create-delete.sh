@@ -10,8 +10,13 @@
 # whatever the neighbours' load, which moves the rates. docs/bench.md, Controller.
 #
 # Needs root for the loop filesystems and tmpfs. Environment: BUILD (default build), BEFORE,
-# HOSTPATHPLUGIN, POOL_FS, ROUNDS (5), DURATION per round (4s), FSYNCS (0; counted over 200
-# pairs at 1 client, 400 at 16).
+# HOSTPATHPLUGIN, POOL_FS, ROUNDS (5), DURATION per round (4s, in seconds), FSYNCS (0; counted
+# over 200 pairs at 1 client, 400 at 16), FLOOR (0). FLOOR=1 adds to the rounds the disk's floor
+# under a pair (bench/pair-floor.c, no gRPC, no checks): floor-pool, the syscalls of the pool's
+# durable create and delete; floor-log, the same files unsynced plus one fdatasync'ed record
+# of a preallocated log a call; floor-nosync, the files alone. Their CPU is their own process's.
+# And floor-rpc: this build's volplugd answering Probe (a call through a handler thread whose
+# work is a few stat calls), two calls counted as a pair: what the gRPC round trips cost alone.
 set -eu
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -20,6 +25,8 @@ POOL_FS=${POOL_FS:-root}
 ROUNDS=${ROUNDS:-5}
 DURATION=${DURATION:-4s}
 FSYNCS=${FSYNCS:-0}
+FLOOR=${FLOOR:-0}
+PAIR_FLOOR=${PAIR_FLOOR:-$BUILD/bench/pair-floor}
 
 WHERE=$BENCH_TMP/fs
 mkdir -p "$WHERE"
@@ -55,6 +62,7 @@ pair() { # pair NAME CLIENTS ARGS...: one bench row of create-delete
 drivers=(now)
 [ -z "$BEFORE" ] || drivers=(before now)
 [ -z "$HOSTPATHPLUGIN" ] || drivers+=(hostpath)
+[ "$FLOOR" != 1 ] || drivers+=(floor-pool floor-log floor-nosync floor-rpc)
 binary() { if [ "$1" = before ]; then echo "$BEFORE"; else echo "$VOLPLUGD"; fi; }
 
 if [ "$FSYNCS" = 1 ]; then
@@ -62,7 +70,7 @@ if [ "$FSYNCS" = 1 ]; then
 	dev=$(findmnt -n -o SOURCE --target "$WHERE" | sed 's|^/dev/||')
 	echo "fsync calls (and journal commits) per create+delete pair, counted with strace -f"
 	for d in "${drivers[@]}"; do
-		[ "$d" != hostpath ] || continue
+		[ "$d" != hostpath ] && [ "${d#floor-}" = "$d" ] || continue
 		for c in 1:200 16:400; do
 			set -- "${c%:*}" "${c#*:}"
 			out=$BENCH_TMP/strace-$d-$1
@@ -86,7 +94,11 @@ fi
 
 declare -A server_pid
 for d in "${drivers[@]}"; do
-	if [ "$d" = hostpath ]; then
+	if [ "$d" = floor-rpc ]; then
+		server_pid[$d]=${server_pid[now]}
+	elif [ "${d#floor-}" != "$d" ]; then
+		mkdir -p "$WHERE/$d"
+	elif [ "$d" = hostpath ]; then
 		mkdir -p "$WHERE/hostpath-state"
 		"$HOSTPATHPLUGIN" --endpoint "unix://$BENCH_TMP/hostpath.sock" --nodeid bench-node \
 			--drivername hostpath.csi.k8s.io --statedir "$WHERE/hostpath-state" \
@@ -104,6 +116,20 @@ hz=$(getconf CLK_TCK)
 for r in $(seq "$ROUNDS"); do
 	for c in 1 16; do
 		for d in "${drivers[@]}"; do
+			if [ "$d" = floor-rpc ]; then
+				t0=$(cpu_ticks "${server_pid[$d]}")
+				"$VOLPLUGCTL" --endpoint "unix://$BENCH_TMP/now.sock" bench --rpc Probe \
+					--clients "$c" --duration "$DURATION" --warmup 20 >"$BENCH_TMP/row"
+				t1=$(cpu_ticks "${server_pid[$d]}")
+				awk -v r="$r" -v t=$((t1 - t0)) -v hz="$hz" 'NR > 1 && $2 == "Probe" {
+					print r, "floor-rpc", $3, $6 / 2, t * 1e6 / hz / ($4 + 20) * 2 }' \
+					"$BENCH_TMP/row" >>"$BENCH_TMP/rounds"
+				continue
+			elif [ "${d#floor-}" != "$d" ]; then
+				"$PAIR_FLOOR" "$WHERE/$d" "${d#floor-}" "$c" "${DURATION%s}" |
+					awk -v r="$r" -v d="$d" '{print r, d, $2, $4, $5}' >>"$BENCH_TMP/rounds"
+				continue
+			fi
 			t0=$(cpu_ticks "${server_pid[$d]}")
 			pair "$d" "$c" --duration "$DURATION" --warmup 20 >"$BENCH_TMP/row"
 			t1=$(cpu_ticks "${server_pid[$d]}")
