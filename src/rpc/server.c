@@ -98,6 +98,7 @@ struct RpcCall {
 	grpc_byte_buffer *reply_payload;
 	Conn *conn;	      /* a reference, set when counted in its calls; guarded by conn_lock */
 	atomic_bool answered; /* the reply batch was started */
+	atomic_bool reset_counted; /* counted once against its connection's resets */
 	Tag tag_new, tag_recv, tag_close, tag_send, tag_message;
 	/* Streaming: the MESSAGE batch in flight. send_lock guards send_done and send_ok; the
 	 * rest is the handler's thread's own. */
@@ -487,8 +488,9 @@ static void on_new_call(RpcServer *s, RpcCall *c, bool ok)
 		call_unref(c);
 }
 
-/* A call the client cancelled before its answer: a connection that does this more than
- * RESETS_MAX times in RESETS_WINDOW is flooding us (HEADERS then RST_STREAM, over and over). */
+/* A call the client cancelled before its answer, or sent without its message: a connection
+ * that does this more than RESETS_MAX times in RESETS_WINDOW is flooding us (HEADERS then
+ * RST_STREAM, over and over). */
 static void conn_count_reset(RpcServer *s, Conn *conn)
 {
 	usec_t now = now_usec(CLOCK_MONOTONIC);
@@ -499,8 +501,18 @@ static void conn_count_reset(RpcServer *s, Conn *conn)
 		conn->resets = 0;
 	}
 	if (++conn->resets > RESETS_MAX)
-		conn_shut_locked(conn, "calls cancelled before their answer", conn->resets);
+		conn_shut_locked(conn, "calls cancelled before their answer or without a message",
+				 conn->resets);
 	pthread_mutex_unlock(&s->conn_lock);
+}
+
+/* Counts a call against its connection's resets, once: one cancelled before its answer, or one
+ * whose stream ended without its request message (no gRPC client sends such a call; a flood of
+ * HEADERS then RST_STREAM becomes one when the stream's end is read before its reset). */
+static void call_count_reset(RpcServer *s, RpcCall *c)
+{
+	if (c->conn && !atomic_exchange(&c->reset_counted, true))
+		conn_count_reset(s, c->conn);
 }
 
 static void queue_push(RpcServer *s, RpcCall *c)
@@ -772,9 +784,13 @@ static void on_event(RpcServer *s, Tag *tag, bool ok)
 		break;
 	case TAG_RECV:
 		/* A call cancelled before its message came needs no worker. */
-		if (!ok || (!c->request_payload && atomic_load(&c->cancelled)))
+		if (!ok || (!c->request_payload && atomic_load(&c->cancelled))) {
 			call_unref(c);
-		else if (c->request_payload && !payload_take(s, c)) {
+			break;
+		}
+		if (!c->request_payload)
+			call_count_reset(s, c); /* answered all the same: the request is bad */
+		if (c->request_payload && !payload_take(s, c)) {
 			grpc_byte_buffer_destroy(c->request_payload);
 			c->request_payload = NULL;
 			call_refuse(c, true, "too many request bytes waiting",
@@ -787,8 +803,8 @@ static void on_event(RpcServer *s, Tag *tag, bool ok)
 	case TAG_CLOSE:
 		if (c->close_cancelled) {
 			atomic_store(&c->cancelled, true);
-			if (!atomic_load(&c->answered) && c->conn)
-				conn_count_reset(s, c->conn);
+			if (!atomic_load(&c->answered))
+				call_count_reset(s, c);
 		}
 		call_unref(c);
 		break;

@@ -305,6 +305,34 @@ def test_rapid_reset_flood(ctx):
     return "%s; %s" % (", ".join(notes), note)
 
 
+def test_calls_without_a_message(ctx):
+    """(a) Streams that end without their request message, each answered before the next 50
+    are sent (what a HEADERS+RST_STREAM flood becomes when gRPC reads each stream's end before
+    its reset, so that every call is answered INVALID_ARGUMENT and none counts as cancelled):
+    counted like resets, the connection is shut down after 1000 of them."""
+    d = ctx.daemon(env=DAEMON_ENV)
+    w = Watch(d)
+    c = RawH2(d.socket)
+    block = request_headers()
+    sent = 0
+    while sent < 3000 and not c.wait_closed(0):
+        c.send(b"".join(frame(HEADERS, END_HEADERS | END_STREAM, s, block)
+                        for s in c.streams(50)))
+        sent += 50
+        deadline = time.monotonic() + 10
+        while c.trailers + c.rst_received < sent and not c.closed.is_set() and \
+                time.monotonic() < deadline:
+            time.sleep(0.002)
+    closed = c.wait_closed(5)
+    note = w.finish()
+    c.close()
+    w.check()
+    assert closed, "the connection is still open after %d calls without a message (%d answers)" % (
+        sent, c.trailers)
+    assert c.trailers <= 1000 + 200, "%d calls without a message answered" % c.trailers
+    return "%s after %d answers to %d streams; %s" % (closed_note(c), c.trailers, sent, note)
+
+
 def pipeline(ctx, ack_settings):
     d = ctx.daemon(env=DAEMON_ENV)
     w = Watch(d)
@@ -440,6 +468,7 @@ def test_oversize_message_and_metadata(ctx):
 TESTS = [
     test_advertises_stream_and_header_limits,
     test_rapid_reset_flood,
+    test_calls_without_a_message,
     test_pipelined_calls,
     test_pipelined_calls_settings_unacknowledged,
     test_continuation_flood,
