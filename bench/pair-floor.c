@@ -57,11 +57,11 @@ typedef struct Worker {
 
 static int fail(Bench *b, const char *what)
 {
-	int r = -errno;
+	int r = errno > 0 ? -errno : -EIO; /* a short write sets no errno */
 	int expected = 0;
 
 	if (atomic_compare_exchange_strong(&b->failed, &expected, r))
-		fprintf(stderr, "pair-floor: %s: %s\n", what, strerror(errno));
+		fprintf(stderr, "pair-floor: %s: %s\n", what, strerror(-r));
 	atomic_store(&b->stop, true);
 	return r;
 }
