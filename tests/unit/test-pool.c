@@ -488,6 +488,7 @@ static void test_tree_remove_files(void)
 	is_int(pool_tree_check_files(wfd, "d", "tmp", &files, &why), 0, "checked");
 	ok(!files.flat, "not removed by name");
 	is_int(pool_tree_remove_files(wfd, "d", d, &files, "tmp", &why), 0, "removed by the walk");
+	ok(faccessat(wfd, "d", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT, "gone");
 }
 
 /* The device-name index: claims confirmed by the volumes' records. */
